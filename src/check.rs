@@ -1,0 +1,97 @@
+//! `sluice check`: a one-screen summary of a valid configuration.
+
+use crate::config::{LogLevel, Spec};
+use crate::limiter::Limit;
+use std::fmt::Write as _;
+
+fn rate_text(milli: u64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}r/s", milli / 1000)
+    } else {
+        format!("{milli} milli-req/s")
+    }
+}
+
+/// Render the summary of `spec`.
+pub fn summary(file: &str, spec: &Spec) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{file}: syntax is ok, configuration is valid");
+    let _ = writeln!(s, "zones:");
+    for z in &spec.zones {
+        let _ = writeln!(
+            s,
+            "  {:<16} key {:<24} size {:>8} B ({} states)  rate {}",
+            z.name,
+            z.key.source(),
+            z.size,
+            z.size / crate::limiter::memory::BYTES_PER_STATE,
+            rate_text(z.rate.milli())
+        );
+    }
+    for srv in &spec.servers {
+        let level = srv.level.inherit(&spec.http);
+        let _ = writeln!(
+            s,
+            "server {}{}",
+            srv.listen,
+            if srv.server_name.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", srv.server_name)
+            }
+        );
+        for loc in &srv.locations {
+            let eff = loc.level.inherit(&level);
+            let limits = eff
+                .limit_req
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .map(|l| {
+                    let mut t = spec.zones[l.zone].name.clone();
+                    if l.burst > 0 {
+                        let _ = write!(t, " burst={}", l.burst / 1000);
+                    }
+                    if l.delay == Limit::NODELAY {
+                        t.push_str(" nodelay");
+                    } else if l.delay > 0 {
+                        let _ = write!(t, " delay={}", l.delay / 1000);
+                    }
+                    t
+                })
+                .collect::<Vec<_>>();
+            let action = match (&loc.ret, &eff.proxy_pass) {
+                (Some(r), _) => format!("return {}", r.status),
+                (None, Some(p)) => format!(
+                    "proxy_pass http://{}{}",
+                    p.authority,
+                    p.uri.as_deref().unwrap_or("")
+                ),
+                (None, None) => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "  location {:<14} {:<40} {}  [status {}{}{}]",
+                loc.path,
+                if limits.is_empty() {
+                    "no limit".to_string()
+                } else {
+                    format!("limit_req {}", limits.join(", "))
+                },
+                action,
+                eff.status
+                    .unwrap_or(crate::runtime::DEFAULT_LIMIT_REQ_STATUS),
+                match eff.log_level {
+                    Some(l) if l != LogLevel::Error => format!(", log {}", l.as_str()),
+                    _ => String::new(),
+                },
+                if eff.dry_run == Some(true) {
+                    ", dry run"
+                } else {
+                    ""
+                },
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,125 @@
+//! Configuration errors: every problem of a file, each as
+//! `FILE:LINE:COL: message` followed by the offending line and a caret.
+
+use std::fmt;
+use std::ops::Range;
+
+/// One problem, located in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based, in characters.
+    pub col: usize,
+    pub message: String,
+    /// The text of the offending line.
+    pub source_line: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
+    }
+}
+
+/// All problems of one file, in file order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            writeln!(f, "{e}")?;
+            let gutter = e.line.to_string().len();
+            writeln!(f, "{:gutter$} |", "")?;
+            writeln!(f, "{} | {}", e.line, e.source_line)?;
+            write!(f, "{:gutter$} | {:>col$}", "", "^", col = e.col)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(ConfigErrors),
+}
+
+/// Collects problems as byte spans while a file is read; turns them into
+/// located errors at the end.
+#[derive(Default)]
+pub(crate) struct Diagnostics {
+    items: Vec<(Range<usize>, String)>,
+}
+
+impl Diagnostics {
+    pub fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
+        self.items.push((span, message.into()));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn into_errors(mut self, file: &str, text: &str) -> ConfigErrors {
+        self.items.sort_by_key(|(s, _)| s.start);
+        self.items.dedup();
+        ConfigErrors(
+            self.items
+                .into_iter()
+                .map(|(span, message)| locate(file, text, span.start, message))
+                .collect(),
+        )
+    }
+}
+
+fn locate(file: &str, text: &str, offset: usize, message: String) -> ConfigError {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = before.matches('\n').count() + 1;
+    let col = text[line_start..offset].chars().count() + 1;
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    ConfigError {
+        file: file.to_string(),
+        line,
+        col,
+        message,
+        source_line: text[line_start..line_end]
+            .trim_end_matches('\r')
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_line_and_column() {
+        let text = "a = 1\nbogus = 2\n";
+        let mut d = Diagnostics::default();
+        d.error(6..11, "unknown key \"bogus\"");
+        let e = d.into_errors("f.toml", text);
+        assert_eq!(e.0[0].to_string(), "f.toml:2:1: unknown key \"bogus\"");
+        assert_eq!(e.0[0].source_line, "bogus = 2");
+        assert!(e.to_string().contains("2 | bogus = 2"));
+    }
+}

@@ -1,0 +1,196 @@
+//! Configuration: the TOML file users edit (SPEC §2), in three stages.
+//!
+//! 1. [`parse`]: TOML text → [`Spec`], a validated, declarative model. Every
+//!    problem in the file is collected and reported at once as
+//!    `FILE:LINE:COL: message`; nothing starts on a bad file.
+//! 2. [`crate::runtime::Runtime::build`]: [`Spec`] → runtime types, with
+//!    nginx's inheritance (http → server → location) resolved and zones
+//!    allocated.
+//!
+//! The names of keys are the product's contract and follow nginx's
+//! directives (`limit_req_status`, `limit_req_log_level`, …).
+
+mod error;
+mod parse;
+pub mod values;
+
+pub use error::{ConfigError, ConfigErrors, LoadError};
+pub use values::{PathRule, ProxyPass};
+
+use crate::limiter::{Limit, Rate};
+use crate::vars::Template;
+use http::HeaderName;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A validated configuration file.
+pub struct Spec {
+    /// The top level (nginx's `http` block).
+    pub http: Level,
+    pub zones: Vec<ZoneSpec>,
+    pub servers: Vec<ServerSpec>,
+}
+
+/// `[zones.NAME]`: nginx's `limit_req_zone KEY zone=NAME:SIZE rate=RATE`.
+pub struct ZoneSpec {
+    pub name: String,
+    pub key: Template,
+    /// Bytes.
+    pub size: u64,
+    pub rate: Rate,
+}
+
+/// One `limit_req` table: a zone (index into [`Spec::zones`]) and its burst
+/// and delay in milli-requests (`u64::MAX` delay = `nodelay`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitSpec {
+    pub zone: usize,
+    pub burst: u64,
+    pub delay: u64,
+}
+
+impl LimitSpec {
+    pub fn is_nodelay(&self) -> bool {
+        self.delay == Limit::NODELAY
+    }
+}
+
+/// nginx's `limit_req_log_level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Info,
+    Notice,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    pub fn parse(s: &str) -> Option<LogLevel> {
+        Some(match s {
+            "info" => LogLevel::Info,
+            "notice" => LogLevel::Notice,
+            "warn" => LogLevel::Warn,
+            "error" => LogLevel::Error,
+            _ => return None,
+        })
+    }
+
+    /// Delays are logged one level lower than rejections.
+    pub fn lower(self) -> LogLevel {
+        match self {
+            LogLevel::Error => LogLevel::Warn,
+            LogLevel::Warn => LogLevel::Notice,
+            LogLevel::Notice | LogLevel::Info => LogLevel::Info,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
+#[derive(Debug)]
+pub struct ErrorPage {
+    /// The status sent (defaults to `CODE`; nginx's `error_page 429 =200`).
+    pub status: u16,
+    pub headers: Vec<(HeaderName, Template)>,
+    /// `None`: the default body for that status.
+    pub body: Option<Template>,
+}
+
+pub type ErrorPages = BTreeMap<u16, ErrorPage>;
+
+/// `return = { status, body, headers }`: answer from sluice itself.
+#[derive(Debug)]
+pub struct ReturnSpec {
+    pub status: u16,
+    pub headers: Vec<(HeaderName, Template)>,
+    pub body: Option<Template>,
+}
+
+/// Settings that http, server and location levels share; `None` = not set
+/// here, inherit.
+#[derive(Clone, Default)]
+pub struct Level {
+    /// nginx: a level with its own `limit_req` lines hides its parent's.
+    pub limit_req: Option<Vec<LimitSpec>>,
+    pub status: Option<u16>,
+    pub log_level: Option<LogLevel>,
+    pub dry_run: Option<bool>,
+    /// Like nginx's `error_page`: a level with its own hides its parent's.
+    pub error_pages: Option<Arc<ErrorPages>>,
+    pub proxy_pass: Option<ProxyPass>,
+    pub proxy_connect_timeout: Option<Duration>,
+    pub proxy_read_timeout: Option<Duration>,
+    pub client_header_timeout: Option<Duration>,
+}
+
+impl Level {
+    /// This level with unset values taken from `parent`.
+    pub fn inherit(&self, parent: &Level) -> Level {
+        Level {
+            limit_req: self.limit_req.clone().or_else(|| parent.limit_req.clone()),
+            status: self.status.or(parent.status),
+            log_level: self.log_level.or(parent.log_level),
+            dry_run: self.dry_run.or(parent.dry_run),
+            error_pages: self
+                .error_pages
+                .clone()
+                .or_else(|| parent.error_pages.clone()),
+            proxy_pass: self
+                .proxy_pass
+                .clone()
+                .or_else(|| parent.proxy_pass.clone()),
+            proxy_connect_timeout: self.proxy_connect_timeout.or(parent.proxy_connect_timeout),
+            proxy_read_timeout: self.proxy_read_timeout.or(parent.proxy_read_timeout),
+            client_header_timeout: self.client_header_timeout.or(parent.client_header_timeout),
+        }
+    }
+}
+
+/// `[[servers]]`.
+pub struct ServerSpec {
+    pub listen: SocketAddr,
+    pub listen_span: Range<usize>,
+    pub server_name: String,
+    pub level: Level,
+    pub locations: Vec<LocationSpec>,
+}
+
+/// `[[servers.locations]]`.
+pub struct LocationSpec {
+    /// As written, e.g. `"= /api"`.
+    pub path: String,
+    pub path_span: Range<usize>,
+    pub rule: PathRule,
+    pub regex: Option<regex::Regex>,
+    pub level: Level,
+    pub ret: Option<ReturnSpec>,
+}
+
+/// Parse and validate configuration text; `file` names it in errors.
+pub fn parse_str(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
+    parse::parse(file, text)
+}
+
+/// Read, parse and validate a configuration file.
+pub fn load(path: &std::path::Path) -> Result<Spec, LoadError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    parse_str(&name, &text).map_err(LoadError::Invalid)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,722 @@
+//! TOML text → [`Spec`], reporting every problem at once.
+//!
+//! We walk toml's spanned document tree by hand instead of deriving serde
+//! types: serde stops at the first unknown key or wrong type, and users
+//! fixing a file want the whole list, each with its line and column.
+
+use super::error::Diagnostics;
+use super::values::{self, PathRule};
+use super::*;
+use crate::vars::{Context, Template};
+use std::ops::Range;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+type Val<'i> = Spanned<DeValue<'i>>;
+
+fn type_name(v: &DeValue) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a datetime",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+struct Cx {
+    d: Diagnostics,
+}
+
+impl Cx {
+    fn err(&mut self, span: Range<usize>, msg: impl Into<String>) {
+        self.d.error(span, msg);
+    }
+
+    /// Report keys of `t` that are not in `allowed`.
+    fn check_keys(&mut self, t: &DeTable, allowed: &[&str], what: &str) {
+        for (k, _) in t.iter() {
+            if !allowed.contains(&k.get_ref().as_ref()) {
+                self.err(
+                    k.span(),
+                    format!(
+                        "unknown key \"{}\" in {what} (expected one of: {})",
+                        k.get_ref(),
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+
+    fn str<'a>(&mut self, v: &'a Val, key: &str) -> Option<&'a str> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s),
+            other => {
+                self.err(
+                    v.span(),
+                    format!("\"{key}\" must be a string, found {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn bool(&mut self, v: &Val, key: &str) -> Option<bool> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            other => {
+                self.err(
+                    v.span(),
+                    format!(
+                        "\"{key}\" must be true or false, found {}",
+                        type_name(other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn int(&mut self, v: &Val, key: &str) -> Option<i128> {
+        match v.get_ref() {
+            DeValue::Integer(i) => match i128::from_str_radix(i.as_str(), i.radix()) {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    self.err(v.span(), format!("\"{key}\" is out of range"));
+                    None
+                }
+            },
+            other => {
+                self.err(
+                    v.span(),
+                    format!("\"{key}\" must be an integer, found {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn table<'a, 'i>(&mut self, v: &'a Val<'i>, key: &str) -> Option<&'a DeTable<'i>> {
+        match v.get_ref() {
+            DeValue::Table(t) => Some(t),
+            other => {
+                self.err(
+                    v.span(),
+                    format!("\"{key}\" must be a table, found {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A string or an integer, as text (sizes, rates, times may be either).
+    fn scalar_text(&mut self, v: &Val, key: &str) -> Option<String> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            DeValue::Integer(i) => Some(i.as_str().to_string()),
+            other => {
+                self.err(
+                    v.span(),
+                    format!("\"{key}\" must be a string, found {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn template(&mut self, v: &Val, key: &str, cx: Context) -> Option<Template> {
+        let s = self.str(v, key)?;
+        match Template::parse(s, cx) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                // The span starts at the opening quote.
+                let at = v.span().start + 1 + e.offset;
+                self.err(at..at + 1, e.message);
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, v: &Val, key: &str) -> Option<Duration> {
+        let s = self.scalar_text(v, key)?;
+        values::parse_duration(&s)
+            .map_err(|e| self.err(v.span(), format!("\"{key}\": {e}")))
+            .ok()
+    }
+}
+
+fn get<'a, 'i>(t: &'a DeTable<'i>, key: &str) -> Option<&'a Val<'i>> {
+    t.iter()
+        .find(|(k, _)| k.get_ref().as_ref() == key)
+        .map(|(_, v)| v)
+}
+
+/// Keys that every level (http, server, location) accepts.
+const LEVEL_KEYS: &[&str] = &[
+    "limit_req",
+    "limit_req_status",
+    "limit_req_log_level",
+    "limit_req_dry_run",
+    "error_pages",
+    "proxy_connect_timeout",
+    "proxy_read_timeout",
+];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Where {
+    Http,
+    Server,
+    Location,
+}
+
+/// Parse a whole file.
+pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
+    let mut cx = Cx {
+        d: Diagnostics::default(),
+    };
+    let (doc, syntax) = DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        for e in syntax {
+            let span = e.span().unwrap_or(0..0);
+            cx.err(span, e.message().trim().to_string());
+        }
+        return Err(cx.d.into_errors(file, text));
+    }
+    let doc = doc.get_ref();
+
+    let mut allowed: Vec<&str> = vec!["zones", "servers", "client_header_timeout"];
+    allowed.extend_from_slice(LEVEL_KEYS);
+    cx.check_keys(doc, &allowed, "the top level");
+
+    let zones = parse_zones(&mut cx, get(doc, "zones"));
+    let http = parse_level(&mut cx, doc, &zones, Where::Http);
+
+    let mut servers = Vec::new();
+    match get(doc, "servers") {
+        None => cx.err(0..0, "no [[servers]]: nothing to listen on"),
+        Some(v) => match v.get_ref() {
+            DeValue::Array(items) => {
+                for item in items.iter() {
+                    if let Some(t) = cx.table(item, "servers") {
+                        if let Some(s) = parse_server(&mut cx, t, item.span(), &zones, &http) {
+                            servers.push(s);
+                        }
+                    }
+                }
+            }
+            other => cx.err(
+                v.span(),
+                format!(
+                    "\"servers\" must be an array of tables ([[servers]]), found {}",
+                    type_name(other)
+                ),
+            ),
+        },
+    }
+    // Two servers on one address.
+    for i in 0..servers.len() {
+        for j in 0..i {
+            if servers[i].listen == servers[j].listen {
+                cx.err(
+                    servers[i].listen_span.clone(),
+                    format!(
+                        "a duplicate listen {} (already used by another [[servers]])",
+                        servers[i].listen
+                    ),
+                );
+            }
+        }
+    }
+
+    if !cx.d.is_empty() {
+        return Err(cx.d.into_errors(file, text));
+    }
+    Ok(Spec {
+        http,
+        zones: zones.into_iter().map(|(z, _)| z).collect(),
+        servers,
+    })
+}
+
+fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
+    let mut out = Vec::new();
+    let Some(v) = v else { return out };
+    let Some(t) = cx.table(v, "zones") else {
+        return out;
+    };
+    for (name, zv) in t.iter() {
+        let Some(zt) = cx.table(zv, name.get_ref()) else {
+            continue;
+        };
+        let what = format!("[zones.{}]", name.get_ref());
+        cx.check_keys(zt, &["key", "size", "rate"], &what);
+        let key = match get(zt, "key") {
+            Some(k) => cx.template(k, "key", Context::Key),
+            None => {
+                cx.err(name.span(), format!("{what} must have a \"key\""));
+                None
+            }
+        };
+        let size = match get(zt, "size") {
+            Some(s) => cx.scalar_text(s, "size").and_then(|text| {
+                match values::parse_size(&text) {
+                    Ok(n) if n < values::MIN_ZONE_SIZE => {
+                        cx.err(
+                            s.span(),
+                            format!(
+                                "zone \"{}\" is too small: size \"{text}\" is below the minimum of 32k",
+                                name.get_ref()
+                            ),
+                        );
+                        None
+                    }
+                    Ok(n) => Some(n),
+                    Err(e) => {
+                        cx.err(s.span(), e);
+                        None
+                    }
+                }
+            }),
+            None => {
+                cx.err(name.span(), format!("{what} must have a \"size\" (e.g. \"10m\")"));
+                None
+            }
+        };
+        // nginx: rate absent = 1r/s.
+        let rate = match get(zt, "rate") {
+            Some(r) => cx.scalar_text(r, "rate").and_then(|text| {
+                values::parse_rate(&text)
+                    .map_err(|e| cx.err(r.span(), e))
+                    .ok()
+            }),
+            None => Rate::per_second(1),
+        };
+        if let (Some(key), Some(size), Some(rate)) = (key, size, rate) {
+            out.push((
+                ZoneSpec {
+                    name: name.get_ref().to_string(),
+                    key,
+                    size,
+                    rate,
+                },
+                name.span(),
+            ));
+        }
+    }
+    out
+}
+
+fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at: Where) -> Level {
+    let mut level = Level::default();
+    if let Some(v) = get(t, "limit_req") {
+        level.limit_req = parse_limit_reqs(cx, v, zones);
+    }
+    if let Some(v) = get(t, "limit_req_status") {
+        if let Some(n) = cx.int(v, "limit_req_status") {
+            if (400..=599).contains(&n) {
+                level.status = Some(n as u16);
+            } else {
+                cx.err(
+                    v.span(),
+                    "\"limit_req_status\": value must be between 400 and 599",
+                );
+            }
+        }
+    }
+    if let Some(v) = get(t, "limit_req_log_level") {
+        if let Some(s) = cx.str(v, "limit_req_log_level") {
+            match LogLevel::parse(s) {
+                Some(l) => level.log_level = Some(l),
+                None => cx.err(
+                    v.span(),
+                    format!(
+                        "invalid limit_req_log_level \"{s}\" (expected info, notice, warn or error)"
+                    ),
+                ),
+            }
+        }
+    }
+    if let Some(v) = get(t, "limit_req_dry_run") {
+        level.dry_run = cx.bool(v, "limit_req_dry_run");
+    }
+    if let Some(v) = get(t, "error_pages") {
+        level.error_pages = parse_error_pages(cx, v).map(Arc::new);
+    }
+    if let Some(v) = get(t, "proxy_connect_timeout") {
+        level.proxy_connect_timeout = cx.duration(v, "proxy_connect_timeout");
+    }
+    if let Some(v) = get(t, "proxy_read_timeout") {
+        level.proxy_read_timeout = cx.duration(v, "proxy_read_timeout");
+    }
+    if at != Where::Location {
+        if let Some(v) = get(t, "client_header_timeout") {
+            level.client_header_timeout = cx.duration(v, "client_header_timeout");
+        }
+    }
+    if at != Where::Http {
+        if let Some(v) = get(t, "proxy_pass") {
+            if let Some(s) = cx.str(v, "proxy_pass") {
+                match values::parse_proxy_pass(s) {
+                    Ok(p) => level.proxy_pass = Some(p),
+                    Err(e) => cx.err(v.span(), e),
+                }
+            }
+        }
+    }
+    level
+}
+
+fn parse_limit_reqs(
+    cx: &mut Cx,
+    v: &Val,
+    zones: &[(ZoneSpec, Range<usize>)],
+) -> Option<Vec<LimitSpec>> {
+    let items: Vec<&Val> = match v.get_ref() {
+        DeValue::Table(_) => vec![v],
+        DeValue::Array(a) => a.iter().collect(),
+        other => {
+            cx.err(
+                v.span(),
+                format!(
+                    "\"limit_req\" must be a table or a list of tables, found {}",
+                    type_name(other)
+                ),
+            );
+            return None;
+        }
+    };
+    let mut out: Vec<LimitSpec> = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(t) = cx.table(item, "limit_req") else {
+            ok = false;
+            continue;
+        };
+        cx.check_keys(t, &["zone", "burst", "nodelay", "delay"], "limit_req");
+        let zone = match get(t, "zone") {
+            None => {
+                cx.err(item.span(), "\"limit_req\" must have a \"zone\"");
+                None
+            }
+            Some(zv) => cx.str(zv, "zone").and_then(|name| {
+                match zones.iter().position(|(z, _)| z.name == name) {
+                    Some(i) if out.iter().any(|l| l.zone == i) => {
+                        cx.err(
+                            zv.span(),
+                            format!("\"limit_req\" directive is duplicate: zone \"{name}\" is already limited at this level"),
+                        );
+                        None
+                    }
+                    Some(i) => Some(i),
+                    None => {
+                        cx.err(zv.span(), format!("unknown limit_req_zone \"{name}\""));
+                        None
+                    }
+                }
+            }),
+        };
+        let mut burst = 0;
+        let mut delay = 0;
+        // In file order, so that of `nodelay` and `delay` the later wins.
+        for (k, kv) in t.iter() {
+            match k.get_ref().as_ref() {
+                "burst" => match cx.int(kv, "burst") {
+                    Some(n) if (1..=1_000_000_000).contains(&n) => burst = n as u64 * 1000,
+                    Some(_) => {
+                        cx.err(kv.span(), "invalid burst value: must be at least 1");
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                "delay" => match cx.int(kv, "delay") {
+                    Some(n) if (1..=1_000_000_000).contains(&n) => delay = n as u64 * 1000,
+                    Some(_) => {
+                        cx.err(kv.span(), "invalid delay value: must be at least 1");
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                "nodelay" => match cx.bool(kv, "nodelay") {
+                    Some(true) => delay = Limit::NODELAY,
+                    Some(false) => {}
+                    None => ok = false,
+                },
+                _ => {}
+            }
+        }
+        match zone {
+            Some(zone) if ok => out.push(LimitSpec { zone, burst, delay }),
+            _ => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+fn parse_headers(cx: &mut Cx, v: &Val) -> Vec<(HeaderName, Template)> {
+    let mut out = Vec::new();
+    let Some(t) = cx.table(v, "headers") else {
+        return out;
+    };
+    for (k, hv) in t.iter() {
+        let name = match HeaderName::from_bytes(k.get_ref().as_bytes()) {
+            Ok(n) => n,
+            Err(_) => {
+                cx.err(k.span(), format!("invalid header name \"{}\"", k.get_ref()));
+                continue;
+            }
+        };
+        if let Some(t) = cx.template(hv, k.get_ref(), Context::Response) {
+            out.push((name, t));
+        }
+    }
+    out
+}
+
+fn parse_status(
+    cx: &mut Cx,
+    v: &Val,
+    key: &str,
+    range: std::ops::RangeInclusive<i128>,
+) -> Option<u16> {
+    let n = cx.int(v, key)?;
+    if range.contains(&n) {
+        Some(n as u16)
+    } else {
+        cx.err(
+            v.span(),
+            format!(
+                "\"{key}\": value must be between {} and {}",
+                range.start(),
+                range.end()
+            ),
+        );
+        None
+    }
+}
+
+fn parse_error_pages(cx: &mut Cx, v: &Val) -> Option<ErrorPages> {
+    let t = cx.table(v, "error_pages")?;
+    let mut pages = ErrorPages::new();
+    for (k, pv) in t.iter() {
+        let code = match k.get_ref().parse::<u16>() {
+            Ok(c) if (300..=599).contains(&c) => c,
+            _ => {
+                cx.err(
+                    k.span(),
+                    format!(
+                        "invalid error_pages key \"{}\": must be a status code between 300 and 599",
+                        k.get_ref()
+                    ),
+                );
+                continue;
+            }
+        };
+        let Some(pt) = cx.table(pv, k.get_ref()) else {
+            continue;
+        };
+        cx.check_keys(
+            pt,
+            &["status", "headers", "body"],
+            &format!("[error_pages.{code}]"),
+        );
+        let status = get(pt, "status")
+            .and_then(|s| parse_status(cx, s, "status", 200..=599))
+            .unwrap_or(code);
+        let headers = get(pt, "headers")
+            .map(|h| parse_headers(cx, h))
+            .unwrap_or_default();
+        let body = get(pt, "body").and_then(|b| cx.template(b, "body", Context::Response));
+        pages.insert(
+            code,
+            ErrorPage {
+                status,
+                headers,
+                body,
+            },
+        );
+    }
+    Some(pages)
+}
+
+fn parse_server(
+    cx: &mut Cx,
+    t: &DeTable,
+    span: Range<usize>,
+    zones: &[(ZoneSpec, Range<usize>)],
+    http: &Level,
+) -> Option<ServerSpec> {
+    let mut allowed: Vec<&str> = vec![
+        "listen",
+        "server_name",
+        "proxy_pass",
+        "locations",
+        "client_header_timeout",
+    ];
+    allowed.extend_from_slice(LEVEL_KEYS);
+    cx.check_keys(t, &allowed, "[[servers]]");
+    let listen = match get(t, "listen") {
+        None => {
+            cx.err(
+                span.start..span.start + 1,
+                "[[servers]] must have \"listen\"",
+            );
+            None
+        }
+        Some(v) => cx.str(v, "listen").and_then(|s| {
+            values::parse_listen(s)
+                .map_err(|e| cx.err(v.span(), e))
+                .ok()
+                .map(|a| (a, v.span()))
+        }),
+    };
+    let server_name = get(t, "server_name")
+        .and_then(|v| cx.str(v, "server_name"))
+        .unwrap_or("")
+        .to_string();
+    let level = parse_level(cx, t, zones, Where::Server);
+    let effective = level.inherit(http);
+
+    let mut locations = Vec::new();
+    if let Some(v) = get(t, "locations") {
+        match v.get_ref() {
+            DeValue::Array(items) => {
+                for item in items.iter() {
+                    if let Some(lt) = cx.table(item, "locations") {
+                        if let Some(l) = parse_location(cx, lt, item.span(), zones, &effective) {
+                            locations.push(l);
+                        }
+                    }
+                }
+            }
+            other => cx.err(
+                v.span(),
+                format!(
+                    "\"locations\" must be an array of tables ([[servers.locations]]), found {}",
+                    type_name(other)
+                ),
+            ),
+        }
+    }
+    // nginx: "duplicate location".
+    for i in 0..locations.len() {
+        for j in 0..i {
+            if locations[i].rule == locations[j].rule {
+                cx.err(
+                    locations[i].path_span.clone(),
+                    format!("duplicate location \"{}\"", locations[i].path),
+                );
+            }
+        }
+    }
+    let (listen, listen_span) = listen?;
+    Some(ServerSpec {
+        listen,
+        listen_span,
+        server_name,
+        level,
+        locations,
+    })
+}
+
+fn parse_location(
+    cx: &mut Cx,
+    t: &DeTable,
+    span: Range<usize>,
+    zones: &[(ZoneSpec, Range<usize>)],
+    server: &Level,
+) -> Option<LocationSpec> {
+    let mut allowed: Vec<&str> = vec!["path", "proxy_pass", "return"];
+    allowed.extend_from_slice(LEVEL_KEYS);
+    cx.check_keys(t, &allowed, "[[servers.locations]]");
+    let level = parse_level(cx, t, zones, Where::Location);
+
+    let (path, rule, path_span) = match get(t, "path") {
+        None => {
+            cx.err(
+                span.start..span.start + 1,
+                "[[servers.locations]] must have \"path\"",
+            );
+            return None;
+        }
+        Some(v) => {
+            let s = cx.str(v, "path")?;
+            match values::parse_path(s) {
+                Ok(r) => (s.to_string(), r, v.span()),
+                Err(e) => {
+                    cx.err(v.span(), e);
+                    return None;
+                }
+            }
+        }
+    };
+    let regex = match &rule {
+        PathRule::Regex { pattern, caseless } => {
+            match regex::RegexBuilder::new(pattern)
+                .case_insensitive(*caseless)
+                .build()
+            {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    cx.err(
+                        path_span.clone(),
+                        format!(
+                            "invalid regex \"{pattern}\": {}",
+                            e.to_string().lines().last().unwrap_or("")
+                        ),
+                    );
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+
+    let ret = get(t, "return").and_then(|v| {
+        let rt = cx.table(v, "return")?;
+        cx.check_keys(rt, &["status", "body", "headers"], "return");
+        let status = match get(rt, "status") {
+            Some(s) => parse_status(cx, s, "status", 100..=999)?,
+            None => 200,
+        };
+        let body = match get(rt, "body") {
+            Some(b) => Some(cx.template(b, "body", Context::Response)?),
+            None => None,
+        };
+        let headers = get(rt, "headers")
+            .map(|h| parse_headers(cx, h))
+            .unwrap_or_default();
+        Some(ReturnSpec {
+            status,
+            headers,
+            body,
+        })
+    });
+
+    let proxy = level.proxy_pass.as_ref().or(server.proxy_pass.as_ref());
+    if ret.is_none() && get(t, "return").is_none() && proxy.is_none() {
+        cx.err(
+            path_span.clone(),
+            format!("location \"{path}\" has neither \"proxy_pass\" nor \"return\" (set one here or proxy_pass on the server)"),
+        );
+    }
+    if let (PathRule::Regex { .. }, Some(p)) = (&rule, &level.proxy_pass) {
+        if p.uri.is_some() {
+            let v = get(t, "proxy_pass").expect("parsed above");
+            cx.err(
+                v.span(),
+                "\"proxy_pass\" cannot have URI part in location given by regular expression",
+            );
+        }
+    }
+    Some(LocationSpec {
+        path,
+        path_span,
+        rule,
+        regex,
+        level,
+        ret,
+    })
+}

@@ -1,0 +1,260 @@
+//! Scalar values written the nginx way: sizes (`1m`), rates (`2r/s`),
+//! times (`60s`, `500ms`), `listen` addresses, `proxy_pass` URLs and
+//! location paths with their modifiers. Each parser returns nginx's wording
+//! where nginx has one.
+
+use crate::limiter::Rate;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// Smallest zone nginx accepts: 8 pages of 4 KiB.
+pub const MIN_ZONE_SIZE: u64 = 32 * 1024;
+
+/// nginx sizes: bytes, or `k`/`K`, `m`/`M` (×1024); no `g`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let invalid = || format!("invalid zone size \"{s}\"");
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 1024),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(invalid)
+}
+
+/// nginx rates: `Nr/s`, `Nr/m`, or a bare `N` (taken as r/s). Positive
+/// decimal integers only.
+pub fn parse_rate(s: &str) -> Result<Rate, String> {
+    let invalid =
+        || format!("invalid rate \"{s}\" (expected \"Nr/s\" or \"Nr/m\", N a positive integer)");
+    let (num, per_minute) = if let Some(n) = s.strip_suffix("r/s") {
+        (n, false)
+    } else if let Some(n) = s.strip_suffix("r/m") {
+        (n, true)
+    } else {
+        (s, false)
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    let n: u64 = num.parse().map_err(|_| invalid())?;
+    let rate = if per_minute {
+        Rate::per_minute(n)
+    } else {
+        Rate::per_second(n)
+    };
+    rate.ok_or_else(invalid)
+}
+
+/// nginx times: `30`, `30s`, `500ms`, `1m`, `1h`, `1d`, or combinations
+/// such as `1m30s`. A bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let invalid = || format!("invalid time \"{s}\" (e.g. \"60s\", \"500ms\", \"1m30s\")");
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: u64 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return Err(invalid());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(|b| b.is_ascii_alphabetic()).count();
+        let ms = match &rest[..unit_len] {
+            "ms" => 1,
+            "" | "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return Err(invalid()),
+        };
+        rest = &rest[unit_len..];
+        total = n
+            .checked_mul(ms)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(invalid)?;
+    }
+    Ok(Duration::from_millis(total))
+}
+
+/// `listen`: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all addresses).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+    }
+    if let Some(port) = s.strip_prefix("*:") {
+        if let Ok(port) = port.parse::<u16>() {
+            return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+        }
+    }
+    s.parse::<SocketAddr>()
+        .map_err(|_| format!("invalid listen address \"{s}\" (expected \"127.0.0.1:8080\", \"[::1]:8080\" or \"8080\")"))
+}
+
+/// A parsed `proxy_pass`: where to connect, and the URI part if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyPass {
+    /// `host:port` as written (the `Host` header sent upstream, as nginx's
+    /// `$proxy_host`).
+    pub authority: http::uri::Authority,
+    /// The URI part (`/base/`), if the URL has one. nginx: with a URI part,
+    /// the matched location prefix is replaced by it.
+    pub uri: Option<String>,
+}
+
+pub fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
+    let Some(rest) = s.strip_prefix("http://") else {
+        return Err(if s.starts_with("https://") {
+            format!("invalid URL prefix in \"{s}\": https upstreams are not supported yet")
+        } else {
+            format!("invalid URL prefix in \"{s}\" (expected \"http://HOST:PORT[/URI]\")")
+        });
+    };
+    let (auth, uri) = match rest.find('/') {
+        Some(i) => (&rest[..i], Some(rest[i..].to_string())),
+        None => (rest, None),
+    };
+    if auth.is_empty() {
+        return Err(format!("no host in upstream \"{s}\""));
+    }
+    let authority: http::uri::Authority = auth
+        .parse()
+        .map_err(|_| format!("invalid host in upstream \"{s}\""))?;
+    if authority.as_str().contains('@') {
+        return Err(format!("invalid host in upstream \"{s}\""));
+    }
+    if let Some(u) = &uri {
+        if u.parse::<http::uri::PathAndQuery>().is_err() {
+            return Err(format!("invalid URI part in upstream \"{s}\""));
+        }
+    }
+    Ok(ProxyPass { authority, uri })
+}
+
+/// A location's matching rule, nginx's modifiers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathRule {
+    /// `= /p`
+    Exact(String),
+    /// `/p`, or `^~ /p` (`stop_regex`): a prefix.
+    Prefix { prefix: String, stop_regex: bool },
+    /// `~ re` (or `~* re`, case-insensitive).
+    Regex { pattern: String, caseless: bool },
+}
+
+/// Parse `"= /p"`, `"^~ /p"`, `"~ re"`, `"~* re"`, `"/p"`.
+pub fn parse_path(s: &str) -> Result<PathRule, String> {
+    let s = s.trim();
+    let (modifier, rest) = if let Some(r) = s.strip_prefix("^~") {
+        ("^~", r)
+    } else if let Some(r) = s.strip_prefix("~*") {
+        ("~*", r)
+    } else if let Some(r) = s.strip_prefix('~') {
+        ("~", r)
+    } else if let Some(r) = s.strip_prefix('=') {
+        ("=", r)
+    } else {
+        ("", s)
+    };
+    let rest = rest.trim_start();
+    if rest.is_empty() {
+        return Err(format!("invalid location \"{s}\": no path"));
+    }
+    Ok(match modifier {
+        "=" => PathRule::Exact(rest.to_string()),
+        "^~" => PathRule::Prefix {
+            prefix: rest.to_string(),
+            stop_regex: true,
+        },
+        "~" | "~*" => PathRule::Regex {
+            pattern: rest.to_string(),
+            caseless: modifier == "~*",
+        },
+        _ => {
+            if rest.starts_with('@') {
+                return Err(format!(
+                    "named location \"{rest}\" is not supported: use error_pages instead"
+                ));
+            }
+            PathRule::Prefix {
+                prefix: rest.to_string(),
+                stop_regex: false,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1m").unwrap(), 1 << 20);
+        assert_eq!(parse_size("32K").unwrap(), 32768);
+        assert_eq!(parse_size("40000").unwrap(), 40000);
+        assert!(parse_size("1g").is_err());
+        assert!(parse_size("m").is_err());
+        assert!(parse_size("1.5m").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("2r/s").unwrap().milli(), 2000);
+        assert_eq!(parse_rate("1r/m").unwrap().milli(), 16);
+        assert_eq!(parse_rate("5").unwrap().milli(), 5000);
+        for bad in ["0.5r/s", "10r/h", "0r/s", "r/s", "-1r/s", ""] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn proxy_pass() {
+        let p = parse_proxy_pass("http://127.0.0.1:7070").unwrap();
+        assert_eq!(p.authority.as_str(), "127.0.0.1:7070");
+        assert_eq!(p.uri, None);
+        let p = parse_proxy_pass("http://up:80/base/").unwrap();
+        assert_eq!(p.uri.as_deref(), Some("/base/"));
+        assert!(parse_proxy_pass("ftp://x").is_err());
+        assert!(parse_proxy_pass("http://").is_err());
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(parse_path("= /a").unwrap(), PathRule::Exact("/a".into()));
+        assert_eq!(parse_path("=/a").unwrap(), PathRule::Exact("/a".into()));
+        assert_eq!(
+            parse_path("^~ /s").unwrap(),
+            PathRule::Prefix {
+                prefix: "/s".into(),
+                stop_regex: true
+            }
+        );
+        assert_eq!(
+            parse_path("~* \\.png$").unwrap(),
+            PathRule::Regex {
+                pattern: "\\.png$".into(),
+                caseless: true
+            }
+        );
+        assert!(parse_path("=").is_err());
+    }
+}

@@ -1,0 +1,179 @@
+//! nginx's error log, through `tracing`.
+//!
+//! Lines look like nginx's so that the grep patterns, fail2ban filters and
+//! habits of nginx users keep working:
+//!
+//! ```text
+//! 2026/11/30 18:14:20 [error] 4323#4323: *18 limiting requests, excess: 5.998 by zone "z_b5", client: 127.0.0.1, server: , request: "GET /b5 HTTP/1.1", host: "x"
+//! ```
+//!
+//! nginx has levels tracing lacks (`notice`, `alert`); an event carries its
+//! nginx level in its target (`nginx::notice`), and [`NginxFormat`] prints
+//! it. Filtering still works with `RUST_LOG` (notice and info are tracing's
+//! INFO, alert is ERROR).
+
+use crate::config::LogLevel;
+use std::fmt;
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// nginx's severities that sluice uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Info,
+    Notice,
+    Warn,
+    Error,
+    Alert,
+}
+
+impl From<LogLevel> for Severity {
+    fn from(l: LogLevel) -> Severity {
+        match l {
+            LogLevel::Info => Severity::Info,
+            LogLevel::Notice => Severity::Notice,
+            LogLevel::Warn => Severity::Warn,
+            LogLevel::Error => Severity::Error,
+        }
+    }
+}
+
+/// Emit one error-log line at an nginx severity.
+pub fn emit(sev: Severity, msg: fmt::Arguments<'_>) {
+    match sev {
+        Severity::Alert => tracing::error!(target: "nginx::alert", "{msg}"),
+        Severity::Error => tracing::error!(target: "nginx::error", "{msg}"),
+        Severity::Warn => tracing::warn!(target: "nginx::warn", "{msg}"),
+        Severity::Notice => tracing::info!(target: "nginx::notice", "{msg}"),
+        Severity::Info => tracing::info!(target: "nginx::info", "{msg}"),
+    }
+}
+
+/// nginx prints an excess of 5998 as `5.998`.
+pub struct Excess(pub u64);
+
+impl fmt::Display for Excess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+/// The `tracing` event format: `YYYY/MM/DD HH:MM:SS [level] PID#TID: message`.
+pub struct NginxFormat;
+
+impl<S, N> FormatEvent<S, N> for NginxFormat
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let meta = event.metadata();
+        let level = match meta.target().strip_prefix("nginx::") {
+            Some(l) => l,
+            None => match *meta.level() {
+                tracing::Level::ERROR => "error",
+                tracing::Level::WARN => "warn",
+                tracing::Level::INFO => "info",
+                _ => "debug",
+            },
+        };
+        write!(
+            writer,
+            "{} [{level}] {}#{}: ",
+            Timestamp::now(),
+            std::process::id(),
+            thread_number()
+        )?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
+
+fn thread_number() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    ID.with(|id| *id)
+}
+
+/// UTC wall-clock time as nginx prints it.
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    pub fn now() -> Timestamp {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Timestamp(secs)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let days = (self.0 / 86_400) as i64;
+        let rem = self.0 % 86_400;
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}",
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        )
+    }
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Install the global subscriber: nginx-format lines on stderr, filtered by
+/// `RUST_LOG` (default `info`).
+pub fn init() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .event_format(NginxFormat)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excess_prints_like_nginx() {
+        assert_eq!(Excess(5998).to_string(), "5.998");
+        assert_eq!(Excess(1000).to_string(), "1.000");
+        assert_eq!(Excess(1).to_string(), "0.001");
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(Timestamp(0).to_string(), "1970/01/01 00:00:00");
+        // 2026-11-30 18:14:20 UTC
+        assert_eq!(Timestamp(1_796_062_460).to_string(), "2026/11/30 18:14:20");
+    }
+}

@@ -1,0 +1,24 @@
+//! sluice: nginx's `limit_req` in front of any HTTP backend.
+//!
+//! # Layout
+//! - [`config`]: the TOML file → a validated [`config::Spec`], every error
+//!   reported as `FILE:LINE:COL: message`.
+//! - [`runtime`]: the spec compiled for serving: inheritance resolved, zones
+//!   allocated, locations in nginx's lookup order.
+//! - [`limiter`]: nginx's leaky bucket and multi-limit accounting, pure (time
+//!   is an argument), over a store seam (memory now, remote later).
+//! - [`vars`]: nginx variables in keys, error pages and `return` bodies.
+//! - [`proxy`]: listeners, connections, and one request's life: location,
+//!   limits, delay, `return` or upstream.
+//! - [`respond`]: responses sluice makes itself (error pages, problem+json).
+//! - [`errlog`]: nginx-format error-log lines through `tracing`.
+//! - [`check`]: the summary `sluice check` prints.
+
+pub mod check;
+pub mod config;
+pub mod errlog;
+pub mod limiter;
+pub mod proxy;
+pub mod respond;
+pub mod runtime;
+pub mod vars;

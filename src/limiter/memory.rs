@@ -1,0 +1,374 @@
+//! The in-memory zone: per-key buckets bounded by the zone's `size`, with
+//! nginx's expiry and LRU eviction (nginx-limit-req.md §6).
+//!
+//! Why this shape: nginx keeps one red-black tree and one LRU queue per zone
+//! in shared memory. We keep the same two structures, but split the zone into
+//! a few shards (by key hash) so that worker threads rarely contend, and store
+//! nodes in a slab with `u32` links so that a state costs about 64 bytes
+//! instead of nginx's 128. Each shard owns `capacity / shards` states and runs
+//! nginx's expiry and forced-eviction rules on its own LRU list.
+//!
+//! Nothing here reads a clock: `now` comes in as an argument.
+
+use super::bucket::{Bucket, Rate};
+use hashbrown::HashTable;
+use parking_lot::Mutex;
+use std::hash::BuildHasher;
+
+/// Bytes of zone `size` budgeted per state: a `1m` zone holds 16384 states.
+pub const BYTES_PER_STATE: u64 = 64;
+
+const NIL: u32 = u32::MAX;
+const INLINE: usize = 22;
+
+/// A key stored compactly: IPv4/IPv6 addresses and short keys inline,
+/// longer keys on the heap.
+#[derive(Clone, Debug)]
+enum NodeKey {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl NodeKey {
+    fn new(key: &[u8]) -> NodeKey {
+        if key.len() <= INLINE {
+            let mut bytes = [0; INLINE];
+            bytes[..key.len()].copy_from_slice(key);
+            NodeKey::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            NodeKey::Heap(key.into())
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            NodeKey::Inline { len, bytes } => &bytes[..*len as usize],
+            NodeKey::Heap(b) => b,
+        }
+    }
+}
+
+struct Node {
+    key: NodeKey,
+    bucket: Bucket,
+    /// LRU links (towards the head = more recent, towards the tail = older);
+    /// `next` doubles as the free-list link of an empty slot.
+    prev: u32,
+    next: u32,
+    /// Requests holding this node between lookup and accounting.
+    count: u16,
+}
+
+/// A node held by an unfinished multi-limit decision (nginx's `count++`).
+/// It cannot be expired or evicted until accounted or released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    shard: u32,
+    slot: u32,
+}
+
+/// The answer of a lookup, nginx's `NGX_BUSY / NGX_OK / NGX_AGAIN / NGX_ERROR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Over the burst: nothing stored. `wait_ms` is the time until this key's
+    /// next request would be accepted.
+    Busy { excess: u64, wait_ms: u64 },
+    /// Accepted and charged.
+    Charged { excess: u64 },
+    /// Accepted but not charged yet; the node is held.
+    Held { excess: u64, held: Held },
+    /// No memory for a new state even after forced eviction.
+    NoMemory,
+}
+
+struct Shard {
+    table: HashTable<u32>,
+    nodes: Vec<Node>,
+    free: u32,
+    head: u32,
+    tail: u32,
+    len: usize,
+    capacity: usize,
+    evictions: u64,
+    hasher: foldhash::fast::RandomState,
+}
+
+/// One zone's states.
+pub struct MemoryZone {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: foldhash::fast::RandomState,
+    capacity: usize,
+}
+
+impl MemoryZone {
+    /// A zone of `size` bytes (nginx's `zone=name:size`).
+    pub fn with_size(size: u64) -> MemoryZone {
+        MemoryZone::with_capacity((size / BYTES_PER_STATE).max(1) as usize)
+    }
+
+    /// A zone holding at most `capacity` states.
+    pub fn with_capacity(capacity: usize) -> MemoryZone {
+        // Shards of at least 512 states, at most 16 of them.
+        let mut shards = 1;
+        while shards < 16 && capacity / (shards * 2) >= 512 {
+            shards *= 2;
+        }
+        let per = capacity / shards;
+        let hasher = foldhash::fast::RandomState::default();
+        let shards = (0..shards)
+            .map(|i| {
+                let cap = per + usize::from(i < capacity % shards);
+                Mutex::new(Shard::new(cap, hasher.clone()))
+            })
+            .collect();
+        MemoryZone {
+            shards,
+            hasher,
+            capacity,
+        }
+    }
+
+    /// The most states this zone holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// States currently stored.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// States dropped by forced eviction so far.
+    pub fn evictions(&self) -> u64 {
+        self.shards.iter().map(|s| s.lock().evictions).sum()
+    }
+
+    /// The stored bucket of `key`, if any (for tests and diagnostics).
+    pub fn peek(&self, key: &[u8]) -> Option<Bucket> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shards[self.shard_of(hash)].lock();
+        shard
+            .find(hash, key)
+            .map(|i| shard.nodes[i as usize].bucket)
+    }
+
+    fn shard_of(&self, hash: u64) -> usize {
+        // High bits pick the shard; hashbrown uses the low and top-7 bits.
+        ((hash >> 32) as usize) & (self.shards.len() - 1)
+    }
+
+    /// nginx's `ngx_http_limit_req_lookup`: find or create the state of `key`
+    /// and decide. `burst` is in milli-requests. With `charge`, an accepted
+    /// request is stored at once; without, the node is held for
+    /// [`MemoryZone::account`] or [`MemoryZone::release`].
+    pub fn lookup(&self, key: &[u8], now: u64, rate: Rate, burst: u64, charge: bool) -> Lookup {
+        let hash = self.hasher.hash_one(key);
+        let si = self.shard_of(hash);
+        let mut shard = self.shards[si].lock();
+        if let Some(slot) = shard.find(hash, key) {
+            shard.touch(slot);
+            let node = &mut shard.nodes[slot as usize];
+            let step = node.bucket.step(now, rate);
+            if step.excess > burst {
+                let wait_ms = node.bucket.wait_until_accepted(now, rate, burst);
+                return Lookup::Busy {
+                    excess: step.excess,
+                    wait_ms,
+                };
+            }
+            if charge {
+                node.bucket.commit(step, now);
+                return Lookup::Charged {
+                    excess: step.excess,
+                };
+            }
+            node.count += 1;
+            return Lookup::Held {
+                excess: step.excess,
+                held: Held {
+                    shard: si as u32,
+                    slot,
+                },
+            };
+        }
+
+        shard.expire(now, rate, false);
+        if shard.len >= shard.capacity {
+            shard.expire(now, rate, true);
+            if shard.len >= shard.capacity {
+                return Lookup::NoMemory;
+            }
+        }
+        // A held new node gets `last = 0`, as in nginx: when it is accounted,
+        // the whole clock has elapsed and it starts empty.
+        let bucket = Bucket {
+            excess: 0,
+            last: if charge { now } else { 0 },
+        };
+        let slot = shard.insert(hash, key, bucket, u16::from(!charge));
+        if charge {
+            Lookup::Charged { excess: 0 }
+        } else {
+            Lookup::Held {
+                excess: 0,
+                held: Held {
+                    shard: si as u32,
+                    slot,
+                },
+            }
+        }
+    }
+
+    /// nginx's accounting of an earlier limit once all limits passed: charge
+    /// the held node at `now` and release it. Returns the stored excess.
+    pub fn account(&self, held: Held, now: u64, rate: Rate) -> u64 {
+        let mut shard = self.shards[held.shard as usize].lock();
+        let node = &mut shard.nodes[held.slot as usize];
+        let step = node.bucket.step(now, rate);
+        node.bucket.commit(step, now);
+        node.count -= 1;
+        step.excess
+    }
+
+    /// Release a held node without charging it (a later limit rejected).
+    pub fn release(&self, held: Held) {
+        let mut shard = self.shards[held.shard as usize].lock();
+        shard.nodes[held.slot as usize].count -= 1;
+    }
+}
+
+impl Shard {
+    fn new(capacity: usize, hasher: foldhash::fast::RandomState) -> Shard {
+        Shard {
+            table: HashTable::with_capacity(capacity),
+            nodes: Vec::new(),
+            free: NIL,
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            capacity,
+            evictions: 0,
+            hasher,
+        }
+    }
+
+    fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let nodes = &self.nodes;
+        self.table
+            .find(hash, |&i| nodes[i as usize].key.as_bytes() == key)
+            .copied()
+    }
+
+    fn unlink(&mut self, slot: u32) {
+        let (prev, next) = {
+            let n = &self.nodes[slot as usize];
+            (n.prev, n.next)
+        };
+        match prev {
+            NIL => self.head = next,
+            p => self.nodes[p as usize].next = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.nodes[n as usize].prev = prev,
+        }
+    }
+
+    fn push_head(&mut self, slot: u32) {
+        let old = self.head;
+        {
+            let n = &mut self.nodes[slot as usize];
+            n.prev = NIL;
+            n.next = old;
+        }
+        match old {
+            NIL => self.tail = slot,
+            o => self.nodes[o as usize].prev = slot,
+        }
+        self.head = slot;
+    }
+
+    /// Move to the LRU head (nginx does this on every lookup, even a rejected one).
+    fn touch(&mut self, slot: u32) {
+        if self.head != slot {
+            self.unlink(slot);
+            self.push_head(slot);
+        }
+    }
+
+    fn insert(&mut self, hash: u64, key: &[u8], bucket: Bucket, count: u16) -> u32 {
+        let node = Node {
+            key: NodeKey::new(key),
+            bucket,
+            prev: NIL,
+            next: NIL,
+            count,
+        };
+        let slot = if self.free != NIL {
+            let slot = self.free;
+            self.free = self.nodes[slot as usize].next;
+            self.nodes[slot as usize] = node;
+            slot
+        } else {
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as u32
+        };
+        let (nodes, hasher) = (&self.nodes, &self.hasher);
+        self.table.insert_unique(hash, slot, |&i| {
+            hasher.hash_one(nodes[i as usize].key.as_bytes())
+        });
+        self.push_head(slot);
+        self.len += 1;
+        slot
+    }
+
+    fn remove(&mut self, slot: u32) {
+        self.unlink(slot);
+        let hash = self
+            .hasher
+            .hash_one(self.nodes[slot as usize].key.as_bytes());
+        if let Ok(entry) = self.table.find_entry(hash, |&i| i == slot) {
+            entry.remove();
+        }
+        let n = &mut self.nodes[slot as usize];
+        n.key = NodeKey::Inline {
+            len: 0,
+            bytes: [0; INLINE],
+        };
+        n.next = self.free;
+        self.free = slot;
+        self.len -= 1;
+    }
+
+    /// nginx's `ngx_http_limit_req_expire`: look at the LRU tail and remove
+    /// up to two drained states idle for a minute; with `force`, first remove
+    /// the tail whatever its state (an eviction).
+    fn expire(&mut self, now: u64, rate: Rate, force: bool) {
+        let mut n = u8::from(!force);
+        while n < 3 {
+            let slot = self.tail;
+            if slot == NIL {
+                return;
+            }
+            let node = &self.nodes[slot as usize];
+            if node.count != 0 {
+                return;
+            }
+            if n != 0 && !node.bucket.expired(now, rate) {
+                return;
+            }
+            if n == 0 {
+                self.evictions += 1;
+            }
+            n += 1;
+            self.remove(slot);
+        }
+    }
+}

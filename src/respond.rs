@@ -1,0 +1,156 @@
+//! Responses sluice makes itself: rejections, `return`, 4xx/5xx, through the
+//! configured error pages or a default `application/problem+json` body.
+
+use crate::config::{ErrorPage, ErrorPages, ReturnSpec};
+use crate::vars::{RequestVars, ResponseVars};
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+
+/// The body type of every response sluice sends.
+pub type Body = BoxBody<Bytes, hyper::Error>;
+
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|never| match never {}).boxed()
+}
+
+/// What is known about a response sluice makes, for its page and headers.
+pub struct Made<'a> {
+    pub status: u16,
+    /// Whole seconds until the client may retry (rejections only).
+    pub retry_after: Option<u64>,
+    pub limit_req_status: &'a str,
+    pub zone: &'a str,
+    /// The problem `detail` when no error page is configured.
+    pub detail: String,
+}
+
+fn status_code(s: u16) -> StatusCode {
+    StatusCode::from_u16(s).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// Build the answer for `made`, through `pages` when one matches its status.
+pub fn error_response(
+    pages: &ErrorPages,
+    req: Option<&RequestVars>,
+    made: &Made,
+) -> Response<Body> {
+    let vars = ResponseVars {
+        status: made.status,
+        retry_after: made.retry_after,
+        limit_req_status: made.limit_req_status,
+        limit_req_zone: made.zone,
+    };
+    let page = pages.get(&made.status);
+    let mut resp = match (page, req) {
+        (
+            Some(ErrorPage {
+                status,
+                headers,
+                body: Some(body),
+            }),
+            Some(req),
+        ) => {
+            let mut r = Response::new(full(body.eval_to_vec(req, Some(&vars))));
+            *r.status_mut() = status_code(*status);
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            add_headers(&mut r, headers, req, &vars);
+            r
+        }
+        _ => {
+            let mut r = problem(made);
+            if let (Some(p), Some(req)) = (page, req) {
+                *r.status_mut() = status_code(p.status);
+                add_headers(&mut r, &p.headers, req, &vars);
+            }
+            r
+        }
+    };
+    if let Some(secs) = made.retry_after {
+        if !resp.headers().contains_key(header::RETRY_AFTER) {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+    }
+    resp
+}
+
+fn add_headers(
+    r: &mut Response<Body>,
+    headers: &[(http::HeaderName, crate::vars::Template)],
+    req: &RequestVars,
+    vars: &ResponseVars,
+) {
+    for (name, t) in headers {
+        if let Ok(v) = HeaderValue::from_bytes(&t.eval_to_vec(req, Some(vars))) {
+            r.headers_mut().insert(name.clone(), v);
+        }
+    }
+}
+
+/// RFC 9457 problem details.
+fn problem(made: &Made) -> Response<Body> {
+    let status = status_code(made.status);
+    let title = status.canonical_reason().unwrap_or("Error");
+    let body = format!(
+        "{{\"type\":\"about:blank\",\"title\":{},\"status\":{},\"detail\":{}}}\n",
+        json_string(title),
+        made.status,
+        json_string(&made.detail)
+    );
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    r
+}
+
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A location's `return`.
+pub fn return_response(
+    ret: &ReturnSpec,
+    req: &RequestVars,
+    limit_req_status: &str,
+) -> Response<Body> {
+    let vars = ResponseVars {
+        status: ret.status,
+        retry_after: None,
+        limit_req_status,
+        limit_req_zone: "",
+    };
+    let body = ret
+        .body
+        .as_ref()
+        .map(|b| b.eval_to_vec(req, Some(&vars)))
+        .unwrap_or_default();
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status_code(ret.status);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    add_headers(&mut r, &ret.headers, req, &vars);
+    r
+}

@@ -1,0 +1,239 @@
+//! The compiled configuration the proxy runs on: inheritance resolved, zones
+//! allocated, locations in nginx's lookup structure. Built from a [`Spec`];
+//! one `Runtime` is one consistent generation of the configuration.
+
+use crate::config::{ErrorPages, LocationSpec, LogLevel, PathRule, ProxyPass, ReturnSpec, Spec};
+use crate::limiter::{Limit, MemoryZone, Store, ZoneRef};
+use crate::vars::Template;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// nginx's defaults.
+pub const DEFAULT_LIMIT_REQ_STATUS: u16 = 503;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A zone: its key and its states.
+pub struct Zone {
+    pub key: Template,
+    pub size: u64,
+    pub limiter: Arc<ZoneRef>,
+}
+
+impl Zone {
+    pub fn name(&self) -> &str {
+        &self.limiter.name
+    }
+}
+
+pub struct Runtime {
+    pub zones: Vec<Arc<Zone>>,
+    pub servers: Vec<Arc<Server>>,
+}
+
+pub struct Server {
+    pub listen: SocketAddr,
+    pub name: String,
+    pub locations: Locations,
+    pub client_header_timeout: Duration,
+    /// Error pages for answers made before a location is known (400, 404).
+    pub error_pages: Arc<ErrorPages>,
+}
+
+/// What a location does with a request that passed its limits.
+pub enum Action {
+    Proxy(ProxyPass),
+    Return(ReturnSpec),
+}
+
+pub struct Location {
+    /// As written in the file (`"= /api"`); for logs and `sluice check`.
+    pub path: String,
+    /// For prefix and exact locations, the matched prefix: nginx replaces it
+    /// by `proxy_pass`'s URI part.
+    pub prefix: Option<String>,
+    pub limits: Vec<Limit>,
+    /// The key template of each limit's zone, parallel to `limits`.
+    pub keys: Vec<Template>,
+    pub status: u16,
+    pub log_level: LogLevel,
+    pub dry_run: bool,
+    pub error_pages: Arc<ErrorPages>,
+    pub action: Action,
+    pub proxy_connect_timeout: Duration,
+    pub proxy_read_timeout: Duration,
+}
+
+/// nginx's location lookup: exact, then the longest prefix (final if `^~`),
+/// then regexes in file order, else the longest prefix.
+pub struct Locations {
+    all: Vec<Arc<Location>>,
+    exact: HashMap<String, usize>,
+    /// Longest first: (prefix, stops regex search, index).
+    prefixes: Vec<(String, bool, usize)>,
+    regexes: Vec<(regex::Regex, usize)>,
+}
+
+impl Locations {
+    pub fn find(&self, path: &str) -> Option<&Arc<Location>> {
+        if let Some(&i) = self.exact.get(path) {
+            return Some(&self.all[i]);
+        }
+        let prefix = self
+            .prefixes
+            .iter()
+            .find(|(p, _, _)| path.starts_with(p.as_str()));
+        if let Some((_, true, i)) = prefix {
+            return Some(&self.all[*i]);
+        }
+        if let Some((_, i)) = self.regexes.iter().find(|(r, _)| r.is_match(path)) {
+            return Some(&self.all[*i]);
+        }
+        prefix.map(|(_, _, i)| &self.all[*i])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Location>> {
+        self.all.iter()
+    }
+}
+
+/// Why a configuration cannot replace the running one.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(
+        "limit_req \"{zone}\" uses the \"{new}\" key while previously it used the \"{old}\" key"
+    )]
+    ZoneKeyChanged {
+        zone: String,
+        new: String,
+        old: String,
+    },
+}
+
+impl Runtime {
+    /// Compile `spec`. Zones of `previous` whose name, key and size are
+    /// unchanged keep their states (a new rate applies to them at once), as
+    /// nginx does on reload.
+    pub fn build(spec: Spec, previous: Option<&Runtime>) -> Result<Runtime, BuildError> {
+        let mut zones = Vec::new();
+        for z in spec.zones {
+            let old = previous.and_then(|p| p.zones.iter().find(|o| *o.name() == *z.name));
+            let store = match old {
+                Some(o) if o.size == z.size && o.key.source() != z.key.source() => {
+                    return Err(BuildError::ZoneKeyChanged {
+                        zone: z.name,
+                        new: z.key.source().to_string(),
+                        old: o.key.source().to_string(),
+                    });
+                }
+                Some(o) if o.size == z.size => o.limiter.store.clone(),
+                _ => Arc::new(Store::Memory(MemoryZone::with_size(z.size))),
+            };
+            zones.push(Arc::new(Zone {
+                key: z.key,
+                size: z.size,
+                limiter: Arc::new(ZoneRef {
+                    name: z.name.into(),
+                    rate: z.rate,
+                    store,
+                }),
+            }));
+        }
+
+        let mut servers = Vec::new();
+        for s in spec.servers {
+            let level = s.level.inherit(&spec.http);
+            let mut locations = Locations {
+                all: Vec::new(),
+                exact: HashMap::new(),
+                prefixes: Vec::new(),
+                regexes: Vec::new(),
+            };
+            let mut specs: Vec<LocationSpec> = s.locations;
+            // A server with proxy_pass and no "/" location proxies everything
+            // else, like an implicit `location /`.
+            if level.proxy_pass.is_some()
+                && !specs
+                    .iter()
+                    .any(|l| matches!(&l.rule, PathRule::Prefix { prefix, .. } if prefix == "/"))
+            {
+                specs.push(LocationSpec {
+                    path: "/".into(),
+                    path_span: 0..0,
+                    rule: PathRule::Prefix {
+                        prefix: "/".into(),
+                        stop_regex: false,
+                    },
+                    regex: None,
+                    level: Default::default(),
+                    ret: None,
+                });
+            }
+            for l in specs {
+                let i = locations.all.len();
+                let eff = l.level.inherit(&level);
+                let prefix = match &l.rule {
+                    PathRule::Exact(p) => {
+                        locations.exact.insert(p.clone(), i);
+                        Some(p.clone())
+                    }
+                    PathRule::Prefix { prefix, stop_regex } => {
+                        locations.prefixes.push((prefix.clone(), *stop_regex, i));
+                        Some(prefix.clone())
+                    }
+                    PathRule::Regex { .. } => {
+                        let r = l.regex.clone().expect("regex compiled at parse");
+                        locations.regexes.push((r, i));
+                        None
+                    }
+                };
+                let limit_specs = eff.limit_req.clone().unwrap_or_default();
+                let limits = limit_specs
+                    .iter()
+                    .map(|ls| Limit {
+                        zone: zones[ls.zone].limiter.clone(),
+                        burst: ls.burst,
+                        delay: ls.delay,
+                    })
+                    .collect();
+                let keys = limit_specs
+                    .iter()
+                    .map(|ls| zones[ls.zone].key.clone())
+                    .collect();
+                let action = match l.ret {
+                    Some(r) => Action::Return(r),
+                    None => Action::Proxy(
+                        eff.proxy_pass
+                            .clone()
+                            .expect("validated: location has proxy_pass or return"),
+                    ),
+                };
+                locations.all.push(Arc::new(Location {
+                    path: l.path,
+                    prefix,
+                    limits,
+                    keys,
+                    status: eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS),
+                    log_level: eff.log_level.unwrap_or(LogLevel::Error),
+                    dry_run: eff.dry_run.unwrap_or(false),
+                    error_pages: eff.error_pages.clone().unwrap_or_default(),
+                    action,
+                    proxy_connect_timeout: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                    proxy_read_timeout: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                }));
+            }
+            locations
+                .prefixes
+                .sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+            servers.push(Arc::new(Server {
+                listen: s.listen,
+                name: s.server_name,
+                locations,
+                client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                error_pages: level.error_pages.clone().unwrap_or_default(),
+            }));
+        }
+        Ok(Runtime { zones, servers })
+    }
+}

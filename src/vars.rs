@@ -1,0 +1,407 @@
+//! nginx-style variables in zone keys, error pages and `return` bodies:
+//! `"$binary_remote_addr"`, `"$http_x_api_key:$uri"`, `"${host}x"`.
+//!
+//! A [`Template`] is parsed once when the configuration is compiled, so a
+//! typo in a variable name is a configuration error with its column, and a
+//! request only walks a short list of parts.
+
+use http::{HeaderMap, HeaderName, Method, Uri, Version};
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+
+/// A variable nginx users know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Var {
+    BinaryRemoteAddr,
+    RemoteAddr,
+    RemotePort,
+    ServerAddr,
+    ServerPort,
+    ServerName,
+    Host,
+    Uri,
+    RequestUri,
+    RequestMethod,
+    Request,
+    Args,
+    Scheme,
+    Http(HeaderName),
+    Cookie(String),
+    Arg(String),
+    // Only where a response is being made (error pages, `return`):
+    Status,
+    RetryAfter,
+    LimitReqStatus,
+    LimitReqZone,
+}
+
+impl Var {
+    fn parse(name: &str) -> Option<Var> {
+        Some(match name {
+            "binary_remote_addr" => Var::BinaryRemoteAddr,
+            "remote_addr" => Var::RemoteAddr,
+            "remote_port" => Var::RemotePort,
+            "server_addr" => Var::ServerAddr,
+            "server_port" => Var::ServerPort,
+            "server_name" => Var::ServerName,
+            "host" => Var::Host,
+            "uri" | "document_uri" => Var::Uri,
+            "request_uri" => Var::RequestUri,
+            "request_method" => Var::RequestMethod,
+            "request" => Var::Request,
+            "args" | "query_string" => Var::Args,
+            "scheme" => Var::Scheme,
+            "status" => Var::Status,
+            "retry_after" => Var::RetryAfter,
+            "limit_req_status" => Var::LimitReqStatus,
+            "limit_req_zone" => Var::LimitReqZone,
+            _ => {
+                if let Some(h) = name.strip_prefix("http_") {
+                    let h = h.replace('_', "-").to_ascii_lowercase();
+                    Var::Http(HeaderName::from_bytes(h.as_bytes()).ok()?)
+                } else if let Some(c) = name.strip_prefix("cookie_") {
+                    Var::Cookie(c.to_string())
+                } else if let Some(a) = name.strip_prefix("arg_") {
+                    Var::Arg(a.to_string())
+                } else {
+                    return None;
+                }
+            }
+        })
+    }
+
+    fn is_response_only(&self) -> bool {
+        matches!(
+            self,
+            Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Var(Var),
+}
+
+/// Text with variables, compiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Template {
+    parts: Vec<Part>,
+    source: String,
+}
+
+/// A template that does not parse: the byte offset in the template text and
+/// what is wrong there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// Where a template is used decides which variables it may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Context {
+    /// A zone key: request variables only.
+    Key,
+    /// An error page or `return`: also `$status`, `$retry_after`, …
+    Response,
+}
+
+impl Template {
+    pub fn parse(src: &str, cx: Context) -> Result<Template, TemplateError> {
+        let mut parts = Vec::new();
+        let mut text = String::new();
+        let b = src.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] != b'$' {
+                let ch = src[i..].chars().next().unwrap_or('\0');
+                text.push(ch);
+                i += ch.len_utf8();
+                continue;
+            }
+            let start = i;
+            i += 1;
+            let braced = b.get(i) == Some(&b'{');
+            if braced {
+                i += 1;
+            }
+            let name_start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let name = &src[name_start..i];
+            if braced {
+                if b.get(i) != Some(&b'}') {
+                    return Err(TemplateError {
+                        offset: start,
+                        message: "the closing bracket in a variable name is missing".into(),
+                    });
+                }
+                i += 1;
+            }
+            if name.is_empty() {
+                return Err(TemplateError {
+                    offset: start,
+                    message: "invalid variable name: \"$\" must be followed by a name (write \"${...}\" to join text)".into(),
+                });
+            }
+            let var = Var::parse(name).ok_or_else(|| TemplateError {
+                offset: start,
+                message: format!("unknown \"{name}\" variable"),
+            })?;
+            if cx == Context::Key && var.is_response_only() {
+                return Err(TemplateError {
+                    offset: start,
+                    message: format!(
+                        "variable \"${name}\" is only available in error pages and return"
+                    ),
+                });
+            }
+            if !text.is_empty() {
+                parts.push(Part::Text(std::mem::take(&mut text)));
+            }
+            parts.push(Part::Var(var));
+        }
+        if !text.is_empty() {
+            parts.push(Part::Text(text));
+        }
+        Ok(Template {
+            parts,
+            source: src.to_string(),
+        })
+    }
+
+    /// The text as written in the configuration.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// True when the template has no variables.
+    pub fn is_constant(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Text(_)))
+    }
+
+    /// Append the value for this request to `out`.
+    pub fn eval(&self, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.extend_from_slice(t.as_bytes()),
+                Part::Var(v) => eval_var(v, req, resp, out),
+            }
+        }
+    }
+
+    pub fn eval_to_vec(&self, req: &RequestVars, resp: Option<&ResponseVars>) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.eval(req, resp, &mut out);
+        out
+    }
+}
+
+/// What a request offers to variables.
+pub struct RequestVars<'a> {
+    pub remote: SocketAddr,
+    pub local: SocketAddr,
+    pub server_name: &'a str,
+    pub method: &'a Method,
+    pub uri: &'a Uri,
+    pub version: Version,
+    /// The normalised, decoded path (`$uri`).
+    pub path: &'a str,
+    pub headers: &'a HeaderMap,
+}
+
+/// What an error page or `return` adds.
+#[derive(Default)]
+pub struct ResponseVars<'a> {
+    pub status: u16,
+    pub retry_after: Option<u64>,
+    pub limit_req_status: &'a str,
+    pub limit_req_zone: &'a str,
+}
+
+fn push_display(out: &mut Vec<u8>, v: impl std::fmt::Display) {
+    let mut s = String::new();
+    let _ = write!(s, "{v}");
+    out.extend_from_slice(s.as_bytes());
+}
+
+impl RequestVars<'_> {
+    /// nginx's `$host`: the Host header, lowercased, without its port; else
+    /// the server name.
+    pub fn host(&self) -> String {
+        if let Some(h) = self.uri.host() {
+            return h.to_ascii_lowercase();
+        }
+        if let Some(h) = self.headers.get(http::header::HOST) {
+            if let Ok(h) = h.to_str() {
+                let h = match h.rfind(':') {
+                    Some(i) if !h.ends_with(']') => &h[..i],
+                    _ => h,
+                };
+                return h.to_ascii_lowercase();
+            }
+        }
+        self.server_name.to_string()
+    }
+
+    /// The request line as nginx logs it: `GET /p?a=1 HTTP/1.1`.
+    pub fn request_line(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.method,
+            self.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+            version_str(self.version)
+        )
+    }
+}
+
+pub fn version_str(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_2 => "HTTP/2.0",
+        _ => "HTTP/1.1",
+    }
+}
+
+fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
+    match v {
+        Var::BinaryRemoteAddr => match req.remote.ip() {
+            IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+            IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+        },
+        Var::RemoteAddr => push_display(out, req.remote.ip()),
+        Var::RemotePort => push_display(out, req.remote.port()),
+        Var::ServerAddr => push_display(out, req.local.ip()),
+        Var::ServerPort => push_display(out, req.local.port()),
+        Var::ServerName => out.extend_from_slice(req.server_name.as_bytes()),
+        Var::Host => out.extend_from_slice(req.host().as_bytes()),
+        Var::Uri => out.extend_from_slice(req.path.as_bytes()),
+        Var::RequestUri => out.extend_from_slice(
+            req.uri
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/")
+                .as_bytes(),
+        ),
+        Var::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
+        Var::Request => out.extend_from_slice(req.request_line().as_bytes()),
+        Var::Args => out.extend_from_slice(req.uri.query().unwrap_or("").as_bytes()),
+        Var::Scheme => out.extend_from_slice(b"http"),
+        Var::Http(name) => {
+            if let Some(v) = req.headers.get(name) {
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+        Var::Cookie(name) => {
+            for h in req.headers.get_all(http::header::COOKIE) {
+                if let Some(v) = find_pair(h.as_bytes(), b';', name.as_bytes(), true) {
+                    out.extend_from_slice(v);
+                    return;
+                }
+            }
+        }
+        Var::Arg(name) => {
+            if let Some(q) = req.uri.query() {
+                if let Some(v) = find_pair(q.as_bytes(), b'&', name.as_bytes(), false) {
+                    out.extend_from_slice(v);
+                }
+            }
+        }
+        Var::Status => {
+            if let Some(r) = resp {
+                push_display(out, r.status);
+            }
+        }
+        Var::RetryAfter => {
+            if let Some(s) = resp.and_then(|r| r.retry_after) {
+                push_display(out, s);
+            }
+        }
+        Var::LimitReqStatus => {
+            out.extend_from_slice(resp.map(|r| r.limit_req_status).unwrap_or("-").as_bytes())
+        }
+        Var::LimitReqZone => {
+            if let Some(r) = resp {
+                out.extend_from_slice(r.limit_req_zone.as_bytes());
+            }
+        }
+    }
+}
+
+/// The value of `name` in `a=1<sep>b=2`; names match case-insensitively for
+/// arguments (as nginx) and exactly for cookies.
+fn find_pair<'a>(s: &'a [u8], sep: u8, name: &[u8], exact: bool) -> Option<&'a [u8]> {
+    for pair in s.split(|&c| c == sep) {
+        let pair = pair.trim_ascii_start();
+        let (k, v) = match pair.iter().position(|&c| c == b'=') {
+            Some(i) => (&pair[..i], &pair[i + 1..]),
+            None => continue,
+        };
+        let same = if exact {
+            k == name
+        } else {
+            k.eq_ignore_ascii_case(name)
+        };
+        if same {
+            return Some(v);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(uri: &'a Uri, headers: &'a HeaderMap, method: &'a Method) -> RequestVars<'a> {
+        RequestVars {
+            remote: "10.1.2.3:5555".parse().unwrap(),
+            local: "127.0.0.1:7060".parse().unwrap(),
+            server_name: "",
+            method,
+            uri,
+            version: Version::HTTP_11,
+            path: uri.path(),
+            headers,
+        }
+    }
+
+    #[test]
+    fn variables_and_text() {
+        let uri: Uri = "/a/b?x=1&Key=v2".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("host", "Example.COM:8080".parse().unwrap());
+        h.insert("x-api-key", "k1".parse().unwrap());
+        h.insert("cookie", "a=1; sid=abc".parse().unwrap());
+        let m = Method::GET;
+        let r = req(&uri, &h, &m);
+        let t = Template::parse(
+            "$remote_addr|${host}|$uri|$arg_key|$http_x_api_key|$cookie_sid|$request_method",
+            Context::Key,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(t.eval_to_vec(&r, None)).unwrap(),
+            "10.1.2.3|example.com|/a/b|v2|k1|abc|GET"
+        );
+        let b = Template::parse("$binary_remote_addr", Context::Key).unwrap();
+        assert_eq!(b.eval_to_vec(&r, None), vec![10, 1, 2, 3]);
+        let e = Template::parse("$http_missing", Context::Key).unwrap();
+        assert!(e.eval_to_vec(&r, None).is_empty());
+    }
+
+    #[test]
+    fn errors_have_offsets() {
+        let e = Template::parse("ab $nope", Context::Key).unwrap_err();
+        assert_eq!(e.offset, 3);
+        assert!(e.message.contains("unknown \"nope\" variable"));
+        let e = Template::parse("x$retry_after", Context::Key).unwrap_err();
+        assert_eq!(e.offset, 1);
+        assert!(Template::parse("$retry_after", Context::Response).is_ok());
+        assert!(Template::parse("${host", Context::Key).is_err());
+    }
+}
