@@ -116,6 +116,46 @@ impl Timestamp {
             .unwrap_or(0);
         Timestamp(secs)
     }
+
+    pub fn from_ms(unix_ms: u64) -> Timestamp {
+        Timestamp(unix_ms / 1000)
+    }
+
+    /// nginx's `$time_local`: `30/Nov/2026:18:14:20 +0000`.
+    pub fn clf(&self) -> String {
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        let (y, m, d) = civil_from_days((self.0 / 86_400) as i64);
+        let rem = self.0 % 86_400;
+        format!(
+            "{d:02}/{}/{y:04}:{:02}:{:02}:{:02} +0000",
+            MONTHS[m as usize - 1],
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        )
+    }
+
+    /// nginx's `$time_iso8601`: `2026-11-30T18:14:20+00:00`.
+    pub fn iso8601(&self) -> String {
+        let (y, m, d) = civil_from_days((self.0 / 86_400) as i64);
+        let rem = self.0 % 86_400;
+        format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        )
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 impl fmt::Display for Timestamp {

@@ -14,6 +14,7 @@
 //! - [`errlog`]: nginx-format error-log lines through `tracing`.
 //! - [`check`]: the summary `sluice check` prints.
 
+pub mod accesslog;
 pub mod check;
 pub mod config;
 pub mod errlog;

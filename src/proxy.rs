@@ -9,6 +9,7 @@
 //! clock (so tests can pause it), offset like nginx's `ngx_current_msec` so
 //! that a state with `last = 0` is always long drained.
 
+use crate::accesslog::{AccessLog, LoggedBody, Record};
 use crate::errlog::{self, Excess, Severity};
 use crate::limiter::{self, Outcome};
 use crate::respond::{self, Body, Made};
@@ -245,21 +246,53 @@ impl std::fmt::Display for LogContext<'_> {
     }
 }
 
-/// Logs nginx's "client prematurely closed connection" if a delayed request
-/// is dropped before its delay ends (the client went away). The slot stays
-/// charged, as in nginx.
-struct DelayGuard {
-    armed: bool,
-    line: String,
+/// One error-log line about a request: `*CONN message, client: …`.
+fn log_req(sev: Severity, conn: &Conn, vars: &RequestVars, msg: std::fmt::Arguments<'_>) {
+    errlog::emit(sev, format_args!("*{} {msg}{}", conn.id, LogContext(vars)));
 }
 
-impl Drop for DelayGuard {
+/// Logs nginx's "client prematurely closed connection" (and a 499 in the
+/// access log) if a delayed request is dropped before its delay ends: the
+/// client went away. The slot stays charged, as in nginx.
+struct DelayGuard<'a> {
+    armed: bool,
+    line: String,
+    record: &'a mut Option<Record>,
+}
+
+impl Drop for DelayGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            errlog::emit(
-                Severity::Info,
-                format_args!("client prematurely closed connection{}", self.line),
-            );
+            errlog::emit(Severity::Info, format_args!("{}", self.line));
+            if let Some(r) = self.record.as_mut() {
+                r.status = 499;
+                r.write(0);
+            }
+        }
+    }
+}
+
+/// The request's access-log record gets the response's status and writes
+/// itself when the body is done.
+fn finish(
+    resp: Result<Response<Body>, CloseConnection>,
+    record: Option<Record>,
+    limit_req_status: &'static str,
+    zone: &str,
+) -> Result<Response<Body>, CloseConnection> {
+    let Some(mut r) = record else { return resp };
+    r.limit_req_status = limit_req_status;
+    r.zone = zone.to_string();
+    match resp {
+        Ok(resp) => {
+            r.status = resp.status().as_u16();
+            let (parts, body) = resp.into_parts();
+            Ok(Response::from_parts(parts, LoggedBody::wrap(body, r)))
+        }
+        Err(close) => {
+            r.status = 444;
+            r.write(0);
+            Err(close)
         }
     }
 }
@@ -269,30 +302,35 @@ async fn handle(
     conn: Arc<Conn>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, CloseConnection> {
+    let start = tokio::time::Instant::now();
     let rt = shared.runtime();
     let Some(server) = rt.servers.iter().find(|s| s.listen == conn.listen) else {
         return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
     };
     let (parts, body) = req.into_parts();
-    let path = match normalize_path(parts.uri.path()) {
-        Some(p) => p,
-        None => {
-            let vars = request_vars(&conn, server, &parts, "");
-            return Ok(respond::error_response(
-                &server.error_pages,
-                Some(&vars),
-                &made(400, "The request path is invalid.".into()),
-            ));
-        }
+    let path = normalize_path(parts.uri.path());
+    let vars = request_vars(&conn, server, &parts, path.as_deref().unwrap_or(""));
+    let record = |log: &Option<Arc<AccessLog>>| {
+        log.as_ref()
+            .map(|l| Record::new(l.clone(), &vars, conn.id, start))
     };
-    let vars = request_vars(&conn, server, &parts, &path);
-    let Some(loc) = server.locations.find(&path) else {
-        return Ok(respond::error_response(
+    let Some(path) = path.as_deref() else {
+        let resp = respond::error_response(
+            &server.error_pages,
+            Some(&vars),
+            &made(400, "The request path is invalid.".into()),
+        );
+        return finish(Ok(resp), record(&server.access_log), "-", "");
+    };
+    let Some(loc) = server.locations.find(path) else {
+        let resp = respond::error_response(
             &server.error_pages,
             Some(&vars),
             &made(404, format!("No location matches \"{path}\".")),
-        ));
+        );
+        return finish(Ok(resp), record(&server.access_log), "-", "");
     };
+    let mut record = record(&loc.access_log);
 
     // Limits (nginx's preaccess phase).
     let now = shared.clock.now_ms();
@@ -304,13 +342,14 @@ async fn handle(
             return None;
         }
         if key_buf.len() > 65_535 {
-            errlog::emit(
+            log_req(
                 Severity::Error,
+                &conn,
+                &vars,
                 format_args!(
-                    "the value of the \"{}\" key is more than 65535 bytes: \"{}...\"{}",
+                    "the value of the \"{}\" key is more than 65535 bytes: \"{}...\"",
                     loc.keys[i].source(),
                     String::from_utf8_lossy(&key_buf[..64]),
-                    LogContext(&vars)
                 ),
             );
             return None;
@@ -319,70 +358,79 @@ async fn handle(
     });
     let lrs = status_name(&outcome, loc.dry_run);
     let dry = if loc.dry_run { ", dry run" } else { "" };
-    let level = Severity::from(loc.log_level);
+    let zone: &str = match outcome {
+        Outcome::Unlimited => "",
+        Outcome::Accepted { limit, .. }
+        | Outcome::Rejected { limit, .. }
+        | Outcome::NoMemory { limit } => &loc.limits[limit].zone.name,
+    };
     match outcome {
         Outcome::Unlimited | Outcome::Accepted { delay_ms: 0, .. } => {}
         Outcome::Accepted {
-            delay_ms,
-            limit,
-            excess,
+            delay_ms, excess, ..
         } => {
-            let zone = &loc.limits[limit].zone.name;
-            errlog::emit(
+            log_req(
                 Severity::from(loc.log_level.lower()),
+                &conn,
+                &vars,
                 format_args!(
-                    "delaying request{dry}, excess: {}, by zone \"{zone}\"{}",
+                    "delaying request{dry}, excess: {}, by zone \"{zone}\"",
                     Excess(excess),
-                    LogContext(&vars)
                 ),
             );
             if !loc.dry_run {
+                if let Some(r) = record.as_mut() {
+                    r.limit_req_status = lrs;
+                    r.zone = zone.to_string();
+                }
                 let mut guard = DelayGuard {
                     armed: true,
-                    line: LogContext(&vars).to_string(),
+                    line: format!(
+                        "*{} client prematurely closed connection{}",
+                        conn.id,
+                        LogContext(&vars)
+                    ),
+                    record: &mut record,
                 };
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
                 guard.armed = false;
             }
         }
         Outcome::Rejected {
-            limit,
-            excess,
-            wait_ms,
+            excess, wait_ms, ..
         } => {
-            let zone = &loc.limits[limit].zone.name;
-            errlog::emit(
-                level,
+            log_req(
+                Severity::from(loc.log_level),
+                &conn,
+                &vars,
                 format_args!(
-                    "limiting requests{dry}, excess: {} by zone \"{zone}\"{}",
+                    "limiting requests{dry}, excess: {} by zone \"{zone}\"",
                     Excess(excess),
-                    LogContext(&vars)
                 ),
             );
             if !loc.dry_run {
-                return reject(loc, &vars, zone, Some(wait_ms));
+                return finish(reject(loc, &vars, zone, Some(wait_ms)), record, lrs, zone);
             }
         }
-        Outcome::NoMemory { limit } => {
-            let zone = &loc.limits[limit].zone.name;
-            errlog::emit(
+        Outcome::NoMemory { .. } => {
+            log_req(
                 Severity::Alert,
-                format_args!(
-                    "could not allocate node in limit_req zone \"{zone}\"{}",
-                    LogContext(&vars)
-                ),
+                &conn,
+                &vars,
+                format_args!("could not allocate node in limit_req zone \"{zone}\""),
             );
             if !loc.dry_run {
-                return reject(loc, &vars, zone, None);
+                return finish(reject(loc, &vars, zone, None), record, lrs, zone);
             }
         }
     }
 
-    match &loc.action {
-        Action::Return(ret) => Ok(respond::return_response(ret, &vars, lrs)),
+    let resp = match &loc.action {
+        Action::Return(ret) => respond::return_response(ret, &vars, lrs),
         Action::Proxy(pp) => {
-            let upstream_uri = upstream_uri(pp, loc, &parts.uri, &path);
-            Ok(forward(
+            let upstream_uri = upstream_uri(pp, loc, &parts.uri, path);
+            let up_start = tokio::time::Instant::now();
+            let resp = forward(
                 &shared,
                 loc,
                 &conn,
@@ -392,9 +440,14 @@ async fn handle(
                 upstream_uri,
                 pp,
             )
-            .await)
+            .await;
+            if let Some(r) = record.as_mut() {
+                r.upstream_ms = Some(up_start.elapsed().as_millis() as u64);
+            }
+            resp
         }
-    }
+    };
+    finish(Ok(resp), record, lrs, zone)
 }
 
 trait CloneHead {
@@ -633,14 +686,11 @@ async fn forward(
             } else {
                 "upstream prematurely closed connection while reading response header from upstream"
             };
-            errlog::emit(
+            log_req(
                 Severity::Error,
-                format_args!(
-                    "*{} {what} ({}){}, upstream: \"{uri}\"",
-                    conn.id,
-                    error_chain(&e),
-                    LogContext(vars)
-                ),
+                conn,
+                vars,
+                format_args!("{what} ({}), upstream: \"{uri}\"", error_chain(&e)),
             );
             respond::error_response(
                 &loc.error_pages,
@@ -649,12 +699,12 @@ async fn forward(
             )
         }
         Err(_) => {
-            errlog::emit(
+            log_req(
                 Severity::Error,
+                conn,
+                vars,
                 format_args!(
-                    "*{} upstream timed out while reading response header from upstream{}, upstream: \"{uri}\"",
-                    conn.id,
-                    LogContext(vars)
+                    "upstream timed out while reading response header from upstream, upstream: \"{uri}\""
                 ),
             );
             respond::error_response(

@@ -40,6 +40,7 @@ pub fn error_response(
         retry_after: made.retry_after,
         limit_req_status: made.limit_req_status,
         limit_req_zone: made.zone,
+        log: None,
     };
     let page = pages.get(&made.status);
     let mut resp = match (page, req) {
@@ -139,6 +140,7 @@ pub fn return_response(
         retry_after: None,
         limit_req_status,
         limit_req_zone: "",
+        log: None,
     };
     let body = ret
         .body

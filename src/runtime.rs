@@ -2,9 +2,10 @@
 //! allocated, locations in nginx's lookup structure. Built from a [`Spec`];
 //! one `Runtime` is one consistent generation of the configuration.
 
+use crate::accesslog::{self, AccessLog, Sinks};
 use crate::config::{ErrorPages, LocationSpec, LogLevel, PathRule, ProxyPass, ReturnSpec, Spec};
 use crate::limiter::{Limit, MemoryZone, Store, ZoneRef};
-use crate::vars::Template;
+use crate::vars::{Context, Template};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ impl Zone {
 pub struct Runtime {
     pub zones: Vec<Arc<Zone>>,
     pub servers: Vec<Arc<Server>>,
+    /// Access-log files, kept open across reloads.
+    pub sinks: Sinks,
 }
 
 pub struct Server {
@@ -39,6 +42,7 @@ pub struct Server {
     pub client_header_timeout: Duration,
     /// Error pages for answers made before a location is known (400, 404).
     pub error_pages: Arc<ErrorPages>,
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 /// What a location does with a request that passed its limits.
@@ -63,6 +67,7 @@ pub struct Location {
     pub action: Action,
     pub proxy_connect_timeout: Duration,
     pub proxy_read_timeout: Duration,
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 /// nginx's location lookup: exact, then the longest prefix (final if `^~`),
@@ -109,6 +114,12 @@ pub enum BuildError {
         new: String,
         old: String,
     },
+    #[error("open() \"{path}\" failed ({source})")]
+    AccessLog {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Runtime {
@@ -140,6 +151,29 @@ impl Runtime {
                 }),
             }));
         }
+
+        let mut sinks = Sinks::default();
+        let format = Arc::new(match spec.log_format {
+            Some(f) => f,
+            None => Template::parse(accesslog::DEFAULT_FORMAT, Context::Log)
+                .expect("the default log format parses"),
+        });
+        let mut access_log =
+            |target: &Option<Option<String>>| -> Result<Option<Arc<AccessLog>>, BuildError> {
+                let Some(Some(target)) = target else {
+                    return Ok(None);
+                };
+                let sink = sinks
+                    .get(target, previous.map(|p| &p.sinks))
+                    .map_err(|source| BuildError::AccessLog {
+                        path: target.clone(),
+                        source,
+                    })?;
+                Ok(Some(Arc::new(AccessLog {
+                    sink,
+                    format: format.clone(),
+                })))
+            };
 
         let mut servers = Vec::new();
         for s in spec.servers {
@@ -221,6 +255,7 @@ impl Runtime {
                     action,
                     proxy_connect_timeout: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
                     proxy_read_timeout: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                    access_log: access_log(&eff.access_log)?,
                 }));
             }
             locations
@@ -232,8 +267,13 @@ impl Runtime {
                 locations,
                 client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),
                 error_pages: level.error_pages.clone().unwrap_or_default(),
+                access_log: access_log(&level.access_log)?,
             }));
         }
-        Ok(Runtime { zones, servers })
+        Ok(Runtime {
+            zones,
+            servers,
+            sinks,
+        })
     }
 }

@@ -28,11 +28,20 @@ pub enum Var {
     Http(HeaderName),
     Cookie(String),
     Arg(String),
-    // Only where a response is being made (error pages, `return`):
+    // Only where a response is being made (error pages, `return`, logs):
     Status,
     RetryAfter,
     LimitReqStatus,
     LimitReqZone,
+    // Only in the access log:
+    BodyBytesSent,
+    RequestTime,
+    UpstreamResponseTime,
+    TimeLocal,
+    TimeIso8601,
+    Msec,
+    RemoteUser,
+    ConnectionId,
 }
 
 impl Var {
@@ -55,6 +64,14 @@ impl Var {
             "retry_after" => Var::RetryAfter,
             "limit_req_status" => Var::LimitReqStatus,
             "limit_req_zone" => Var::LimitReqZone,
+            "body_bytes_sent" | "bytes_sent" => Var::BodyBytesSent,
+            "request_time" => Var::RequestTime,
+            "upstream_response_time" => Var::UpstreamResponseTime,
+            "time_local" => Var::TimeLocal,
+            "time_iso8601" => Var::TimeIso8601,
+            "msec" => Var::Msec,
+            "remote_user" => Var::RemoteUser,
+            "connection" => Var::ConnectionId,
             _ => {
                 if let Some(h) = name.strip_prefix("http_") {
                     let h = h.replace('_', "-").to_ascii_lowercase();
@@ -70,11 +87,22 @@ impl Var {
         })
     }
 
-    fn is_response_only(&self) -> bool {
-        matches!(
-            self,
-            Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone
-        )
+    /// The narrowest context a variable is available in.
+    fn context(&self) -> Context {
+        match self {
+            Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone => {
+                Context::Response
+            }
+            Var::BodyBytesSent
+            | Var::RequestTime
+            | Var::UpstreamResponseTime
+            | Var::TimeLocal
+            | Var::TimeIso8601
+            | Var::Msec
+            | Var::RemoteUser
+            | Var::ConnectionId => Context::Log,
+            _ => Context::Key,
+        }
     }
 }
 
@@ -89,6 +117,8 @@ enum Part {
 pub struct Template {
     parts: Vec<Part>,
     source: String,
+    /// Access logs print an empty variable as `-`, as nginx.
+    dash_empty: bool,
 }
 
 /// A template that does not parse: the byte offset in the template text and
@@ -100,12 +130,14 @@ pub struct TemplateError {
 }
 
 /// Where a template is used decides which variables it may name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Context {
     /// A zone key: request variables only.
     Key,
     /// An error page or `return`: also `$status`, `$retry_after`, …
     Response,
+    /// The access log: also `$request_time`, `$body_bytes_sent`, …
+    Log,
 }
 
 impl Template {
@@ -151,12 +183,15 @@ impl Template {
                 offset: start,
                 message: format!("unknown \"{name}\" variable"),
             })?;
-            if cx == Context::Key && var.is_response_only() {
+            if var.context() > cx {
                 return Err(TemplateError {
                     offset: start,
-                    message: format!(
-                        "variable \"${name}\" is only available in error pages and return"
-                    ),
+                    message: match var.context() {
+                        Context::Response => format!(
+                            "variable \"${name}\" is only available in error pages, return and access logs"
+                        ),
+                        _ => format!("variable \"${name}\" is only available in access logs"),
+                    },
                 });
             }
             if !text.is_empty() {
@@ -170,6 +205,7 @@ impl Template {
         Ok(Template {
             parts,
             source: src.to_string(),
+            dash_empty: cx == Context::Log,
         })
     }
 
@@ -188,7 +224,13 @@ impl Template {
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.extend_from_slice(t.as_bytes()),
-                Part::Var(v) => eval_var(v, req, resp, out),
+                Part::Var(v) => {
+                    let before = out.len();
+                    eval_var(v, req, resp, out);
+                    if self.dash_empty && out.len() == before {
+                        out.push(b'-');
+                    }
+                }
             }
         }
     }
@@ -220,6 +262,24 @@ pub struct ResponseVars<'a> {
     pub retry_after: Option<u64>,
     pub limit_req_status: &'a str,
     pub limit_req_zone: &'a str,
+    /// Access log only.
+    pub log: Option<&'a LogVars>,
+}
+
+/// What the access log adds, known once the response is finished.
+#[derive(Clone, Debug, Default)]
+pub struct LogVars {
+    pub body_bytes_sent: u64,
+    /// Milliseconds from the first byte of the request to the last of the response.
+    pub request_time_ms: u64,
+    pub upstream_response_time_ms: Option<u64>,
+    /// Seconds since the Unix epoch, with milliseconds, when the line is written.
+    pub unix_ms: u64,
+    pub connection: u64,
+}
+
+fn push_secs(out: &mut Vec<u8>, ms: u64) {
+    push_display(out, format_args!("{}.{:03}", ms / 1000, ms % 1000));
 }
 
 fn push_display(out: &mut Vec<u8>, v: impl std::fmt::Display) {
@@ -327,6 +387,32 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
         Var::LimitReqZone => {
             if let Some(r) = resp {
                 out.extend_from_slice(r.limit_req_zone.as_bytes());
+            }
+        }
+        Var::RemoteUser => out.push(b'-'),
+        log_var => {
+            let Some(l) = resp.and_then(|r| r.log) else {
+                return;
+            };
+            match log_var {
+                Var::BodyBytesSent => push_display(out, l.body_bytes_sent),
+                Var::RequestTime => push_secs(out, l.request_time_ms),
+                Var::UpstreamResponseTime => match l.upstream_response_time_ms {
+                    Some(ms) => push_secs(out, ms),
+                    None => out.push(b'-'),
+                },
+                Var::TimeLocal => {
+                    push_display(out, crate::errlog::Timestamp::from_ms(l.unix_ms).clf())
+                }
+                Var::TimeIso8601 => {
+                    push_display(out, crate::errlog::Timestamp::from_ms(l.unix_ms).iso8601())
+                }
+                Var::Msec => push_display(
+                    out,
+                    format_args!("{}.{:03}", l.unix_ms / 1000, l.unix_ms % 1000),
+                ),
+                Var::ConnectionId => push_display(out, l.connection),
+                _ => {}
             }
         }
     }

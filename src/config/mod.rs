@@ -30,6 +30,8 @@ use std::time::Duration;
 pub struct Spec {
     /// The top level (nginx's `http` block).
     pub http: Level,
+    /// `log_format`: the access-log line (default [`crate::accesslog::DEFAULT_FORMAT`]).
+    pub log_format: Option<Template>,
     pub zones: Vec<ZoneSpec>,
     pub servers: Vec<ServerSpec>,
 }
@@ -132,6 +134,8 @@ pub struct Level {
     pub proxy_connect_timeout: Option<Duration>,
     pub proxy_read_timeout: Option<Duration>,
     pub client_header_timeout: Option<Duration>,
+    /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
+    pub access_log: Option<Option<String>>,
 }
 
 impl Level {
@@ -153,6 +157,10 @@ impl Level {
             proxy_connect_timeout: self.proxy_connect_timeout.or(parent.proxy_connect_timeout),
             proxy_read_timeout: self.proxy_read_timeout.or(parent.proxy_read_timeout),
             client_header_timeout: self.client_header_timeout.or(parent.client_header_timeout),
+            access_log: self
+                .access_log
+                .clone()
+                .or_else(|| parent.access_log.clone()),
         }
     }
 }

@@ -163,6 +163,7 @@ const LEVEL_KEYS: &[&str] = &[
     "error_pages",
     "proxy_connect_timeout",
     "proxy_read_timeout",
+    "access_log",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -187,11 +188,13 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     }
     let doc = doc.get_ref();
 
-    let mut allowed: Vec<&str> = vec!["zones", "servers", "client_header_timeout"];
+    let mut allowed: Vec<&str> = vec!["zones", "servers", "client_header_timeout", "log_format"];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(doc, &allowed, "the top level");
 
     let zones = parse_zones(&mut cx, get(doc, "zones"));
+    let log_format =
+        get(doc, "log_format").and_then(|v| cx.template(v, "log_format", Context::Log));
     let http = parse_level(&mut cx, doc, &zones, Where::Http);
 
     let mut servers = Vec::new();
@@ -236,6 +239,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     }
     Ok(Spec {
         http,
+        log_format,
         zones: zones.into_iter().map(|(z, _)| z).collect(),
         servers,
     })
@@ -344,6 +348,18 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at:
     }
     if let Some(v) = get(t, "error_pages") {
         level.error_pages = parse_error_pages(cx, v).map(Arc::new);
+    }
+    if let Some(v) = get(t, "access_log") {
+        if let Some(s) = cx.str(v, "access_log") {
+            if s.is_empty() {
+                cx.err(
+                    v.span(),
+                    "\"access_log\" must be \"off\", \"stdout\", \"stderr\" or a file path",
+                );
+            } else {
+                level.access_log = Some((s != "off").then(|| s.to_string()));
+            }
+        }
     }
     if let Some(v) = get(t, "proxy_connect_timeout") {
         level.proxy_connect_timeout = cx.duration(v, "proxy_connect_timeout");

@@ -1,1 +1,236 @@
+use super::*;
 
+fn errors(text: &str) -> Vec<String> {
+    match parse_str("t.toml", text) {
+        Ok(_) => vec![],
+        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+fn ok(text: &str) -> Spec {
+    match parse_str("t.toml", text) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+const ZONE: &str = r#"
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "2r/s"
+"#;
+
+#[test]
+fn the_example_config_is_valid() {
+    let text = include_str!("../../config/sluice.toml");
+    let spec = ok(text);
+    assert_eq!(spec.zones.len(), 4);
+    assert_eq!(spec.servers.len(), 2);
+    assert_eq!(spec.http.status, Some(429));
+    let delay = &spec.servers[0].locations[3];
+    assert_eq!(
+        delay.level.limit_req.as_deref().unwrap(),
+        &[LimitSpec {
+            zone: 3,
+            burst: 5000,
+            delay: 2000
+        }]
+    );
+}
+
+#[test]
+fn every_error_is_reported_at_once_with_line_and_column() {
+    let text = r#"limit_req_status = 600
+bogus = 1
+[zones.z]
+key = "$nope"
+size = "16k"
+rate = "0r/s"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+[[servers.locations]]
+path = "/a"
+limit_req = { zone = "missing", burst = 0 }
+"#;
+    let e = errors(text);
+    assert_eq!(
+        e,
+        vec![
+            "t.toml:1:20: \"limit_req_status\": value must be between 400 and 599",
+            "t.toml:2:1: unknown key \"bogus\" in the top level (expected one of: zones, servers, client_header_timeout, limit_req, limit_req_status, limit_req_log_level, limit_req_dry_run, error_pages, proxy_connect_timeout, proxy_read_timeout)",
+            "t.toml:4:8: unknown \"nope\" variable",
+            "t.toml:5:8: zone \"z\" is too small: size \"16k\" is below the minimum of 32k",
+            "t.toml:6:8: invalid rate \"0r/s\" (expected \"Nr/s\" or \"Nr/m\", N a positive integer)",
+            "t.toml:12:22: unknown limit_req_zone \"missing\"",
+            "t.toml:12:41: invalid burst value: must be at least 1",
+        ]
+    );
+}
+
+#[test]
+fn syntax_errors_are_located() {
+    let e = errors("a = \n[zones\n");
+    assert!(!e.is_empty());
+    assert!(e[0].starts_with("t.toml:1:"), "{e:?}");
+}
+
+#[test]
+fn wrong_types_are_named() {
+    let text = format!(
+        "{ZONE}[[servers]]\nlisten = 7060\nproxy_pass = \"http://127.0.0.1:2\"\nlimit_req_dry_run = \"yes\"\n"
+    );
+    let e = errors(&text);
+    assert_eq!(
+        e,
+        vec![
+            "t.toml:7:10: \"listen\" must be a string, found an integer",
+            "t.toml:9:21: \"limit_req_dry_run\" must be true or false, found a string",
+        ]
+    );
+}
+
+#[test]
+fn the_later_of_nodelay_and_delay_wins() {
+    let text = format!(
+        r#"{ZONE}
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+[[servers.locations]]
+path = "/a"
+limit_req = {{ zone = "z", burst = 5, delay = 2, nodelay = true }}
+[[servers.locations]]
+path = "/b"
+limit_req = {{ zone = "z", burst = 5, nodelay = true, delay = 2 }}
+"#
+    );
+    let spec = ok(&text);
+    let l = &spec.servers[0].locations;
+    assert!(l[0].level.limit_req.as_ref().unwrap()[0].is_nodelay());
+    assert_eq!(l[1].level.limit_req.as_ref().unwrap()[0].delay, 2000);
+}
+
+#[test]
+fn a_zone_twice_at_one_level_is_a_duplicate() {
+    let text = format!(
+        r#"{ZONE}
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+limit_req = [{{ zone = "z" }}, {{ zone = "z", burst = 2 }}]
+"#
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 1);
+    assert!(
+        e[0].contains("\"limit_req\" directive is duplicate"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn locations_need_an_upstream_or_a_return() {
+    let text = r#"
+[[servers]]
+listen = "127.0.0.1:1"
+[[servers.locations]]
+path = "/a"
+"#;
+    let e = errors(text);
+    assert_eq!(e.len(), 1);
+    assert!(
+        e[0].starts_with("t.toml:5:8: location \"/a\" has neither"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn regex_locations_cannot_replace_a_uri() {
+    let text = r#"
+[[servers]]
+listen = "127.0.0.1:1"
+[[servers.locations]]
+path = "~ ^/a"
+proxy_pass = "http://127.0.0.1:2/x/"
+[[servers.locations]]
+path = "~ ("
+return = { status = 200 }
+"#;
+    let e = errors(text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(e[0].contains("cannot have URI part in location given by regular expression"));
+    assert!(e[1].contains("invalid regex"));
+}
+
+#[test]
+fn duplicate_listen_and_location() {
+    let text = r#"
+[[servers]]
+listen = "127.0.0.1:1"
+[[servers.locations]]
+path = "/a"
+return = { status = 200 }
+[[servers.locations]]
+path = "/a"
+return = { status = 200 }
+[[servers]]
+listen = "127.0.0.1:1"
+"#;
+    let e = errors(text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(e[0].contains("duplicate location \"/a\""));
+    assert!(e[1].contains("duplicate listen"));
+}
+
+#[test]
+fn a_level_with_its_own_limits_hides_its_parents() {
+    let text = r#"
+limit_req = { zone = "a" }
+[zones.a]
+key = "$binary_remote_addr"
+size = "1m"
+[zones.b]
+key = "$remote_addr"
+size = "1m"
+rate = "1r/m"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+[[servers.locations]]
+path = "/inherits"
+[[servers.locations]]
+path = "/own"
+limit_req = { zone = "b", burst = 3 }
+"#;
+    let spec = ok(text);
+    assert_eq!(spec.zones[0].rate.milli(), 1000, "rate defaults to 1r/s");
+    assert_eq!(spec.zones[1].rate.milli(), 16);
+    let server = spec.servers[0].level.inherit(&spec.http);
+    let locs = &spec.servers[0].locations;
+    let inherits = locs[0].level.inherit(&server);
+    let own = locs[1].level.inherit(&server);
+    assert_eq!(inherits.limit_req.unwrap()[0].zone, 0);
+    let own = own.limit_req.unwrap();
+    assert_eq!(own.len(), 1);
+    assert_eq!(own[0].zone, 1);
+}
+
+#[test]
+fn status_and_levels() {
+    let text = format!(
+        r#"limit_req_status = 444
+limit_req_log_level = "loud"
+{ZONE}
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+limit_req_status = 399
+"#
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(e[0].contains("invalid limit_req_log_level \"loud\""));
+    assert!(e[1].contains("between 400 and 599"));
+}

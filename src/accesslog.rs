@@ -1,0 +1,246 @@
+//! The access log: one line per request in an nginx `log_format`, written
+//! when the response is finished (or the client went away), with
+//! `$limit_req_status` so that limiting decisions can be audited.
+//!
+//! A line is written when the response body ends or is dropped, so
+//! `$body_bytes_sent` and `$request_time` cover the whole streamed body; a
+//! client that goes away while delayed is logged with status 499, as nginx.
+
+use crate::respond::Body;
+use crate::vars::{LogVars, RequestVars, ResponseVars, Template};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Uri, Version};
+use hyper::body::{Frame, SizeHint};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// nginx's `combined` format followed by the request time and the limiting
+/// decision.
+pub const DEFAULT_FORMAT: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\" $request_time $limit_req_status";
+
+/// Where lines go.
+pub enum Sink {
+    Stdout,
+    Stderr,
+    File {
+        path: PathBuf,
+        file: Mutex<std::fs::File>,
+    },
+}
+
+impl Sink {
+    fn open(path: &Path) -> std::io::Result<std::fs::File> {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    }
+
+    fn write_line(&self, line: &[u8]) {
+        // One write per line, as nginx: lines from several threads never interleave.
+        let _ = match self {
+            Sink::Stdout => std::io::stdout().lock().write_all(line),
+            Sink::Stderr => std::io::stderr().lock().write_all(line),
+            Sink::File { file, .. } => file.lock().write_all(line),
+        };
+    }
+
+    /// Reopen the file (after log rotation).
+    pub fn reopen(&self) -> std::io::Result<()> {
+        if let Sink::File { path, file } = self {
+            *file.lock() = Sink::open(path)?;
+        }
+        Ok(())
+    }
+}
+
+/// The sinks of one configuration, one per distinct target, so that several
+/// locations logging to one file share it.
+#[derive(Default)]
+pub struct Sinks(HashMap<String, Arc<Sink>>);
+
+impl Sinks {
+    /// The sink for `target` (`"stdout"`, `"stderr"` or a path), opening it
+    /// if needed; sinks of `previous` are reused.
+    pub fn get(&mut self, target: &str, previous: Option<&Sinks>) -> std::io::Result<Arc<Sink>> {
+        if let Some(s) = self.0.get(target) {
+            return Ok(s.clone());
+        }
+        let sink = match previous.and_then(|p| p.0.get(target)) {
+            Some(s) => s.clone(),
+            None => Arc::new(match target {
+                "stdout" => Sink::Stdout,
+                "stderr" => Sink::Stderr,
+                path => Sink::File {
+                    path: PathBuf::from(path),
+                    file: Mutex::new(Sink::open(Path::new(path))?),
+                },
+            }),
+        };
+        self.0.insert(target.to_string(), sink.clone());
+        Ok(sink)
+    }
+
+    pub fn reopen_all(&self) -> std::io::Result<()> {
+        for s in self.0.values() {
+            s.reopen()?;
+        }
+        Ok(())
+    }
+}
+
+/// An access log of a location: where, and in which format.
+pub struct AccessLog {
+    pub sink: Arc<Sink>,
+    pub format: Arc<Template>,
+}
+
+/// What a line needs about its request, owned so it can outlive the handler.
+pub struct Record {
+    pub log: Arc<AccessLog>,
+    pub remote: SocketAddr,
+    pub local: SocketAddr,
+    pub server_name: String,
+    pub method: Method,
+    pub uri: Uri,
+    pub version: Version,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub start: tokio::time::Instant,
+    pub connection: u64,
+    pub status: u16,
+    pub limit_req_status: &'static str,
+    pub zone: String,
+    pub upstream_ms: Option<u64>,
+}
+
+impl Record {
+    pub fn new(
+        log: Arc<AccessLog>,
+        vars: &RequestVars,
+        connection: u64,
+        start: tokio::time::Instant,
+    ) -> Record {
+        Record {
+            log,
+            remote: vars.remote,
+            local: vars.local,
+            server_name: vars.server_name.to_string(),
+            method: vars.method.clone(),
+            uri: vars.uri.clone(),
+            version: vars.version,
+            path: vars.path.to_string(),
+            headers: vars.headers.clone(),
+            start,
+            connection,
+            status: 0,
+            limit_req_status: "-",
+            zone: String::new(),
+            upstream_ms: None,
+        }
+    }
+
+    /// Render and write the line.
+    pub fn write(&self, body_bytes_sent: u64) {
+        let req = RequestVars {
+            remote: self.remote,
+            local: self.local,
+            server_name: &self.server_name,
+            method: &self.method,
+            uri: &self.uri,
+            version: self.version,
+            path: &self.path,
+            headers: &self.headers,
+        };
+        let log = LogVars {
+            body_bytes_sent,
+            request_time_ms: self.start.elapsed().as_millis() as u64,
+            upstream_response_time_ms: self.upstream_ms,
+            unix_ms: crate::errlog::unix_ms(),
+            connection: self.connection,
+        };
+        let resp = ResponseVars {
+            status: self.status,
+            retry_after: None,
+            limit_req_status: self.limit_req_status,
+            limit_req_zone: &self.zone,
+            log: Some(&log),
+        };
+        let mut line = Vec::with_capacity(256);
+        self.log.format.eval(&req, Some(&resp), &mut line);
+        line.push(b'\n');
+        self.log.sink.write_line(&line);
+    }
+}
+
+/// A response body that writes the access-log line when it ends or is
+/// dropped, counting the bytes it carried.
+pub struct LoggedBody {
+    inner: Body,
+    bytes: u64,
+    record: Option<Box<Record>>,
+}
+
+impl LoggedBody {
+    pub fn wrap(inner: Body, record: Record) -> Body {
+        use http_body_util::BodyExt;
+        LoggedBody {
+            inner,
+            bytes: 0,
+            record: Some(Box::new(record)),
+        }
+        .boxed()
+    }
+
+    fn finish(&mut self) {
+        if let Some(r) = self.record.take() {
+            r.write(self.bytes);
+        }
+    }
+}
+
+impl hyper::body::Body for LoggedBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    this.bytes += d.len() as u64;
+                }
+                if this.inner.is_end_stream() {
+                    this.finish();
+                }
+            }
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.finish(),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for LoggedBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
