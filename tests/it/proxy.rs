@@ -1,0 +1,416 @@
+//! The proxy itself on real sockets: nginx's proxy_pass URI rule, headers,
+//! 502/504, 444, streaming, timeouts, malformed requests, error pages, and
+//! the places where sluice differs from nginx on purpose.
+
+use crate::support::{Sluice, Upstream, client, free_port, request};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+
+/// An upstream that accepts connections, reads, and never answers.
+async fn silent_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    (addr, task)
+}
+
+/// An upstream that reads a request with a Content-Length body, then answers
+/// with a chunked body: `got N bytes\n` at once, and `done\n` 600 ms later.
+async fn counting_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 65536];
+                let (head_end, len) = loop {
+                    let n = s.read(&mut chunk).await.unwrap();
+                    assert!(n > 0, "upstream: request ended early");
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map(|v| v.trim().parse().unwrap())
+                            .unwrap_or(0);
+                        break (i + 4, len);
+                    }
+                };
+                while buf.len() < head_end + len {
+                    let n = s.read(&mut chunk).await.unwrap();
+                    assert!(n > 0, "upstream: body ended early");
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let got = buf.len() - head_end;
+                let first = format!("got {got} bytes\n");
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{first}\r\n",
+                    first.len()
+                );
+                s.write_all(head.as_bytes()).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                s.write_all(b"5\r\ndone\n\r\n0\r\n\r\n").await.unwrap();
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn proxy_pass_rewrites_uri_and_headers_as_nginx() {
+    let up = Upstream::start();
+    let port = free_port();
+    let toml = format!(
+        r#"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/api/"
+proxy_pass = "http://{up}/base/"
+[[servers.locations]]
+path = "/raw"
+proxy_pass = "http://{up}"
+"#,
+        up = up.addr
+    );
+    let s = Sluice::start(&toml, &[port]);
+    let r = request(
+        s.addr(),
+        client(2),
+        "GET",
+        "/api/x/y?q=1",
+        &[
+            ("X-Forwarded-For", "1.2.3.4"),
+            ("Connection", "close, X-Drop"),
+            ("X-Drop", "secret"),
+            ("Keep-Alive", "timeout=5"),
+            ("X-Keep", "kept"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    let echo = r.body_text().to_ascii_lowercase();
+    assert!(echo.starts_with("get /base/x/y?q=1 http/1.1"), "{echo}");
+    assert!(echo.contains(&format!("host: {}", up.addr)), "{echo}");
+    assert!(
+        echo.contains("x-forwarded-for: 1.2.3.4, 127.0.0.2"),
+        "{echo}"
+    );
+    assert!(echo.contains("x-keep: kept"), "{echo}");
+    assert!(
+        !echo.contains("x-drop"),
+        "hop-by-hop header named in Connection: {echo}"
+    );
+    assert!(!echo.contains("keep-alive: timeout"), "{echo}");
+
+    let r = request(s.addr(), client(2), "GET", "/raw/a%20b?z=2", &[]).await;
+    assert!(
+        r.body_text().starts_with("GET /raw/a%20b?z=2 HTTP/1.1"),
+        "without a URI part the request URI passes unchanged: {}",
+        r.body_text()
+    );
+}
+
+#[tokio::test]
+async fn dead_upstream_is_502_and_slow_upstream_is_504() {
+    let dead = free_port(); // nothing listens there
+    let (slow, _task) = silent_upstream().await;
+    let port = free_port();
+    let toml = format!(
+        r#"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/dead"
+proxy_pass = "http://127.0.0.1:{dead}"
+[[servers.locations]]
+path = "/slow"
+proxy_pass = "http://{slow}"
+proxy_read_timeout = "300ms"
+"#
+    );
+    let s = Sluice::start(&toml, &[port]);
+    let r = request(s.addr(), client(2), "GET", "/dead", &[]).await;
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    assert!(
+        r.body_text().contains("\"status\":502"),
+        "{}",
+        r.body_text()
+    );
+
+    let r = request(s.addr(), client(2), "GET", "/slow", &[]).await;
+    assert_eq!(r.status, 504);
+    assert!(
+        (250..2000).contains(&r.ms()),
+        "504 after proxy_read_timeout, took {} ms",
+        r.ms()
+    );
+    let log = s.log();
+    assert!(log.contains("connect() failed"), "{log}");
+    assert!(log.contains("upstream timed out"), "{log}");
+}
+
+#[tokio::test]
+async fn bodies_stream_both_ways() {
+    let (up, _task) = counting_upstream().await;
+    let port = free_port();
+    let toml = format!(
+        r#"
+[[servers]]
+listen = "127.0.0.1:{port}"
+proxy_pass = "http://{up}"
+"#
+    );
+    let _s = Sluice::start(&toml, &[port]);
+    let body = vec![b'x'; 4 * 1024 * 1024];
+    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let head = format!(
+        "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    c.write_all(&body).await.unwrap();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut first_at = None;
+    loop {
+        let n = c.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if first_at.is_none() && String::from_utf8_lossy(&got).contains("got 4194304 bytes") {
+            first_at = Some(start.elapsed());
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    let first_at = first_at.unwrap_or_else(|| panic!("the upload did not arrive whole: {text}"));
+    assert!(text.contains("done"), "{text}");
+    assert!(
+        first_at < Duration::from_millis(400) && start.elapsed() >= Duration::from_millis(550),
+        "the first chunk must reach the client before the upstream finishes \
+         (first after {first_at:?}, end after {:?})",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn silent_clients_are_dropped_and_garbage_gets_400() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+client_header_timeout = "500ms"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/"
+return = {{ status = 200, body = "ok\n" }}
+"#
+    );
+    let _s = Sluice::start(&toml, &[port]);
+    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let start = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .expect("a silent client must be dropped by client_header_timeout")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "closed without a response");
+    assert!(
+        (400..2500).contains(&start.elapsed().as_millis()),
+        "dropped after {:?}",
+        start.elapsed()
+    );
+
+    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    c.write_all(b"GARBAGE\r\n\r\n").await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text:?}");
+
+    let r = request(_s.addr(), client(2), "GET", "/a/../../etc", &[]).await;
+    assert_eq!(r.status, 400, "a path above the root");
+}
+
+#[tokio::test]
+async fn status_444_closes_the_connection_without_a_response() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+limit_req_status = 444
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/m"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/"
+limit_req = {{ zone = "z" }}
+return = {{ status = 200, body = "ok\n" }}
+"#
+    );
+    let s = Sluice::start(&toml, &[port]);
+    let a = request(s.addr(), client(2), "GET", "/", &[]).await;
+    let b = request(s.addr(), client(2), "GET", "/", &[]).await;
+    assert_eq!(a.status, 200);
+    assert!(b.no_response(), "444 closes without a response, got {b}");
+}
+
+/// Unlike nginx (where `return` runs before limit_req), limits apply to `return`.
+/// And with no error page, a rejection is problem+json with an exact Retry-After.
+#[tokio::test]
+async fn return_is_limited_and_rejections_carry_retry_after() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+limit_req_status = 429
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "30r/m"
+[zones.slow]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "6r/m"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/r"
+limit_req = {{ zone = "z" }}
+return = {{ status = 200, body = "ok $limit_req_status\n" }}
+[[servers.locations]]
+path = "/six"
+limit_req = {{ zone = "slow" }}
+return = {{ status = 200 }}
+"#
+    );
+    let s = Sluice::start(&toml, &[port]);
+    let replies = crate::support::burst(s.addr(), client(2), "/r", 3).await;
+    let ok: Vec<_> = replies.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(ok.len(), 1, "one passes, the rest are limited");
+    assert_eq!(ok[0].body_text(), "ok PASSED\n");
+    let rejected = replies.iter().find(|r| r.status == 429).unwrap();
+    assert_eq!(
+        rejected.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(
+        rejected.header("retry-after"),
+        Some("2"),
+        "30r/m without burst"
+    );
+    let body = rejected.body_text();
+    assert!(
+        body.contains("\"status\":429") && body.contains("Too Many Requests"),
+        "{body}"
+    );
+
+    request(s.addr(), client(3), "GET", "/six", &[]).await;
+    let r = request(s.addr(), client(3), "GET", "/six", &[]).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("10"), "6r/m without burst");
+}
+
+/// nginx: a client that goes away while delayed is logged (499) and its slot
+/// stays charged: the next request is delayed as if it had stayed.
+#[tokio::test]
+async fn a_delayed_client_that_leaves_keeps_its_slot() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+access_log = "stdout"
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "2r/s"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/"
+limit_req = {{ zone = "z", burst = 5 }}
+return = {{ status = 200 }}
+"#
+    );
+    let s = Sluice::start(&toml, &[port]);
+    // The raw connection below comes from 127.0.0.1: use that client throughout.
+    let me = "127.0.0.1".parse().unwrap();
+    let first = request(s.addr(), me, "GET", "/", &[]).await;
+    assert_eq!(first.status, 200);
+    // Second: delayed ~500 ms; leave after 100 ms.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(c);
+    let start = Instant::now();
+    let r = request(s.addr(), me, "GET", "/", &[]).await;
+    let waited = start.elapsed();
+    assert_eq!(r.status, 200);
+    // Excess after the first two: 2000 minus ~100 ms of leak → delay ≈ 900 ms.
+    assert!(
+        waited >= Duration::from_millis(700),
+        "the slot of the client that left must stay charged (waited {waited:?})"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let log = s.log();
+    assert!(
+        log.contains("client prematurely closed connection"),
+        "{log}"
+    );
+    let access = s.stdout();
+    assert!(access.contains("\" 499 0 "), "{access}");
+    assert!(
+        access
+            .lines()
+            .any(|l| l.contains(" 499 ") && l.ends_with("DELAYED")),
+        "{access}"
+    );
+}
+
+#[tokio::test]
+async fn locations_match_in_nginx_order() {
+    let port = free_port();
+    let loc = |path: &str, name: &str| {
+        format!(
+            "[[servers.locations]]\npath = '{path}'\nreturn = {{ status = 200, body = \"{name}\" }}\n"
+        )
+    };
+    let toml = format!(
+        "[[servers]]\nlisten = \"127.0.0.1:{port}\"\n{}{}{}{}{}{}",
+        loc("/", "root"),
+        loc("= /exact", "exact"),
+        loc("^~ /static/", "static"),
+        loc("~ \\.png$", "png"),
+        loc("~* \\.JPG$", "jpg"),
+        loc("/images/", "images"),
+    );
+    let s = Sluice::start(&toml, &[port]);
+    for (path, want) in [
+        ("/exact", "exact"),
+        ("/exact/more", "root"),
+        ("/static/a.png", "static"),
+        ("/images/a.png", "png"),
+        ("/images/a.jpg", "jpg"),
+        ("/images/a.txt", "images"),
+        ("/x.PNG", "root"),
+        ("/other", "root"),
+    ] {
+        let r = request(s.addr(), client(2), "GET", path, &[]).await;
+        assert_eq!(r.body_text(), want, "{path}");
+    }
+}
