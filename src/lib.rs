@@ -20,6 +20,7 @@ pub mod config;
 pub mod errlog;
 pub mod limiter;
 pub mod proxy;
+pub mod realip;
 pub mod respond;
 pub mod runtime;
 pub mod vars;

@@ -309,7 +309,11 @@ async fn handle(
     };
     let (parts, body) = req.into_parts();
     let path = normalize_path(parts.uri.path());
-    let vars = request_vars(&conn, server, &parts, path.as_deref().unwrap_or(""));
+    let remote = match &server.real_ip {
+        Some(r) => SocketAddr::new(r.resolve(conn.remote.ip(), &parts.headers), conn.remote.port()),
+        None => conn.remote,
+    };
+    let vars = request_vars(remote, &conn, server, &parts, path.as_deref().unwrap_or(""));
     let record = |log: &Option<Arc<AccessLog>>| {
         log.as_ref()
             .map(|l| Record::new(l.clone(), &vars, conn.id, start))
@@ -508,13 +512,14 @@ fn reject(
 }
 
 fn request_vars<'a>(
+    remote: SocketAddr,
     conn: &Conn,
     server: &'a Server,
     parts: &'a http::request::Parts,
     path: &'a str,
 ) -> RequestVars<'a> {
     RequestVars {
-        remote: conn.remote,
+        remote,
         local: conn.local,
         server_name: &server.name,
         method: &parts.method,
@@ -651,7 +656,7 @@ async fn forward(
         headers.insert(header::HOST, v);
     }
     // $proxy_add_x_forwarded_for
-    let client = conn.remote.ip().to_string();
+    let client = vars.remote.ip().to_string();
     let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
         Some(prev) => format!("{prev}, {client}"),
         None => client,

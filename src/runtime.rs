@@ -43,6 +43,8 @@ pub struct Server {
     /// Error pages for answers made before a location is known (400, 404).
     pub error_pages: Arc<ErrorPages>,
     pub access_log: Option<Arc<AccessLog>>,
+    /// Whose word to take for the client address.
+    pub real_ip: Option<Arc<crate::realip::RealIp>>,
 }
 
 /// What a location does with a request that passed its limits.
@@ -268,6 +270,7 @@ impl Runtime {
                 client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),
                 error_pages: level.error_pages.clone().unwrap_or_default(),
                 access_log: access_log(&level.access_log)?,
+                real_ip: level.real_ip.clone(),
             }));
         }
         Ok(Runtime {

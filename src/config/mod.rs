@@ -136,6 +136,8 @@ pub struct Level {
     pub client_header_timeout: Option<Duration>,
     /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
     pub access_log: Option<Option<String>>,
+    /// `real_ip` (http and server levels).
+    pub real_ip: Option<Arc<crate::realip::RealIp>>,
 }
 
 impl Level {
@@ -161,6 +163,7 @@ impl Level {
                 .access_log
                 .clone()
                 .or_else(|| parent.access_log.clone()),
+            real_ip: self.real_ip.clone().or_else(|| parent.real_ip.clone()),
         }
     }
 }

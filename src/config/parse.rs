@@ -188,7 +188,13 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     }
     let doc = doc.get_ref();
 
-    let mut allowed: Vec<&str> = vec!["zones", "servers", "client_header_timeout", "log_format"];
+    let mut allowed: Vec<&str> = vec![
+        "zones",
+        "servers",
+        "client_header_timeout",
+        "log_format",
+        "real_ip",
+    ];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(doc, &allowed, "the top level");
 
@@ -371,6 +377,9 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at:
         if let Some(v) = get(t, "client_header_timeout") {
             level.client_header_timeout = cx.duration(v, "client_header_timeout");
         }
+        if let Some(v) = get(t, "real_ip") {
+            level.real_ip = parse_real_ip(cx, v).map(Arc::new);
+        }
     }
     if at != Where::Http {
         if let Some(v) = get(t, "proxy_pass") {
@@ -469,6 +478,52 @@ fn parse_limit_reqs(
         }
     }
     ok.then_some(out)
+}
+
+fn parse_real_ip(cx: &mut Cx, v: &Val) -> Option<crate::realip::RealIp> {
+    let t = cx.table(v, "real_ip")?;
+    cx.check_keys(t, &["from", "header", "recursive"], "real_ip");
+    let mut from = Vec::new();
+    match get(t, "from") {
+        None => cx.err(v.span(), "\"real_ip\" must have \"from\": the trusted proxies' addresses or networks"),
+        Some(fv) => match fv.get_ref() {
+            DeValue::Array(items) => {
+                for item in items.iter() {
+                    if let Some(s) = cx.str(item, "from") {
+                        match crate::realip::parse_cidr(s) {
+                            Ok(n) => from.push(n),
+                            Err(e) => cx.err(item.span(), e),
+                        }
+                    }
+                }
+            }
+            other => cx.err(
+                fv.span(),
+                format!("\"from\" must be a list of addresses or networks, found {}", type_name(other)),
+            ),
+        },
+    }
+    let header = match get(t, "header") {
+        None => HeaderName::from_static("x-forwarded-for"),
+        Some(hv) => {
+            let s = cx.str(hv, "header")?;
+            match HeaderName::from_bytes(s.to_ascii_lowercase().as_bytes()) {
+                Ok(h) => h,
+                Err(_) => {
+                    cx.err(hv.span(), format!("invalid header name \"{s}\""));
+                    return None;
+                }
+            }
+        }
+    };
+    let recursive = get(t, "recursive")
+        .and_then(|r| cx.bool(r, "recursive"))
+        .unwrap_or(false);
+    Some(crate::realip::RealIp {
+        from,
+        header,
+        recursive,
+    })
 }
 
 fn parse_headers(cx: &mut Cx, v: &Val) -> Vec<(HeaderName, Template)> {
@@ -570,6 +625,7 @@ fn parse_server(
         "proxy_pass",
         "locations",
         "client_header_timeout",
+        "real_ip",
     ];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(t, &allowed, "[[servers]]");

@@ -414,3 +414,83 @@ async fn locations_match_in_nginx_order() {
         assert_eq!(r.body_text(), want, "{path}");
     }
 }
+
+/// X-Forwarded-For is never trusted by default; with `real_ip` from a
+/// trusted peer, `$binary_remote_addr` is the address it names.
+#[tokio::test]
+async fn real_ip_is_trusted_only_when_configured() {
+    let zone = r#"
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/m"
+"#;
+    let server = |port: u16| {
+        format!(
+            r#"
+[[servers]]
+listen = "127.0.0.1:{port}"
+limit_req_status = 429
+[[servers.locations]]
+path = "/"
+limit_req = {{ zone = "z" }}
+return = {{ status = 200, body = "$remote_addr\n" }}
+"#
+        )
+    };
+    // Default: the header is ignored, the peer is the client.
+    let port = free_port();
+    let s = Sluice::start(&format!("{zone}{}", server(port)), &[port]);
+    let a = request(
+        s.addr(),
+        client(2),
+        "GET",
+        "/",
+        &[("X-Forwarded-For", "1.1.1.1")],
+    )
+    .await;
+    let b = request(
+        s.addr(),
+        client(2),
+        "GET",
+        "/",
+        &[("X-Forwarded-For", "2.2.2.2")],
+    )
+    .await;
+    assert_eq!((a.status, b.status), (200, 429));
+    assert_eq!(a.body_text(), "127.0.0.2\n");
+
+    // Trusted peer, recursive: the rightmost untrusted address is the client.
+    let port = free_port();
+    let toml = format!(
+        "real_ip = {{ from = [\"127.0.0.0/8\", \"10.0.0.0/8\"], header = \"X-Forwarded-For\", recursive = true }}\n{zone}{}",
+        server(port)
+    );
+    let s = Sluice::start(&toml, &[port]);
+    let a = request(
+        s.addr(),
+        client(2),
+        "GET",
+        "/",
+        &[("X-Forwarded-For", "1.1.1.1, 10.0.0.9")],
+    )
+    .await;
+    let b = request(
+        s.addr(),
+        client(2),
+        "GET",
+        "/",
+        &[("X-Forwarded-For", "2.2.2.2")],
+    )
+    .await;
+    let c = request(
+        s.addr(),
+        client(3),
+        "GET",
+        "/",
+        &[("X-Forwarded-For", "9.9.9.9, 1.1.1.1")],
+    )
+    .await;
+    assert_eq!(a.body_text(), "1.1.1.1\n");
+    assert_eq!((a.status, b.status, c.status), (200, 200, 429));
+}
