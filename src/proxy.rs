@@ -310,7 +310,10 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let path = normalize_path(parts.uri.path());
     let remote = match &server.real_ip {
-        Some(r) => SocketAddr::new(r.resolve(conn.remote.ip(), &parts.headers), conn.remote.port()),
+        Some(r) => SocketAddr::new(
+            r.resolve(conn.remote.ip(), &parts.headers),
+            conn.remote.port(),
+        ),
         None => conn.remote,
     };
     let vars = request_vars(remote, &conn, server, &parts, path.as_deref().unwrap_or(""));

@@ -84,7 +84,10 @@ mod tests {
 
     fn ri(recursive: bool) -> RealIp {
         RealIp {
-            from: vec![parse_cidr("127.0.0.1").unwrap(), parse_cidr("10.0.0.0/8").unwrap()],
+            from: vec![
+                parse_cidr("127.0.0.1").unwrap(),
+                parse_cidr("10.0.0.0/8").unwrap(),
+            ],
             header: HeaderName::from_static("x-forwarded-for"),
             recursive,
         }

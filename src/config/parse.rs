@@ -449,9 +449,12 @@ fn parse_limit_reqs(
         for (k, kv) in t.iter() {
             match k.get_ref().as_ref() {
                 "burst" => match cx.int(kv, "burst") {
-                    Some(n) if (1..=1_000_000_000).contains(&n) => burst = n as u64 * 1000,
+                    Some(n) if (1..=4_000_000).contains(&n) => burst = n as u64 * 1000,
                     Some(_) => {
-                        cx.err(kv.span(), "invalid burst value: must be at least 1");
+                        cx.err(
+                            kv.span(),
+                            "invalid burst value: must be between 1 and 4000000",
+                        );
                         ok = false;
                     }
                     None => ok = false,
@@ -485,7 +488,10 @@ fn parse_real_ip(cx: &mut Cx, v: &Val) -> Option<crate::realip::RealIp> {
     cx.check_keys(t, &["from", "header", "recursive"], "real_ip");
     let mut from = Vec::new();
     match get(t, "from") {
-        None => cx.err(v.span(), "\"real_ip\" must have \"from\": the trusted proxies' addresses or networks"),
+        None => cx.err(
+            v.span(),
+            "\"real_ip\" must have \"from\": the trusted proxies' addresses or networks",
+        ),
         Some(fv) => match fv.get_ref() {
             DeValue::Array(items) => {
                 for item in items.iter() {
@@ -499,7 +505,10 @@ fn parse_real_ip(cx: &mut Cx, v: &Val) -> Option<crate::realip::RealIp> {
             }
             other => cx.err(
                 fv.span(),
-                format!("\"from\" must be a list of addresses or networks, found {}", type_name(other)),
+                format!(
+                    "\"from\" must be a list of addresses or networks, found {}",
+                    type_name(other)
+                ),
             ),
         },
     }

@@ -62,7 +62,7 @@ limit_req = { zone = "missing", burst = 0 }
         "t.toml:5:8: zone \"z\" is too small: size \"16k\" is below the minimum of 32k",
         "t.toml:6:8: invalid rate \"0r/s\" (expected \"Nr/s\" or \"Nr/m\", N a positive integer)",
         "t.toml:12:22: unknown limit_req_zone \"missing\"",
-        "t.toml:12:41: invalid burst value: must be at least 1",
+        "t.toml:12:41: invalid burst value: must be between 1 and 4000000",
     ];
     assert_eq!(e.len(), want.len(), "{e:#?}");
     for (got, want) in e.iter().zip(want) {

@@ -5,7 +5,9 @@
 //! in shared memory. We keep the same two structures, but split the zone into
 //! a few shards (by key hash) so that worker threads rarely contend, and store
 //! nodes in a slab with `u32` links so that a state costs about 64 bytes
-//! instead of nginx's 128. Each shard owns `capacity / shards` states and runs
+//! instead of nginx's 128. The zone's capacity is global (an atomic count);
+//! each shard may hold up to a quarter more than its even share, so an uneven
+//! hash spread does not evict early, and runs
 //! nginx's expiry and forced-eviction rules on its own LRU list.
 //!
 //! Nothing here reads a clock: `now` comes in as an argument.
@@ -14,19 +16,24 @@ use super::bucket::{Bucket, Rate};
 use hashbrown::HashTable;
 use parking_lot::Mutex;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Bytes of zone `size` budgeted per state: a `1m` zone holds 16384 states.
 pub const BYTES_PER_STATE: u64 = 64;
 
 const NIL: u32 = u32::MAX;
-const INLINE: usize = 22;
+const INLINE: usize = 16;
 
-/// A key stored compactly: IPv4/IPv6 addresses and short keys inline,
-/// longer keys on the heap.
+/// The largest excess a state can hold: burst is capped so that
+/// `burst*1000 + 1000` fits (see config: burst ≤ 4,000,000).
+pub const MAX_EXCESS: u64 = u32::MAX as u64;
+
+/// A key stored compactly: IPv4/IPv6 addresses (`$binary_remote_addr`, 4 or
+/// 16 bytes) and other short keys inline, longer keys behind one thin pointer.
 #[derive(Clone, Debug)]
 enum NodeKey {
     Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Box<[u8]>),
+    Heap(Box<Box<[u8]>>),
 }
 
 impl NodeKey {
@@ -39,27 +46,52 @@ impl NodeKey {
                 bytes,
             }
         } else {
-            NodeKey::Heap(key.into())
+            NodeKey::Heap(Box::new(key.into()))
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            NodeKey::Inline { .. } => 0,
+            NodeKey::Heap(b) => 16 + b.len(),
         }
     }
 
     fn as_bytes(&self) -> &[u8] {
         match self {
             NodeKey::Inline { len, bytes } => &bytes[..*len as usize],
-            NodeKey::Heap(b) => b,
+            NodeKey::Heap(b) => &b[..],
         }
     }
 }
 
+/// One state: 48 bytes on 64-bit (nginx: 128).
 struct Node {
     key: NodeKey,
-    bucket: Bucket,
+    /// nginx's `last`.
+    last: u64,
+    /// nginx's `excess`, in milli-requests.
+    excess: u32,
     /// LRU links (towards the head = more recent, towards the tail = older);
     /// `next` doubles as the free-list link of an empty slot.
     prev: u32,
     next: u32,
     /// Requests holding this node between lookup and accounting.
     count: u16,
+}
+
+impl Node {
+    fn bucket(&self) -> Bucket {
+        Bucket {
+            excess: u64::from(self.excess),
+            last: self.last,
+        }
+    }
+
+    fn store(&mut self, b: Bucket) {
+        self.excess = b.excess.min(MAX_EXCESS) as u32;
+        self.last = b.last;
+    }
 }
 
 /// A node held by an unfinished multi-limit decision (nginx's `count++`).
@@ -91,9 +123,18 @@ struct Shard {
     head: u32,
     tail: u32,
     len: usize,
+    /// Hard limit of this shard (its even share plus slack).
     capacity: usize,
+    /// Slots allocated on the first insert; the node slab grows by steps of
+    /// a sixteenth of this past it.
+    share: usize,
     evictions: u64,
     hasher: foldhash::fast::RandomState,
+}
+
+/// `size_of` a state (for the memory tests).
+pub fn node_size() -> usize {
+    std::mem::size_of::<Node>()
 }
 
 /// One zone's states.
@@ -101,6 +142,8 @@ pub struct MemoryZone {
     shards: Box<[Mutex<Shard>]>,
     hasher: foldhash::fast::RandomState,
     capacity: usize,
+    /// States stored over all shards.
+    len: AtomicUsize,
 }
 
 impl MemoryZone {
@@ -116,18 +159,21 @@ impl MemoryZone {
         while shards < 16 && capacity / (shards * 2) >= 512 {
             shards *= 2;
         }
-        let per = capacity / shards;
+        let share = capacity.div_ceil(shards);
+        let hard = if shards == 1 {
+            capacity
+        } else {
+            share + share / 4
+        };
         let hasher = foldhash::fast::RandomState::default();
         let shards = (0..shards)
-            .map(|i| {
-                let cap = per + usize::from(i < capacity % shards);
-                Mutex::new(Shard::new(cap, hasher.clone()))
-            })
+            .map(|_| Mutex::new(Shard::new(hard, share, hasher.clone())))
             .collect();
         MemoryZone {
             shards,
             hasher,
             capacity,
+            len: AtomicUsize::new(0),
         }
     }
 
@@ -138,7 +184,7 @@ impl MemoryZone {
 
     /// States currently stored.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len).sum()
+        self.len.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -150,13 +196,26 @@ impl MemoryZone {
         self.shards.iter().map(|s| s.lock().evictions).sum()
     }
 
+    /// Bytes this zone's states occupy: nodes, hash tables, long keys.
+    pub fn memory_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.lock();
+                s.nodes.capacity() * std::mem::size_of::<Node>()
+                    + s.table.allocation_size()
+                    + s.nodes.iter().map(|n| n.key.heap_bytes()).sum::<usize>()
+            })
+            .sum()
+    }
+
     /// The stored bucket of `key`, if any (for tests and diagnostics).
     pub fn peek(&self, key: &[u8]) -> Option<Bucket> {
         let hash = self.hasher.hash_one(key);
         let shard = self.shards[self.shard_of(hash)].lock();
         shard
             .find(hash, key)
-            .map(|i| shard.nodes[i as usize].bucket)
+            .map(|i| shard.nodes[i as usize].bucket())
     }
 
     fn shard_of(&self, hash: u64) -> usize {
@@ -175,16 +234,18 @@ impl MemoryZone {
         if let Some(slot) = shard.find(hash, key) {
             shard.touch(slot);
             let node = &mut shard.nodes[slot as usize];
-            let step = node.bucket.step(now, rate);
+            let mut bucket = node.bucket();
+            let step = bucket.step(now, rate);
             if step.excess > burst {
-                let wait_ms = node.bucket.wait_until_accepted(now, rate, burst);
+                let wait_ms = bucket.wait_until_accepted(now, rate, burst);
                 return Lookup::Busy {
                     excess: step.excess,
                     wait_ms,
                 };
             }
             if charge {
-                node.bucket.commit(step, now);
+                bucket.commit(step, now);
+                node.store(bucket);
                 return Lookup::Charged {
                     excess: step.excess,
                 };
@@ -199,10 +260,16 @@ impl MemoryZone {
             };
         }
 
+        let before = shard.len;
+        let full = |shard: &Shard| {
+            shard.len >= shard.capacity
+                || self.len.load(Ordering::Relaxed) + shard.len - before >= self.capacity
+        };
         shard.expire(now, rate, false);
-        if shard.len >= shard.capacity {
+        if full(&shard) {
             shard.expire(now, rate, true);
-            if shard.len >= shard.capacity {
+            if full(&shard) {
+                self.len.fetch_sub(before - shard.len, Ordering::Relaxed);
                 return Lookup::NoMemory;
             }
         }
@@ -213,6 +280,13 @@ impl MemoryZone {
             last: if charge { now } else { 0 },
         };
         let slot = shard.insert(hash, key, bucket, u16::from(!charge));
+        // Removed by expiry, plus the one inserted.
+        let removed = before + 1 - shard.len;
+        if removed == 0 {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.len.fetch_sub(removed - 1, Ordering::Relaxed);
+        }
         if charge {
             Lookup::Charged { excess: 0 }
         } else {
@@ -231,8 +305,10 @@ impl MemoryZone {
     pub fn account(&self, held: Held, now: u64, rate: Rate) -> u64 {
         let mut shard = self.shards[held.shard as usize].lock();
         let node = &mut shard.nodes[held.slot as usize];
-        let step = node.bucket.step(now, rate);
-        node.bucket.commit(step, now);
+        let mut bucket = node.bucket();
+        let step = bucket.step(now, rate);
+        bucket.commit(step, now);
+        node.store(bucket);
         node.count -= 1;
         step.excess
     }
@@ -245,9 +321,10 @@ impl MemoryZone {
 }
 
 impl Shard {
-    fn new(capacity: usize, hasher: foldhash::fast::RandomState) -> Shard {
+    fn new(capacity: usize, share: usize, hasher: foldhash::fast::RandomState) -> Shard {
         Shard {
             table: HashTable::with_capacity(capacity),
+            share,
             nodes: Vec::new(),
             free: NIL,
             head: NIL,
@@ -304,19 +381,32 @@ impl Shard {
     }
 
     fn insert(&mut self, hash: u64, key: &[u8], bucket: Bucket, count: u16) -> u32 {
-        let node = Node {
+        let mut node = Node {
             key: NodeKey::new(key),
-            bucket,
+            last: 0,
+            excess: 0,
             prev: NIL,
             next: NIL,
             count,
         };
+        node.store(bucket);
         let slot = if self.free != NIL {
             let slot = self.free;
             self.free = self.nodes[slot as usize].next;
             self.nodes[slot as usize] = node;
             slot
         } else {
+            if self.nodes.len() == self.nodes.capacity() {
+                // The even share at once (nginx preallocates the whole zone),
+                // then small steps, never past the hard limit.
+                let step = if self.nodes.is_empty() {
+                    self.share
+                } else {
+                    (self.share / 16).max(1)
+                };
+                let room = self.capacity - self.nodes.len();
+                self.nodes.reserve_exact(step.min(room).max(1));
+            }
             self.nodes.push(node);
             (self.nodes.len() - 1) as u32
         };
@@ -361,7 +451,7 @@ impl Shard {
             if node.count != 0 {
                 return;
             }
-            if n != 0 && !node.bucket.expired(now, rate) {
+            if n != 0 && !node.bucket().expired(now, rate) {
                 return;
             }
             if n == 0 {
