@@ -343,8 +343,18 @@ async fn handle(
     let now = shared.clock.now_ms();
     let mut key_buf = Vec::new();
     let outcome = limiter::evaluate(&loc.limits, now, |i| {
+        let zone = &loc.zones[i];
+        let ip = zone.client(vars.remote.ip())?;
         key_buf.clear();
-        loc.keys[i].eval(&vars, None, &mut key_buf);
+        if ip == vars.remote.ip() {
+            zone.key.eval(&vars, None, &mut key_buf);
+        } else {
+            let v = RequestVars {
+                remote: SocketAddr::new(ip, vars.remote.port()),
+                ..vars
+            };
+            zone.key.eval(&v, None, &mut key_buf);
+        }
         if key_buf.is_empty() {
             return None;
         }
@@ -355,7 +365,7 @@ async fn handle(
                 &vars,
                 format_args!(
                     "the value of the \"{}\" key is more than 65535 bytes: \"{}...\"",
-                    loc.keys[i].source(),
+                    zone.key.source(),
                     String::from_utf8_lossy(&key_buf[..64]),
                 ),
             );
@@ -404,7 +414,9 @@ async fn handle(
             }
         }
         Outcome::Rejected {
-            excess, wait_ms, ..
+            limit,
+            excess,
+            wait_ms,
         } => {
             log_req(
                 Severity::from(loc.log_level),
@@ -416,10 +428,12 @@ async fn handle(
                 ),
             );
             if !loc.dry_run {
-                return finish(reject(loc, &vars, zone, Some(wait_ms)), record, lrs, zone);
+                let resp =
+                    reject(loc, &vars, limit, Some(wait_ms)).map(|r| with_quota(r, loc, &outcome));
+                return finish(resp, record, lrs, zone);
             }
         }
-        Outcome::NoMemory { .. } => {
+        Outcome::NoMemory { limit } => {
             log_req(
                 Severity::Alert,
                 &conn,
@@ -427,7 +441,7 @@ async fn handle(
                 format_args!("could not allocate node in limit_req zone \"{zone}\""),
             );
             if !loc.dry_run {
-                return finish(reject(loc, &vars, zone, None), record, lrs, zone);
+                return finish(reject(loc, &vars, limit, None), record, lrs, zone);
             }
         }
     }
@@ -454,7 +468,21 @@ async fn handle(
             resp
         }
     };
-    finish(Ok(resp), record, lrs, zone)
+    finish(Ok(with_quota(resp, loc, &outcome)), record, lrs, zone)
+}
+
+fn with_quota(mut resp: Response<Body>, loc: &Location, outcome: &Outcome) -> Response<Body> {
+    if loc.ratelimit_headers != crate::config::RateLimitHeaders::Off {
+        if let Some(state) = quota_state(loc, outcome) {
+            respond::add_quota_headers(
+                resp.headers_mut(),
+                loc.ratelimit_headers,
+                &loc.limits,
+                state,
+            );
+        }
+    }
+    resp
 }
 
 trait CloneHead {
@@ -474,6 +502,7 @@ fn made(status: u16, detail: String) -> Made<'static> {
         limit_req_status: "-",
         zone: "",
         detail,
+        violated: None,
     }
 }
 
@@ -483,20 +512,29 @@ fn plain_status(s: StatusCode) -> Response<Body> {
     r
 }
 
+/// Whole seconds, rounded up, at least 1: `Retry-After` for a wait.
+fn retry_after_secs(wait_ms: u64) -> u64 {
+    wait_ms.div_ceil(1000).max(1)
+}
+
+/// The answer to a rejected request: limit `limit`'s error page, or the
+/// quota-exceeded problem; `wait_ms` is until this key is accepted again.
 fn reject(
     loc: &Location,
     vars: &RequestVars,
-    zone: &str,
+    limit: usize,
     wait_ms: Option<u64>,
 ) -> Result<Response<Body>, CloseConnection> {
     if loc.status == 444 {
         return Err(CloseConnection);
     }
-    // Whole seconds, rounded up, at least 1.
-    let retry_after = wait_ms.map(|ms| ms.div_ceil(1000).max(1));
+    let l = &loc.limits[limit];
+    let zone = &*l.zone.name;
+    let retry_after = wait_ms.map(retry_after_secs);
     let detail = match retry_after {
         Some(s) => format!(
-            "Request rate limit exceeded (zone \"{zone}\"). Retry after {s} second{}.",
+            "{} (zone \"{zone}\"). Retry after {s} second{}.",
+            respond::describe_limit(l),
             if s == 1 { "" } else { "s" }
         ),
         None => format!("The limit_req zone \"{zone}\" is full."),
@@ -510,8 +548,32 @@ fn reject(
             limit_req_status: "REJECTED",
             zone,
             detail,
+            violated: Some(zone),
         },
     ))
+}
+
+/// Where this request leaves the client against the location's limits.
+fn quota_state(loc: &Location, outcome: &Outcome) -> Option<respond::QuotaState> {
+    match *outcome {
+        Outcome::Accepted {
+            tightest: (limit, excess),
+            ..
+        } => {
+            let l = &loc.limits[limit];
+            Some(respond::QuotaState {
+                limit,
+                remaining: l.remaining(excess),
+                reset: l.next_unit_ms(excess).div_ceil(1000),
+            })
+        }
+        Outcome::Rejected { limit, wait_ms, .. } => Some(respond::QuotaState {
+            limit,
+            remaining: 0,
+            reset: retry_after_secs(wait_ms),
+        }),
+        Outcome::Unlimited | Outcome::NoMemory { .. } => None,
+    }
 }
 
 fn request_vars<'a>(

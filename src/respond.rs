@@ -23,6 +23,9 @@ pub struct Made<'a> {
     pub zone: &'a str,
     /// The problem `detail` when no error page is configured.
     pub detail: String,
+    /// For a rejection: the policies (zones) that were exceeded; the default
+    /// body is then the draft's `quota-exceeded` problem type.
+    pub violated: Option<&'a str>,
 }
 
 fn status_code(s: u16) -> StatusCode {
@@ -92,16 +95,27 @@ fn add_headers(
     }
 }
 
+/// The problem type of draft-ietf-httpapi-ratelimit-headers for an exceeded quota.
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
 /// RFC 9457 problem details.
 fn problem(made: &Made) -> Response<Body> {
     let status = status_code(made.status);
-    let title = status.canonical_reason().unwrap_or("Error");
-    let body = format!(
-        "{{\"type\":\"about:blank\",\"title\":{},\"status\":{},\"detail\":{}}}\n",
-        json_string(title),
-        made.status,
-        json_string(&made.detail)
-    );
+    let body = match made.violated {
+        Some(zone) => format!(
+            "{{\"type\":{},\"title\":\"Request quota exceeded\",\"status\":{},\"detail\":{},\"violated-policies\":[{}]}}\n",
+            json_string(QUOTA_EXCEEDED),
+            made.status,
+            json_string(&made.detail),
+            json_string(zone)
+        ),
+        None => format!(
+            "{{\"type\":\"about:blank\",\"title\":{},\"status\":{},\"detail\":{}}}\n",
+            json_string(status.canonical_reason().unwrap_or("Error")),
+            made.status,
+            json_string(&made.detail)
+        ),
+    };
     let mut r = Response::new(full(body));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -155,4 +169,110 @@ pub fn return_response(
     );
     add_headers(&mut r, &ret.headers, req, &vars);
     r
+}
+
+/// A limit in words, for problem details: "2 requests per second, burst 5".
+pub fn describe_limit(limit: &crate::limiter::Limit) -> String {
+    let milli = limit.zone.rate.milli();
+    let (n, unit) = if milli % 1000 == 0 {
+        (milli / 1000, "second")
+    } else {
+        // nginx truncates r/m rates (1r/m is 16 milli-requests): round back.
+        ((milli * 60 + 500) / 1000, "minute")
+    };
+    let mut s = format!("{n} request{} per {unit}", if n == 1 { "" } else { "s" });
+    if limit.burst > 0 {
+        s.push_str(&format!(", burst {}", limit.burst / 1000));
+    }
+    s
+}
+
+/// Where a response stands against its location's limits.
+#[derive(Clone, Copy, Debug)]
+pub struct QuotaState {
+    /// Index of the limit reported in `RateLimit`.
+    pub limit: usize,
+    pub remaining: u64,
+    /// Seconds until more quota is available (`t`).
+    pub reset: u64,
+}
+
+/// Add `RateLimit-Policy`/`RateLimit` (draft) or `X-RateLimit-*` (legacy).
+///
+/// Mapping of nginx's leaky bucket: `q` is what an empty bucket accepts at
+/// once (burst + 1); `w` is the time that quantity takes to leak, rounded
+/// up to whole seconds (never more permissive than the rate); `r` is how
+/// many more requests would be accepted at once; `t` is the whole seconds
+/// until one more is (for a rejection, exactly the `Retry-After`).
+pub fn add_quota_headers(
+    headers: &mut http::HeaderMap,
+    mode: crate::config::RateLimitHeaders,
+    limits: &[crate::limiter::Limit],
+    state: QuotaState,
+) {
+    use crate::config::RateLimitHeaders as M;
+    let Some(tight) = limits.get(state.limit) else {
+        return;
+    };
+    match mode {
+        M::Off => {}
+        M::Draft => {
+            let policies: Vec<String> = limits
+                .iter()
+                .map(|l| {
+                    let q = l.quota();
+                    let w = (q * 1_000_000)
+                        .div_ceil(l.zone.rate.milli())
+                        .div_ceil(1000)
+                        .max(1);
+                    format!("{};q={q};w={w}", sf_string(&l.zone.name))
+                })
+                .collect();
+            if let Ok(v) = HeaderValue::from_str(&policies.join(", ")) {
+                headers.insert("ratelimit-policy", v);
+            }
+            let v = format!(
+                "{};r={};t={}",
+                sf_string(&tight.zone.name),
+                state.remaining,
+                state.reset
+            );
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                headers.insert("ratelimit", v);
+            }
+        }
+        M::Legacy => {
+            headers.insert("x-ratelimit-limit", HeaderValue::from(tight.quota()));
+            headers.insert("x-ratelimit-remaining", HeaderValue::from(state.remaining));
+            headers.insert("x-ratelimit-reset", HeaderValue::from(state.reset));
+        }
+    }
+}
+
+/// A structured-field string (RFC 9651): printable ASCII, `"` and `\` escaped.
+fn sf_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structured_strings_are_escaped() {
+        assert_eq!(sf_string("z_a"), "\"z_a\"");
+        assert_eq!(sf_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
 }

@@ -3,11 +3,13 @@
 //! one `Runtime` is one consistent generation of the configuration.
 
 use crate::accesslog::{self, AccessLog, Sinks};
-use crate::config::{ErrorPages, LocationSpec, LogLevel, PathRule, ProxyPass, ReturnSpec, Spec};
+use crate::config::{
+    ErrorPages, LocationSpec, LogLevel, PathRule, ProxyPass, RateLimitHeaders, ReturnSpec, Spec,
+};
 use crate::limiter::{Limit, MemoryZone, Store, ZoneRef};
 use crate::vars::{Context, Template};
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +20,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// A zone: its key and its states.
 pub struct Zone {
     pub key: Template,
+    /// Group IPv6 clients by this prefix length.
+    pub ipv6_prefix: Option<u8>,
+    /// Clients this zone never limits.
+    pub exempt: Vec<ipnet::IpNet>,
     pub size: u64,
     pub limiter: Arc<ZoneRef>,
 }
@@ -25,6 +31,26 @@ pub struct Zone {
 impl Zone {
     pub fn name(&self) -> &str {
         &self.limiter.name
+    }
+
+    /// The client address as this zone sees it: `None` when exempt, IPv6
+    /// addresses cut to `ipv6_prefix`.
+    pub fn client(&self, ip: IpAddr) -> Option<IpAddr> {
+        let ip = ip.to_canonical();
+        if self.exempt.iter().any(|n| n.contains(&ip)) {
+            return None;
+        }
+        Some(match (ip, self.ipv6_prefix) {
+            (IpAddr::V6(a), Some(p)) => {
+                let mask = if p >= 128 {
+                    u128::MAX
+                } else {
+                    !(u128::MAX >> p)
+                };
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+            _ => ip,
+        })
     }
 }
 
@@ -60,8 +86,9 @@ pub struct Location {
     /// by `proxy_pass`'s URI part.
     pub prefix: Option<String>,
     pub limits: Vec<Limit>,
-    /// The key template of each limit's zone, parallel to `limits`.
-    pub keys: Vec<Template>,
+    /// The zone of each limit (its key, prefix and exemptions), parallel to `limits`.
+    pub zones: Vec<Arc<Zone>>,
+    pub ratelimit_headers: RateLimitHeaders,
     pub status: u16,
     pub log_level: LogLevel,
     pub dry_run: bool,
@@ -145,6 +172,8 @@ impl Runtime {
             };
             zones.push(Arc::new(Zone {
                 key: z.key,
+                ipv6_prefix: z.ipv6_prefix,
+                exempt: z.exempt,
                 size: z.size,
                 limiter: Arc::new(ZoneRef {
                     name: z.name.into(),
@@ -233,9 +262,9 @@ impl Runtime {
                         delay: ls.delay,
                     })
                     .collect();
-                let keys = limit_specs
+                let limit_zones = limit_specs
                     .iter()
-                    .map(|ls| zones[ls.zone].key.clone())
+                    .map(|ls| zones[ls.zone].clone())
                     .collect();
                 let action = match l.ret {
                     Some(r) => Action::Return(r),
@@ -249,7 +278,8 @@ impl Runtime {
                     path: l.path,
                     prefix,
                     limits,
-                    keys,
+                    zones: limit_zones,
+                    ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
                     status: eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS),
                     log_level: eff.log_level.unwrap_or(LogLevel::Error),
                     dry_run: eff.dry_run.unwrap_or(false),

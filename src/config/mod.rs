@@ -40,6 +40,10 @@ pub struct Spec {
 pub struct ZoneSpec {
     pub name: String,
     pub key: Template,
+    /// Group IPv6 clients by this prefix length in the key's addresses.
+    pub ipv6_prefix: Option<u8>,
+    /// Clients never limited by this zone.
+    pub exempt: Vec<ipnet::IpNet>,
     /// Bytes.
     pub size: u64,
     pub rate: Rate,
@@ -99,6 +103,17 @@ impl LogLevel {
     }
 }
 
+/// `ratelimit_headers`: which quota headers limited responses carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RateLimitHeaders {
+    #[default]
+    Off,
+    /// `RateLimit-Policy` and `RateLimit` of draft-ietf-httpapi-ratelimit-headers.
+    Draft,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+    Legacy,
+}
+
 /// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
 #[derive(Debug)]
 pub struct ErrorPage {
@@ -136,6 +151,7 @@ pub struct Level {
     pub client_header_timeout: Option<Duration>,
     /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
     pub access_log: Option<Option<String>>,
+    pub ratelimit_headers: Option<RateLimitHeaders>,
     /// `real_ip` (http and server levels).
     pub real_ip: Option<Arc<crate::realip::RealIp>>,
 }
@@ -164,6 +180,7 @@ impl Level {
                 .clone()
                 .or_else(|| parent.access_log.clone()),
             real_ip: self.real_ip.clone().or_else(|| parent.real_ip.clone()),
+            ratelimit_headers: self.ratelimit_headers.or(parent.ratelimit_headers),
         }
     }
 }

@@ -164,6 +164,7 @@ const LEVEL_KEYS: &[&str] = &[
     "proxy_connect_timeout",
     "proxy_read_timeout",
     "access_log",
+    "ratelimit_headers",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -262,7 +263,37 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
             continue;
         };
         let what = format!("[zones.{}]", name.get_ref());
-        cx.check_keys(zt, &["key", "size", "rate"], &what);
+        cx.check_keys(zt, &["key", "size", "rate", "ipv6_prefix", "exempt"], &what);
+        let ipv6_prefix = get(zt, "ipv6_prefix").and_then(|v| match cx.int(v, "ipv6_prefix") {
+            Some(n) if (1..=128).contains(&n) => Some(n as u8),
+            Some(_) => {
+                cx.err(v.span(), "\"ipv6_prefix\" must be between 1 and 128");
+                None
+            }
+            None => None,
+        });
+        let mut exempt = Vec::new();
+        if let Some(v) = get(zt, "exempt") {
+            match v.get_ref() {
+                DeValue::Array(items) => {
+                    for item in items.iter() {
+                        if let Some(s) = cx.str(item, "exempt") {
+                            match crate::realip::parse_cidr(s) {
+                                Ok(n) => exempt.push(n),
+                                Err(e) => cx.err(item.span(), e),
+                            }
+                        }
+                    }
+                }
+                other => cx.err(
+                    v.span(),
+                    format!(
+                        "\"exempt\" must be a list of addresses or networks, found {}",
+                        type_name(other)
+                    ),
+                ),
+            }
+        }
         let key = match get(zt, "key") {
             Some(k) => cx.template(k, "key", Context::Key),
             None => {
@@ -309,6 +340,8 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
                 ZoneSpec {
                     name: name.get_ref().to_string(),
                     key,
+                    ipv6_prefix,
+                    exempt,
                     size,
                     rate,
                 },
@@ -354,6 +387,24 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at:
     }
     if let Some(v) = get(t, "error_pages") {
         level.error_pages = parse_error_pages(cx, v).map(Arc::new);
+    }
+    if let Some(v) = get(t, "ratelimit_headers") {
+        if let Some(s) = cx.str(v, "ratelimit_headers") {
+            level.ratelimit_headers = match s {
+                "draft" => Some(RateLimitHeaders::Draft),
+                "legacy" => Some(RateLimitHeaders::Legacy),
+                "off" => Some(RateLimitHeaders::Off),
+                _ => {
+                    cx.err(
+                        v.span(),
+                        format!(
+                            "invalid ratelimit_headers \"{s}\" (expected draft, legacy or off)"
+                        ),
+                    );
+                    None
+                }
+            };
+        }
     }
     if let Some(v) = get(t, "access_log") {
         if let Some(s) = cx.str(v, "access_log") {

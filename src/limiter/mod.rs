@@ -80,6 +80,28 @@ pub struct Limit {
 
 impl Limit {
     pub const NODELAY: u64 = u64::MAX;
+
+    /// Requests this limit would still accept at once, given the excess
+    /// stored by an accepted request (its `RateLimit` `r`).
+    pub fn remaining(&self, stored_excess: u64) -> u64 {
+        self.burst.saturating_sub(stored_excess) / bucket::ONE
+    }
+
+    /// Requests accepted at once from an empty bucket (`RateLimit-Policy` `q`).
+    pub fn quota(&self) -> u64 {
+        self.burst / bucket::ONE + 1
+    }
+
+    /// Milliseconds until this limit accepts one more request at once than
+    /// it does after a request stored `stored_excess` (`RateLimit` `t`):
+    /// the content must leak down to `burst - remaining*1000 - 1000`.
+    pub fn next_unit_ms(&self, stored_excess: u64) -> u64 {
+        let left = self.remaining(stored_excess);
+        let target = self.burst - left * bucket::ONE;
+        self.zone
+            .rate
+            .time_to_leak((stored_excess + bucket::ONE).saturating_sub(target))
+    }
 }
 
 /// The result of evaluating a location's limits for one request.
@@ -93,6 +115,9 @@ pub enum Outcome {
         delay_ms: u64,
         limit: usize,
         excess: u64,
+        /// The limit with the fewest requests left after this one, and its
+        /// stored excess (for `RateLimit` headers).
+        tightest: (usize, u64),
     },
     /// Over the burst of `limit`; nothing was charged.
     Rejected {
@@ -166,6 +191,7 @@ pub fn evaluate<K: AsRef<[u8]>>(
         at,
         excess,
     );
+    let mut tightest = stop.map(|_| (limits[at].remaining(excess), at, excess));
     for j in (0..at).rev() {
         let Some(h) = held[j] else { continue };
         let limit = &limits[j];
@@ -174,11 +200,17 @@ pub fn evaluate<K: AsRef<[u8]>>(
         if delay > best.0 {
             best = (delay, j, excess);
         }
+        let left = limit.remaining(excess);
+        if tightest.is_none_or(|t| left < t.0) {
+            tightest = Some((left, j, excess));
+        }
     }
+    let tightest = tightest.map_or((at, excess), |t| (t.1, t.2));
     Outcome::Accepted {
         delay_ms: best.0,
         limit: best.1,
         excess: best.2,
+        tightest,
     }
 }
 

@@ -157,7 +157,8 @@ fn two_limits_observation() {
         Outcome::Accepted {
             delay_ms: 0,
             limit: 1,
-            excess: 0
+            excess: 0,
+            tightest: (1, 0),
         }
     );
     for (i, d) in [(1, 1000), (2, 2000), (3, 3000)] {
@@ -166,7 +167,8 @@ fn two_limits_observation() {
             Outcome::Accepted {
                 delay_ms: d,
                 limit: 1,
-                excess: d
+                excess: d,
+                tightest: (1, d),
             }
         );
     }
@@ -410,4 +412,22 @@ fn a_1m_zone_holds_16k_ipv4_states_in_64_bytes_each() {
         "1m zone: {} IPv4 states, {per_state:.2} bytes each",
         m.len()
     );
+}
+
+#[test]
+fn quota_arithmetic() {
+    let z = zone("z", r2(), 10);
+    let l = limit(&z, 5, Limit::NODELAY);
+    assert_eq!(l.quota(), 6);
+    // After the first request of a fresh key: 5 more at once.
+    assert_eq!(l.remaining(0), 5);
+    assert_eq!(l.next_unit_ms(0), 500, "six at once again after 500 ms");
+    // After the sixth (excess 5000): none left; one more after 500 ms.
+    assert_eq!(l.remaining(5000), 0);
+    assert_eq!(l.next_unit_ms(5000), 500);
+    assert_eq!(l.remaining(2500), 2);
+    assert_eq!(l.next_unit_ms(2500), 250);
+    let no_burst = limit(&z, 0, 0);
+    assert_eq!((no_burst.quota(), no_burst.remaining(0)), (1, 0));
+    assert_eq!(no_burst.next_unit_ms(0), 500);
 }
