@@ -494,3 +494,69 @@ return = {{ status = 200, body = "$remote_addr\n" }}
     assert_eq!(a.body_text(), "1.1.1.1\n");
     assert_eq!((a.status, b.status, c.status), (200, 200, 429));
 }
+
+/// Dry run: nothing is rejected or delayed, a dry-run delay is charged and a
+/// dry-run rejection is not; `$limit_req_status` says what would have happened;
+/// delays log one level below `limit_req_log_level`.
+#[tokio::test]
+async fn dry_run_statuses_and_log_levels() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+access_log = "stdout"
+log_format = "$status $limit_req_status $request_uri"
+limit_req_log_level = "warn"
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "2r/s"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/dry"
+limit_req_dry_run = true
+limit_req = {{ zone = "z", burst = 1 }}
+return = {{ status = 200 }}
+[[servers.locations]]
+path = "/real"
+limit_req = {{ zone = "z", burst = 1 }}
+return = {{ status = 200 }}
+"#
+    );
+    let s = Sluice::start(&toml, &[port]);
+    let replies = crate::support::burst(s.addr(), client(2), "/dry", 4).await;
+    assert!(
+        replies.iter().all(|r| r.status == 200 && r.ms() < 300),
+        "dry run never rejects or delays: {replies:?}"
+    );
+    // Charged: pass (0) + dry-run delay (1000); the two dry-run rejections charged nothing.
+    let r = request(s.addr(), client(2), "GET", "/real", &[]).await;
+    assert_eq!(
+        r.status, 503,
+        "excess 2000 - leak > burst 1000: rejected, default status 503"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut lines: Vec<String> = s.stdout().lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "200 DELAYED_DRY_RUN /dry",
+            "200 PASSED /dry",
+            "200 REJECTED_DRY_RUN /dry",
+            "200 REJECTED_DRY_RUN /dry",
+            "503 REJECTED /real",
+        ]
+    );
+    let log = s.log();
+    assert!(
+        log.contains("[notice]")
+            && log.contains("delaying request, dry run, excess: 1.000, by zone \"z\""),
+        "{log}"
+    );
+    assert!(
+        log.contains("[warn]")
+            && log.contains("limiting requests, dry run, excess: 2.000 by zone \"z\""),
+        "{log}"
+    );
+}
