@@ -315,7 +315,7 @@ return = {{ status = 200 }}
     );
     let body = rejected.body_text();
     assert!(
-        body.contains("\"status\":429") && body.contains("Too Many Requests"),
+        body.contains("\"status\":429") && body.contains("#quota-exceeded"),
         "{body}"
     );
 

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# test.sh — the project's one test command: everything CI checks, in order.
+#
+# Usage:
+#   scripts/test.sh
+#
+# Steps (each one runs, and each one is reported PASS or FAIL at the end; nothing is skipped):
+#   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk and curl
+#      with apt-get (as root, or through sudo); cargo must already be there;
+#   2. cargo build --release;
+#   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
+#      sluice themselves);
+#   4. scripts/compare-nginx.sh --check: the article's burst test against real nginx and against
+#      sluice, statuses identical and delays within ±100 ms;
+#   5. `sluice check` on a copy of config/sluice.toml with an unknown key `bogus = 1` on line 2:
+#      must exit 1 and print a `FILE:2:1: message` line on stderr;
+#   6. `sluice check` on config/sluice.toml: must exit 0 and print its summary (naming zone z_plain).
+# Exits 0 only if every step passed.
+
+# The step functions are called through run_step, which shellcheck cannot follow:
+# shellcheck disable=SC2317
+set -euo pipefail
+export LC_ALL=C
+export PATH="/usr/sbin:/sbin:$PATH"   # nginx lives in /usr/sbin
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+scratch="$(mktemp -d -t sluice-test.XXXXXX)"
+trap 'rm -rf "$scratch"' EXIT
+
+# --- steps ------------------------------------------------------------------------------------
+
+install_packages() {
+  local -a missing=() sudo=()
+  command -v nginx        >/dev/null || missing+=(nginx)
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  command -v wrk          >/dev/null || missing+=(wrk)
+  command -v curl         >/dev/null || missing+=(curl)
+  command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
+
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "nginx, redis-server, wrk and curl are installed"
+  else
+    echo "missing: ${missing[*]}"
+    if [[ $EUID -ne 0 ]]; then
+      command -v sudo >/dev/null || { echo "not root and no sudo: cannot install ${missing[*]}" >&2; return 1; }
+      sudo=(sudo)
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update
+    local -a pkgs=()
+    for p in "${missing[@]}"; do
+      if [[ $p == nginx ]]; then
+        # nginx-light is Debian 12's small build; later releases have only "nginx".
+        if apt-cache show nginx-light >/dev/null 2>&1; then pkgs+=(nginx-light); else pkgs+=(nginx); fi
+      else
+        pkgs+=("$p")
+      fi
+    done
+    # Keep the packages from starting system services (nginx on port 80, redis on 6379): the tests
+    # start their own, on loopback and on ports of their own.
+    local made_policy_rc_d=0 rc=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+      printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+      "${sudo[@]}" chmod +x /usr/sbin/policy-rc.d
+      made_policy_rc_d=1
+    fi
+    "${sudo[@]}" apt-get install -y "${pkgs[@]}" || rc=$?
+    if [[ $made_policy_rc_d -eq 1 ]]; then "${sudo[@]}" rm -f /usr/sbin/policy-rc.d; fi
+    [[ $rc -eq 0 ]] || { echo "apt-get install ${pkgs[*]} failed (exit $rc)" >&2; return 1; }
+  fi
+
+  local tool
+  for tool in nginx redis-server wrk curl; do
+    command -v "$tool" >/dev/null || { echo "$tool is still missing after installation" >&2; return 1; }
+  done
+  echo "$(nginx -v 2>&1); $(redis-server --version | cut -d' ' -f1-3); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2); $(cargo --version)"
+}
+
+build() {
+  cargo build --release
+}
+
+unit_and_integration_tests() {
+  cargo test --release
+}
+
+compare_with_nginx() {
+  scripts/compare-nginx.sh --check
+}
+
+check_rejects_broken_config() {
+  local bad="$scratch/bogus.toml" rc=0
+  [[ -x target/release/sluice ]] || { echo "target/release/sluice is not built" >&2; return 1; }
+  [[ -f config/sluice.toml ]] || { echo "config/sluice.toml is missing" >&2; return 1; }
+  # config/sluice.toml with an unknown key inserted as line 2.
+  { head -n 1 config/sluice.toml; echo 'bogus = 1'; tail -n +2 config/sluice.toml; } >"$bad"
+  target/release/sluice check --config "$bad" >"$scratch/check.out" 2>"$scratch/check.err" || rc=$?
+  echo "sluice check --config $bad -> exit $rc; stderr:"
+  sed 's/^/  | /' "$scratch/check.err"
+  [[ $rc -eq 1 ]] || { echo "expected exit status 1, got $rc" >&2; return 1; }
+  grep -q ':2:1:' "$scratch/check.err" || { echo "stderr has no ':2:1:' (FILE:LINE:COL of the bogus key)" >&2; return 1; }
+  grep -Eq 'bogus\.toml:2:1: [^[:space:]]' "$scratch/check.err" \
+    || { echo "stderr has no 'FILE:2:1: message' line naming bogus.toml" >&2; return 1; }
+}
+
+check_accepts_example_config() {
+  [[ -x target/release/sluice ]] || { echo "target/release/sluice is not built" >&2; return 1; }
+  [[ -f config/sluice.toml ]] || { echo "config/sluice.toml is missing" >&2; return 1; }
+  target/release/sluice check --config config/sluice.toml | tee "$scratch/summary.out"
+  # The one-screen summary names the zones.
+  grep -q 'z_plain' "$scratch/summary.out" || { echo "the summary does not mention zone z_plain" >&2; return 1; }
+}
+
+# --- runner -----------------------------------------------------------------------------------
+
+results=()
+failures=0
+passes=0
+
+# run_step NAME FUNCTION: runs FUNCTION in a subshell with errexit in force, records PASS/FAIL.
+run_step() {
+  local name="$1" fn="$2" rc=0 start=$SECONDS
+  echo
+  echo "=================== $name"
+  set +e
+  ( set -e; "$fn" )
+  rc=$?
+  set -e
+  local took=$(( SECONDS - start ))
+  if [[ $rc -eq 0 ]]; then
+    results+=("PASS  $name (${took} s)")
+    passes=$(( passes + 1 ))
+  else
+    results+=("FAIL  $name (exit $rc, ${took} s)")
+    failures=$(( failures + 1 ))
+  fi
+}
+
+run_step "system packages (nginx, redis-server, wrk, curl)" install_packages
+run_step "cargo build --release" build
+run_step "cargo test --release" unit_and_integration_tests
+run_step "scripts/compare-nginx.sh --check" compare_with_nginx
+run_step "sluice check: broken config exits 1 with FILE:LINE:COL" check_rejects_broken_config
+run_step "sluice check: config/sluice.toml exits 0" check_accepts_example_config
+
+echo
+echo "=================== summary"
+printf '%s\n' "${results[@]}"
+echo
+echo "steps: $passes passed, $failures failed"
+if [[ $failures -eq 0 ]]; then
+  echo "PASS"
+  exit 0
+fi
+echo "FAIL"
+exit 1
