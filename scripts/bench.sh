@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# bench.sh — sluice against nginx on this machine, in one run: same upstream, same load generator.
+#
+# Usage:
+#   scripts/bench.sh [--duration SECONDS] [--pairs N] [--connections N] [--threads N] [--only SCENARIO]
+#
+# Starts one static upstream (nginx serving a small file) and, in front of it, nginx with limit_req
+# and sluice with the equivalent TOML. Then, for each scenario, runs wrk against nginx and sluice
+# alternately (nginx, sluice, nginx, sluice, … --pairs times) and prints req/s, p50 and p99 latency
+# per run, the sluice/nginx ratio per pair, and the medians. Scenarios:
+#   pass    limits that never reject (one client, a very high rate)
+#   reject  every request answered 429 (1r/m, no burst)
+#   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
+# Both proxies keep upstream connections alive, log rejections to a file, and have no access log.
+# Defaults: 10 s per run, 3 pairs, 64 connections, 2 wrk threads. Machines here are shared and noisy:
+# read the medians and ratios, not single runs.
+set -euo pipefail
+export LC_ALL=C
+export PATH="/usr/sbin:/sbin:$PATH"
+
+duration=10 pairs=3 connections=64 threads=2 only=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --duration) duration="$2"; shift 2 ;;
+    --pairs) pairs="$2"; shift 2 ;;
+    --connections) connections="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --only) only="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v wrk >/dev/null || need+=(wrk)
+command -v curl >/dev/null || need+=(curl)
+if [[ ${#need[@]} -gt 0 ]]; then
+  echo "installing ${need[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+cargo build --release --quiet
+sluice_bin="$repo/target/release/sluice"
+
+work="$(mktemp -d -t sluice-bench.XXXXXX)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+up_port=$(free_port) ngx_port=$(free_port) slu_port=$(free_port)
+
+nginx_common() {
+  cat <<EOF
+user root;
+daemon off;
+pid $1/nginx.pid;
+error_log $1/error.log error;
+events { worker_connections 4096; }
+EOF
+}
+nginx_temp() {
+  cat <<EOF
+  access_log off;
+  client_body_temp_path $1/t1; proxy_temp_path $1/t2; fastcgi_temp_path $1/t3;
+  uwsgi_temp_path $1/t4; scgi_temp_path $1/t5;
+EOF
+}
+
+# --- the static upstream -----------------------------------------------------------------------
+mkdir -p "$work/up/html"
+printf 'ok\n' >"$work/up/html/ok.txt"
+{
+  nginx_common "$work/up"
+  echo "worker_processes 1;"
+  echo "http {"
+  nginx_temp "$work/up"
+  echo "  keepalive_requests 1000000;"
+  echo "  server { listen 127.0.0.1:$up_port; root $work/up/html; location / { try_files /ok.txt =404; } }"
+  echo "}"
+} >"$work/up/nginx.conf"
+
+# --- nginx in front ------------------------------------------------------------------------------
+mkdir -p "$work/ngx"
+{
+  nginx_common "$work/ngx"
+  echo "worker_processes auto;"
+  cat <<EOF
+http {
+$(nginx_temp "$work/ngx")
+  keepalive_requests 1000000;
+  upstream up { server 127.0.0.1:$up_port; keepalive 128; }
+  limit_req_zone \$binary_remote_addr zone=pass:10m rate=1000000r/s;
+  limit_req_zone \$binary_remote_addr zone=reject:10m rate=1r/m;
+  limit_req_zone \$http_x_client zone=many:64m rate=100r/s;
+  limit_req_status 429;
+  proxy_http_version 1.1;
+  proxy_set_header Connection "";
+  server {
+    listen 127.0.0.1:$ngx_port;
+    location /pass   { limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up; }
+    location /reject { limit_req zone=reject; proxy_pass http://up; }
+    location /many   { limit_req zone=many burst=100 nodelay; proxy_pass http://up; }
+  }
+}
+EOF
+} >"$work/ngx/nginx.conf"
+
+# --- sluice in front, the same limits -------------------------------------------------------------
+cat >"$work/sluice.toml" <<EOF
+limit_req_status = 429
+[zones.pass]
+key = "\$binary_remote_addr"
+size = "10m"
+rate = "1000000r/s"
+[zones.reject]
+key = "\$binary_remote_addr"
+size = "10m"
+rate = "1r/m"
+[zones.many]
+key = "\$http_x_client"
+size = "64m"
+rate = "100r/s"
+[[servers]]
+listen = "127.0.0.1:$slu_port"
+proxy_pass = "http://127.0.0.1:$up_port"
+[[servers.locations]]
+path = "/pass"
+limit_req = { zone = "pass", burst = 1000000, nodelay = true }
+[[servers.locations]]
+path = "/reject"
+limit_req = { zone = "reject" }
+[[servers.locations]]
+path = "/many"
+limit_req = { zone = "many", burst = 100, nodelay = true }
+EOF
+
+nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
+nginx -p "$work/ngx/" -c "$work/ngx/nginx.conf" -e "$work/ngx/error.log" & pids+=($!)
+"$sluice_bin" --config "$work/sluice.toml" 2>"$work/sluice.err" & pids+=($!)
+
+wait_up() {
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$1/pass" && return 0
+    sleep 0.1
+  done
+  echo "bench.sh: nothing answers on port $1" >&2
+  tail -n 20 "$work"/*.err "$work"/*/error.log >&2 || true
+  exit 1
+}
+wait_up "$up_port"; wait_up "$ngx_port"; wait_up "$slu_port"
+
+cat >"$work/many.lua" <<'EOF'
+-- 100 000 distinct client keys, one random key per request.
+math.randomseed(os.time() + tonumber(tostring({}):sub(8), 16))
+request = function()
+  return wrk.format("GET", "/many", { ["X-Client"] = tostring(math.random(1, 100000)) })
+end
+EOF
+
+# wrk's latency "1.23ms" / "456.00us" / "1.01s" → milliseconds.
+to_ms() {
+  awk -v v="$1" 'BEGIN {
+    if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
+    else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
+    else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
+    else printf "%s", v }'
+}
+
+# run PORT PATH [SCRIPT] → "rps p50 p99 non2xx"
+run() {
+  local out args=(-t"$threads" -c"$connections" -d"${duration}s" --latency)
+  [[ -n ${3:-} ]] && args+=(-s "$3")
+  out="$(wrk "${args[@]}" "http://127.0.0.1:$1$2")"
+  local rps p50 p99 non2xx
+  rps="$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")"
+  p50="$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")"
+  p99="$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")"
+  non2xx="$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")"
+  echo "$rps $p50 $p99 ${non2xx:-0}"
+}
+
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+echo "sluice vs nginx — $(nproc) cores, $(nginx -v 2>&1 | cut -d/ -f2), wrk -t$threads -c$connections -d${duration}s, $pairs pairs"
+echo "machine: $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+for scenario in pass reject many; do
+  [[ -n $only && $only != "$scenario" ]] && continue
+  script=""
+  [[ $scenario == many ]] && script="$work/many.lua"
+  # Warm up both (connections, zone states, caches).
+  run "$ngx_port" "/$scenario" "$script" >/dev/null
+  run "$slu_port" "/$scenario" "$script" >/dev/null
+  echo
+  echo "== $scenario"
+  printf '%-5s  %10s %8s %8s %8s   %10s %8s %8s %8s   %7s %7s\n' pair "nginx r/s" p50ms p99ms non2xx "sluice r/s" p50ms p99ms non2xx "r/s x" "p99 x"
+  : >"$work/$scenario.ratios"
+  for ((i = 1; i <= pairs; i++)); do
+    read -r n_rps n_p50 n_p99 n_bad <<<"$(run "$ngx_port" "/$scenario" "$script")"
+    read -r s_rps s_p50 s_p99 s_bad <<<"$(run "$slu_port" "/$scenario" "$script")"
+    rps_x="$(awk -v a="$s_rps" -v b="$n_rps" 'BEGIN { printf "%.2f", a / b }')"
+    p99_x="$(awk -v a="$s_p99" -v b="$n_p99" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
+    printf '%-5s  %10s %8s %8s %8s   %10s %8s %8s %8s   %7s %7s\n' "$i" "$n_rps" "$n_p50" "$n_p99" "$n_bad" "$s_rps" "$s_p50" "$s_p99" "$s_bad" "$rps_x" "$p99_x"
+    echo "$n_rps $n_p50 $n_p99 $s_rps $s_p50 $s_p99 $rps_x $p99_x" >>"$work/$scenario.ratios"
+  done
+  col() { awk -v c="$1" '{ print $c }' "$work/$scenario.ratios" | median; }
+  printf '%-5s  %10s %8s %8s %8s   %10s %8s %8s %8s   %7s %7s\n' median "$(col 1)" "$(col 2)" "$(col 3)" "" "$(col 4)" "$(col 5)" "$(col 6)" "" "$(col 7)" "$(col 8)"
+done
