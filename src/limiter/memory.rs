@@ -223,14 +223,64 @@ impl MemoryZone {
         ((hash >> 32) as usize) & (self.shards.len() - 1)
     }
 
-    /// nginx's `ngx_http_limit_req_lookup`: find or create the state of `key`
-    /// and decide. `burst` is in milli-requests. With `charge`, an accepted
-    /// request is stored at once; without, the node is held for
-    /// [`MemoryZone::account`] or [`MemoryZone::release`].
-    pub fn lookup(&self, key: &[u8], now: u64, rate: Rate, burst: u64, charge: bool) -> Lookup {
+    /// Where `key` lives: its shard and hash, for [`MemoryZone::lock`].
+    pub fn locate(&self, key: &[u8]) -> (usize, u64) {
         let hash = self.hasher.hash_one(key);
-        let si = self.shard_of(hash);
-        let mut shard = self.shards[si].lock();
+        (self.shard_of(hash), hash)
+    }
+
+    /// Lock one shard. Decisions over several limits lock every shard they
+    /// touch first, in a global order, so that they are atomic as in nginx
+    /// (one worker decides a request without interruption).
+    pub fn lock(&self, shard: usize) -> Locked<'_> {
+        Locked {
+            zone: self,
+            shard: self.shards[shard].lock(),
+            index: shard as u32,
+        }
+    }
+
+    /// [`Locked::lookup`] on the shard of `key`.
+    pub fn lookup(&self, key: &[u8], now: u64, rate: Rate, burst: u64, charge: bool) -> Lookup {
+        let (si, hash) = self.locate(key);
+        self.lock(si).lookup(hash, key, now, rate, burst, charge)
+    }
+
+    /// [`Locked::account`] on the held node's shard.
+    pub fn account(&self, held: Held, now: u64, rate: Rate) -> u64 {
+        self.lock(held.shard as usize).account(held, now, rate)
+    }
+
+    /// [`Locked::release`] on the held node's shard.
+    pub fn release(&self, held: Held) {
+        self.lock(held.shard as usize).release(held)
+    }
+}
+
+/// One locked shard of a zone.
+pub struct Locked<'a> {
+    zone: &'a MemoryZone,
+    shard: parking_lot::MutexGuard<'a, Shard>,
+    index: u32,
+}
+
+impl Locked<'_> {
+    /// nginx's `ngx_http_limit_req_lookup`: find or create the state of `key`
+    /// (with `hash` from [`MemoryZone::locate`]) and decide. `burst` is in
+    /// milli-requests. With `charge`, an accepted request is stored at once;
+    /// without, the node is held for [`Locked::account`] or [`Locked::release`].
+    pub fn lookup(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        now: u64,
+        rate: Rate,
+        burst: u64,
+        charge: bool,
+    ) -> Lookup {
+        let si = self.index;
+        let zone = self.zone;
+        let shard = &mut *self.shard;
         if let Some(slot) = shard.find(hash, key) {
             shard.touch(slot);
             let node = &mut shard.nodes[slot as usize];
@@ -253,23 +303,20 @@ impl MemoryZone {
             node.count += 1;
             return Lookup::Held {
                 excess: step.excess,
-                held: Held {
-                    shard: si as u32,
-                    slot,
-                },
+                held: Held { shard: si, slot },
             };
         }
 
         let before = shard.len;
         let full = |shard: &Shard| {
             shard.len >= shard.capacity
-                || self.len.load(Ordering::Relaxed) + shard.len - before >= self.capacity
+                || zone.len.load(Ordering::Relaxed) + shard.len - before >= zone.capacity
         };
         shard.expire(now, rate, false);
-        if full(&shard) {
+        if full(shard) {
             shard.expire(now, rate, true);
-            if full(&shard) {
-                self.len.fetch_sub(before - shard.len, Ordering::Relaxed);
+            if full(shard) {
+                zone.len.fetch_sub(before - shard.len, Ordering::Relaxed);
                 return Lookup::NoMemory;
             }
         }
@@ -283,28 +330,25 @@ impl MemoryZone {
         // Removed by expiry, plus the one inserted.
         let removed = before + 1 - shard.len;
         if removed == 0 {
-            self.len.fetch_add(1, Ordering::Relaxed);
+            zone.len.fetch_add(1, Ordering::Relaxed);
         } else {
-            self.len.fetch_sub(removed - 1, Ordering::Relaxed);
+            zone.len.fetch_sub(removed - 1, Ordering::Relaxed);
         }
         if charge {
             Lookup::Charged { excess: 0 }
         } else {
             Lookup::Held {
                 excess: 0,
-                held: Held {
-                    shard: si as u32,
-                    slot,
-                },
+                held: Held { shard: si, slot },
             }
         }
     }
 
     /// nginx's accounting of an earlier limit once all limits passed: charge
     /// the held node at `now` and release it. Returns the stored excess.
-    pub fn account(&self, held: Held, now: u64, rate: Rate) -> u64 {
-        let mut shard = self.shards[held.shard as usize].lock();
-        let node = &mut shard.nodes[held.slot as usize];
+    pub fn account(&mut self, held: Held, now: u64, rate: Rate) -> u64 {
+        debug_assert_eq!(held.shard, self.index);
+        let node = &mut self.shard.nodes[held.slot as usize];
         let mut bucket = node.bucket();
         let step = bucket.step(now, rate);
         bucket.commit(step, now);
@@ -314,9 +358,9 @@ impl MemoryZone {
     }
 
     /// Release a held node without charging it (a later limit rejected).
-    pub fn release(&self, held: Held) {
-        let mut shard = self.shards[held.shard as usize].lock();
-        shard.nodes[held.slot as usize].count -= 1;
+    pub fn release(&mut self, held: Held) {
+        debug_assert_eq!(held.shard, self.index);
+        self.shard.nodes[held.slot as usize].count -= 1;
     }
 }
 

@@ -21,7 +21,7 @@ pub mod bucket;
 pub mod memory;
 
 pub use bucket::{Bucket, Rate};
-pub use memory::{Held, Lookup, MemoryZone};
+pub use memory::{Held, Locked, Lookup, MemoryZone};
 
 use std::sync::Arc;
 
@@ -31,29 +31,16 @@ pub enum Store {
 }
 
 impl Store {
-    fn lookup(&self, key: &[u8], now: u64, rate: Rate, burst: u64, charge: bool) -> Lookup {
+    /// The in-memory zone synchronous decisions use.
+    pub fn memory(&self) -> &MemoryZone {
         match self {
-            Store::Memory(m) => m.lookup(key, now, rate, burst, charge),
-        }
-    }
-
-    fn account(&self, held: Held, now: u64, rate: Rate) -> u64 {
-        match self {
-            Store::Memory(m) => m.account(held, now, rate),
-        }
-    }
-
-    fn release(&self, held: Held) {
-        match self {
-            Store::Memory(m) => m.release(held),
+            Store::Memory(m) => m,
         }
     }
 
     /// States currently tracked.
     pub fn len(&self) -> usize {
-        match self {
-            Store::Memory(m) => m.len(),
-        }
+        self.memory().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -139,35 +126,95 @@ pub type LimitSet = [Limit];
 /// too long (that limit is skipped). Limits are looked up in order; only the
 /// last configured one is charged at lookup, earlier ones are held and then
 /// charged in reverse order once all passed; a rejection charges nothing.
+///
+/// The decision is atomic, as in nginx where one worker decides a request
+/// without interruption: every shard it touches is locked first, in a global
+/// order (zone address, shard), and released at the end.
 pub fn evaluate<K: AsRef<[u8]>>(
     limits: &LimitSet,
     now: u64,
     mut key: impl FnMut(usize) -> Option<K>,
 ) -> Outcome {
     let n = limits.len();
-    let mut held: Vec<Option<Held>> = Vec::new();
-    let mut any = false;
+    if n == 0 {
+        return Outcome::Unlimited;
+    }
+    if n == 1 {
+        // The common case: one lock, no allocation.
+        let Some(k) = key(0) else {
+            return Outcome::Unlimited;
+        };
+        let l = &limits[0];
+        return match l
+            .zone
+            .store
+            .memory()
+            .lookup(k.as_ref(), now, l.zone.rate, l.burst, true)
+        {
+            Lookup::Charged { excess } => Outcome::Accepted {
+                delay_ms: bucket::delay_ms(excess, l.delay, l.zone.rate),
+                limit: 0,
+                excess,
+                tightest: (0, excess),
+            },
+            Lookup::Busy { excess, wait_ms } => Outcome::Rejected {
+                limit: 0,
+                excess,
+                wait_ms,
+            },
+            Lookup::NoMemory => Outcome::NoMemory { limit: 0 },
+            Lookup::Held { .. } => unreachable!("the last limit is charged at lookup"),
+        };
+    }
+
+    // Keys, their shards, and the shards to lock in global order.
+    let keys: Vec<Option<K>> = (0..n).map(&mut key).collect();
+    let mut spots: Vec<Option<(usize, u64)>> = Vec::with_capacity(n);
+    let mut order: Vec<(usize, usize, &MemoryZone)> = Vec::with_capacity(n);
+    for (i, k) in keys.iter().enumerate() {
+        let Some(k) = k else {
+            spots.push(None);
+            continue;
+        };
+        let m = limits[i].zone.store.memory();
+        let (shard, hash) = m.locate(k.as_ref());
+        let id = (m as *const MemoryZone as usize, shard);
+        if !order.iter().any(|o| (o.0, o.1) == id) {
+            order.push((id.0, id.1, m));
+        }
+        spots.push(Some((shard, hash)));
+    }
+    if order.is_empty() {
+        return Outcome::Unlimited;
+    }
+    order.sort_by_key(|o| (o.0, o.1));
+    let mut locks: Vec<Locked<'_>> = order.iter().map(|o| o.2.lock(o.1)).collect();
+    let lock_of = |i: usize, shard: usize| {
+        let id = limits[i].zone.store.memory() as *const MemoryZone as usize;
+        order
+            .iter()
+            .position(|o| o.0 == id && o.1 == shard)
+            .expect("every keyed limit's shard is locked")
+    };
+
+    let mut held: Vec<Option<(usize, Held)>> = Vec::with_capacity(n);
     // (index where the loop stopped, excess there) when accepted
     let mut stop: Option<(usize, u64)> = None;
-
     for (i, limit) in limits.iter().enumerate() {
-        let Some(k) = key(i) else {
+        let (Some(k), Some((shard, hash))) = (&keys[i], spots[i]) else {
             held.push(None);
             continue;
         };
-        any = true;
+        let g = lock_of(i, shard);
         let z = &limit.zone;
-        match z
-            .store
-            .lookup(k.as_ref(), now, z.rate, limit.burst, i == n - 1)
-        {
-            Lookup::Held { held: h, .. } => held.push(Some(h)),
+        match locks[g].lookup(hash, k.as_ref(), now, z.rate, limit.burst, i == n - 1) {
+            Lookup::Held { held: h, .. } => held.push(Some((g, h))),
             Lookup::Charged { excess } => {
                 stop = Some((i, excess));
                 break;
             }
             Lookup::Busy { excess, wait_ms } => {
-                release(limits, &held);
+                release(&mut locks, &held);
                 return Outcome::Rejected {
                     limit: i,
                     excess,
@@ -175,13 +222,10 @@ pub fn evaluate<K: AsRef<[u8]>>(
                 };
             }
             Lookup::NoMemory => {
-                release(limits, &held);
+                release(&mut locks, &held);
                 return Outcome::NoMemory { limit: i };
             }
         }
-    }
-    if !any {
-        return Outcome::Unlimited;
     }
 
     // Loop ended with the last limit skipped: start from excess 0 there.
@@ -193,9 +237,9 @@ pub fn evaluate<K: AsRef<[u8]>>(
     );
     let mut tightest = stop.map(|_| (limits[at].remaining(excess), at, excess));
     for j in (0..at).rev() {
-        let Some(h) = held[j] else { continue };
+        let Some((g, h)) = held[j] else { continue };
         let limit = &limits[j];
-        let excess = limit.zone.store.account(h, now, limit.zone.rate);
+        let excess = locks[g].account(h, now, limit.zone.rate);
         let delay = bucket::delay_ms(excess, limit.delay, limit.zone.rate);
         if delay > best.0 {
             best = (delay, j, excess);
@@ -214,11 +258,9 @@ pub fn evaluate<K: AsRef<[u8]>>(
     }
 }
 
-fn release(limits: &LimitSet, held: &[Option<Held>]) {
-    for (j, h) in held.iter().enumerate() {
-        if let Some(h) = h {
-            limits[j].zone.store.release(*h);
-        }
+fn release(locks: &mut [Locked<'_>], held: &[Option<(usize, Held)>]) {
+    for (g, h) in held.iter().flatten() {
+        locks[*g].release(*h);
     }
 }
 

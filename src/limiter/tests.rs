@@ -439,3 +439,38 @@ fn quota_arithmetic() {
     assert_eq!((no_burst.quota(), no_burst.remaining(0)), (1, 0));
     assert_eq!(no_burst.next_unit_ms(0), 500);
 }
+
+/// nginx decides a request's limits without interruption; so does sluice,
+/// even with requests decided on several threads at once: the two-limit
+/// observation holds under concurrency, every rejection by z_a.
+#[test]
+fn multi_limit_decisions_are_atomic_across_threads() {
+    for _ in 0..50 {
+        let za = zone("z_a", r2(), 100);
+        let zb = zone("z_b", Rate::per_second(1).unwrap(), 100);
+        let limits = Arc::new([limit(&za, 3, Limit::NODELAY), limit(&zb, 3, 0)]);
+        let barrier = Arc::new(std::sync::Barrier::new(10));
+        let outcomes: Vec<Outcome> = (0..10)
+            .map(|_| {
+                let (limits, barrier) = (limits.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    evaluate(&limits[..], T0, |_| Some("k"))
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let accepted = outcomes
+            .iter()
+            .filter(|o| matches!(o, Outcome::Accepted { .. }))
+            .count();
+        assert_eq!(accepted, 4, "{outcomes:?}");
+        for o in &outcomes {
+            if let Outcome::Rejected { limit, excess, .. } = o {
+                assert_eq!((*limit, *excess), (0, 4000), "{outcomes:?}");
+            }
+        }
+    }
+}
