@@ -70,7 +70,7 @@ where
 {
     fn format_event(
         &self,
-        ctx: &FmtContext<'_, S, N>,
+        _ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
@@ -91,8 +91,44 @@ where
             std::process::id(),
             thread_number()
         )?;
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        // The message is written as it was formatted (nginx's wording, no
+        // re-escaping); other fields, if any, follow as `key=value`.
+        let mut visit = Fields {
+            writer: &mut writer,
+            result: Ok(()),
+        };
+        event.record(&mut visit);
+        visit.result?;
         writeln!(writer)
+    }
+}
+
+struct Fields<'a, 'w> {
+    writer: &'a mut Writer<'w>,
+    result: fmt::Result,
+}
+
+impl tracing::field::Visit for Fields<'_, '_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+        if self.result.is_err() {
+            return;
+        }
+        self.result = if field.name() == "message" {
+            write!(self.writer, "{value:?}")
+        } else {
+            write!(self.writer, " {}={value:?}", field.name())
+        };
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if self.result.is_err() {
+            return;
+        }
+        self.result = if field.name() == "message" {
+            self.writer.write_str(value)
+        } else {
+            write!(self.writer, " {}={value}", field.name())
+        };
     }
 }
 

@@ -8,6 +8,11 @@ use sluice::runtime::Runtime;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// mimalloc: per-thread free lists; glibc's malloc showed up as lock
+/// contention between worker threads in profiles (see README, Performance).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A reverse proxy with nginx's limit_req.
 #[derive(Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]

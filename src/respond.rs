@@ -128,17 +128,26 @@ fn problem(made: &Made) -> Response<Body> {
 pub fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+    let mut plain = 0;
+    for (i, c) in s.char_indices() {
+        let esc = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\n' => "\\n",
+            '\r' => "\\r",
+            '\t' => "\\t",
+            c if (c as u32) < 0x20 => "",
+            _ => continue,
+        };
+        out.push_str(&s[plain..i]);
+        if esc.is_empty() {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push_str(esc);
         }
+        plain = i + c.len_utf8();
     }
+    out.push_str(&s[plain..]);
     out.push('"');
     out
 }
@@ -269,6 +278,15 @@ fn sf_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(
+            json_string("zone \"a\"\n\\x\u{1}é"),
+            "\"zone \\\"a\\\"\\n\\\\x\\u0001é\""
+        );
+        assert_eq!(json_string("plain"), "\"plain\"");
+    }
 
     #[test]
     fn structured_strings_are_escaped() {
