@@ -35,8 +35,11 @@ impl Rate {
 
     /// Milli-requests leaked over `ms` milliseconds (truncated).
     pub fn leaked(self, ms: u64) -> u64 {
-        let v = u128::from(self.0) * u128::from(ms) / 1000;
-        u64::try_from(v).unwrap_or(u64::MAX)
+        match self.0.checked_mul(ms) {
+            Some(v) => v / 1000,
+            // Only after ages idle at huge rates; u128 division is slow.
+            None => u64::try_from(u128::from(self.0) * u128::from(ms) / 1000).unwrap_or(u64::MAX),
+        }
     }
 
     /// Milliseconds needed to leak `milli` milli-requests, rounded up: the
