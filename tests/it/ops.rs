@@ -540,3 +540,89 @@ return = {{ status = 200, body = "any size" }}
             .contains("client intended to send too large chunked body")
     );
 }
+
+#[tokio::test]
+async fn watch_reloads_when_the_file_changes() {
+    let port = free_port();
+    let conf = |body: &str| format!("watch = true\n{}", server(port, body));
+    let s = Sluice::start(&conf("before"), port);
+    let a = addr(port);
+    assert_eq!(get(a, "/").await.unwrap().body, "before");
+    // Written to a temporary file and renamed over, as editors do.
+    s.rewrite(&conf("after"));
+    let start = Instant::now();
+    while get(a, "/").await.unwrap().body != "after" {
+        assert!(start.elapsed() < Duration::from_secs(5), "{}", s.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(s.log().contains("changed, reconfiguring"));
+    // Turned off by a reload: later changes are ignored.
+    s.rewrite(&server(port, "unwatched"));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(get(a, "/").await.unwrap().body, "unwatched");
+    s.rewrite(&server(port, "ignored"));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(get(a, "/").await.unwrap().body, "unwatched");
+}
+
+#[tokio::test]
+async fn json_access_log_reopens_on_sigusr1_and_error_log_level_filters() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+error_log_level = "warn"
+log_format_escape = "json"
+access_log = "{{dir}}/access.log"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/"
+return = {{ status = 200 }}
+"#
+    );
+    let s = Sluice::start(&toml, port);
+    let a = addr(port);
+    let req = b"GET /x HTTP/1.1\r\nHost: t\r\nUser-Agent: a\"b\r\nConnection: close\r\n\r\n";
+    assert_eq!(exchange(a, req).await.unwrap().status, 200);
+    let log_path = s.dir().join("access.log");
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let wait_lines = |p: std::path::PathBuf, n: usize| async move {
+        let start = Instant::now();
+        while read(&p).lines().count() < n {
+            assert!(start.elapsed() < Duration::from_secs(5), "{}", p.display());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        read(&p)
+    };
+    let first = wait_lines(log_path.clone(), 1).await;
+    assert!(first.starts_with("{\"time\":\""), "{first}");
+    assert!(
+        first.contains("\"request\":\"GET /x HTTP/1.1\",\"status\":200,"),
+        "{first}"
+    );
+    assert!(first.contains("\"http_user_agent\":\"a\\\"b\""), "{first}");
+    assert!(
+        first.contains("\"http_referer\":\"\""),
+        "empty stays empty: {first}"
+    );
+    assert!(first.contains("\"limit_req_status\":\"-\""), "{first}");
+
+    // Rotation: rename, SIGUSR1, the next line goes to a new file.
+    let rotated = s.dir().join("access.log.1");
+    std::fs::rename(&log_path, &rotated).unwrap();
+    s.kill("USR1");
+    // Lines written before the signal is handled still go to the old file.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(exchange(a, req).await.unwrap().status, 200);
+    let second = wait_lines(log_path.clone(), 1).await;
+    assert!(second.contains("\"status\":200"), "{second}");
+    assert_eq!(
+        read(&rotated).lines().count(),
+        1,
+        "the old file got no more"
+    );
+
+    // error_log_level = "warn": notices (listening, signals) are not written.
+    let log = s.log();
+    assert!(!log.contains("[notice]"), "{log}");
+}
