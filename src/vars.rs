@@ -269,15 +269,15 @@ fn escape_tail(out: &mut Vec<u8>, from: usize, escape: LogEscape) {
     let value = out.split_off(from);
     for b in value {
         match (escape, b) {
-            (_, b'"') => out.extend_from_slice(b"\\\""),
-            (_, b'\\') => out.extend_from_slice(b"\\\\"),
+            (LogEscape::Json, b'"') => out.extend_from_slice(b"\\\""),
+            (LogEscape::Json, b'\\') => out.extend_from_slice(b"\\\\"),
             (LogEscape::Json, b'\n') => out.extend_from_slice(b"\\n"),
             (LogEscape::Json, b'\r') => out.extend_from_slice(b"\\r"),
             (LogEscape::Json, b'\t') => out.extend_from_slice(b"\\t"),
             (LogEscape::Json, 0x08) => out.extend_from_slice(b"\\b"),
             (LogEscape::Json, 0x0c) => out.extend_from_slice(b"\\f"),
             (LogEscape::Json, b) if b < 0x20 => push_display(out, format_args!("\\u{b:04x}")),
-            (LogEscape::Default, b) if !(0x20..0x7f).contains(&b) => {
+            (LogEscape::Default, b) if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) => {
                 push_display(out, format_args!("\\x{b:02X}"))
             }
             (_, b) => out.push(b),
@@ -540,7 +540,7 @@ mod tests {
                 .with_escape(escape);
             String::from_utf8_lossy(&t.eval_to_vec(&r, None)).into_owned()
         };
-        assert_eq!(eval(LogEscape::Default), r#""a\"b\\c\x09d\xC3\xA9" -"#);
+        assert_eq!(eval(LogEscape::Default), r#""a\x22b\x5Cc\x09d\xC3\xA9" -"#);
         assert_eq!(eval(LogEscape::Json), "\"a\\\"b\\\\c\\td\u{e9}\" ");
         assert_eq!(eval(LogEscape::None), "\"a\"b\\c\td\u{e9}\" -");
     }
