@@ -24,6 +24,10 @@ use std::task::{Context, Poll};
 /// decision.
 pub const DEFAULT_FORMAT: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\" $request_time $limit_req_status";
 
+/// The line with `log_format_escape = "json"` and no `log_format`: one JSON
+/// object per request, the same fields as [`DEFAULT_FORMAT`] plus the zone.
+pub const DEFAULT_JSON_FORMAT: &str = r#"{"time":"$time_iso8601","remote_addr":"$remote_addr","request":"$request","status":$status,"body_bytes_sent":$body_bytes_sent,"request_time":$request_time,"upstream_response_time":"$upstream_response_time","http_referer":"$http_referer","http_user_agent":"$http_user_agent","limit_req_status":"$limit_req_status","limit_req_zone":"$limit_req_zone"}"#;
+
 /// Where lines go.
 pub enum Sink {
     Stdout,

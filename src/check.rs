@@ -93,5 +93,14 @@ pub fn summary(file: &str, spec: &Spec) -> String {
             );
         }
     }
+    if let Some(a) = spec.ops.admin {
+        let _ = writeln!(s, "admin {a} (/metrics, /healthz)");
+    }
+    if let Some(p) = &spec.ops.pid_file {
+        let _ = writeln!(s, "pid_file {}", p.display());
+    }
+    if spec.ops.watch {
+        let _ = writeln!(s, "watch: reloads when the file changes");
+    }
     s
 }

@@ -14,9 +14,12 @@
 
 use crate::config::LogLevel;
 use std::fmt;
-use tracing::{Event, Subscriber};
+use std::sync::atomic::{AtomicU8, Ordering};
+use tracing::subscriber::Interest;
+use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::{Filter, Layer as _};
 use tracing_subscriber::registry::LookupSpan;
 
 /// nginx's severities that sluice uses.
@@ -27,6 +30,8 @@ pub enum Severity {
     Warn,
     Error,
     Alert,
+    /// nginx's `emerg`: a configuration that cannot be used.
+    Emerg,
 }
 
 impl From<LogLevel> for Severity {
@@ -43,6 +48,7 @@ impl From<LogLevel> for Severity {
 /// Emit one error-log line at an nginx severity.
 pub fn emit(sev: Severity, msg: fmt::Arguments<'_>) {
     match sev {
+        Severity::Emerg => tracing::error!(target: "nginx::emerg", "{msg}"),
         Severity::Alert => tracing::error!(target: "nginx::alert", "{msg}"),
         Severity::Error => tracing::error!(target: "nginx::error", "{msg}"),
         Severity::Warn => tracing::warn!(target: "nginx::warn", "{msg}"),
@@ -223,16 +229,79 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// Install the global subscriber: nginx-format lines on stderr, filtered by
-/// `RUST_LOG` (default `info`).
+/// The least severe line written (`error_log_level`), as a rank of
+/// [`rank`]; changed at run time by [`set_level`].
+static THRESHOLD: AtomicU8 = AtomicU8::new(1);
+
+fn level_rank(l: LogLevel) -> u8 {
+    match l {
+        LogLevel::Info => 1,
+        LogLevel::Notice => 2,
+        LogLevel::Warn => 3,
+        LogLevel::Error => 4,
+    }
+}
+
+/// An event's nginx severity as a number: debug 0, info 1, notice 2, warn 3,
+/// error 4, alert and emerg 5.
+fn rank(meta: &Metadata<'_>) -> u8 {
+    match meta.target().strip_prefix("nginx::") {
+        Some("info") => 1,
+        Some("notice") => 2,
+        Some("warn") => 3,
+        Some("error") => 4,
+        Some(_) => 5,
+        None => match *meta.level() {
+            tracing::Level::ERROR => 4,
+            tracing::Level::WARN => 3,
+            tracing::Level::INFO => 1,
+            _ => 0,
+        },
+    }
+}
+
+/// Filters by [`THRESHOLD`], read at every event so that a reload can
+/// change it (so no callsite caching).
+struct Threshold;
+
+impl<S> Filter<S> for Threshold {
+    fn enabled(&self, meta: &Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
+        rank(meta) >= THRESHOLD.load(Ordering::Relaxed)
+    }
+
+    fn callsite_enabled(&self, _: &'static Metadata<'static>) -> Interest {
+        Interest::sometimes()
+    }
+}
+
+/// Set the least severe line written (nginx's `error_log … LEVEL`). No
+/// effect when `RUST_LOG` is set: the environment wins.
+pub fn set_level(level: LogLevel) {
+    THRESHOLD.store(level_rank(level), Ordering::Relaxed);
+}
+
+/// Install the global subscriber at the default level (`info`).
 pub fn init() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    init_at(LogLevel::Info)
+}
+
+/// Install the global subscriber: nginx-format lines on stderr from
+/// `level` up, or filtered by `RUST_LOG` when it is set.
+pub fn init_at(level: LogLevel) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    set_level(level);
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .event_format(NginxFormat)
-        .try_init();
+        .event_format(NginxFormat);
+    let _ = match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(env) => tracing_subscriber::registry()
+            .with(layer.with_filter(env))
+            .try_init(),
+        Err(_) => tracing_subscriber::registry()
+            .with(layer.with_filter(Threshold))
+            .try_init(),
+    };
 }
 
 #[cfg(test)]
@@ -244,6 +313,13 @@ mod tests {
         assert_eq!(Excess(5998).to_string(), "5.998");
         assert_eq!(Excess(1000).to_string(), "1.000");
         assert_eq!(Excess(1).to_string(), "0.001");
+    }
+
+    #[test]
+    fn nginx_levels_rank_in_order() {
+        assert!(level_rank(LogLevel::Info) < level_rank(LogLevel::Notice));
+        assert!(level_rank(LogLevel::Notice) < level_rank(LogLevel::Warn));
+        assert!(level_rank(LogLevel::Warn) < level_rank(LogLevel::Error));
     }
 
     #[test]

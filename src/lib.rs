@@ -13,12 +13,20 @@
 //! - [`respond`]: responses sluice makes itself (error pages, problem+json).
 //! - [`errlog`]: nginx-format error-log lines through `tracing`.
 //! - [`check`]: the summary `sluice check` prints.
+//! - [`control`]: running the process: signals (reload, reopen, stop), the
+//!   pid file, the file watcher, `sluice reload`.
+//! - [`client_io`]: what a client connection is allowed: header, keep-alive
+//!   and send timeouts, body size.
+//! - [`metrics`]: Prometheus counters for the admin listener.
 
 pub mod accesslog;
 pub mod check;
+pub mod client_io;
 pub mod config;
+pub mod control;
 pub mod errlog;
 pub mod limiter;
+pub mod metrics;
 pub mod proxy;
 pub mod realip;
 pub mod respond;

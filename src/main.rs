@@ -2,8 +2,9 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sluice::config::{self, LoadError};
-use sluice::proxy::Proxy;
+use sluice::config::{self, LoadError, LogLevel};
+use sluice::control;
+use sluice::errlog::Severity;
 use sluice::runtime::Runtime;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +37,24 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Tell a running sluice to reload its configuration (SIGHUP).
+    Reload(Target),
+    /// Tell a running sluice to reopen its access-log files (SIGUSR1).
+    Reopen(Target),
+    /// Tell a running sluice to stop gracefully (SIGTERM).
+    Stop(Target),
+}
+
+/// Which running sluice: by its pid file, or the `pid_file` of its config.
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct Target {
+    /// The pid file the running process wrote.
+    #[arg(long)]
+    pid_file: Option<PathBuf>,
+    /// A configuration whose `pid_file` names it.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -43,6 +62,9 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Check { config }) => check(&config),
         Some(Command::Run { config }) => run(config),
+        Some(Command::Reload(t)) => signal(t, control::Signal::Reload),
+        Some(Command::Reopen(t)) => signal(t, control::Signal::Reopen),
+        Some(Command::Stop(t)) => signal(t, control::Signal::Stop),
         None => match cli.config {
             Some(config) => run(config),
             None => {
@@ -85,42 +107,41 @@ fn check(path: &std::path::Path) -> ExitCode {
 }
 
 fn run(path: PathBuf) -> ExitCode {
-    sluice::errlog::init();
     let spec = match load(&path) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    match serve(spec) {
+    sluice::errlog::init_at(spec.ops.error_log_level.unwrap_or(LogLevel::Info));
+    match serve(path, spec) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sluice: {e:#}");
+            sluice::errlog::emit(Severity::Emerg, format_args!("{e:#}"));
             ExitCode::from(1)
         }
     }
 }
 
-fn serve(spec: config::Spec) -> anyhow::Result<()> {
+fn serve(path: PathBuf, spec: config::Spec) -> anyhow::Result<()> {
     let runtime = Runtime::build(spec, None)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    rt.block_on(async move {
-        let proxy = Proxy::bind(runtime).await?;
-        for a in proxy.local_addrs() {
-            tracing::info!(target: "nginx::notice", "listening on {a}");
-        }
-        proxy.serve(shutdown_signal()).await;
-        tracing::info!(target: "nginx::notice", "exiting");
-        Ok(())
-    })
+    rt.block_on(control::run(path, runtime))?;
+    Ok(())
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+fn signal(target: Target, signal: control::Signal) -> ExitCode {
+    let pid_file = match (target.pid_file, target.config) {
+        (Some(p), _) => Ok(p),
+        (None, Some(c)) => control::pid_file_of(&c),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    match pid_file.and_then(|p| control::send(&p, signal)) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            ExitCode::from(1)
+        }
     }
 }

@@ -10,10 +10,15 @@
 //! that a state with `last = 0` is always long drained.
 
 use crate::accesslog::{AccessLog, LoggedBody, Record};
+use crate::client_io::{
+    ConnState, Expired, IdleOnEnd, LimitedBody, TimedIo, Timeouts, UpstreamBody,
+};
+use crate::config::{LoadError, LogLevel, Spec};
 use crate::errlog::{self, Excess, Severity};
 use crate::limiter::{self, Outcome};
+use crate::metrics::{Metrics, UpstreamError};
 use crate::respond::{self, Body, Made};
-use crate::runtime::{Action, Location, Runtime, Server};
+use crate::runtime::{Action, BuildError, Location, Runtime, Server};
 use crate::vars::RequestVars;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -23,13 +28,16 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 /// Milliseconds for the limiter.
 #[derive(Clone, Copy)]
@@ -58,7 +66,7 @@ impl Default for Clock {
     }
 }
 
-type UpstreamClient = Client<HttpConnector, Incoming>;
+type UpstreamClient = Client<HttpConnector, UpstreamBody>;
 
 /// State shared by every connection: the current configuration and the
 /// upstream connection pools.
@@ -68,6 +76,10 @@ pub struct Shared {
     /// One pooled client per distinct `proxy_connect_timeout`.
     clients: parking_lot::Mutex<HashMap<Duration, UpstreamClient>>,
     connections: AtomicU64,
+    /// Counters for `/metrics`.
+    pub metrics: Metrics,
+    /// Set once a stop began: `/healthz` answers 503.
+    draining: AtomicBool,
 }
 
 impl Shared {
@@ -77,6 +89,8 @@ impl Shared {
             clock: Clock::new(),
             clients: Default::default(),
             connections: AtomicU64::new(0),
+            metrics: Metrics::new(),
+            draining: AtomicBool::new(false),
         })
     }
 
@@ -102,22 +116,112 @@ impl Shared {
     }
 }
 
-/// Listeners bound for every `[[servers]]`, ready to serve.
+/// What a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A `[[servers]]` block.
+    Proxy,
+    /// `[admin]`: `/metrics` and `/healthz`.
+    Admin,
+}
+
+/// A bound listener and, once serving, its accept loop.
+struct Listener {
+    kind: Kind,
+    /// The `listen` address as configured (servers are found by it).
+    configured: SocketAddr,
+    local: SocketAddr,
+    state: ListenerState,
+}
+
+enum ListenerState {
+    Bound(TcpListener),
+    /// Accepting; send the drain deadline to stop.
+    Accepting {
+        stop: oneshot::Sender<Instant>,
+        task: tokio::task::JoinHandle<()>,
+    },
+    Stopped,
+}
+
+impl Listener {
+    async fn bind(kind: Kind, addr: SocketAddr) -> std::io::Result<Listener> {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("bind() to {addr} failed ({e})")))?;
+        Ok(Listener {
+            kind,
+            configured: addr,
+            local: l.local_addr()?,
+            state: ListenerState::Bound(l),
+        })
+    }
+
+    fn start(&mut self, shared: &Arc<Shared>) {
+        let ListenerState::Bound(l) = std::mem::replace(&mut self.state, ListenerState::Stopped)
+        else {
+            return;
+        };
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(accept_loop(
+            shared.clone(),
+            self.kind,
+            self.configured,
+            l,
+            stopped,
+        ));
+        self.state = ListenerState::Accepting { stop, task };
+    }
+
+    /// Stop accepting; open connections finish their requests until
+    /// `deadline`. Returns the accept loop, done when they have.
+    fn stop(&mut self, deadline: Instant) -> Option<tokio::task::JoinHandle<()>> {
+        match std::mem::replace(&mut self.state, ListenerState::Stopped) {
+            ListenerState::Accepting { stop, task } => {
+                let _ = stop.send(deadline);
+                Some(task)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What the running proxy can be asked to do (by signals, `sluice reload`,
+/// the file watcher).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Read the configuration again and switch to it if it is valid.
+    Reload,
+    /// Reopen access-log files (after rotation).
+    Reopen,
+    /// Stop accepting, let in-flight requests finish, exit.
+    Stop,
+}
+
+/// Why a reload did not happen; the previous configuration stays.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    #[error("{0}")]
+    Build(#[from] BuildError),
+    #[error("{0}")]
+    Bind(#[from] std::io::Error),
+}
+
+/// Listeners bound for every `[[servers]]` (and `[admin]`), ready to serve.
 pub struct Proxy {
     shared: Arc<Shared>,
-    listeners: Vec<(SocketAddr, TcpListener)>,
+    listeners: Vec<Listener>,
 }
 
 impl Proxy {
-    /// Bind every server's `listen` address. Fails before serving anything
-    /// if one cannot be bound.
+    /// Bind every server's `listen` address and the admin listener. Fails
+    /// before serving anything if one cannot be bound.
     pub async fn bind(runtime: Runtime) -> std::io::Result<Proxy> {
         let mut listeners = Vec::new();
-        for s in &runtime.servers {
-            let l = TcpListener::bind(s.listen).await.map_err(|e| {
-                std::io::Error::new(e.kind(), format!("bind() to {} failed ({e})", s.listen))
-            })?;
-            listeners.push((s.listen, l));
+        for (kind, addr) in wanted(&runtime) {
+            listeners.push(Listener::bind(kind, addr).await?);
         }
         Ok(Proxy {
             shared: Shared::new(runtime),
@@ -125,70 +229,367 @@ impl Proxy {
         })
     }
 
-    /// The bound addresses, in server order (useful with port 0).
+    /// The bound addresses of the servers, in server order (useful with port 0).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|(_, l)| l.local_addr().ok())
+            .filter(|l| l.kind == Kind::Proxy)
+            .map(|l| l.local)
             .collect()
+    }
+
+    /// The bound address of `[admin]`, if configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.listeners
+            .iter()
+            .find(|l| l.kind == Kind::Admin)
+            .map(|l| l.local)
     }
 
     pub fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
     }
 
-    /// Serve until `shutdown` completes.
-    pub async fn serve(self, shutdown: impl Future<Output = ()>) {
-        let mut tasks = tokio::task::JoinSet::new();
-        for (configured, listener) in self.listeners {
-            let shared = self.shared.clone();
-            tasks.spawn(accept_loop(shared, configured, listener));
-        }
+    /// Serve until `shutdown` completes, then stop gracefully (see
+    /// [`Proxy::stop`]). No reloads: see [`Proxy::run`].
+    pub async fn serve(mut self, shutdown: impl Future<Output = ()>) {
+        self.start_all();
         shutdown.await;
-        tasks.abort_all();
+        self.stop().await;
+    }
+
+    /// Serve and obey `commands` until [`Command::Stop`] (or the channel
+    /// closes); `load` reads the configuration for [`Command::Reload`].
+    pub async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        mut load: impl FnMut() -> Result<Spec, LoadError>,
+    ) {
+        self.start_all();
+        while let Some(cmd) = commands.recv().await {
+            match cmd {
+                Command::Reload => {
+                    let result = match load() {
+                        Ok(spec) => self.reload(spec).await,
+                        Err(e) => Err(e.into()),
+                    };
+                    self.shared.metrics.reload(result.is_ok());
+                    if let Err(e) = result {
+                        log_reload_error(&e);
+                    }
+                }
+                Command::Reopen => {
+                    errlog::emit(Severity::Notice, format_args!("reopening logs"));
+                    if let Err(e) = self.shared.runtime().sinks.reopen_all() {
+                        errlog::emit(Severity::Alert, format_args!("reopen() failed ({e})"));
+                    }
+                }
+                Command::Stop => break,
+            }
+        }
+        self.stop().await;
+    }
+
+    fn start_all(&mut self) {
+        for l in &mut self.listeners {
+            l.start(&self.shared);
+        }
+    }
+
+    /// Switch to `spec`, as nginx's reload: it is compiled against the
+    /// running configuration (zones with the same name, key and size keep
+    /// their states), new `listen` addresses are bound, and only then is the
+    /// new configuration swapped in, at once for all new requests. Requests
+    /// in flight finish on the configuration they started with. Listeners no
+    /// longer configured stop accepting; their open connections finish
+    /// their requests, within `shutdown_timeout`. On any error nothing
+    /// changes.
+    pub async fn reload(&mut self, spec: Spec) -> Result<(), ReloadError> {
+        let old = self.shared.runtime();
+        let new = Runtime::build(spec, Some(&old))?;
+        let want = wanted(&new);
+        let mut added = Vec::new();
+        for &(kind, addr) in &want {
+            if !self
+                .listeners
+                .iter()
+                .any(|l| l.kind == kind && l.configured == addr)
+            {
+                // Dropping `added` on error closes what was bound so far.
+                added.push(Listener::bind(kind, addr).await?);
+            }
+        }
+        let kept_zones: Vec<&str> = new
+            .zones
+            .iter()
+            .filter(|z| {
+                old.zones
+                    .iter()
+                    .any(|o| Arc::ptr_eq(&o.limiter.store, &z.limiter.store))
+            })
+            .map(|z| z.name())
+            .collect();
+        let summary = format!(
+            "reconfigured: {} zone(s), {} kept with their state{}{}",
+            new.zones.len(),
+            kept_zones.len(),
+            if kept_zones.is_empty() { "" } else { ": " },
+            kept_zones.join(", ")
+        );
+        let drain = Instant::now() + new.shutdown_timeout();
+        errlog::set_level(new.ops.error_log_level.unwrap_or(LogLevel::Info));
+        self.shared.runtime.store(Arc::new(new));
+
+        for mut l in added {
+            l.start(&self.shared);
+            errlog::emit(Severity::Notice, format_args!("listening on {}", l.local));
+            self.listeners.push(l);
+        }
+        let mut i = 0;
+        while i < self.listeners.len() {
+            let l = &self.listeners[i];
+            if want.contains(&(l.kind, l.configured)) {
+                i += 1;
+                continue;
+            }
+            let mut l = self.listeners.remove(i);
+            errlog::emit(
+                Severity::Notice,
+                format_args!("stopped listening on {}", l.local),
+            );
+            // Its connections drain in the background.
+            drop(l.stop(drain));
+        }
+        errlog::emit(Severity::Notice, format_args!("{summary}"));
+        Ok(())
+    }
+
+    /// Stop gracefully: stop accepting at once; in-flight requests, delayed
+    /// ones included, finish within `shutdown_timeout`, then idle
+    /// connections are closed; the admin listener answers (`/healthz` 503)
+    /// until then.
+    pub async fn stop(mut self) {
+        let timeout = self.shared.runtime().shutdown_timeout();
+        let deadline = Instant::now() + timeout;
+        self.shared.draining.store(true, Ordering::Relaxed);
+        errlog::emit(
+            Severity::Notice,
+            format_args!(
+                "gracefully shutting down ({} connection(s) open, shutdown_timeout {}ms)",
+                self.shared.metrics.connections(),
+                timeout.as_millis()
+            ),
+        );
+        let proxies: Vec<_> = self
+            .listeners
+            .iter_mut()
+            .filter(|l| l.kind == Kind::Proxy)
+            .filter_map(|l| l.stop(deadline))
+            .collect();
+        for t in proxies {
+            let _ = t.await;
+        }
+        let left = self.shared.metrics.connections();
+        if left > 0 {
+            errlog::emit(
+                Severity::Warn,
+                format_args!(
+                    "{left} connection(s) still open after shutdown_timeout, closing them"
+                ),
+            );
+        }
+        for l in &mut self.listeners {
+            if let Some(t) = l.stop(Instant::now()) {
+                let _ = t.await;
+            }
+        }
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, configured: SocketAddr, listener: TcpListener) {
-    loop {
-        let (stream, remote) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                errlog::emit(Severity::Alert, format_args!("accept() failed ({e})"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+/// The listeners a configuration asks for.
+fn wanted(rt: &Runtime) -> Vec<(Kind, SocketAddr)> {
+    rt.servers
+        .iter()
+        .map(|s| (Kind::Proxy, s.listen))
+        .chain(rt.ops.admin.map(|a| (Kind::Admin, a)))
+        .collect()
+}
+
+/// nginx logs a failed reload's reasons as `[emerg]` and keeps running.
+fn log_reload_error(e: &ReloadError) {
+    match e {
+        ReloadError::Load(LoadError::Invalid(errors)) => {
+            for e in &errors.0 {
+                errlog::emit(Severity::Emerg, format_args!("{e}"));
             }
+        }
+        e => errlog::emit(Severity::Emerg, format_args!("{e}")),
+    }
+    errlog::emit(
+        Severity::Error,
+        format_args!("reload failed, still running the previous configuration"),
+    );
+}
+
+async fn accept_loop(
+    shared: Arc<Shared>,
+    kind: Kind,
+    configured: SocketAddr,
+    listener: TcpListener,
+    mut stop: oneshot::Receiver<Instant>,
+) {
+    let graceful = GracefulShutdown::new();
+    let deadline = loop {
+        let (stream, remote) = tokio::select! {
+            d = &mut stop => break d.unwrap_or_else(|_| Instant::now()),
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    errlog::emit(Severity::Alert, format_args!("accept() failed ({e})"));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
         };
         let _ = stream.set_nodelay(true);
-        let local = stream.local_addr().unwrap_or(configured);
-        let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-        let conn = Arc::new(Conn {
-            id,
-            remote,
-            local,
-            listen: configured,
-        });
+        match kind {
+            Kind::Proxy => serve_client(&shared, &graceful, configured, stream, remote),
+            Kind::Admin => serve_admin(&shared, &graceful, stream),
+        }
+    };
+    drop(listener);
+    let _ = tokio::time::timeout_at(deadline, graceful.shutdown()).await;
+}
+
+/// One client connection of a server: nginx's timeouts around hyper's
+/// HTTP/1.1, the request handled by [`handle`].
+fn serve_client(
+    shared: &Arc<Shared>,
+    graceful: &GracefulShutdown,
+    configured: SocketAddr,
+    stream: tokio::net::TcpStream,
+    remote: SocketAddr,
+) {
+    let local = stream.local_addr().unwrap_or(configured);
+    let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
+    let conn = Arc::new(Conn {
+        id,
+        remote,
+        local,
+        listen: configured,
+    });
+    let (timeouts, server_name) = shared
+        .runtime()
+        .servers
+        .iter()
+        .find(|s| s.listen == configured)
+        .map(|s| {
+            (
+                Timeouts {
+                    client_header: s.client_header_timeout,
+                    keepalive: s.keepalive_timeout,
+                    send: s.send_timeout,
+                },
+                s.name.clone(),
+            )
+        })
+        .unwrap_or((
+            Timeouts {
+                client_header: crate::runtime::DEFAULT_TIMEOUT,
+                keepalive: crate::runtime::DEFAULT_KEEPALIVE_TIMEOUT,
+                send: crate::runtime::DEFAULT_TIMEOUT,
+            },
+            String::new(),
+        ));
+    let state = ConnState::new(timeouts);
+    let io = TimedIo::new(stream, state.clone());
+    let svc = {
+        let (shared, state) = (shared.clone(), state.clone());
+        hyper::service::service_fn(move |req| {
+            state.busy();
+            let (shared, conn, state) = (shared.clone(), conn.clone(), state.clone());
+            async move {
+                let start = Instant::now();
+                let resp = handle(shared.clone(), conn, req).await;
+                let status = resp.as_ref().map_or(444, |r| r.status().as_u16());
+                shared.metrics.response(status, start.elapsed());
+                resp.map(|r| r.map(|b| IdleOnEnd::new(b, state)))
+            }
+        })
+    };
+    let served = graceful.watch(
+        hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .keep_alive(!timeouts.keepalive.is_zero())
+            .serve_connection(TokioIo::new(io), svc),
+    );
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        shared.metrics.connection_opened();
+        let _ = served.await;
+        shared.metrics.connection_closed();
+        let what = match state.expired() {
+            Some(Expired::Header) => "while reading client request headers",
+            Some(Expired::Send) => "while sending response to client",
+            Some(Expired::Idle) | None => return,
+        };
+        errlog::emit(
+            Severity::Info,
+            format_args!(
+                "*{id} client timed out (110: Connection timed out) {what}, client: {}, server: {server_name}",
+                remote.ip()
+            ),
+        );
+    });
+}
+
+/// One connection to the admin listener.
+fn serve_admin(shared: &Arc<Shared>, graceful: &GracefulShutdown, stream: tokio::net::TcpStream) {
+    let svc = {
         let shared = shared.clone();
-        let header_timeout = shared
-            .runtime()
-            .servers
-            .iter()
-            .find(|s| s.listen == configured)
-            .map(|s| s.client_header_timeout)
-            .unwrap_or(crate::runtime::DEFAULT_TIMEOUT);
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| {
-                let shared = shared.clone();
-                let conn = conn.clone();
-                async move { handle(shared, conn, req).await }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
+        hyper::service::service_fn(move |req: Request<Incoming>| {
+            let shared = shared.clone();
+            async move { Ok::<_, std::convert::Infallible>(admin(&shared, &req)) }
+        })
+    };
+    let served = graceful.watch(
+        hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(10))
+            .serve_connection(TokioIo::new(stream), svc),
+    );
+    tokio::spawn(served);
+}
+
+/// `/metrics` and `/healthz`.
+fn admin(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
+    let text = |status: StatusCode, content_type: &'static str, body: String| {
+        let mut r = Response::new(respond::full(body));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        r
+    };
+    if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "method not allowed\n".into(),
+        );
+    }
+    match req.uri().path() {
+        "/metrics" => text(
+            StatusCode::OK,
+            crate::metrics::CONTENT_TYPE,
+            shared.metrics.render(&shared.runtime()),
+        ),
+        "/healthz" if shared.draining.load(Ordering::Relaxed) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "draining\n".into(),
+        ),
+        "/healthz" => text(StatusCode::OK, "text/plain", "ok\n".into()),
+        _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
     }
 }
 
@@ -338,6 +739,9 @@ async fn handle(
         return finish(Ok(resp), record(&server.access_log), "-", "");
     };
     let mut record = record(&loc.access_log);
+    if let Some(resp) = body_too_large(loc, &conn, &vars, &parts.headers) {
+        return finish(Ok(resp), record, "-", "");
+    }
 
     // Limits (nginx's preaccess phase).
     let now = shared.clock.now_ms();
@@ -381,6 +785,7 @@ async fn handle(
         | Outcome::Rejected { limit, .. }
         | Outcome::NoMemory { limit } => &loc.limits[limit].zone.name,
     };
+    shared.metrics.record(zone, lrs);
     match outcome {
         Outcome::Unlimited | Outcome::Accepted { delay_ms: 0, .. } => {}
         Outcome::Accepted {
@@ -703,6 +1108,53 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
     h.remove("proxy-connection");
 }
 
+/// nginx's find-config check: a request whose Content-Length exceeds
+/// `client_max_body_size` gets 413 before any limit is applied (so it is
+/// not counted by `limit_req`, as in nginx).
+fn body_too_large(
+    loc: &Location,
+    conn: &Conn,
+    vars: &RequestVars,
+    headers: &HeaderMap,
+) -> Option<Response<Body>> {
+    let max = loc.client_max_body_size;
+    let len: u64 = headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if max == 0 || len <= max {
+        return None;
+    }
+    log_req(
+        Severity::Error,
+        conn,
+        vars,
+        format_args!("client intended to send too large body: {len} bytes"),
+    );
+    Some(too_large(loc, vars))
+}
+
+/// 413, closing the connection: the rest of the body is not read.
+fn too_large(loc: &Location, vars: &RequestVars) -> Response<Body> {
+    let mut resp = respond::error_response(
+        &loc.error_pages,
+        Some(vars),
+        &made(
+            413,
+            format!(
+                "The request body is larger than client_max_body_size ({} bytes).",
+                loc.client_max_body_size
+            ),
+        ),
+    );
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     shared: &Shared,
@@ -714,6 +1166,7 @@ async fn forward(
     uri: String,
     pp: &crate::config::ProxyPass,
 ) -> Response<Body> {
+    let (body, body_limit) = LimitedBody::new(body, loc.client_max_body_size);
     let (method, mut headers, _) = head;
     strip_hop_by_hop(&mut headers);
     // nginx's `proxy_set_header Host $proxy_host` default.
@@ -729,7 +1182,7 @@ async fn forward(
     if let Ok(v) = HeaderValue::from_str(&xff) {
         headers.insert("x-forwarded-for", v);
     }
-    let mut req = Request::new(body);
+    let mut req = Request::new(body.boxed_body());
     *req.method_mut() = method;
     *req.headers_mut() = headers;
     *req.uri_mut() = match uri.parse() {
@@ -750,7 +1203,25 @@ async fn forward(
             strip_hop_by_hop(&mut parts.headers);
             Response::from_parts(parts, body.boxed())
         }
+        Ok(Err(_)) if body_limit.exceeded() => {
+            log_req(
+                Severity::Error,
+                conn,
+                vars,
+                format_args!(
+                    "client intended to send too large chunked body: {} bytes (client_max_body_size {})",
+                    body_limit.received(),
+                    loc.client_max_body_size
+                ),
+            );
+            too_large(loc, vars)
+        }
         Ok(Err(e)) => {
+            shared.metrics.upstream_error(if e.is_connect() {
+                UpstreamError::Connect
+            } else {
+                UpstreamError::Other
+            });
             let what = if e.is_connect() {
                 "connect() failed while connecting to upstream"
             } else {
@@ -769,6 +1240,7 @@ async fn forward(
             )
         }
         Err(_) => {
+            shared.metrics.upstream_error(UpstreamError::Timeout);
             log_req(
                 Severity::Error,
                 conn,

@@ -4,7 +4,8 @@
 
 use crate::accesslog::{self, AccessLog, Sinks};
 use crate::config::{
-    ErrorPages, LocationSpec, LogLevel, PathRule, ProxyPass, RateLimitHeaders, ReturnSpec, Spec,
+    ErrorPages, LocationSpec, LogEscape, LogLevel, OpsSpec, PathRule, ProxyPass, RateLimitHeaders,
+    ReturnSpec, Spec,
 };
 use crate::limiter::{Limit, MemoryZone, Store, ZoneRef};
 use crate::vars::{Context, Template};
@@ -16,6 +17,12 @@ use std::time::Duration;
 /// nginx's defaults.
 pub const DEFAULT_LIMIT_REQ_STATUS: u16 = 503;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(75);
+/// nginx's `client_max_body_size 1m`.
+pub const DEFAULT_CLIENT_MAX_BODY_SIZE: u64 = 1024 * 1024;
+/// How long SIGTERM waits for in-flight requests (nginx has no such default;
+/// Kubernetes' grace period is 30 s, so drain well inside it).
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A zone: its key and its states.
 pub struct Zone {
@@ -59,6 +66,16 @@ pub struct Runtime {
     pub servers: Vec<Arc<Server>>,
     /// Access-log files, kept open across reloads.
     pub sinks: Sinks,
+    /// Process-level settings (pid file, watch, admin listener, …).
+    pub ops: OpsSpec,
+}
+
+impl Runtime {
+    pub fn shutdown_timeout(&self) -> Duration {
+        self.ops
+            .shutdown_timeout
+            .unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT)
+    }
 }
 
 pub struct Server {
@@ -66,6 +83,10 @@ pub struct Server {
     pub name: String,
     pub locations: Locations,
     pub client_header_timeout: Duration,
+    /// Idle time allowed between requests on a connection; zero: no keep-alive.
+    pub keepalive_timeout: Duration,
+    /// Longest wait for the client to take more of a response.
+    pub send_timeout: Duration,
     /// Error pages for answers made before a location is known (400, 404).
     pub error_pages: Arc<ErrorPages>,
     pub access_log: Option<Arc<AccessLog>>,
@@ -96,6 +117,8 @@ pub struct Location {
     pub action: Action,
     pub proxy_connect_timeout: Duration,
     pub proxy_read_timeout: Duration,
+    /// Larger request bodies get 413; 0 = unlimited.
+    pub client_max_body_size: u64,
     pub access_log: Option<Arc<AccessLog>>,
 }
 
@@ -184,11 +207,21 @@ impl Runtime {
         }
 
         let mut sinks = Sinks::default();
-        let format = Arc::new(match spec.log_format {
-            Some(f) => f,
-            None => Template::parse(accesslog::DEFAULT_FORMAT, Context::Log)
-                .expect("the default log format parses"),
-        });
+        let escape = spec.ops.log_escape;
+        let format = Arc::new(
+            match spec.log_format {
+                Some(f) => f,
+                None => Template::parse(
+                    match escape {
+                        LogEscape::Json => accesslog::DEFAULT_JSON_FORMAT,
+                        _ => accesslog::DEFAULT_FORMAT,
+                    },
+                    Context::Log,
+                )
+                .expect("the default log formats parse"),
+            }
+            .with_escape(escape),
+        );
         let mut access_log =
             |target: &Option<Option<String>>| -> Result<Option<Arc<AccessLog>>, BuildError> {
                 let Some(Some(target)) = target else {
@@ -287,6 +320,9 @@ impl Runtime {
                     action,
                     proxy_connect_timeout: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
                     proxy_read_timeout: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                    client_max_body_size: eff
+                        .client_max_body_size
+                        .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),
                     access_log: access_log(&eff.access_log)?,
                 }));
             }
@@ -298,6 +334,8 @@ impl Runtime {
                 name: s.server_name,
                 locations,
                 client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                keepalive_timeout: level.keepalive_timeout.unwrap_or(DEFAULT_KEEPALIVE_TIMEOUT),
+                send_timeout: level.send_timeout.unwrap_or(DEFAULT_TIMEOUT),
                 error_pages: level.error_pages.clone().unwrap_or_default(),
                 access_log: access_log(&level.access_log)?,
                 real_ip: level.real_ip.clone(),
@@ -307,6 +345,7 @@ impl Runtime {
             zones,
             servers,
             sinks,
+            ops: spec.ops,
         })
     }
 }

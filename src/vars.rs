@@ -5,6 +5,7 @@
 //! typo in a variable name is a configuration error with its column, and a
 //! request only walks a short list of parts.
 
+use crate::config::LogEscape;
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
@@ -119,6 +120,8 @@ pub struct Template {
     source: String,
     /// Access logs print an empty variable as `-`, as nginx.
     dash_empty: bool,
+    /// Access logs escape variable values (nginx's `escape=`).
+    escape: LogEscape,
 }
 
 /// A template that does not parse: the byte offset in the template text and
@@ -206,7 +209,18 @@ impl Template {
             parts,
             source: src.to_string(),
             dash_empty: cx == Context::Log,
+            escape: LogEscape::None,
         })
+    }
+
+    /// This template with variable values escaped as nginx's `log_format
+    /// … escape=` does. With `json`, empty values stay empty (not `-`).
+    pub fn with_escape(mut self, escape: LogEscape) -> Template {
+        self.escape = escape;
+        if escape == LogEscape::Json {
+            self.dash_empty = false;
+        }
+        self
     }
 
     /// The text as written in the configuration.
@@ -229,6 +243,8 @@ impl Template {
                     eval_var(v, req, resp, out);
                     if self.dash_empty && out.len() == before {
                         out.push(b'-');
+                    } else if self.escape != LogEscape::None {
+                        escape_tail(out, before, self.escape);
                     }
                 }
             }
@@ -239,6 +255,33 @@ impl Template {
         let mut out = Vec::new();
         self.eval(req, resp, &mut out);
         out
+    }
+}
+
+/// Escape `out[from..]` in place, as nginx's `ngx_http_log_escape` (default)
+/// or `ngx_escape_json` (json).
+fn escape_tail(out: &mut Vec<u8>, from: usize, escape: LogEscape) {
+    let needs =
+        |b: u8| b == b'"' || b == b'\\' || b < 0x20 || (escape == LogEscape::Default && b >= 0x7f);
+    if !out[from..].iter().any(|&b| needs(b)) {
+        return;
+    }
+    let value = out.split_off(from);
+    for b in value {
+        match (escape, b) {
+            (LogEscape::Json, b'"') => out.extend_from_slice(b"\\\""),
+            (LogEscape::Json, b'\\') => out.extend_from_slice(b"\\\\"),
+            (LogEscape::Json, b'\n') => out.extend_from_slice(b"\\n"),
+            (LogEscape::Json, b'\r') => out.extend_from_slice(b"\\r"),
+            (LogEscape::Json, b'\t') => out.extend_from_slice(b"\\t"),
+            (LogEscape::Json, 0x08) => out.extend_from_slice(b"\\b"),
+            (LogEscape::Json, 0x0c) => out.extend_from_slice(b"\\f"),
+            (LogEscape::Json, b) if b < 0x20 => push_display(out, format_args!("\\u{b:04x}")),
+            (LogEscape::Default, b) if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) => {
+                push_display(out, format_args!("\\x{b:02X}"))
+            }
+            (_, b) => out.push(b),
+        }
     }
 }
 
@@ -442,6 +485,7 @@ fn find_pair<'a>(s: &'a [u8], sep: u8, name: &[u8], exact: bool) -> Option<&'a [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     fn req<'a>(uri: &'a Uri, headers: &'a HeaderMap, method: &'a Method) -> RequestVars<'a> {
         RequestVars {
@@ -478,6 +522,27 @@ mod tests {
         assert_eq!(b.eval_to_vec(&r, None), vec![10, 1, 2, 3]);
         let e = Template::parse("$http_missing", Context::Key).unwrap();
         assert!(e.eval_to_vec(&r, None).is_empty());
+    }
+
+    #[test]
+    fn log_escapes_like_nginx() {
+        let uri: Uri = "/a".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(
+            "user-agent",
+            HeaderValue::from_bytes(b"a\"b\\c\td\xc3\xa9").unwrap(),
+        );
+        let m = Method::GET;
+        let r = req(&uri, &h, &m);
+        let eval = |escape| {
+            let t = Template::parse("\"$http_user_agent\" $http_referer", Context::Log)
+                .unwrap()
+                .with_escape(escape);
+            String::from_utf8_lossy(&t.eval_to_vec(&r, None)).into_owned()
+        };
+        assert_eq!(eval(LogEscape::Default), r#""a\x22b\x5Cc\x09d\xC3\xA9" -"#);
+        assert_eq!(eval(LogEscape::Json), "\"a\\\"b\\\\c\\td\u{e9}\" ");
+        assert_eq!(eval(LogEscape::None), "\"a\"b\\c\td\u{e9}\" -");
     }
 
     #[test]

@@ -34,6 +34,39 @@ pub struct Spec {
     pub log_format: Option<Template>,
     pub zones: Vec<ZoneSpec>,
     pub servers: Vec<ServerSpec>,
+    /// Settings for running the process: pid file, reload, admin listener.
+    pub ops: OpsSpec,
+}
+
+/// Top-level settings about the process rather than requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpsSpec {
+    /// `pid_file`: written at start, removed at exit; `sluice reload` reads it.
+    pub pid_file: Option<std::path::PathBuf>,
+    /// `watch = true`: reload when the file changes.
+    pub watch: bool,
+    /// `shutdown_timeout`: how long in-flight requests may take to finish on
+    /// SIGTERM (default [`crate::runtime::DEFAULT_SHUTDOWN_TIMEOUT`]).
+    pub shutdown_timeout: Option<Duration>,
+    /// `error_log_level`: the least severe error-log line written.
+    pub error_log_level: Option<LogLevel>,
+    /// `log_format_escape`: nginx's `log_format … escape=`.
+    pub log_escape: LogEscape,
+    /// `[admin] listen`: `/metrics` and `/healthz`.
+    pub admin: Option<SocketAddr>,
+}
+
+/// How variable values are escaped in access-log lines (nginx's
+/// `log_format name escape=default|json|none`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogEscape {
+    /// `"`, `\` and bytes outside 32–126 as `\xHH`; empty values as `-`.
+    #[default]
+    Default,
+    /// JSON string escapes; empty values stay empty.
+    Json,
+    /// Nothing escaped.
+    None,
 }
 
 /// `[zones.NAME]`: nginx's `limit_req_zone KEY zone=NAME:SIZE rate=RATE`.
@@ -149,6 +182,14 @@ pub struct Level {
     pub proxy_connect_timeout: Option<Duration>,
     pub proxy_read_timeout: Option<Duration>,
     pub client_header_timeout: Option<Duration>,
+    /// `keepalive_timeout` (http, server): idle time between requests; 0
+    /// disables keep-alive.
+    pub keepalive_timeout: Option<Duration>,
+    /// `send_timeout` (http, server): longest wait for the client to accept
+    /// more of a response.
+    pub send_timeout: Option<Duration>,
+    /// `client_max_body_size` in bytes; 0 = unlimited.
+    pub client_max_body_size: Option<u64>,
     /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
     pub access_log: Option<Option<String>>,
     pub ratelimit_headers: Option<RateLimitHeaders>,
@@ -175,6 +216,9 @@ impl Level {
             proxy_connect_timeout: self.proxy_connect_timeout.or(parent.proxy_connect_timeout),
             proxy_read_timeout: self.proxy_read_timeout.or(parent.proxy_read_timeout),
             client_header_timeout: self.client_header_timeout.or(parent.client_header_timeout),
+            keepalive_timeout: self.keepalive_timeout.or(parent.keepalive_timeout),
+            send_timeout: self.send_timeout.or(parent.send_timeout),
+            client_max_body_size: self.client_max_body_size.or(parent.client_max_body_size),
             access_log: self
                 .access_log
                 .clone()

@@ -165,6 +165,7 @@ const LEVEL_KEYS: &[&str] = &[
     "proxy_read_timeout",
     "access_log",
     "ratelimit_headers",
+    "client_max_body_size",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -195,9 +196,18 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
         "client_header_timeout",
         "log_format",
         "real_ip",
+        "keepalive_timeout",
+        "send_timeout",
+        "pid_file",
+        "watch",
+        "shutdown_timeout",
+        "error_log_level",
+        "log_format_escape",
+        "admin",
     ];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(doc, &allowed, "the top level");
+    let ops = parse_ops(&mut cx, doc);
 
     let zones = parse_zones(&mut cx, get(doc, "zones"));
     let log_format =
@@ -249,7 +259,70 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
         log_format,
         zones: zones.into_iter().map(|(z, _)| z).collect(),
         servers,
+        ops,
     })
+}
+
+/// The top-level keys about the process: pid file, reload, stop, logs,
+/// admin listener.
+fn parse_ops(cx: &mut Cx, doc: &DeTable) -> OpsSpec {
+    let mut ops = OpsSpec::default();
+    if let Some(v) = get(doc, "pid_file") {
+        match cx.str(v, "pid_file") {
+            Some("") => cx.err(v.span(), "\"pid_file\" must be a file path"),
+            Some(s) => ops.pid_file = Some(s.into()),
+            None => {}
+        }
+    }
+    if let Some(v) = get(doc, "watch") {
+        ops.watch = cx.bool(v, "watch").unwrap_or(false);
+    }
+    if let Some(v) = get(doc, "shutdown_timeout") {
+        ops.shutdown_timeout = cx.duration(v, "shutdown_timeout");
+    }
+    if let Some(v) = get(doc, "error_log_level") {
+        if let Some(s) = cx.str(v, "error_log_level") {
+            match LogLevel::parse(s) {
+                Some(l) => ops.error_log_level = Some(l),
+                None => cx.err(
+                    v.span(),
+                    format!(
+                        "invalid error_log_level \"{s}\" (expected info, notice, warn or error)"
+                    ),
+                ),
+            }
+        }
+    }
+    if let Some(v) = get(doc, "log_format_escape") {
+        if let Some(s) = cx.str(v, "log_format_escape") {
+            match s {
+                "default" => ops.log_escape = LogEscape::Default,
+                "json" => ops.log_escape = LogEscape::Json,
+                "none" => ops.log_escape = LogEscape::None,
+                _ => cx.err(
+                    v.span(),
+                    format!("invalid log_format_escape \"{s}\" (expected default, json or none)"),
+                ),
+            }
+        }
+    }
+    if let Some(v) = get(doc, "admin") {
+        if let Some(t) = cx.table(v, "admin") {
+            cx.check_keys(t, &["listen"], "[admin]");
+            match get(t, "listen") {
+                None => cx.err(v.span(), "[admin] must have \"listen\""),
+                Some(lv) => {
+                    if let Some(s) = cx.str(lv, "listen") {
+                        match values::parse_listen(s) {
+                            Ok(a) => ops.admin = Some(a),
+                            Err(e) => cx.err(lv.span(), e),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    ops
 }
 
 fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
@@ -424,9 +497,22 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at:
     if let Some(v) = get(t, "proxy_read_timeout") {
         level.proxy_read_timeout = cx.duration(v, "proxy_read_timeout");
     }
+    if let Some(v) = get(t, "client_max_body_size") {
+        level.client_max_body_size = cx.scalar_text(v, "client_max_body_size").and_then(|s| {
+            values::parse_offset(&s)
+                .map_err(|e| cx.err(v.span(), format!("\"client_max_body_size\": {e}")))
+                .ok()
+        });
+    }
     if at != Where::Location {
         if let Some(v) = get(t, "client_header_timeout") {
             level.client_header_timeout = cx.duration(v, "client_header_timeout");
+        }
+        if let Some(v) = get(t, "keepalive_timeout") {
+            level.keepalive_timeout = cx.duration(v, "keepalive_timeout");
+        }
+        if let Some(v) = get(t, "send_timeout") {
+            level.send_timeout = cx.duration(v, "send_timeout");
         }
         if let Some(v) = get(t, "real_ip") {
             level.real_ip = parse_real_ip(cx, v).map(Arc::new);
@@ -686,6 +772,8 @@ fn parse_server(
         "locations",
         "client_header_timeout",
         "real_ip",
+        "keepalive_timeout",
+        "send_timeout",
     ];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(t, &allowed, "[[servers]]");

@@ -238,3 +238,71 @@ limit_req_status = 399
     assert!(e[0].contains("invalid limit_req_log_level \"loud\""));
     assert!(e[1].contains("between 400 and 599"));
 }
+
+#[test]
+fn operating_keys() {
+    let spec = ok(r#"
+pid_file = "/run/sluice.pid"
+watch = true
+shutdown_timeout = "3s"
+error_log_level = "warn"
+log_format_escape = "json"
+keepalive_timeout = "5s"
+send_timeout = 30
+client_max_body_size = "2m"
+[admin]
+listen = "127.0.0.1:9090"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+keepalive_timeout = 0
+[[servers.locations]]
+path = "/upload"
+client_max_body_size = "1g"
+"#);
+    assert_eq!(
+        spec.ops,
+        OpsSpec {
+            pid_file: Some("/run/sluice.pid".into()),
+            watch: true,
+            shutdown_timeout: Some(Duration::from_secs(3)),
+            error_log_level: Some(LogLevel::Warn),
+            log_escape: LogEscape::Json,
+            admin: Some("127.0.0.1:9090".parse().unwrap()),
+        }
+    );
+    assert_eq!(spec.http.send_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(spec.http.client_max_body_size, Some(2 << 20));
+    let server = spec.servers[0].level.inherit(&spec.http);
+    assert_eq!(server.keepalive_timeout, Some(Duration::ZERO));
+    let loc = spec.servers[0].locations[0].level.inherit(&server);
+    assert_eq!(loc.client_max_body_size, Some(1 << 30));
+}
+
+#[test]
+fn operating_keys_are_validated_where_they_are() {
+    let e = errors(
+        r#"watch = "yes"
+error_log_level = "debug"
+log_format_escape = "xml"
+client_max_body_size = "1t"
+[admin]
+listen = "nowhere"
+port = 1
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+[[servers.locations]]
+path = "/"
+keepalive_timeout = "5s"
+"#,
+    );
+    assert_eq!(e.len(), 7, "{e:?}");
+    assert!(e[0].starts_with("t.toml:1:9: \"watch\" must be true or false"));
+    assert!(e[1].contains("invalid error_log_level \"debug\""));
+    assert!(e[2].contains("invalid log_format_escape \"xml\""));
+    assert!(e[3].contains("client_max_body_size"));
+    assert!(e[4].starts_with("t.toml:6:"), "{}", e[4]);
+    assert!(e[5].contains("unknown key \"port\" in [admin]"));
+    assert!(e[6].contains("unknown key \"keepalive_timeout\" in [[servers.locations]]"));
+}

@@ -27,6 +27,25 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(invalid)
 }
 
+/// nginx offsets (`client_max_body_size`): bytes, or `k`/`K`, `m`/`M`,
+/// `g`/`G` (×1024).
+pub fn parse_offset(s: &str) -> Result<u64, String> {
+    let invalid = || format!("invalid size \"{s}\" (e.g. \"1m\", \"512k\", \"0\")");
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
+        Some(b'g' | b'G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(invalid)
+}
+
 /// nginx rates: `Nr/s`, `Nr/m`, or a bare `N` (taken as r/s). Positive
 /// decimal integers only.
 pub fn parse_rate(s: &str) -> Result<Rate, String> {

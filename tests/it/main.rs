@@ -1,6 +1,7 @@
 mod support;
 
 mod article;
-mod nginx_diff;
-mod proxy;
 mod client_contract;
+mod nginx_diff;
+mod ops;
+mod proxy;

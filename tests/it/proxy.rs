@@ -167,6 +167,7 @@ async fn bodies_stream_both_ways() {
     let port = free_port();
     let toml = format!(
         r#"
+client_max_body_size = "8m"    # the default 1m would answer 413, as nginx
 [[servers]]
 listen = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"

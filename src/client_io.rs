@@ -1,0 +1,464 @@
+//! What a client connection is allowed, with nginx's directives:
+//!
+//! - `client_header_timeout`: a new connection must deliver a request header
+//!   within it (a client that connects and sends nothing is dropped), and a
+//!   header that has begun must be complete within it;
+//! - `keepalive_timeout`: how long a connection may sit idle between
+//!   requests;
+//! - `send_timeout`: how long the client may take to accept more of a
+//!   response (no progress in writing for that long closes the connection);
+//! - `client_max_body_size`: larger request bodies get 413.
+//!
+//! hyper's own `header_read_timeout` cannot express the first two: it starts
+//! whenever the connection waits for a request, so it also bounds keep-alive
+//! idle time, with one value for both. [`TimedIo`] wraps the socket instead
+//! and applies the right deadline for the connection's [`Phase`]: the
+//! service marks a request [`ConnState::busy`] when hyper hands it over, and
+//! the response body marks the connection idle when it ends
+//! ([`IdleOnEnd`]).
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use parking_lot::Mutex;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// The timeouts of one connection, from its server's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    pub client_header: Duration,
+    pub keepalive: Duration,
+    pub send: Duration,
+}
+
+/// Where a connection is in its request cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for (the rest of) a request header, until the deadline.
+    Header { deadline: Instant },
+    /// Idle between requests, until the deadline.
+    Idle { deadline: Instant },
+    /// A request is being handled: no read deadline (a request body may
+    /// stream slowly, a delayed request may wait).
+    Busy,
+}
+
+/// Why a connection was closed by a timeout, for the error log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expired {
+    Header,
+    Idle,
+    Send,
+}
+
+/// The phase of a connection, shared by its I/O and its service.
+pub struct ConnState {
+    phase: Mutex<Phase>,
+    timeouts: Timeouts,
+    expired: Mutex<Option<Expired>>,
+}
+
+impl ConnState {
+    /// A new connection: its header is due within `client_header_timeout`.
+    pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
+        Arc::new(ConnState {
+            phase: Mutex::new(Phase::Header {
+                deadline: Instant::now() + timeouts.client_header,
+            }),
+            timeouts,
+            expired: Mutex::new(None),
+        })
+    }
+
+    /// A request header arrived and is being handled.
+    pub fn busy(&self) {
+        *self.phase.lock() = Phase::Busy;
+    }
+
+    /// The response is done: idle until `keepalive_timeout`.
+    pub fn idle(&self) {
+        let mut p = self.phase.lock();
+        if *p == Phase::Busy {
+            *p = Phase::Idle {
+                deadline: Instant::now() + self.timeouts.keepalive,
+            };
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        *self.phase.lock()
+    }
+
+    /// Which timeout closed the connection, if one did.
+    pub fn expired(&self) -> Option<Expired> {
+        *self.expired.lock()
+    }
+
+    /// Bytes arrived: an idle connection starts a header.
+    fn received(&self) {
+        let mut p = self.phase.lock();
+        if let Phase::Idle { .. } = *p {
+            *p = Phase::Header {
+                deadline: Instant::now() + self.timeouts.client_header,
+            };
+        }
+    }
+
+    fn read_deadline(&self) -> Option<(Instant, Expired)> {
+        match *self.phase.lock() {
+            Phase::Header { deadline } => Some((deadline, Expired::Header)),
+            Phase::Idle { deadline } => Some((deadline, Expired::Idle)),
+            Phase::Busy => None,
+        }
+    }
+
+    fn expire(&self, why: Expired) -> io::Error {
+        *self.expired.lock() = Some(why);
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            match why {
+                Expired::Header => "client timed out while reading client request headers",
+                Expired::Idle => "keep-alive connection idle for keepalive_timeout",
+                Expired::Send => "client timed out while sending response to client",
+            },
+        )
+    }
+}
+
+/// A client socket whose reads and writes obey the connection's deadlines.
+pub struct TimedIo<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    read_timer: Pin<Box<Sleep>>,
+    /// When a write started waiting (`send_timeout` runs from there).
+    write_timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl<T> TimedIo<T> {
+    pub fn new(inner: T, state: Arc<ConnState>) -> TimedIo<T> {
+        TimedIo {
+            inner,
+            state,
+            read_timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+            write_timer: None,
+        }
+    }
+
+    /// Pending write: fail once `send_timeout` passed without progress.
+    fn poll_write_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        let send = self.state.timeouts.send;
+        let timer = self
+            .write_timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(send)));
+        ready!(timer.as_mut().poll(cx));
+        Poll::Ready(self.state.expire(Expired::Send))
+    }
+}
+
+use std::future::Future as _;
+
+impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    this.state.received();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                let Some((deadline, why)) = this.state.read_deadline() else {
+                    return Poll::Pending;
+                };
+                if this.read_timer.deadline() != deadline {
+                    this.read_timer.as_mut().reset(deadline);
+                }
+                ready!(this.read_timer.as_mut().poll(cx));
+                Poll::Ready(Err(this.state.expire(why)))
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(r) => {
+                self.write_timer = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.poll_write_timer(cx).map(Err),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Ready(r) => {
+                self.write_timer = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.poll_write_timer(cx).map(Err),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(r) => {
+                self.write_timer = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.poll_write_timer(cx).map(Err),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// A response body that marks its connection idle when it ends (or is
+/// dropped), so that `keepalive_timeout` starts then.
+pub struct IdleOnEnd<B> {
+    inner: B,
+    state: Option<Arc<ConnState>>,
+}
+
+impl<B> IdleOnEnd<B> {
+    pub fn new(inner: B, state: Arc<ConnState>) -> IdleOnEnd<B> {
+        IdleOnEnd {
+            inner,
+            state: Some(state),
+        }
+    }
+
+    fn done(&mut self) {
+        if let Some(s) = self.state.take() {
+            s.idle();
+        }
+    }
+}
+
+impl<B: Body + Unpin> Body for IdleOnEnd<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.done(),
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.done(),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for IdleOnEnd<B> {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+/// The request body, cut off with an error once it exceeds
+/// `client_max_body_size` (for bodies without a Content-Length, or lying
+/// about it). [`BodyLimit::exceeded`] tells the proxy to answer 413.
+pub struct LimitedBody {
+    inner: Incoming,
+    max: u64,
+    seen: u64,
+    flag: BodyLimit,
+}
+
+/// Shared with the proxy: did the body go over the limit, and how far.
+#[derive(Clone, Default)]
+pub struct BodyLimit(Arc<(AtomicBool, AtomicU64)>);
+
+impl BodyLimit {
+    pub fn exceeded(&self) -> bool {
+        self.0.0.load(Ordering::Relaxed)
+    }
+
+    /// Bytes received when the limit was found exceeded.
+    pub fn received(&self) -> u64 {
+        self.0.1.load(Ordering::Relaxed)
+    }
+}
+
+/// The body exceeded `client_max_body_size`.
+#[derive(Debug, thiserror::Error)]
+#[error("client intended to send too large body: more than {max} bytes")]
+pub struct TooLarge {
+    pub max: u64,
+}
+
+/// The error type of a [`LimitedBody`].
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+impl LimitedBody {
+    /// `max` 0: unlimited, as nginx.
+    pub fn new(inner: Incoming, max: u64) -> (LimitedBody, BodyLimit) {
+        let flag = BodyLimit::default();
+        (
+            LimitedBody {
+                inner,
+                max,
+                seen: 0,
+                flag: flag.clone(),
+            },
+            flag,
+        )
+    }
+}
+
+impl Body for LimitedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+            Some(Ok(frame)) => {
+                if let Some(d) = frame.data_ref() {
+                    this.seen += d.len() as u64;
+                    if this.max > 0 && this.seen > this.max {
+                        this.flag.0.1.store(this.seen, Ordering::Relaxed);
+                        this.flag.0.0.store(true, Ordering::Relaxed);
+                        return Poll::Ready(Some(Err(Box::new(TooLarge { max: this.max }))));
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Some(Err(e)) => Poll::Ready(Some(Err(Box::new(e)))),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Boxed, for the upstream client.
+pub type UpstreamBody = http_body_util::combinators::BoxBody<Bytes, BodyError>;
+
+impl LimitedBody {
+    pub fn boxed_body(self) -> UpstreamBody {
+        BodyExt::boxed(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn timeouts() -> Timeouts {
+        Timeouts {
+            client_header: Duration::from_secs(5),
+            keepalive: Duration::from_secs(20),
+            send: Duration::from_secs(7),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn silent_client_times_out_after_client_header_timeout() {
+        let (a, _b) = tokio::io::duplex(64);
+        let state = ConnState::new(timeouts());
+        let mut io = TimedIo::new(a, state.clone());
+        let start = Instant::now();
+        let mut buf = [0u8; 8];
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        assert_eq!(state.expired(), Some(Expired::Header));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_uses_keepalive_then_header_timeout() {
+        let (a, mut b) = tokio::io::duplex(64);
+        let state = ConnState::new(timeouts());
+        let mut io = TimedIo::new(a, state.clone());
+        state.busy();
+        // Busy: no deadline even after a long wait.
+        let mut buf = [0u8; 8];
+        let r = tokio::time::timeout(Duration::from_secs(100), io.read(&mut buf)).await;
+        assert!(r.is_err(), "a busy connection has no read deadline");
+        state.idle();
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_secs(19)).await;
+        b.write_all(b"GE").await.unwrap();
+        assert_eq!(io.read(&mut buf).await.unwrap(), 2);
+        assert!(matches!(state.phase(), Phase::Header { .. }));
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(19 + 5));
+        assert_eq!(state.expired(), Some(Expired::Header));
+
+        let state = ConnState::new(timeouts());
+        let (a, _b) = tokio::io::duplex(64);
+        let mut io = TimedIo::new(a, state.clone());
+        state.busy();
+        state.idle();
+        let start = Instant::now();
+        io.read(&mut buf).await.unwrap_err();
+        assert_eq!(start.elapsed(), Duration::from_secs(20));
+        assert_eq!(state.expired(), Some(Expired::Idle));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stalled_writes_time_out_after_send_timeout() {
+        let (a, _b) = tokio::io::duplex(4);
+        let state = ConnState::new(timeouts());
+        let mut io = TimedIo::new(a, state.clone());
+        let start = Instant::now();
+        let err = io.write_all(b"more than four bytes").await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(7));
+        assert_eq!(state.expired(), Some(Expired::Send));
+    }
+}

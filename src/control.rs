@@ -1,0 +1,292 @@
+//! Running the process, the way nginx users expect:
+//!
+//! - signals: `SIGHUP` reloads the configuration, `SIGUSR1` reopens the
+//!   access-log files, `SIGTERM`, `SIGINT` and `SIGQUIT` stop gracefully;
+//! - `pid_file`: written at start, removed at exit; `sluice reload` (and
+//!   `reopen`, `stop`) send the signal to the pid it names;
+//! - `watch = true`: reload when the configuration file changes.
+//!
+//! [`run`] wires these to [`Proxy::run`], which does the work.
+
+use crate::config::{self, LoadError};
+use crate::errlog::{self, Severity};
+use crate::proxy::{Command, Proxy, Shared};
+use crate::runtime::Runtime;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::{self, UnboundedSender};
+
+/// Why sluice could not start serving.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Bind(std::io::Error),
+    #[error("open() \"{path}\" failed ({source})")]
+    PidFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot install signal handlers ({0})")]
+    Signals(std::io::Error),
+}
+
+/// Serve `runtime`, loaded from `config`, until a stop signal; reload on
+/// SIGHUP (and file changes with `watch = true`).
+pub async fn run(config: PathBuf, runtime: Runtime) -> Result<(), RunError> {
+    let pid_path = runtime.ops.pid_file.clone();
+    let proxy = Proxy::bind(runtime).await.map_err(RunError::Bind)?;
+    let _pid = match pid_path {
+        Some(p) => Some(PidFile::create(p)?),
+        None => None,
+    };
+    for a in proxy.local_addrs() {
+        errlog::emit(Severity::Notice, format_args!("listening on {a}"));
+    }
+    if let Some(a) = proxy.admin_addr() {
+        errlog::emit(
+            Severity::Notice,
+            format_args!("admin listening on {a} (/metrics, /healthz)"),
+        );
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    forward_signals(tx.clone()).map_err(RunError::Signals)?;
+    let _watcher = watch_file(&config, tx, proxy.shared());
+    proxy.run(rx, || config::load(&config)).await;
+    errlog::emit(Severity::Notice, format_args!("exit"));
+    Ok(())
+}
+
+/// Translate signals into commands, logging them as nginx does.
+pub fn forward_signals(tx: UnboundedSender<Command>) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let table = [
+        (
+            SignalKind::hangup(),
+            1,
+            "SIGHUP",
+            "reconfiguring",
+            Command::Reload,
+        ),
+        (
+            SignalKind::user_defined1(),
+            10,
+            "SIGUSR1",
+            "reopening logs",
+            Command::Reopen,
+        ),
+        (
+            SignalKind::terminate(),
+            15,
+            "SIGTERM",
+            "shutting down",
+            Command::Stop,
+        ),
+        (
+            SignalKind::interrupt(),
+            2,
+            "SIGINT",
+            "shutting down",
+            Command::Stop,
+        ),
+        (
+            SignalKind::quit(),
+            3,
+            "SIGQUIT",
+            "shutting down",
+            Command::Stop,
+        ),
+    ];
+    for (kind, number, name, what, cmd) in table {
+        let mut s = signal(kind)?;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while s.recv().await.is_some() {
+                errlog::emit(
+                    Severity::Notice,
+                    format_args!("signal {number} ({name}) received, {what}"),
+                );
+                if tx.send(cmd).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// The pid file: written when created, removed when dropped (if it still
+/// names this process).
+pub struct PidFile {
+    path: PathBuf,
+}
+
+impl PidFile {
+    pub fn create(path: PathBuf) -> Result<PidFile, RunError> {
+        std::fs::write(&path, format!("{}\n", std::process::id())).map_err(|source| {
+            RunError::PidFile {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+        Ok(PidFile { path })
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        if read_pid(&self.path).ok() == Some(std::process::id() as i32) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Signals `sluice reload|reopen|stop` can send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    Reload,
+    Reopen,
+    Stop,
+}
+
+/// Why a signal could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    #[error("open() \"{path}\" failed ({source})")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid PID number \"{content}\" in \"{path}\"")]
+    BadPid { path: String, content: String },
+    #[error("kill({pid}, {signal}) failed ({source})")]
+    Kill {
+        pid: i32,
+        signal: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(LoadError),
+    #[error("{0} has no pid_file: pass --pid-file")]
+    NoPidFile(String),
+}
+
+fn read_pid(path: &Path) -> Result<i32, SignalError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SignalError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    match text.trim().parse::<i32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(SignalError::BadPid {
+            path: path.display().to_string(),
+            content: text.trim().to_string(),
+        }),
+    }
+}
+
+/// The pid file named by a configuration file's `pid_file`.
+pub fn pid_file_of(config: &Path) -> Result<PathBuf, SignalError> {
+    let spec = config::load(config).map_err(SignalError::Config)?;
+    spec.ops
+        .pid_file
+        .ok_or_else(|| SignalError::NoPidFile(config.display().to_string()))
+}
+
+/// Send `signal` to the process whose pid is in `pid_file` (nginx's `-s`).
+pub fn send(pid_file: &Path, signal: Signal) -> Result<i32, SignalError> {
+    let pid = read_pid(pid_file)?;
+    let (number, name) = match signal {
+        Signal::Reload => (libc::SIGHUP, "SIGHUP"),
+        Signal::Reopen => (libc::SIGUSR1, "SIGUSR1"),
+        Signal::Stop => (libc::SIGTERM, "SIGTERM"),
+    };
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    if unsafe { libc::kill(pid, number) } != 0 {
+        return Err(SignalError::Kill {
+            pid,
+            signal: name,
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(pid)
+}
+
+/// How long the file must be quiet before a change reloads: editors and
+/// `kubectl` write in several steps.
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// Watch the configuration's directory (editors replace the file by
+/// renaming, which a watch on the file itself would miss) and send
+/// [`Command::Reload`] when the file's content changed and the running
+/// configuration has `watch = true` (read at each change, so a reload can
+/// turn watching on or off). Best effort: `None` if the directory cannot be
+/// watched (logged when `watch` is on).
+pub fn watch_file(
+    config: &Path,
+    tx: UnboundedSender<Command>,
+    shared: Arc<Shared>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher as _;
+    let dir = match config.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let (raw_tx, mut raw_rx) = mpsc::unbounded_channel::<()>();
+    let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        if let Ok(ev) = ev {
+            if !matches!(ev.kind, notify::EventKind::Access(_)) {
+                let _ = raw_tx.send(());
+            }
+        }
+    })
+    .and_then(|mut w| {
+        w.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        Ok(w)
+    });
+    let watcher = match watcher {
+        Ok(w) => w,
+        Err(e) => {
+            if shared.runtime().ops.watch {
+                errlog::emit(
+                    Severity::Alert,
+                    format_args!(
+                        "cannot watch \"{}\" ({e}); reload with SIGHUP",
+                        dir.display()
+                    ),
+                );
+            }
+            return None;
+        }
+    };
+    let path = config.to_path_buf();
+    let mut last = std::fs::read(&path).ok();
+    tokio::spawn(async move {
+        while raw_rx.recv().await.is_some() {
+            // Wait for a quiet period.
+            loop {
+                match tokio::time::timeout(DEBOUNCE, raw_rx.recv()).await {
+                    Ok(Some(())) => continue,
+                    Ok(None) => return,
+                    Err(_) => break,
+                }
+            }
+            let now = std::fs::read(&path).ok();
+            if now.is_none() || now == last || !shared.runtime().ops.watch {
+                continue;
+            }
+            last = now;
+            errlog::emit(
+                Severity::Notice,
+                format_args!("\"{}\" changed, reconfiguring", path.display()),
+            );
+            if tx.send(Command::Reload).is_err() {
+                return;
+            }
+        }
+    });
+    Some(watcher)
+}
