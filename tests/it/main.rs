@@ -1,6 +1,6 @@
 mod support;
 
 mod article;
+mod client_contract;
 mod nginx_diff;
 mod proxy;
-mod client_contract;
