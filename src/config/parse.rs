@@ -582,6 +582,21 @@ fn parse_limit_reqs(
         };
         let mut burst = 0;
         let mut delay = 0;
+        // nginx's `limit_req` takes at most three arguments: zone, burst and
+        // one of nodelay/delay. Without burst both fit, and the later wins.
+        let given = |k: &str| get(t, k).is_some();
+        let nodelay_on = matches!(
+            get(t, "nodelay").map(|v| v.get_ref()),
+            Some(DeValue::Boolean(true))
+        );
+        if given("burst") && given("delay") && nodelay_on {
+            let v = get(t, "delay").expect("given");
+            cx.err(
+                v.span(),
+                "invalid number of arguments in \"limit_req\" directive: with \"burst\", set either \"nodelay\" or \"delay\", not both",
+            );
+            ok = false;
+        }
         // In file order, so that of `nodelay` and `delay` the later wins.
         for (k, kv) in t.iter() {
             match k.get_ref().as_ref() {

@@ -95,8 +95,10 @@ fn wrong_types_are_named() {
     );
 }
 
+/// nginx: without burst, `nodelay` and `delay=` both fit and the later wins;
+/// with burst that is four arguments, which nginx refuses.
 #[test]
-fn the_later_of_nodelay_and_delay_wins() {
+fn the_later_of_nodelay_and_delay_wins_without_burst() {
     let text = format!(
         r#"{ZONE}
 [[servers]]
@@ -104,16 +106,28 @@ listen = "127.0.0.1:1"
 proxy_pass = "http://127.0.0.1:2"
 [[servers.locations]]
 path = "/a"
-limit_req = {{ zone = "z", burst = 5, delay = 2, nodelay = true }}
+limit_req = {{ zone = "z", delay = 2, nodelay = true }}
 [[servers.locations]]
 path = "/b"
-limit_req = {{ zone = "z", burst = 5, nodelay = true, delay = 2 }}
+limit_req = {{ zone = "z", nodelay = true, delay = 2 }}
+[[servers.locations]]
+path = "/c"
+limit_req = {{ zone = "z", burst = 5, nodelay = false, delay = 2 }}
 "#
     );
     let spec = ok(&text);
     let l = &spec.servers[0].locations;
     assert!(l[0].level.limit_req.as_ref().unwrap()[0].is_nodelay());
     assert_eq!(l[1].level.limit_req.as_ref().unwrap()[0].delay, 2000);
+    assert_eq!(l[2].level.limit_req.as_ref().unwrap()[0].delay, 2000);
+
+    let bad = text.replace("nodelay = false", "nodelay = true");
+    let e = errors(&bad);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("invalid number of arguments in \"limit_req\" directive"),
+        "{e:?}"
+    );
 }
 
 #[test]

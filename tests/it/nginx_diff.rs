@@ -1324,9 +1324,8 @@ async fn diff_delay_thresholds_and_nodelay_order() {
 /// arguments in "limit_req" directive`, whichever of nodelay/delay comes last. Without burst, both
 /// fit (`zone=z nodelay delay=2`): nginx accepts that, and the later wins.
 ///
-/// KNOWN DIFFERENCE (left failing on purpose): sluice accepts `{ zone = "z", burst = 3, nodelay =
-/// true, delay = 2 }` (the later key wins), a configuration nginx refuses; nginx-limit-req.md §1
-/// ("Both given: the later wins") does not mention the three-argument limit.
+/// sluice refuses `{ zone = "z", burst = 3, nodelay = true, delay = 2 }` in the same way
+/// (nginx-limit-req.md §1, "Both given: the later wins", holds only without burst).
 #[test]
 fn diff_burst_with_both_nodelay_and_delay_is_refused() {
     let dir = tempfile::Builder::new()
