@@ -123,7 +123,10 @@ fn run(path: PathBuf) -> ExitCode {
 
 fn serve(path: PathBuf, spec: config::Spec) -> anyhow::Result<()> {
     let runtime = Runtime::build(spec, None)?;
+    // Signals, reloads and the admin listener; client connections are served
+    // by the proxy's own worker threads (one per CPU).
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;

@@ -73,8 +73,8 @@ type UpstreamClient = Client<HttpConnector, UpstreamBody>;
 pub struct Shared {
     runtime: ArcSwap<Runtime>,
     clock: Clock,
-    /// One pooled client per distinct `proxy_connect_timeout`.
-    clients: parking_lot::Mutex<HashMap<Duration, UpstreamClient>>,
+    /// The worker threads serving client connections (see [`Workers`]).
+    workers: Workers,
     connections: AtomicU64,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
@@ -87,7 +87,7 @@ impl Shared {
         Arc::new(Shared {
             runtime: ArcSwap::from_pointee(runtime),
             clock: Clock::new(),
-            clients: Default::default(),
+            workers: Workers::start(),
             connections: AtomicU64::new(0),
             metrics: Metrics::new(),
             draining: AtomicBool::new(false),
@@ -99,20 +99,66 @@ impl Shared {
         self.runtime.load_full()
     }
 
+    /// The upstream client of this worker thread for `connect_timeout`:
+    /// one pool per thread, so a request never waits on a connection whose
+    /// task runs on another thread.
     fn client(&self, connect_timeout: Duration) -> UpstreamClient {
-        self.clients
-            .lock()
-            .entry(connect_timeout)
-            .or_insert_with(|| {
-                let mut conn = HttpConnector::new();
-                conn.set_connect_timeout(Some(connect_timeout));
-                conn.set_nodelay(true);
-                Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(Duration::from_secs(30))
-                    .pool_timer(TokioTimer::new())
-                    .build(conn)
+        thread_local! {
+            static CLIENTS: std::cell::RefCell<HashMap<Duration, UpstreamClient>> =
+                Default::default();
+        }
+        CLIENTS.with(|c| {
+            c.borrow_mut()
+                .entry(connect_timeout)
+                .or_insert_with(|| {
+                    let mut conn = HttpConnector::new();
+                    conn.set_connect_timeout(Some(connect_timeout));
+                    conn.set_nodelay(true);
+                    Client::builder(TokioExecutor::new())
+                        .pool_idle_timeout(Duration::from_secs(30))
+                        .pool_timer(TokioTimer::new())
+                        .build(conn)
+                })
+                .clone()
+        })
+    }
+}
+
+/// Thread-per-core serving: one single-threaded tokio runtime per CPU, each
+/// accepting on its own copy of every listening socket and running the
+/// connections it accepted to the end, upstream pool included. Profiles of
+/// a work-stealing runtime showed most time in the kernel waking threads
+/// and switching between them; here a request never changes thread.
+struct Workers {
+    handles: Vec<tokio::runtime::Handle>,
+}
+
+impl Workers {
+    fn start() -> Workers {
+        let n = std::env::var("SLUICE_WORKERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let handles = (0..n)
+            .map(|i| {
+                let (tx, rx) = std::sync::mpsc::channel();
+                std::thread::Builder::new()
+                    .name(format!("sluice-worker-{i}"))
+                    .spawn(move || {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .expect("a worker runtime");
+                        let _ = tx.send(rt.handle().clone());
+                        // Runs until the process exits.
+                        rt.block_on(std::future::pending::<()>());
+                    })
+                    .expect("a worker thread");
+                rx.recv().expect("the worker's runtime handle")
             })
-            .clone()
+            .collect();
+        Workers { handles }
     }
 }
 
@@ -135,11 +181,11 @@ struct Listener {
 }
 
 enum ListenerState {
-    Bound(TcpListener),
-    /// Accepting; send the drain deadline to stop.
+    Bound(std::net::TcpListener),
+    /// Accepting, one loop per worker; send the drain deadline to stop.
     Accepting {
-        stop: oneshot::Sender<Instant>,
-        task: tokio::task::JoinHandle<()>,
+        stops: Vec<oneshot::Sender<Instant>>,
+        tasks: Vec<tokio::task::JoinHandle<()>>,
     },
     Stopped,
 }
@@ -153,35 +199,58 @@ impl Listener {
             kind,
             configured: addr,
             local: l.local_addr()?,
-            state: ListenerState::Bound(l),
+            state: ListenerState::Bound(l.into_std()?),
         })
     }
 
+    /// Start accepting: for a server, on every worker (each with its own
+    /// copy of the socket); the admin listener on the current runtime.
     fn start(&mut self, shared: &Arc<Shared>) {
         let ListenerState::Bound(l) = std::mem::replace(&mut self.state, ListenerState::Stopped)
         else {
             return;
         };
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(accept_loop(
-            shared.clone(),
-            self.kind,
-            self.configured,
-            l,
-            stopped,
-        ));
-        self.state = ListenerState::Accepting { stop, task };
+        let here = [tokio::runtime::Handle::current()];
+        let runtimes: &[tokio::runtime::Handle] = match self.kind {
+            Kind::Proxy => &shared.workers.handles,
+            Kind::Admin => &here,
+        };
+        let (mut stops, mut tasks) = (Vec::new(), Vec::new());
+        for rt in runtimes {
+            let copy = match l.try_clone() {
+                Ok(c) => c,
+                Err(e) => {
+                    errlog::emit(
+                        Severity::Alert,
+                        format_args!("dup() of a listening socket failed ({e})"),
+                    );
+                    continue;
+                }
+            };
+            let (stop, stopped) = oneshot::channel();
+            let (shared, kind, configured) = (shared.clone(), self.kind, self.configured);
+            tasks.push(rt.spawn(async move {
+                match TcpListener::from_std(copy) {
+                    Ok(l) => accept_loop(shared, kind, configured, l, stopped).await,
+                    Err(e) => errlog::emit(Severity::Alert, format_args!("listen() failed ({e})")),
+                }
+            }));
+            stops.push(stop);
+        }
+        self.state = ListenerState::Accepting { stops, tasks };
     }
 
     /// Stop accepting; open connections finish their requests until
-    /// `deadline`. Returns the accept loop, done when they have.
-    fn stop(&mut self, deadline: Instant) -> Option<tokio::task::JoinHandle<()>> {
+    /// `deadline`. Returns the accept loops, done when they have.
+    fn stop(&mut self, deadline: Instant) -> Vec<tokio::task::JoinHandle<()>> {
         match std::mem::replace(&mut self.state, ListenerState::Stopped) {
-            ListenerState::Accepting { stop, task } => {
-                let _ = stop.send(deadline);
-                Some(task)
+            ListenerState::Accepting { stops, tasks } => {
+                for stop in stops {
+                    let _ = stop.send(deadline);
+                }
+                tasks
             }
-            _ => None,
+            _ => Vec::new(),
         }
     }
 }
@@ -384,7 +453,7 @@ impl Proxy {
             .listeners
             .iter_mut()
             .filter(|l| l.kind == Kind::Proxy)
-            .filter_map(|l| l.stop(deadline))
+            .flat_map(|l| l.stop(deadline))
             .collect();
         for t in proxies {
             let _ = t.await;
@@ -399,7 +468,7 @@ impl Proxy {
             );
         }
         for l in &mut self.listeners {
-            if let Some(t) = l.stop(Instant::now()) {
+            for t in l.stop(Instant::now()) {
                 let _ = t.await;
             }
         }
