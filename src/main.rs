@@ -101,6 +101,7 @@ fn serve(spec: config::Spec) -> anyhow::Result<()> {
         .build()
         .context("starting the tokio runtime")?;
     rt.block_on(async move {
+        runtime.start_backends();
         let proxy = Proxy::bind(runtime).await?;
         for a in proxy.local_addrs() {
             tracing::info!(target: "nginx::notice", "listening on {a}");

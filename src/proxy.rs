@@ -297,7 +297,7 @@ async fn handle(
     // Limits (nginx's preaccess phase).
     let now = shared.clock.now_ms();
     let mut key_buf = Vec::new();
-    let outcome = limiter::evaluate(&loc.limits, now, |i| {
+    let outcome = limiter::decide(&loc.limits, now, |i| {
         key_buf.clear();
         loc.keys[i].eval(&vars, None, &mut key_buf);
         if key_buf.is_empty() {
@@ -316,7 +316,8 @@ async fn handle(
             return None;
         }
         Some(key_buf.clone())
-    });
+    })
+    .await;
     let lrs = status_name(&outcome, loc.dry_run);
     let dry = if loc.dry_run { ", dry run" } else { "" };
     let level = Severity::from(loc.log_level);
@@ -374,6 +375,14 @@ async fn handle(
             );
             if !loc.dry_run {
                 return reject(loc, &vars, zone, None);
+            }
+        }
+        // Redis failed and on_error = "deny": already logged (rate-limited)
+        // and counted by the zone.
+        Outcome::Unavailable { limit } => {
+            if !loc.dry_run {
+                let zone = &loc.limits[limit].zone.name;
+                return reject_unavailable(loc, &vars, zone);
             }
         }
     }
@@ -450,6 +459,31 @@ fn reject(
             limit_req_status: "REJECTED",
             zone,
             detail,
+        },
+    ))
+}
+
+/// A rejection because the Redis zone could not decide (`on_error = "deny"`):
+/// `limit_req_status`, no `Retry-After` (there is no bucket to compute it from).
+fn reject_unavailable(
+    loc: &Location,
+    vars: &RequestVars,
+    zone: &str,
+) -> Result<Response<Body>, CloseConnection> {
+    if loc.status == 444 {
+        return Err(CloseConnection);
+    }
+    Ok(respond::error_response(
+        &loc.error_pages,
+        Some(vars),
+        &Made {
+            status: loc.status,
+            retry_after: None,
+            limit_req_status: "REJECTED",
+            zone,
+            detail: format!(
+                "The limit_req zone \"{zone}\" cannot decide (its Redis is unavailable)."
+            ),
         },
     ))
 }

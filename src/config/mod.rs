@@ -18,6 +18,7 @@ pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use values::{PathRule, ProxyPass};
 
 use crate::limiter::{Limit, Rate};
+pub use crate::limiter::{OnError, RedisConfig};
 use crate::vars::Template;
 use http::HeaderName;
 use std::collections::BTreeMap;
@@ -32,6 +33,26 @@ pub struct Spec {
     pub http: Level,
     pub zones: Vec<ZoneSpec>,
     pub servers: Vec<ServerSpec>,
+    /// `[redis]`, for zones with `backend = "redis"`.
+    pub redis: Option<RedisConfig>,
+}
+
+/// Where a zone keeps its states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// In this process (the default).
+    Memory,
+    /// In Redis (`[redis]`), shared by every instance using it.
+    Redis,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Redis => "redis",
+        }
+    }
 }
 
 /// `[zones.NAME]`: nginx's `limit_req_zone KEY zone=NAME:SIZE rate=RATE`.
@@ -41,6 +62,7 @@ pub struct ZoneSpec {
     /// Bytes.
     pub size: u64,
     pub rate: Rate,
+    pub backend: Backend,
 }
 
 /// One `limit_req` table: a zone (index into [`Spec::zones`]) and its burst

@@ -187,11 +187,13 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     }
     let doc = doc.get_ref();
 
-    let mut allowed: Vec<&str> = vec!["zones", "servers", "client_header_timeout"];
+    let mut allowed: Vec<&str> = vec!["zones", "servers", "client_header_timeout", "redis"];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(doc, &allowed, "the top level");
 
-    let zones = parse_zones(&mut cx, get(doc, "zones"));
+    let redis_val = get(doc, "redis");
+    let redis = redis_val.and_then(|v| parse_redis(&mut cx, v));
+    let zones = parse_zones(&mut cx, get(doc, "zones"), redis_val.is_some());
     let http = parse_level(&mut cx, doc, &zones, Where::Http);
 
     let mut servers = Vec::new();
@@ -238,10 +240,79 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
         http,
         zones: zones.into_iter().map(|(z, _)| z).collect(),
         servers,
+        redis,
     })
 }
 
-fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
+/// `[redis]`: where zones with `backend = "redis"` keep their states.
+fn parse_redis(cx: &mut Cx, v: &Val) -> Option<RedisConfig> {
+    let t = cx.table(v, "redis")?;
+    cx.check_keys(t, &["url", "timeout", "on_error", "prefix"], "[redis]");
+    let url = match get(t, "url") {
+        None => {
+            cx.err(
+                v.span(),
+                "[redis] must have a \"url\" (e.g. \"redis://127.0.0.1:6379\")",
+            );
+            None
+        }
+        Some(u) => cx.str(u, "url").and_then(|s| {
+            crate::limiter::redis::check_url(s)
+                .map_err(|e| cx.err(u.span(), e))
+                .ok()
+                .map(|()| s.to_string())
+        }),
+    };
+    let timeout = match get(t, "timeout") {
+        None => Some(RedisConfig::DEFAULT_TIMEOUT),
+        Some(tv) => cx.duration(tv, "timeout").and_then(|d| {
+            if d.is_zero() {
+                cx.err(tv.span(), "\"timeout\" must be at least 1ms");
+                None
+            } else {
+                Some(d)
+            }
+        }),
+    };
+    let on_error = match get(t, "on_error") {
+        None => Some(OnError::Allow),
+        Some(ov) => {
+            cx.str(ov, "on_error")
+                .and_then(|s| match OnError::parse(s) {
+                    Some(o) => Some(o),
+                    None => {
+                        cx.err(
+                    ov.span(),
+                    format!("invalid on_error \"{s}\" (expected \"allow\", \"deny\" or \"local\")"),
+                );
+                        None
+                    }
+                })
+        }
+    };
+    let prefix = match get(t, "prefix") {
+        None => Some(RedisConfig::DEFAULT_PREFIX.to_string()),
+        Some(pv) => cx.str(pv, "prefix").and_then(|s| {
+            if s.contains(['{', '}']) {
+                cx.err(
+                    pv.span(),
+                    format!("invalid prefix \"{s}\": \"{{\" and \"}}\" are reserved for the cluster hash tag"),
+                );
+                None
+            } else {
+                Some(s.to_string())
+            }
+        }),
+    };
+    Some(RedisConfig {
+        url: url?,
+        timeout: timeout?,
+        on_error: on_error?,
+        prefix: prefix?,
+    })
+}
+
+fn parse_zones(cx: &mut Cx, v: Option<&Val>, have_redis: bool) -> Vec<(ZoneSpec, Range<usize>)> {
     let mut out = Vec::new();
     let Some(v) = v else { return out };
     let Some(t) = cx.table(v, "zones") else {
@@ -252,7 +323,36 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
             continue;
         };
         let what = format!("[zones.{}]", name.get_ref());
-        cx.check_keys(zt, &["key", "size", "rate"], &what);
+        cx.check_keys(zt, &["key", "size", "rate", "backend"], &what);
+        let backend = match get(zt, "backend") {
+            None => Some(Backend::Memory),
+            Some(bv) => match cx.str(bv, "backend") {
+                Some("memory") => Some(Backend::Memory),
+                Some("redis") if !have_redis => {
+                    cx.err(
+                        bv.span(),
+                        format!("zone \"{}\" has backend = \"redis\" but there is no [redis] table (add [redis] with url = \"redis://HOST:PORT\")", name.get_ref()),
+                    );
+                    None
+                }
+                Some("redis") if name.get_ref().contains(['{', '}']) => {
+                    cx.err(
+                        name.span(),
+                        format!("zone \"{}\" cannot use backend = \"redis\": \"{{\" and \"}}\" in its name would break the cluster hash tag", name.get_ref()),
+                    );
+                    None
+                }
+                Some("redis") => Some(Backend::Redis),
+                Some(other) => {
+                    cx.err(
+                        bv.span(),
+                        format!("invalid backend \"{other}\" (expected \"memory\" or \"redis\")"),
+                    );
+                    None
+                }
+                None => None,
+            },
+        };
         let key = match get(zt, "key") {
             Some(k) => cx.template(k, "key", Context::Key),
             None => {
@@ -294,13 +394,14 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
             }),
             None => Rate::per_second(1),
         };
-        if let (Some(key), Some(size), Some(rate)) = (key, size, rate) {
+        if let (Some(key), Some(size), Some(rate), Some(backend)) = (key, size, rate, backend) {
             out.push((
                 ZoneSpec {
                     name: name.get_ref().to_string(),
                     key,
                     size,
                     rate,
+                    backend,
                 },
                 name.span(),
             ));
