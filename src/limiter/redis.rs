@@ -534,8 +534,13 @@ pub(super) async fn decide<K: AsRef<[u8]>>(
         return fallback(limits, now, keys, r.backend.config.on_error);
     }
 
-    // 1. Memory limits: look up and hold, up to the first that fails.
-    let mut held: Vec<Option<Held>> = vec![None; n];
+    // 1. Memory limits: look up and hold, up to the first that fails. The
+    //    guard releases them if this future is dropped while awaiting Redis
+    //    (the client went away), so a held state never stays pinned.
+    let mut holds = Holds {
+        limits,
+        held: vec![None; n],
+    };
     let mut mem_fail: Option<(usize, Lookup)> = None;
     for (i, l) in limits.iter().enumerate() {
         let (Store::Memory(m), Some(k)) = (&*l.zone.store, &keys[i]) else {
@@ -543,7 +548,7 @@ pub(super) async fn decide<K: AsRef<[u8]>>(
         };
         match m.lookup(k.as_ref(), now, l.zone.rate, l.burst, false) {
             Lookup::Held { held: h, excess: e } => {
-                held[i] = Some(h);
+                holds.held[i] = Some(h);
                 excess[i] = Some(e);
             }
             other => {
@@ -581,14 +586,6 @@ pub(super) async fn decide<K: AsRef<[u8]>>(
         }
     }
 
-    let release_all = |held: &[Option<Held>]| {
-        for (j, h) in held.iter().enumerate() {
-            if let (Some(h), Store::Memory(m)) = (h, &*limits[j].zone.store) {
-                m.release(*h);
-            }
-        }
-    };
-
     let deadline = groups
         .iter()
         .map(|g| Instant::now() + g.backend.config.timeout)
@@ -614,7 +611,7 @@ pub(super) async fn decide<K: AsRef<[u8]>>(
                 wait_ms,
             }) => {
                 g.backend.record_success();
-                release_all(&held);
+                holds.release_all();
                 return Outcome::Rejected {
                     limit: g.limits[index],
                     excess,
@@ -630,14 +627,14 @@ pub(super) async fn decide<K: AsRef<[u8]>>(
                         r.report(&e);
                     }
                 }
-                release_all(&held);
+                holds.release_all();
                 return fallback(limits, now, keys, g.backend.config.on_error);
             }
         }
     }
 
     if let Some((i, lookup)) = mem_fail {
-        release_all(&held);
+        holds.release_all();
         return match lookup {
             Lookup::Busy { excess, wait_ms } => Outcome::Rejected {
                 limit: i,
@@ -648,8 +645,14 @@ pub(super) async fn decide<K: AsRef<[u8]>>(
         };
     }
 
-    // 3. Accepted: charge the checked groups, newest first, then the held
-    //    memory limits (each store on its own clock).
+    // 3. Accepted: charge the held memory limits, then the checked Redis
+    //    groups, newest first (each store on its own clock; the order
+    //    between stores changes no outcome).
+    for j in (0..n).rev() {
+        if let (Some(h), Store::Memory(m)) = (holds.held[j].take(), &*limits[j].zone.store) {
+            excess[j] = Some(m.account(h, now, limits[j].zone.rate));
+        }
+    }
     for g in groups.iter().rev().skip(1) {
         let deadline = deadline.expect("a group exists");
         match g.backend.call(Mode::Account, &g.keys, now, deadline).await {
@@ -671,12 +674,29 @@ pub(super) async fn decide<K: AsRef<[u8]>>(
             }
         }
     }
-    for j in (0..n).rev() {
-        if let (Some(h), Store::Memory(m)) = (held[j], &*limits[j].zone.store) {
-            excess[j] = Some(m.account(h, now, limits[j].zone.rate));
+    accepted(limits, &excess)
+}
+
+/// Memory states held by an unfinished decision; released on drop.
+struct Holds<'a> {
+    limits: &'a LimitSet,
+    held: Vec<Option<Held>>,
+}
+
+impl Holds<'_> {
+    fn release_all(&mut self) {
+        for (j, h) in self.held.iter_mut().enumerate() {
+            if let (Some(h), Store::Memory(m)) = (h.take(), &*self.limits[j].zone.store) {
+                m.release(h);
+            }
         }
     }
-    accepted(limits, &excess)
+}
+
+impl Drop for Holds<'_> {
+    fn drop(&mut self) {
+        self.release_all();
+    }
 }
 
 /// nginx's delay over accepted limits: start from the last limit (excess 0
@@ -771,6 +791,34 @@ mod tests {
             key_slot(&z.redis_key(&[127, 0, 0, 1])),
             key_slot(b"7f000001")
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_are_counted_and_logged_once_a_second() {
+        let b = RedisBackend::new(RedisConfig {
+            url: "redis://127.0.0.1:1".into(),
+            timeout: RedisConfig::DEFAULT_TIMEOUT,
+            on_error: OnError::Local,
+            prefix: "sluice".into(),
+        })
+        .unwrap();
+        let z = RedisZone::new(b, "z", 1 << 20);
+        let e = CallError::Timeout(Duration::from_millis(50));
+        let logged = |z: &RedisZone| z.stats.last_logged.load(Ordering::Relaxed);
+        for _ in 0..5 {
+            z.report(&e);
+        }
+        assert_eq!(z.stats.errors.load(Ordering::Relaxed), 5);
+        assert_eq!(z.stats.suppressed.load(Ordering::Relaxed), 4);
+        let first = logged(&z);
+        tokio::time::advance(Duration::from_millis(999)).await;
+        z.report(&e);
+        assert_eq!(logged(&z), first, "still within the second");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        z.report(&e);
+        assert_eq!(logged(&z), first + 1, "a line in the next second");
+        assert_eq!(z.stats.suppressed.load(Ordering::Relaxed), 0);
+        assert_eq!(z.stats.errors.load(Ordering::Relaxed), 7);
     }
 
     #[test]
