@@ -224,6 +224,7 @@ async fn cost(url: &str, n: usize, tasks: usize) {
         timeout: Duration::from_secs(5),
         on_error: OnError::Deny,
         prefix: format!("cost{}", std::process::id()),
+        ..Default::default()
     })
     .expect("redis url");
     let mem = Arc::new(vec![Limit {

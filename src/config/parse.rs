@@ -192,7 +192,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     cx.check_keys(doc, &allowed, "the top level");
 
     let redis_val = get(doc, "redis");
-    let redis = redis_val.and_then(|v| parse_redis(&mut cx, v));
+    let redis = redis_val.and_then(|v| parse_redis(&mut cx, v, file));
     let zones = parse_zones(&mut cx, get(doc, "zones"), redis_val.is_some());
     let http = parse_level(&mut cx, doc, &zones, Where::Http);
 
@@ -245,9 +245,15 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
 }
 
 /// `[redis]`: where zones with `backend = "redis"` keep their states.
-fn parse_redis(cx: &mut Cx, v: &Val) -> Option<RedisConfig> {
+fn parse_redis(cx: &mut Cx, v: &Val, file: &str) -> Option<RedisConfig> {
     let t = cx.table(v, "redis")?;
-    cx.check_keys(t, &["url", "timeout", "on_error", "prefix"], "[redis]");
+    cx.check_keys(
+        t,
+        &[
+            "url", "timeout", "on_error", "prefix", "tls_ca", "tls_cert", "tls_key",
+        ],
+        "[redis]",
+    );
     let url = match get(t, "url") {
         None => {
             cx.err(
@@ -304,11 +310,52 @@ fn parse_redis(cx: &mut Cx, v: &Val) -> Option<RedisConfig> {
             }
         }),
     };
+    // TLS files: relative to the configuration file, read now so that a
+    // missing one is reported here.
+    let tls = |cx: &mut Cx, key: &str| -> Result<Option<std::path::PathBuf>, ()> {
+        let Some(fv) = get(t, key) else {
+            return Ok(None);
+        };
+        let s = cx.str(fv, key).ok_or(())?;
+        let base = std::path::Path::new(file)
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        let path = base.join(s);
+        if let Err(e) = std::fs::read(&path) {
+            cx.err(
+                fv.span(),
+                format!("\"{key}\": cannot read \"{}\": {e}", path.display()),
+            );
+            return Err(());
+        }
+        match &url {
+            Some(u) if !u.starts_with("rediss://") => {
+                cx.err(fv.span(), format!("\"{key}\" needs a rediss:// url"));
+                Err(())
+            }
+            _ => Ok(Some(path)),
+        }
+    };
+    let tls_ca = tls(cx, "tls_ca");
+    let tls_cert = tls(cx, "tls_cert");
+    let tls_key = tls(cx, "tls_key");
+    if let (Ok(c), Ok(k)) = (&tls_cert, &tls_key) {
+        if c.is_some() != k.is_some() {
+            cx.err(
+                v.span(),
+                "[redis] needs both \"tls_cert\" and \"tls_key\" (mutual TLS) or neither",
+            );
+            return None;
+        }
+    }
     Some(RedisConfig {
         url: url?,
         timeout: timeout?,
         on_error: on_error?,
         prefix: prefix?,
+        tls_ca: tls_ca.ok()?,
+        tls_cert: tls_cert.ok()?,
+        tls_key: tls_key.ok()?,
     })
 }
 

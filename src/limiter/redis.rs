@@ -39,6 +39,7 @@ use super::{Limit, LimitSet, Outcome, Store, bucket, evaluate};
 use crate::errlog::{self, Severity};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -52,9 +53,10 @@ pub const SCRIPT: &str = include_str!("limit_req.lua");
 pub const BREAKER: Duration = Duration::from_millis(500);
 
 /// What a decision does when Redis fails or is slower than `timeout`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnError {
     /// Skip the Redis limits (fail open).
+    #[default]
     Allow,
     /// Reject with `limit_req_status` (fail closed).
     Deny,
@@ -82,15 +84,21 @@ impl OnError {
 }
 
 /// `[redis]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]`.
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
     pub url: String,
     /// The most a decision waits for Redis.
     pub timeout: Duration,
     pub on_error: OnError,
     /// The first part of every key.
     pub prefix: String,
+    /// `rediss://` only: PEM CA certificate(s) to trust instead of the
+    /// system's roots.
+    pub tls_ca: Option<PathBuf>,
+    /// `rediss://` only: PEM client certificate and key (mutual TLS).
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 impl RedisConfig {
@@ -100,20 +108,49 @@ impl RedisConfig {
 
 /// Check a `[redis] url`; the message is for the configuration error.
 pub fn check_url(url: &str) -> Result<(), String> {
-    if url.starts_with("rediss://") {
+    if !url.starts_with("redis://") && !url.starts_with("rediss://") {
         return Err(format!(
-            "\"{url}\": rediss:// (TLS) is not supported by this build of sluice; \
-             use redis:// (for example through a local TLS tunnel such as stunnel)"
+            "invalid redis url \"{url}\" (expected \"redis://HOST:PORT[/DB]\" or \"rediss://HOST:PORT[/DB]\")"
         ));
     }
-    if !url.starts_with("redis://") {
-        return Err(format!(
-            "invalid redis url \"{url}\" (expected \"redis://HOST:PORT[/DB]\")"
-        ));
-    }
+    install_tls_provider();
     redis::Client::open(url)
         .map(|_| ())
         .map_err(|e| format!("invalid redis url \"{url}\": {e}"))
+}
+
+/// rustls needs one process-wide crypto provider: ring (the only one built).
+fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The client for `config`: plain, TLS with the system's roots, or TLS with
+/// the configured CA and client certificate.
+fn client(config: &RedisConfig) -> Result<redis::Client, String> {
+    let url = config.url.as_str();
+    let invalid = |e: redis::RedisError| format!("invalid redis url \"{url}\": {e}");
+    if config.tls_ca.is_none() && config.tls_cert.is_none() {
+        return redis::Client::open(url).map_err(invalid);
+    }
+    let read =
+        |p: &PathBuf| std::fs::read(p).map_err(|e| format!("cannot read \"{}\": {e}", p.display()));
+    let root_cert = config.tls_ca.as_ref().map(read).transpose()?;
+    let client_tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
+            client_cert: read(c)?,
+            client_key: read(k)?,
+        }),
+        (None, None) => None,
+        _ => return Err("tls_cert and tls_key go together".into()),
+    };
+    redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        },
+    )
+    .map_err(|e| format!("[redis] TLS settings: {e}"))
 }
 
 /// Where the script takes `now` from.
@@ -210,8 +247,7 @@ impl RedisBackend {
         time: TimeSource,
     ) -> Result<Arc<RedisBackend>, String> {
         check_url(&config.url)?;
-        let client = redis::Client::open(config.url.as_str())
-            .map_err(|e| format!("invalid redis url \"{}\": {e}", config.url))?;
+        let client = client(&config)?;
         Ok(Arc::new(RedisBackend {
             config,
             client,
@@ -779,6 +815,7 @@ mod tests {
             timeout: RedisConfig::DEFAULT_TIMEOUT,
             on_error: OnError::Allow,
             prefix: "sluice".into(),
+            ..Default::default()
         })
         .unwrap();
         let z = RedisZone::new(b, "z_a", 1 << 20);
@@ -800,6 +837,7 @@ mod tests {
             timeout: RedisConfig::DEFAULT_TIMEOUT,
             on_error: OnError::Local,
             prefix: "sluice".into(),
+            ..Default::default()
         })
         .unwrap();
         let z = RedisZone::new(b, "z", 1 << 20);
@@ -825,7 +863,7 @@ mod tests {
     fn urls() {
         assert!(check_url("redis://127.0.0.1:6379").is_ok());
         assert!(check_url("redis://:pw@127.0.0.1:6379/2").is_ok());
-        assert!(check_url("rediss://h:6380").unwrap_err().contains("TLS"));
+        assert!(check_url("rediss://h:6380").is_ok());
         assert!(check_url("http://h").is_err());
         assert_eq!(
             redact("redis://u:secret@h:1/0"),

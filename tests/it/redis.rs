@@ -18,7 +18,7 @@ use sluice::limiter::{
 };
 use std::sync::Arc;
 use std::time::Duration;
-use support::{RedisServer, Sluice, get, get_async, poll};
+use support::{RedisServer, Sluice, TlsFiles, get, get_async, poll};
 
 const T0: u64 = 1_000_000_000;
 const NODELAY: u64 = Limit::NODELAY;
@@ -229,6 +229,7 @@ fn backend(url: &str, time: TimeSource, prefix: &str, on_error: OnError) -> Arc<
             timeout: Duration::from_secs(5),
             on_error,
             prefix: prefix.to_string(),
+            ..Default::default()
         },
         time,
     )
@@ -633,6 +634,9 @@ fn outage(policy: &str) {
     let mut s = Sluice::start(&policy_config(&redis.url(), policy));
     assert_eq!(twice(&s, "before"), (200, 429));
     assert!(key_in_redis(&redis, "before"));
+    // Retry-After from the Redis bucket: 1r/m leaks one request in 62.5 s.
+    let r = get(s.addr, "/", &[("X-Key", "before")]);
+    assert_eq!((r.status, r.header("retry-after")), (429, Some("63")));
 
     redis.kill();
     let during = match policy {
@@ -730,6 +734,72 @@ fn starts_while_redis_is_down_and_connects_later() {
     });
 }
 
+// === TLS ===
+
+fn tls_config(port: u16, certs: &TlsFiles, with_ca: bool) -> String {
+    let p = |f: &str| certs.dir.path().join(f).display().to_string();
+    let ca = if with_ca {
+        format!("tls_ca = \"{}\"", p("ca.crt"))
+    } else {
+        String::new()
+    };
+    format!(
+        r#"
+limit_req_status = 429
+
+[redis]
+url      = "rediss://127.0.0.1:{port}"
+timeout  = "300ms"
+on_error = "deny"
+prefix   = "t"
+{ca}
+tls_cert = "{cert}"
+tls_key  = "{key}"
+
+[zones.z]
+key     = "$http_x_key"
+size    = "1m"
+rate    = "1r/m"
+backend = "redis"
+
+[[servers]]
+listen = "127.0.0.1:{{PORT}}"
+
+[[servers.locations]]
+path      = "/"
+limit_req = {{ zone = "z" }}
+return    = {{ status = 200, body = "ok\n" }}
+"#,
+        cert = p("client.crt"),
+        key = p("client.key"),
+    )
+}
+
+#[test]
+fn rediss_with_a_private_ca_and_a_client_certificate() {
+    let certs = TlsFiles::generate();
+    let tls_port = support::free_port();
+    let redis = RedisServer::start_tls(&certs, tls_port);
+    let s = Sluice::start(&tls_config(tls_port, &certs, true));
+    assert_eq!(twice(&s, "tls"), (200, 429));
+    assert!(key_in_redis(&redis, "tls"), "the state is in Redis");
+
+    // Without the CA, the server's certificate is not trusted: no decision
+    // from Redis, on_error = "deny" answers.
+    let s = Sluice::start(&tls_config(tls_port, &certs, false));
+    assert_eq!(twice(&s, "untrusted"), (429, 429));
+    assert!(!key_in_redis(&redis, "untrusted"));
+    poll(
+        "the TLS failure in the log",
+        Duration::from_secs(10),
+        || {
+            s.log()
+                .contains("redis error in limit_req zone")
+                .then_some(())
+        },
+    );
+}
+
 // === configuration ===
 
 fn config_errors(text: &str) -> Vec<String> {
@@ -808,7 +878,7 @@ backend = "etcd"
 
     let text = format!(
         r#"[redis]
-url = "rediss://h:6380"
+url = "http://h:6380"
 timeout = "0ms"
 on_error = "maybe"
 prefix = "a{{b}}"
@@ -818,7 +888,7 @@ bogus = 1
     let e = config_errors(&text);
     assert_eq!(e.len(), 5, "{e:#?}");
     assert!(
-        e[0].starts_with("t.toml:2:7: \"rediss://h:6380\": rediss:// (TLS) is not supported"),
+        e[0].starts_with("t.toml:2:7: invalid redis url \"http://h:6380\""),
         "{e:?}"
     );
     assert_eq!(e[1], "t.toml:3:11: \"timeout\" must be at least 1ms");
@@ -832,6 +902,25 @@ bogus = 1
     );
     assert!(
         e[4].starts_with("t.toml:6:1: unknown key \"bogus\" in [redis]"),
+        "{e:?}"
+    );
+
+    let e = config_errors(&format!(
+        "[redis]\nurl = \"redis://h:1\"\ntls_ca = \"/nonexistent/ca.pem\"\n{SERVER}"
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("t.toml:3:10: \"tls_ca\": cannot read \"/nonexistent/ca.pem\""),
+        "{e:?}"
+    );
+    let ca = tempfile::NamedTempFile::new().unwrap();
+    let e = config_errors(&format!(
+        "[redis]\nurl = \"redis://h:1\"\ntls_ca = \"{}\"\n{SERVER}",
+        ca.path().display()
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("t.toml:3:10: \"tls_ca\" needs a rediss:// url"),
         "{e:?}"
     );
 

@@ -34,6 +34,8 @@ pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) ->
 /// A `redis-server` of our own, killed on drop.
 pub struct RedisServer {
     pub port: u16,
+    /// Extra arguments (TLS).
+    args: Vec<String>,
     child: Option<Child>,
     dir: tempfile::TempDir,
 }
@@ -46,6 +48,7 @@ impl RedisServer {
         for _ in 0..5 {
             let mut s = RedisServer {
                 port: free_port(),
+                args: Vec::new(),
                 child: None,
                 dir: tempfile::tempdir().expect("temp dir"),
             };
@@ -61,10 +64,39 @@ impl RedisServer {
     pub fn start_on(port: u16) -> RedisServer {
         let mut s = RedisServer {
             port,
+            args: Vec::new(),
             child: None,
             dir: tempfile::tempdir().expect("temp dir"),
         };
         poll("redis-server on its port", Duration::from_secs(10), || {
+            s.spawn().ok()
+        });
+        s
+    }
+
+    /// A server that also listens with TLS on `tls_port`, requiring client
+    /// certificates signed by `certs`' CA (the plain port stays for the
+    /// test's own checks).
+    pub fn start_tls(certs: &TlsFiles, tls_port: u16) -> RedisServer {
+        let p = |f: &str| certs.dir.path().join(f).display().to_string();
+        let mut s = RedisServer {
+            port: free_port(),
+            args: vec![
+                "--tls-port".into(),
+                tls_port.to_string(),
+                "--tls-cert-file".into(),
+                p("server.crt"),
+                "--tls-key-file".into(),
+                p("server.key"),
+                "--tls-ca-cert-file".into(),
+                p("ca.crt"),
+                "--tls-auth-clients".into(),
+                "yes".into(),
+            ],
+            child: None,
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        poll("redis-server with TLS", Duration::from_secs(10), || {
             s.spawn().ok()
         });
         s
@@ -80,6 +112,7 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--dir", &self.dir.path().display().to_string()])
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn();
@@ -299,5 +332,100 @@ fn parse(buf: &[u8], took: Duration) -> Reply {
         status,
         headers,
         took,
+    }
+}
+
+/// A throw-away CA, a server certificate for 127.0.0.1 and a client
+/// certificate, made with the `openssl` command.
+pub struct TlsFiles {
+    pub dir: tempfile::TempDir,
+}
+
+impl TlsFiles {
+    pub fn generate() -> TlsFiles {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap_or_else(|e| {
+                    panic!("cannot run openssl ({e}): it makes the TLS test's certificates")
+                });
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        run(&[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=sluice test CA",
+            ],
+        ]
+        .concat());
+        std::fs::write(
+            dir.path().join("server.ext"),
+            "subjectAltName=IP:127.0.0.1\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("client.ext"),
+            "extendedKeyUsage=clientAuth\n",
+        )
+        .unwrap();
+        for who in ["server", "client"] {
+            let key = format!("{who}.key");
+            let csr = format!("{who}.csr");
+            let crt = format!("{who}.crt");
+            let ext = format!("{who}.ext");
+            run(&[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    &key,
+                    "-out",
+                    &csr,
+                    "-subj",
+                    &format!("/CN={who}"),
+                ],
+            ]
+            .concat());
+            run(&[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ]);
+        }
+        TlsFiles { dir }
     }
 }
