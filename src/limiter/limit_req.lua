@@ -25,6 +25,11 @@
 -- every product below stays under 2^53 and divisions go through idiv, so
 -- the results are exact integers.
 
+-- Redis 3.2-4 replicate scripts verbatim unless told otherwise, and refuse
+-- writes after TIME; from Redis 5 effects replication is the default (7: the
+-- only mode, and this call a no-op).
+if redis.replicate_commands then redis.replicate_commands() end
+
 local mode = ARGV[1]
 local now
 if ARGV[2] == '' then
