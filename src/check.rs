@@ -20,12 +20,28 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     for z in &spec.zones {
         let _ = writeln!(
             s,
-            "  {:<16} key {:<24} size {:>8} B ({} states)  rate {}",
+            "  {:<16} key {:<24} size {:>8} B ({} states)  rate {}{}",
             z.name,
             z.key.source(),
             z.size,
             z.size / crate::limiter::memory::BYTES_PER_STATE,
-            rate_text(z.rate.milli())
+            rate_text(z.rate.milli()),
+            match z.backend {
+                crate::config::Backend::Memory => "",
+                crate::config::Backend::Redis => "  backend redis",
+            }
+        );
+    }
+    if let Some(r) = &spec.redis {
+        let _ = writeln!(
+            s,
+            "redis: {} timeout {} ms, on_error {}, prefix \"{}\"",
+            r.url
+                .split_once('@')
+                .map_or(r.url.clone(), |(_, h)| format!("redis://***@{h}")),
+            r.timeout.as_millis(),
+            r.on_error.as_str(),
+            r.prefix
         );
     }
     for srv in &spec.servers {

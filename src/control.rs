@@ -36,6 +36,8 @@ pub enum RunError {
 /// SIGHUP (and file changes with `watch = true`).
 pub async fn run(config: PathBuf, runtime: Runtime) -> Result<(), RunError> {
     let pid_path = runtime.ops.pid_file.clone();
+    // Redis connects in the background: sluice serves while it is down.
+    runtime.start_backends();
     let proxy = Proxy::bind(runtime).await.map_err(RunError::Bind)?;
     let _pid = match pid_path {
         Some(p) => Some(PidFile::create(p)?),

@@ -184,7 +184,7 @@ enum ListenerState {
     Bound(std::net::TcpListener),
     /// Accepting, one loop per worker; send the drain deadline to stop.
     Accepting {
-        stops: Vec<oneshot::Sender<Instant>>,
+        stops: Vec<oneshot::Sender<StopAccepting>>,
         tasks: Vec<tokio::task::JoinHandle<()>>,
     },
     Stopped,
@@ -240,13 +240,28 @@ impl Listener {
         self.state = ListenerState::Accepting { stops, tasks };
     }
 
-    /// Stop accepting; open connections finish their requests until
-    /// `deadline`. Returns the accept loops, done when they have.
-    fn stop(&mut self, deadline: Instant) -> Vec<tokio::task::JoinHandle<()>> {
+    /// Stop accepting, and return once every copy of the socket is closed
+    /// (a new connection is then refused); open connections finish their
+    /// requests until `deadline`. Returns the accept loops, done when they
+    /// have.
+    async fn stop(&mut self, deadline: Instant) -> Vec<tokio::task::JoinHandle<()>> {
         match std::mem::replace(&mut self.state, ListenerState::Stopped) {
             ListenerState::Accepting { stops, tasks } => {
+                let mut closed = Vec::new();
                 for stop in stops {
-                    let _ = stop.send(deadline);
+                    let (tx, rx) = oneshot::channel();
+                    if stop
+                        .send(StopAccepting {
+                            deadline,
+                            closed: tx,
+                        })
+                        .is_ok()
+                    {
+                        closed.push(rx);
+                    }
+                }
+                for c in closed {
+                    let _ = c.await;
                 }
                 tasks
             }
@@ -427,7 +442,7 @@ impl Proxy {
                 format_args!("stopped listening on {}", l.local),
             );
             // Its connections drain in the background.
-            drop(l.stop(drain));
+            drop(l.stop(drain).await);
         }
         errlog::emit(Severity::Notice, format_args!("{summary}"));
         Ok(())
@@ -449,12 +464,10 @@ impl Proxy {
                 timeout.as_millis()
             ),
         );
-        let proxies: Vec<_> = self
-            .listeners
-            .iter_mut()
-            .filter(|l| l.kind == Kind::Proxy)
-            .flat_map(|l| l.stop(deadline))
-            .collect();
+        let mut proxies = Vec::new();
+        for l in self.listeners.iter_mut().filter(|l| l.kind == Kind::Proxy) {
+            proxies.extend(l.stop(deadline).await);
+        }
         for t in proxies {
             let _ = t.await;
         }
@@ -468,7 +481,7 @@ impl Proxy {
             );
         }
         for l in &mut self.listeners {
-            for t in l.stop(Instant::now()) {
+            for t in l.stop(Instant::now()).await {
                 let _ = t.await;
             }
         }
@@ -505,12 +518,15 @@ async fn accept_loop(
     kind: Kind,
     configured: SocketAddr,
     listener: TcpListener,
-    mut stop: oneshot::Receiver<Instant>,
+    mut stop: oneshot::Receiver<StopAccepting>,
 ) {
     let graceful = GracefulShutdown::new();
-    let deadline = loop {
+    let (deadline, closed) = loop {
         let (stream, remote) = tokio::select! {
-            d = &mut stop => break d.unwrap_or_else(|_| Instant::now()),
+            d = &mut stop => break match d {
+                Ok(s) => (s.deadline, Some(s.closed)),
+                Err(_) => (Instant::now(), None),
+            },
             accepted = listener.accept() => match accepted {
                 Ok(x) => x,
                 Err(e) => {
@@ -527,7 +543,17 @@ async fn accept_loop(
         }
     };
     drop(listener);
+    if let Some(closed) = closed {
+        let _ = closed.send(());
+    }
     let _ = tokio::time::timeout_at(deadline, graceful.shutdown()).await;
+}
+
+/// Tells an accept loop to close its socket (and say so), then drain its
+/// connections until `deadline`.
+struct StopAccepting {
+    deadline: Instant,
+    closed: oneshot::Sender<()>,
 }
 
 /// One client connection of a server: nginx's timeouts around hyper's
@@ -815,7 +841,7 @@ async fn handle(
     // Limits (nginx's preaccess phase).
     let now = shared.clock.now_ms();
     let mut key_buf = Vec::new();
-    let outcome = limiter::evaluate(&loc.limits, now, |i| {
+    let outcome = limiter::decide(&loc.limits, now, |i| {
         let zone = &loc.zones[i];
         let ip = zone.client(vars.remote.ip())?;
         key_buf.clear();
@@ -845,14 +871,16 @@ async fn handle(
             return None;
         }
         Some(key_buf.clone())
-    });
+    })
+    .await;
     let lrs = status_name(&outcome, loc.dry_run);
     let dry = if loc.dry_run { ", dry run" } else { "" };
     let zone: &str = match outcome {
         Outcome::Unlimited => "",
         Outcome::Accepted { limit, .. }
         | Outcome::Rejected { limit, .. }
-        | Outcome::NoMemory { limit } => &loc.limits[limit].zone.name,
+        | Outcome::NoMemory { limit }
+        | Outcome::Unavailable { limit } => &loc.limits[limit].zone.name,
     };
     shared.metrics.record(zone, lrs);
     match outcome {
@@ -916,6 +944,13 @@ async fn handle(
             );
             if !loc.dry_run {
                 return finish(reject(loc, &vars, limit, None), record, lrs, zone);
+            }
+        }
+        // Redis failed and on_error = "deny": already logged (rate-limited)
+        // and counted by the zone.
+        Outcome::Unavailable { .. } => {
+            if !loc.dry_run {
+                return finish(reject_unavailable(loc, &vars, zone), record, lrs, zone);
             }
         }
     }
@@ -1046,8 +1081,34 @@ fn quota_state(loc: &Location, outcome: &Outcome) -> Option<respond::QuotaState>
             remaining: 0,
             reset: retry_after_secs(wait_ms),
         }),
-        Outcome::Unlimited | Outcome::NoMemory { .. } => None,
+        Outcome::Unlimited | Outcome::NoMemory { .. } | Outcome::Unavailable { .. } => None,
     }
+}
+
+/// A rejection because the Redis zone could not decide (`on_error = "deny"`):
+/// `limit_req_status`, no `Retry-After` (there is no bucket to compute it from).
+fn reject_unavailable(
+    loc: &Location,
+    vars: &RequestVars,
+    zone: &str,
+) -> Result<Response<Body>, CloseConnection> {
+    if loc.status == 444 {
+        return Err(CloseConnection);
+    }
+    Ok(respond::error_response(
+        &loc.error_pages,
+        Some(vars),
+        &Made {
+            status: loc.status,
+            retry_after: None,
+            limit_req_status: "REJECTED",
+            zone,
+            detail: format!(
+                "The limit_req zone \"{zone}\" cannot decide (its Redis is unavailable)."
+            ),
+            violated: None,
+        },
+    ))
 }
 
 fn request_vars<'a>(

@@ -4,10 +4,10 @@
 
 use crate::accesslog::{self, AccessLog, Sinks};
 use crate::config::{
-    ErrorPages, LocationSpec, LogEscape, LogLevel, OpsSpec, PathRule, ProxyPass, RateLimitHeaders,
-    ReturnSpec, Spec,
+    Backend, ErrorPages, LocationSpec, LogEscape, LogLevel, OpsSpec, PathRule, ProxyPass,
+    RateLimitHeaders, ReturnSpec, Spec,
 };
-use crate::limiter::{Limit, MemoryZone, Store, ZoneRef};
+use crate::limiter::{Limit, MemoryZone, RedisBackend, RedisZone, Store, ZoneRef};
 use crate::vars::{Context, Template};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -68,6 +68,8 @@ pub struct Runtime {
     pub sinks: Sinks,
     /// Process-level settings (pid file, watch, admin listener, …).
     pub ops: OpsSpec,
+    /// The `[redis]` backend, when a zone uses it.
+    pub redis: Option<Arc<RedisBackend>>,
 }
 
 impl Runtime {
@@ -172,6 +174,8 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+    #[error("[redis]: {0}")]
+    Redis(String),
 }
 
 impl Runtime {
@@ -179,9 +183,26 @@ impl Runtime {
     /// unchanged keep their states (a new rate applies to them at once), as
     /// nginx does on reload.
     pub fn build(spec: Spec, previous: Option<&Runtime>) -> Result<Runtime, BuildError> {
+        // One backend for every Redis zone; kept across a reload that does
+        // not change `[redis]` (so is its connection).
+        let redis = match &spec.redis {
+            Some(cfg) if spec.zones.iter().any(|z| z.backend == Backend::Redis) => {
+                match previous.and_then(|p| p.redis.as_ref()) {
+                    Some(old) if old.config() == cfg => Some(old.clone()),
+                    _ => Some(RedisBackend::new(cfg.clone()).map_err(BuildError::Redis)?),
+                }
+            }
+            _ => None,
+        };
         let mut zones = Vec::new();
         for z in spec.zones {
             let old = previous.and_then(|p| p.zones.iter().find(|o| *o.name() == *z.name));
+            // A zone keeps its states if it stays in the same place.
+            let same_place = |o: &Zone| match (&*o.limiter.store, z.backend, &redis) {
+                (Store::Memory(_), Backend::Memory, _) => true,
+                (Store::Redis(r), Backend::Redis, Some(b)) => Arc::ptr_eq(r.backend(), b),
+                _ => false,
+            };
             let store = match old {
                 Some(o) if o.size == z.size && o.key.source() != z.key.source() => {
                     return Err(BuildError::ZoneKeyChanged {
@@ -190,8 +211,19 @@ impl Runtime {
                         old: o.key.source().to_string(),
                     });
                 }
-                Some(o) if o.size == z.size => o.limiter.store.clone(),
-                _ => Arc::new(Store::Memory(MemoryZone::with_size(z.size))),
+                Some(o) if o.size == z.size && same_place(o) => o.limiter.store.clone(),
+                _ => match (z.backend, &redis) {
+                    (Backend::Redis, Some(b)) => {
+                        Arc::new(Store::Redis(RedisZone::new(b.clone(), &z.name, z.size)))
+                    }
+                    (Backend::Redis, None) => {
+                        return Err(BuildError::Redis(format!(
+                            "zone \"{}\" has backend = \"redis\" and there is no [redis]",
+                            z.name
+                        )));
+                    }
+                    (Backend::Memory, _) => Arc::new(Store::Memory(MemoryZone::with_size(z.size))),
+                },
             };
             zones.push(Arc::new(Zone {
                 key: z.key,
@@ -346,6 +378,15 @@ impl Runtime {
             servers,
             sinks,
             ops: spec.ops,
+            redis,
         })
+    }
+
+    /// Start connecting to Redis in the background (call inside the tokio
+    /// runtime). Never waits: sluice serves while Redis is down.
+    pub fn start_backends(&self) {
+        if let Some(b) = &self.redis {
+            b.connect_in_background();
+        }
     }
 }

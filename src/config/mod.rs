@@ -18,6 +18,7 @@ pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use values::{PathRule, ProxyPass};
 
 use crate::limiter::{Limit, Rate};
+pub use crate::limiter::{OnError, RedisConfig};
 use crate::vars::Template;
 use http::HeaderName;
 use std::collections::BTreeMap;
@@ -36,6 +37,8 @@ pub struct Spec {
     pub servers: Vec<ServerSpec>,
     /// Settings for running the process: pid file, reload, admin listener.
     pub ops: OpsSpec,
+    /// `[redis]`, for zones with `backend = "redis"`.
+    pub redis: Option<RedisConfig>,
 }
 
 /// Top-level settings about the process rather than requests.
@@ -69,6 +72,24 @@ pub enum LogEscape {
     None,
 }
 
+/// Where a zone keeps its states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// In this process (the default).
+    Memory,
+    /// In Redis (`[redis]`), shared by every instance using it.
+    Redis,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Memory => "memory",
+            Backend::Redis => "redis",
+        }
+    }
+}
+
 /// `[zones.NAME]`: nginx's `limit_req_zone KEY zone=NAME:SIZE rate=RATE`.
 pub struct ZoneSpec {
     pub name: String,
@@ -80,6 +101,7 @@ pub struct ZoneSpec {
     /// Bytes.
     pub size: u64,
     pub rate: Rate,
+    pub backend: Backend,
 }
 
 /// One `limit_req` table: a zone (index into [`Spec::zones`]) and its burst

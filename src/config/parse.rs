@@ -204,12 +204,15 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
         "error_log_level",
         "log_format_escape",
         "admin",
+        "redis",
     ];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(doc, &allowed, "the top level");
     let ops = parse_ops(&mut cx, doc);
 
-    let zones = parse_zones(&mut cx, get(doc, "zones"));
+    let redis_val = get(doc, "redis");
+    let redis = redis_val.and_then(|v| parse_redis(&mut cx, v, file));
+    let zones = parse_zones(&mut cx, get(doc, "zones"), redis_val.is_some());
     let log_format =
         get(doc, "log_format").and_then(|v| cx.template(v, "log_format", Context::Log));
     let http = parse_level(&mut cx, doc, &zones, Where::Http);
@@ -260,6 +263,7 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
         zones: zones.into_iter().map(|(z, _)| z).collect(),
         servers,
         ops,
+        redis,
     })
 }
 
@@ -325,7 +329,122 @@ fn parse_ops(cx: &mut Cx, doc: &DeTable) -> OpsSpec {
     ops
 }
 
-fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
+/// `[redis]`: where zones with `backend = "redis"` keep their states.
+fn parse_redis(cx: &mut Cx, v: &Val, file: &str) -> Option<RedisConfig> {
+    let t = cx.table(v, "redis")?;
+    cx.check_keys(
+        t,
+        &[
+            "url", "timeout", "on_error", "prefix", "tls_ca", "tls_cert", "tls_key",
+        ],
+        "[redis]",
+    );
+    let url = match get(t, "url") {
+        None => {
+            cx.err(
+                v.span(),
+                "[redis] must have a \"url\" (e.g. \"redis://127.0.0.1:6379\")",
+            );
+            None
+        }
+        Some(u) => cx.str(u, "url").and_then(|s| {
+            crate::limiter::redis::check_url(s)
+                .map_err(|e| cx.err(u.span(), e))
+                .ok()
+                .map(|()| s.to_string())
+        }),
+    };
+    let timeout = match get(t, "timeout") {
+        None => Some(RedisConfig::DEFAULT_TIMEOUT),
+        Some(tv) => cx.duration(tv, "timeout").and_then(|d| {
+            if d.is_zero() {
+                cx.err(tv.span(), "\"timeout\" must be at least 1ms");
+                None
+            } else {
+                Some(d)
+            }
+        }),
+    };
+    let on_error = match get(t, "on_error") {
+        None => Some(OnError::Allow),
+        Some(ov) => {
+            cx.str(ov, "on_error")
+                .and_then(|s| match OnError::parse(s) {
+                    Some(o) => Some(o),
+                    None => {
+                        cx.err(
+                    ov.span(),
+                    format!("invalid on_error \"{s}\" (expected \"allow\", \"deny\" or \"local\")"),
+                );
+                        None
+                    }
+                })
+        }
+    };
+    let prefix = match get(t, "prefix") {
+        None => Some(RedisConfig::DEFAULT_PREFIX.to_string()),
+        Some(pv) => cx.str(pv, "prefix").and_then(|s| {
+            if s.contains(['{', '}']) {
+                cx.err(
+                    pv.span(),
+                    format!("invalid prefix \"{s}\": \"{{\" and \"}}\" are reserved for the cluster hash tag"),
+                );
+                None
+            } else {
+                Some(s.to_string())
+            }
+        }),
+    };
+    // TLS files: relative to the configuration file, read now so that a
+    // missing one is reported here.
+    let tls = |cx: &mut Cx, key: &str| -> Result<Option<std::path::PathBuf>, ()> {
+        let Some(fv) = get(t, key) else {
+            return Ok(None);
+        };
+        let s = cx.str(fv, key).ok_or(())?;
+        let base = std::path::Path::new(file)
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        let path = base.join(s);
+        if let Err(e) = std::fs::read(&path) {
+            cx.err(
+                fv.span(),
+                format!("\"{key}\": cannot read \"{}\": {e}", path.display()),
+            );
+            return Err(());
+        }
+        match &url {
+            Some(u) if !u.starts_with("rediss://") => {
+                cx.err(fv.span(), format!("\"{key}\" needs a rediss:// url"));
+                Err(())
+            }
+            _ => Ok(Some(path)),
+        }
+    };
+    let tls_ca = tls(cx, "tls_ca");
+    let tls_cert = tls(cx, "tls_cert");
+    let tls_key = tls(cx, "tls_key");
+    if let (Ok(c), Ok(k)) = (&tls_cert, &tls_key) {
+        if c.is_some() != k.is_some() {
+            cx.err(
+                v.span(),
+                "[redis] needs both \"tls_cert\" and \"tls_key\" (mutual TLS) or neither",
+            );
+            return None;
+        }
+    }
+    Some(RedisConfig {
+        url: url?,
+        timeout: timeout?,
+        on_error: on_error?,
+        prefix: prefix?,
+        tls_ca: tls_ca.ok()?,
+        tls_cert: tls_cert.ok()?,
+        tls_key: tls_key.ok()?,
+    })
+}
+
+fn parse_zones(cx: &mut Cx, v: Option<&Val>, have_redis: bool) -> Vec<(ZoneSpec, Range<usize>)> {
     let mut out = Vec::new();
     let Some(v) = v else { return out };
     let Some(t) = cx.table(v, "zones") else {
@@ -336,7 +455,11 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
             continue;
         };
         let what = format!("[zones.{}]", name.get_ref());
-        cx.check_keys(zt, &["key", "size", "rate", "ipv6_prefix", "exempt"], &what);
+        cx.check_keys(
+            zt,
+            &["key", "size", "rate", "ipv6_prefix", "exempt", "backend"],
+            &what,
+        );
         let ipv6_prefix = get(zt, "ipv6_prefix").and_then(|v| match cx.int(v, "ipv6_prefix") {
             Some(n) if (1..=128).contains(&n) => Some(n as u8),
             Some(_) => {
@@ -367,6 +490,35 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
                 ),
             }
         }
+        let backend = match get(zt, "backend") {
+            None => Some(Backend::Memory),
+            Some(bv) => match cx.str(bv, "backend") {
+                Some("memory") => Some(Backend::Memory),
+                Some("redis") if !have_redis => {
+                    cx.err(
+                        bv.span(),
+                        format!("zone \"{}\" has backend = \"redis\" but there is no [redis] table (add [redis] with url = \"redis://HOST:PORT\")", name.get_ref()),
+                    );
+                    None
+                }
+                Some("redis") if name.get_ref().contains(['{', '}']) => {
+                    cx.err(
+                        name.span(),
+                        format!("zone \"{}\" cannot use backend = \"redis\": \"{{\" and \"}}\" in its name would break the cluster hash tag", name.get_ref()),
+                    );
+                    None
+                }
+                Some("redis") => Some(Backend::Redis),
+                Some(other) => {
+                    cx.err(
+                        bv.span(),
+                        format!("invalid backend \"{other}\" (expected \"memory\" or \"redis\")"),
+                    );
+                    None
+                }
+                None => None,
+            },
+        };
         let key = match get(zt, "key") {
             Some(k) => cx.template(k, "key", Context::Key),
             None => {
@@ -408,7 +560,7 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
             }),
             None => Rate::per_second(1),
         };
-        if let (Some(key), Some(size), Some(rate)) = (key, size, rate) {
+        if let (Some(key), Some(size), Some(rate), Some(backend)) = (key, size, rate, backend) {
             out.push((
                 ZoneSpec {
                     name: name.get_ref().to_string(),
@@ -417,6 +569,7 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>) -> Vec<(ZoneSpec, Range<usize>)> {
                     exempt,
                     size,
                     rate,
+                    backend,
                 },
                 name.span(),
             ));

@@ -3,12 +3,17 @@
 //! Layers, innermost first:
 //! - [`bucket`]: the leaky-bucket arithmetic, pure functions of `now`.
 //! - [`memory`]: a zone's per-key states with nginx's expiry and eviction.
+//! - [`redis`]: zones shared by several instances through Redis, the same
+//!   arithmetic in one Lua script per decision.
 //! - this module: [`Store`], the seam a zone's states live behind, and
 //!   [`evaluate`], nginx's handling of several `limit_req` lines in one
 //!   location (lookup order, which limit is charged when, maximum delay).
 //!
-//! No I/O and no clock here: the caller passes `now` in milliseconds. A
-//! rejection is an [`Outcome`], not an error.
+//! No clock here: the caller passes `now` in milliseconds (Redis zones use
+//! the Redis server's clock). A rejection is an [`Outcome`], not an error.
+//! [`evaluate`] is synchronous and serves locations whose zones are all in
+//! memory; [`decide`] is the async entry point that also awaits Redis zones,
+//! and goes straight to [`evaluate`] (no await) when none is involved.
 //!
 //! The store seam: a decision needs three operations on a zone — look a key
 //! up (charging it or holding it), account a held key, release a held key.
@@ -19,15 +24,20 @@
 
 pub mod bucket;
 pub mod memory;
+pub mod redis;
 
 pub use bucket::{Bucket, Rate};
 pub use memory::{Held, Locked, Lookup, MemoryZone};
+pub use redis::{OnError, RedisBackend, RedisConfig, RedisZone};
 
 use std::sync::Arc;
 
 /// Where a zone's states live.
 pub enum Store {
     Memory(MemoryZone),
+    /// In Redis; its synchronous operations below act on the zone's local
+    /// in-memory fallback (`on_error = "local"`).
+    Redis(RedisZone),
 }
 
 impl Store {
@@ -35,10 +45,16 @@ impl Store {
     pub fn memory(&self) -> &MemoryZone {
         match self {
             Store::Memory(m) => m,
+            Store::Redis(r) => r.local(),
         }
     }
 
-    /// States currently tracked.
+    pub fn is_redis(&self) -> bool {
+        matches!(self, Store::Redis(_))
+    }
+
+    /// States currently tracked in this instance's memory (for a Redis zone:
+    /// its local fallback).
     pub fn len(&self) -> usize {
         self.memory().len()
     }
@@ -115,6 +131,9 @@ pub enum Outcome {
     },
     /// The zone of `limit` could not store a new state.
     NoMemory { limit: usize },
+    /// The Redis zone of `limit` could not decide and `on_error = "deny"`:
+    /// rejected, nothing charged.
+    Unavailable { limit: usize },
 }
 
 /// The limits of one location, in configuration order.
@@ -256,6 +275,23 @@ pub fn evaluate<K: AsRef<[u8]>>(
         excess: best.2,
         tightest,
     }
+}
+
+/// nginx's decision for a request at `now`, for any mix of stores: the
+/// async form of [`evaluate`]. A location whose zones are all in memory is
+/// decided by [`evaluate`] directly, without awaiting anything; one with a
+/// Redis zone evaluates its keys first, then awaits Redis (see [`redis`]).
+pub async fn decide<K: AsRef<[u8]>>(
+    limits: &LimitSet,
+    now: u64,
+    mut key: impl FnMut(usize) -> Option<K>,
+) -> Outcome {
+    if !limits.iter().any(|l| l.zone.store.is_redis()) {
+        return evaluate(limits, now, key);
+    }
+    let keys: Vec<Option<K>> = (0..limits.len()).map(&mut key).collect();
+    drop(key);
+    redis::decide(limits, now, &keys).await
 }
 
 fn release(locks: &mut [Locked<'_>], held: &[Option<(usize, Held)>]) {

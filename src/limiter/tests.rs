@@ -134,7 +134,9 @@ fn a_millisecond_at_thirty_per_minute_leaks_nothing() {
     // The fraction lost when `last` moves: 500 milli-req/s over 1 ms is 0.
     let z = zone("z", Rate::per_minute(30).unwrap(), 100);
     let limits = [limit(&z, 5, Limit::NODELAY)];
-    let Store::Memory(m) = &*z.store;
+    let Store::Memory(m) = &*z.store else {
+        unreachable!()
+    };
     for i in 0..4 {
         run(&limits, "a", T0 + i);
     }
@@ -186,8 +188,12 @@ fn two_limits_observation() {
         );
     }
     // A rejection by z_a charged nothing anywhere.
-    let Store::Memory(a) = &*za.store;
-    let Store::Memory(b) = &*zb.store;
+    let Store::Memory(a) = &*za.store else {
+        unreachable!()
+    };
+    let Store::Memory(b) = &*zb.store else {
+        unreachable!()
+    };
     assert_eq!(a.peek(b"k").unwrap().excess, 3000);
     assert_eq!(b.peek(b"k").unwrap().excess, 3000);
 }
@@ -205,7 +211,9 @@ fn rejection_by_a_later_limit_charges_nothing() {
         evaluate(&limits, T0, |_| Some("k")),
         Outcome::Rejected { limit: 1, .. }
     ));
-    let Store::Memory(a) = &*za.store;
+    let Store::Memory(a) = &*za.store else {
+        unreachable!()
+    };
     // first request: held new node accounted from last = 0 → excess 0
     assert_eq!(a.peek(b"k").unwrap().excess, 0);
 }

@@ -123,7 +123,7 @@ fn memory() {
     for k in &keys {
         evaluate(&limits, 1_000_000_000, |_| Some(k));
     }
-    let Store::Memory(m) = &*limits[0].zone.store;
+    let m = limits[0].zone.store.memory();
     let sluice = (LIVE.load(Ordering::Relaxed) - before) as f64 / m.len() as f64;
     let states = m.len();
     drop(limits);

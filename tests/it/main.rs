@@ -5,3 +5,4 @@ mod client_contract;
 mod nginx_diff;
 mod ops;
 mod proxy;
+mod redis;
