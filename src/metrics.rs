@@ -1,45 +1,33 @@
 //! Prometheus metrics, served on the admin listener at `/metrics`.
 //!
 //! Counters are bumped on the request path by one small call each
-//! ([`Metrics::record`], [`Metrics::upstream_error`], …); per-zone gauges
-//! (states tracked, evictions) are read from the current configuration at
-//! scrape time. Labels are bounded by the configuration: zone names,
+//! ([`Metrics::response`], [`Metrics::upstream_error`], …); per-zone values
+//! (decisions, states tracked, evictions, Redis errors) live with the zones
+//! as plain atomics and are read from the current configuration at scrape
+//! time. Labels are bounded by the configuration: zone names,
 //! outcomes, error kinds, status codes — never a client key.
 
-use crate::limiter::Store;
+use crate::limiter::{DecisionCounts, Store};
 use crate::runtime::Runtime;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
+};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The `Content-Type` of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ZoneStatus {
-    zone: String,
-    status: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Kind {
     kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ZoneKind {
-    zone: String,
-    kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Code {
-    code: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -71,11 +59,9 @@ impl UpstreamError {
 /// Every metric sluice keeps.
 pub struct Metrics {
     registry: Registry,
-    limit_req: Family<ZoneStatus, Counter>,
     upstream_errors: Family<Kind, Counter>,
-    store_errors: Family<ZoneKind, Counter>,
-    responses: Family<Code, Counter>,
-    duration: Histogram,
+    responses: StatusCounts,
+    duration: AtomicHistogram,
     reloads: Family<Outcome, Counter>,
     last_reload_ok: Gauge,
     connections: Gauge,
@@ -90,33 +76,15 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let limit_req = Family::<ZoneStatus, Counter>::default();
-        registry.register(
-            "sluice_limit_req_requests",
-            "Requests by zone and $limit_req_status (passed, delayed, rejected, delayed_dry_run, rejected_dry_run), counted for the zone that decided",
-            limit_req.clone(),
-        );
         let upstream_errors = Family::<Kind, Counter>::default();
         registry.register(
             "sluice_upstream_errors",
             "Failed requests to upstreams by kind (connect, timeout, other)",
             upstream_errors.clone(),
         );
-        let store_errors = Family::<ZoneKind, Counter>::default();
-        registry.register(
-            "sluice_limit_req_store_errors",
-            "Errors of remote zone stores (Redis) by zone and kind",
-            store_errors.clone(),
-        );
-        let responses = Family::<Code, Counter>::default();
-        registry.register(
-            "sluice_http_responses",
-            "Responses sent to clients by status code",
-            responses.clone(),
-        );
-        let duration = Histogram::new([
-            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-        ]);
+        let responses = StatusCounts::default();
+        registry.register_collector(Box::new(responses.clone()));
+        let duration = AtomicHistogram::default();
         registry.register(
             "sluice_http_request_duration_seconds",
             "Time from a request's header to its response header, delays included",
@@ -154,9 +122,7 @@ impl Metrics {
         );
         Metrics {
             registry,
-            limit_req,
             upstream_errors,
-            store_errors,
             responses,
             duration,
             reloads,
@@ -165,46 +131,16 @@ impl Metrics {
         }
     }
 
-    /// Count a limiting decision: `status` is `$limit_req_status`; `-` (no
-    /// limit applied) is not counted.
-    pub fn record(&self, zone: &str, status: &str) {
-        let status = match status {
-            "PASSED" => "passed",
-            "DELAYED" => "delayed",
-            "REJECTED" => "rejected",
-            "DELAYED_DRY_RUN" => "delayed_dry_run",
-            "REJECTED_DRY_RUN" => "rejected_dry_run",
-            _ => return,
-        };
-        self.limit_req
-            .get_or_create(&ZoneStatus {
-                zone: zone.to_string(),
-                status,
-            })
-            .inc();
-    }
-
     pub fn upstream_error(&self, kind: UpstreamError) {
         self.upstream_errors
             .get_or_create(&Kind { kind: kind.label() })
             .inc();
     }
 
-    /// A remote zone store failed (`kind`: e.g. `timeout`, `connection`).
-    /// For the Redis backend.
-    pub fn store_error(&self, zone: &str, kind: &'static str) {
-        self.store_errors
-            .get_or_create(&ZoneKind {
-                zone: zone.to_string(),
-                kind,
-            })
-            .inc();
-    }
-
     /// A response was sent: its status and how long it took.
     pub fn response(&self, status: u16, elapsed: Duration) {
-        self.responses.get_or_create(&Code { code: status }).inc();
-        self.duration.observe(elapsed.as_secs_f64());
+        self.responses.inc(status);
+        self.duration.observe(elapsed);
     }
 
     pub fn reload(&self, ok: bool) {
@@ -238,6 +174,101 @@ impl Metrics {
     }
 }
 
+/// Responses by status code: one atomic per code, so that counting a
+/// response never takes a lock.
+#[derive(Clone, Debug)]
+struct StatusCounts(Arc<[AtomicU64]>);
+
+impl Default for StatusCounts {
+    fn default() -> Self {
+        StatusCounts((100..1000).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+impl StatusCounts {
+    fn inc(&self, status: u16) {
+        if let Some(c) = status
+            .checked_sub(100)
+            .and_then(|i| self.0.get(usize::from(i)))
+        {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Collector for StatusCounts {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "sluice_http_responses",
+            "Responses sent to clients by status code",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (i, c) in self.0.iter().enumerate() {
+            let n = c.load(Ordering::Relaxed);
+            if n > 0 {
+                let l = [("code", (i + 100).to_string())];
+                ConstCounter::new(n).encode(family.encode_family(&l)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Upper bounds of the request-duration buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// A histogram of durations kept in atomics (prometheus-client's takes a
+/// lock per observation): a count per bucket plus +Inf, and the sum in
+/// microseconds.
+#[derive(Clone, Debug, Default)]
+struct AtomicHistogram(Arc<HistogramCells>);
+
+#[derive(Debug, Default)]
+struct HistogramCells {
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl AtomicHistogram {
+    fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let i = BUCKETS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(BUCKETS.len());
+        self.0.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.0
+            .sum_us
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+}
+
+impl EncodeMetric for AtomicHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let counts: Vec<u64> = self
+            .0
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let buckets: Vec<(f64, u64)> = BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(counts.iter().copied())
+            .collect();
+        let sum = self.0.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        encoder.encode_histogram::<NoLabelSet>(sum, counts.iter().sum(), &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
 /// Per-zone values read at scrape time.
 #[derive(Debug)]
 struct Zones(Vec<ZoneValues>);
@@ -248,6 +279,10 @@ struct ZoneValues {
     states: usize,
     capacity: Option<usize>,
     evictions: Option<u64>,
+    /// Redis zones: failed decisions, and decisions made by `on_error` instead.
+    store: Option<(u64, u64)>,
+    /// Decisions by status, [`DecisionCounts::STATUSES`] order.
+    decisions: [u64; 5],
 }
 
 impl Zones {
@@ -257,16 +292,21 @@ impl Zones {
                 .iter()
                 .map(|z| {
                     let store = &z.limiter.store;
-                    #[allow(unreachable_patterns)] // remote stores have no local bound
-                    let (capacity, evictions) = match &**store {
-                        Store::Memory(m) => (Some(m.capacity()), Some(m.evictions())),
-                        _ => (None, None),
+                    let m = store.memory();
+                    let remote = match &**store {
+                        Store::Memory(_) => None,
+                        Store::Redis(r) => Some((
+                            r.stats.errors.load(Ordering::Relaxed),
+                            r.stats.fallbacks.load(Ordering::Relaxed),
+                        )),
                     };
                     ZoneValues {
                         name: z.name().to_string(),
                         states: store.len(),
-                        capacity,
-                        evictions,
+                        capacity: Some(m.capacity()),
+                        evictions: Some(m.evictions()),
+                        store: remote,
+                        decisions: std::array::from_fn(|i| z.limiter.counts.get(i)),
                     }
                 })
                 .collect(),
@@ -277,6 +317,20 @@ impl Zones {
 impl Collector for Zones {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let label = |z: &ZoneValues| [("zone", z.name.clone())];
+        {
+            let mut family = encoder.encode_descriptor(
+                "sluice_limit_req_requests",
+                "Requests by zone and $limit_req_status (passed, delayed, rejected, delayed_dry_run, rejected_dry_run), counted for the zone that decided",
+                None,
+                ConstCounter::new(0u64).metric_type(),
+            )?;
+            for z in &self.0 {
+                for (i, status) in DecisionCounts::STATUSES.iter().enumerate() {
+                    let l = [("zone", z.name.clone()), ("status", status.to_string())];
+                    ConstCounter::new(z.decisions[i]).encode(family.encode_family(&l)?)?;
+                }
+            }
+        }
         {
             let mut family = encoder.encode_descriptor(
                 "sluice_limit_req_zone_states",
@@ -303,16 +357,45 @@ impl Collector for Zones {
                 }
             }
         }
-        let mut family = encoder.encode_descriptor(
-            "sluice_limit_req_zone_evictions",
-            "States evicted from a full zone (their excess is forgotten), since the zone was created.",
-            None,
-            ConstCounter::new(0u64).metric_type(),
-        )?;
-        for z in &self.0 {
-            if let Some(e) = z.evictions {
-                let l = label(z);
-                ConstCounter::new(e).encode(family.encode_family(&l)?)?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "sluice_limit_req_zone_evictions",
+                "States evicted from a full zone (their excess is forgotten), since the zone was created.",
+                None,
+                ConstCounter::new(0u64).metric_type(),
+            )?;
+            for z in &self.0 {
+                if let Some(e) = z.evictions {
+                    let l = label(z);
+                    ConstCounter::new(e).encode(family.encode_family(&l)?)?;
+                }
+            }
+        }
+        for (i, (name, help)) in [
+            (
+                "sluice_limit_req_store_errors",
+                "Redis zones: decisions Redis failed to make (error or timeout), since start.",
+            ),
+            (
+                "sluice_limit_req_store_fallbacks",
+                "Redis zones: decisions made by on_error instead of Redis, since start.",
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                ConstCounter::new(0u64).metric_type(),
+            )?;
+            for z in &self.0 {
+                if let Some(v) = z.store {
+                    let l = label(z);
+                    let n = if i == 0 { v.0 } else { v.1 };
+                    ConstCounter::new(n).encode(family.encode_family(&l)?)?;
+                }
             }
         }
         Ok(())
@@ -342,10 +425,11 @@ return = { status = 200 }
         .unwrap();
         let rt = Runtime::build(spec, None).unwrap();
         let m = Metrics::new();
-        m.record("z", "PASSED");
-        m.record("z", "PASSED");
-        m.record("z", "REJECTED_DRY_RUN");
-        m.record("", "-");
+        let counts = &rt.zones[0].limiter.counts;
+        counts.record("PASSED");
+        counts.record("PASSED");
+        counts.record("REJECTED_DRY_RUN");
+        counts.record("-");
         m.upstream_error(UpstreamError::Timeout);
         m.response(200, Duration::from_millis(3));
         m.reload(false);
@@ -356,6 +440,8 @@ return = { status = 200 }
             "sluice_upstream_errors_total{kind=\"timeout\"} 1",
             "sluice_http_responses_total{code=\"200\"} 1",
             "sluice_http_request_duration_seconds_count 1",
+            "sluice_http_request_duration_seconds_bucket{le=\"0.005\"} 1",
+            "sluice_http_request_duration_seconds_bucket{le=\"+Inf\"} 1",
             "sluice_config_reloads_total{result=\"failed\"} 1",
             "sluice_config_last_reload_successful 0",
             "sluice_limit_req_zone_states{zone=\"z\"} 0",

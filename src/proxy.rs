@@ -875,14 +875,17 @@ async fn handle(
     .await;
     let lrs = status_name(&outcome, loc.dry_run);
     let dry = if loc.dry_run { ", dry run" } else { "" };
-    let zone: &str = match outcome {
-        Outcome::Unlimited => "",
+    let decided_by = match outcome {
+        Outcome::Unlimited => None,
         Outcome::Accepted { limit, .. }
         | Outcome::Rejected { limit, .. }
         | Outcome::NoMemory { limit }
-        | Outcome::Unavailable { limit } => &loc.limits[limit].zone.name,
+        | Outcome::Unavailable { limit } => Some(&loc.limits[limit].zone),
     };
-    shared.metrics.record(zone, lrs);
+    let zone: &str = decided_by.map_or("", |z| &z.name);
+    if let Some(z) = decided_by {
+        z.counts.record(lrs);
+    }
     match outcome {
         Outcome::Unlimited | Outcome::Accepted { delay_ms: 0, .. } => {}
         Outcome::Accepted {

@@ -231,6 +231,10 @@ impl Runtime {
                 exempt: z.exempt,
                 size: z.size,
                 limiter: Arc::new(ZoneRef {
+                    counts: previous
+                        .and_then(|p| p.zones.iter().find(|o| *o.name() == *z.name))
+                        .map(|o| o.limiter.counts.clone())
+                        .unwrap_or_default(),
                     name: z.name.into(),
                     rate: z.rate,
                     store,

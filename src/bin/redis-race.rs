@@ -182,6 +182,7 @@ fn zone(name: &str, store: Store) -> Arc<ZoneRef> {
         // fast enough that nearly every decision passes
         rate: Rate::per_second(1_000_000).unwrap(),
         store: Arc::new(store),
+        counts: Default::default(),
     })
 }
 

@@ -11,6 +11,7 @@ fn zone(name: &str, rate: Rate, capacity: usize) -> Arc<ZoneRef> {
         name: name.into(),
         rate,
         store: Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
+        counts: Default::default(),
     })
 }
 

@@ -49,6 +49,7 @@ fn sluice_limit(capacity: usize) -> [Limit; 1] {
             name: "z".into(),
             rate: Rate::per_second(1_000_000).unwrap(),
             store: Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
+            counts: Default::default(),
         }),
         burst: 1_000_000_000,
         delay: Limit::NODELAY,

@@ -266,6 +266,7 @@ fn build(v: &Vector, layout: Layout, b: Option<&Arc<RedisBackend>>) -> Vec<Limit
                 name: (*name).into(),
                 rate: Rate::from_milli(*rate).unwrap(),
                 store: Arc::new(store),
+                counts: Default::default(),
             })
         })
         .collect();
@@ -451,6 +452,7 @@ async fn the_server_clock_keys_and_expiry() {
         name: "z".into(),
         rate: Rate::per_second(2).unwrap(),
         store: Arc::new(Store::Redis(RedisZone::new(b.clone(), "z", 1 << 20))),
+        counts: Default::default(),
     });
     let limits = [Limit {
         zone,
@@ -494,6 +496,7 @@ async fn slow_zones_keep_their_state_until_it_has_drained() {
         name: "slow".into(),
         rate: Rate::per_minute(1).unwrap(),
         store: Arc::new(Store::Redis(RedisZone::new(b, "slow", 1 << 20))),
+        counts: Default::default(),
     });
     let limits = [Limit {
         zone,
