@@ -54,7 +54,15 @@ pub async fn run(config: PathBuf, runtime: Runtime) -> Result<(), RunError> {
     }
     let (tx, rx) = mpsc::unbounded_channel();
     forward_signals(tx.clone()).map_err(RunError::Signals)?;
-    let _watcher = watch_file(&config, tx, proxy.shared());
+    // Only when asked for: a watch on the directory wakes a thread at every
+    // write there (an error log next to the configuration, say).
+    let _watcher = proxy
+        .shared()
+        .runtime()
+        .ops
+        .watch
+        .then(|| watch_file(&config, tx, proxy.shared()))
+        .flatten();
     proxy.run(rx, || config::load(&config)).await;
     errlog::emit(Severity::Notice, format_args!("exit"));
     Ok(())
@@ -224,9 +232,10 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// Watch the configuration's directory (editors replace the file by
 /// renaming, which a watch on the file itself would miss) and send
 /// [`Command::Reload`] when the file's content changed and the running
-/// configuration has `watch = true` (read at each change, so a reload can
-/// turn watching on or off). Best effort: `None` if the directory cannot be
-/// watched (logged when `watch` is on).
+/// configuration still has `watch = true` (a reload can turn it off; turning
+/// it on takes a restart). Events about other files of the directory are
+/// dropped at once. Best effort: `None` if the directory cannot be watched
+/// (logged).
 pub fn watch_file(
     config: &Path,
     tx: UnboundedSender<Command>,
@@ -238,9 +247,14 @@ pub fn watch_file(
         _ => PathBuf::from("."),
     };
     let (raw_tx, mut raw_rx) = mpsc::unbounded_channel::<()>();
+    let name = config.file_name().map(|n| n.to_os_string());
     let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
         if let Ok(ev) = ev {
-            if !matches!(ev.kind, notify::EventKind::Access(_)) {
+            let ours = ev
+                .paths
+                .iter()
+                .any(|p| p.file_name().map(|n| n.to_os_string()) == name);
+            if ours && !matches!(ev.kind, notify::EventKind::Access(_)) {
                 let _ = raw_tx.send(());
             }
         }

@@ -94,7 +94,7 @@ where
             writer,
             "{} [{level}] {}#{}: ",
             Timestamp::now(),
-            std::process::id(),
+            pid(),
             thread_number()
         )?;
         // The message is written as it was formatted (nginx's wording, no
@@ -136,6 +136,12 @@ impl tracing::field::Visit for Fields<'_, '_> {
             write!(self.writer, " {}={value}", field.name())
         };
     }
+}
+
+/// The process id, read once (it is a system call).
+fn pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 fn thread_number() -> u64 {
