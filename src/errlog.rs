@@ -90,13 +90,20 @@ where
                 _ => "debug",
             },
         };
-        write!(
-            writer,
-            "{} [{level}] {}#{}: ",
-            Timestamp::now(),
-            pid(),
-            thread_number()
-        )?;
+        // The date changes once a second: format it once a second per thread.
+        thread_local! {
+            static DATE: std::cell::RefCell<(u64, String)> = const {
+                std::cell::RefCell::new((u64::MAX, String::new()))
+            };
+        }
+        let now = Timestamp::now();
+        DATE.with(|d| {
+            let mut d = d.borrow_mut();
+            if d.0 != now.0 {
+                *d = (now.0, now.to_string());
+            }
+            write!(writer, "{} [{level}] {}#{}: ", d.1, pid(), thread_number())
+        })?;
         // The message is written as it was formatted (nginx's wording, no
         // re-escaping); other fields, if any, follow as `key=value`.
         let mut visit = Fields {
@@ -135,6 +142,29 @@ impl tracing::field::Visit for Fields<'_, '_> {
         } else {
             write!(self.writer, " {}={value}", field.name())
         };
+    }
+}
+
+/// Standard error written with one `write(2)` per line and no lock: lines
+/// are formatted whole first, and a write of a line to a file or pipe is
+/// not interleaved with another thread's (as nginx's workers write their
+/// error log). `std::io::Stderr` serialises writers through a mutex.
+struct RawStderr;
+
+impl std::io::Write for RawStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // SAFETY: fd 2 stays open for the life of the process; `buf` is valid
+        // for `buf.len()` bytes.
+        let n = unsafe { libc::write(2, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -298,7 +328,7 @@ pub fn init_at(level: LogLevel) {
     use tracing_subscriber::util::SubscriberInitExt as _;
     set_level(level);
     let layer = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| RawStderr)
         .event_format(NginxFormat);
     let _ = match tracing_subscriber::EnvFilter::try_from_default_env() {
         Ok(env) => tracing_subscriber::registry()

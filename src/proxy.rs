@@ -1185,9 +1185,8 @@ pub fn normalize_path(raw: &str) -> Option<String> {
 
 /// nginx's `proxy_pass` URI rule: with a URI part, the matched location
 /// prefix is replaced by it; without one, the request URI goes unchanged.
-fn upstream_uri(pp: &crate::config::ProxyPass, loc: &Location, uri: &Uri, path: &str) -> String {
-    let original = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let replaced = match (&pp.uri, &loc.prefix) {
+fn upstream_uri(pp: &crate::config::ProxyPass, loc: &Location, uri: &Uri, path: &str) -> Uri {
+    let pq = match (&pp.uri, &loc.prefix) {
         (Some(base), Some(prefix)) => {
             let rest = path.strip_prefix(prefix.as_str()).unwrap_or("");
             let mut s = format!("{base}{}", escape_path(rest));
@@ -1195,11 +1194,16 @@ fn upstream_uri(pp: &crate::config::ProxyPass, loc: &Location, uri: &Uri, path: 
                 s.push('?');
                 s.push_str(q);
             }
-            s
+            http::uri::PathAndQuery::try_from(s).ok()
         }
-        _ => original.to_string(),
+        // Unchanged: the request's own (already parsed) path and query.
+        _ => uri.path_and_query().cloned(),
     };
-    format!("http://{}{}", pp.authority, replaced)
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(http::uri::Scheme::HTTP);
+    parts.authority = Some(pp.authority.clone());
+    parts.path_and_query = Some(pq.unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")));
+    Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
 }
 
 fn escape_path(p: &str) -> String {
@@ -1296,7 +1300,7 @@ async fn forward(
     vars: &RequestVars<'_>,
     head: (http::Method, HeaderMap, http::Version),
     body: Incoming,
-    uri: String,
+    uri: Uri,
     pp: &crate::config::ProxyPass,
 ) -> Response<Body> {
     let (body, body_limit) = LimitedBody::new(body, loc.client_max_body_size);
@@ -1318,16 +1322,7 @@ async fn forward(
     let mut req = Request::new(body.boxed_body());
     *req.method_mut() = method;
     *req.headers_mut() = headers;
-    *req.uri_mut() = match uri.parse() {
-        Ok(u) => u,
-        Err(_) => {
-            return respond::error_response(
-                &loc.error_pages,
-                Some(vars),
-                &made(400, "The request URI cannot be forwarded.".into()),
-            );
-        }
-    };
+    *req.uri_mut() = uri.clone();
 
     let client = shared.client(loc.proxy_connect_timeout);
     match tokio::time::timeout(loc.proxy_read_timeout, client.request(req)).await {
