@@ -1043,6 +1043,10 @@ fn reject(
     let l = &loc.limits[limit];
     let zone = &*l.zone.name;
     let retry_after = wait_ms.map(retry_after_secs);
+    if let (Some(secs), false) = (retry_after, loc.error_pages.contains_key(&loc.status)) {
+        // The common case, without formatting: the pre-rendered problem.
+        return Ok(loc.problems[limit].response(loc.status, secs));
+    }
     let detail = match retry_after {
         Some(s) => format!(
             "{} (zone \"{zone}\"). Retry after {s} second{}.",

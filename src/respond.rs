@@ -180,6 +180,48 @@ pub fn return_response(
     r
 }
 
+/// The default rejection body of one limit, rendered once when the
+/// configuration is compiled: everything but the seconds to wait.
+#[derive(Clone, Debug)]
+pub struct QuotaProblem {
+    prefix: String,
+    suffix: String,
+}
+
+impl QuotaProblem {
+    pub fn new(limit: &crate::limiter::Limit, status: u16) -> QuotaProblem {
+        let zone = &*limit.zone.name;
+        let detail = format!("{} (zone \"{zone}\"). Retry after ", describe_limit(limit));
+        let detail = json_string(&detail);
+        QuotaProblem {
+            prefix: format!(
+                "{{\"type\":{},\"title\":\"Request quota exceeded\",\"status\":{status},\"detail\":{}",
+                json_string(QUOTA_EXCEEDED),
+                &detail[..detail.len() - 1]
+            ),
+            suffix: format!(".\",\"violated-policies\":[{}]}}\n", json_string(zone)),
+        }
+    }
+
+    /// The problem+json answer with `Retry-After: secs`.
+    pub fn response(&self, status: u16, secs: u64) -> Response<Body> {
+        let mut body = String::with_capacity(self.prefix.len() + self.suffix.len() + 12);
+        body.push_str(&self.prefix);
+        body.push_str(itoa::Buffer::new().format(secs));
+        body.push_str(if secs == 1 { " second" } else { " seconds" });
+        body.push_str(&self.suffix);
+        let mut r = Response::new(full(body));
+        *r.status_mut() = status_code(status);
+        let h = r.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        r
+    }
+}
+
 /// A limit in words, for problem details: "2 requests per second, burst 5".
 pub fn describe_limit(limit: &crate::limiter::Limit) -> String {
     let milli = limit.zone.rate.milli();
@@ -278,6 +320,56 @@ fn sf_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prerendered_problem_is_the_problem() {
+        use crate::limiter::{Limit, MemoryZone, Rate, Store, ZoneRef};
+        use std::sync::Arc;
+        let limit = Limit {
+            zone: Arc::new(ZoneRef::new(
+                "z\"q",
+                Rate::per_second(2).unwrap(),
+                Arc::new(Store::Memory(MemoryZone::with_capacity(10))),
+            )),
+            burst: 5000,
+            delay: Limit::NODELAY,
+        };
+        let zone = "z\"q";
+        for secs in [1, 7] {
+            let fast = QuotaProblem::new(&limit, 429).response(429, secs);
+            let slow = error_response(
+                &ErrorPages::new(),
+                None,
+                &Made {
+                    status: 429,
+                    retry_after: Some(secs),
+                    limit_req_status: "REJECTED",
+                    zone,
+                    detail: format!(
+                        "{} (zone \"{zone}\"). Retry after {secs} second{}.",
+                        describe_limit(&limit),
+                        if secs == 1 { "" } else { "s" }
+                    ),
+                    violated: Some(zone),
+                },
+            );
+            assert_eq!(fast.status(), slow.status());
+            assert_eq!(fast.headers(), slow.headers());
+            let body = |r: Response<Body>| {
+                let b = futures_body(r.into_body());
+                String::from_utf8(b).unwrap()
+            };
+            assert_eq!(body(fast), body(slow));
+        }
+    }
+
+    fn futures_body(b: Body) -> Vec<u8> {
+        use http_body_util::BodyExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(b.collect()).unwrap().to_bytes().to_vec()
+    }
 
     #[test]
     fn json_strings_are_escaped() {

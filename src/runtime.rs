@@ -109,6 +109,8 @@ pub struct Location {
     /// by `proxy_pass`'s URI part.
     pub prefix: Option<String>,
     pub limits: Vec<Limit>,
+    /// The default rejection body of each limit, pre-rendered.
+    pub problems: Vec<crate::respond::QuotaProblem>,
     /// The zone of each limit (its key, prefix and exemptions), parallel to `limits`.
     pub zones: Vec<Arc<Zone>>,
     pub ratelimit_headers: RateLimitHeaders,
@@ -323,13 +325,18 @@ impl Runtime {
                     }
                 };
                 let limit_specs = eff.limit_req.clone().unwrap_or_default();
-                let limits = limit_specs
+                let limits: Vec<Limit> = limit_specs
                     .iter()
                     .map(|ls| Limit {
                         zone: zones[ls.zone].limiter.clone(),
                         burst: ls.burst,
                         delay: ls.delay,
                     })
+                    .collect();
+                let status = eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS);
+                let problems = limits
+                    .iter()
+                    .map(|l| crate::respond::QuotaProblem::new(l, status))
                     .collect();
                 let limit_zones = limit_specs
                     .iter()
@@ -347,6 +354,7 @@ impl Runtime {
                     path: l.path,
                     prefix,
                     limits,
+                    problems,
                     zones: limit_zones,
                     ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
                     status: eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS),
