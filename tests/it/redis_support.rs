@@ -2,20 +2,13 @@
 //! free loopback port, `sluice` processes, and a minimal HTTP/1.1 client.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A free port on 127.0.0.1 (bound and released; the tests start their
-/// servers right after).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// Ports come from the shared harness, so no two tests of this binary get the same one.
+pub use crate::support::free_port;
 
 /// Poll `f` every 10 ms until it returns `Some`, or panic after `limit`.
 pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {

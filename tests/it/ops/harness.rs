@@ -2,28 +2,15 @@
 //! directory (so its config can be rewritten and signalled), a raw HTTP/1.1
 //! client, free ports.
 
-use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A port on 127.0.0.1 nothing listens on now, never the same twice in this
-/// test binary.
-pub fn free_port() -> u16 {
-    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
-    loop {
-        let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let port = l.local_addr().unwrap().port();
-        let mut given = GIVEN.lock().unwrap();
-        if given.get_or_insert_with(HashSet::new).insert(port) {
-            return port;
-        }
-    }
-}
+/// Ports come from the shared harness, so no two tests of this binary get the same one.
+pub use crate::support::free_port;
 
 pub fn addr(port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
