@@ -5,7 +5,7 @@
 #   scripts/test.sh
 #
 # Steps (each one runs, and each one is reported PASS or FAIL at the end; nothing is skipped):
-#   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk and curl
+#   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk, curl and openssl
 #      with apt-get (as root, or through sudo); cargo must already be there;
 #   2. cargo build --release;
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
@@ -37,6 +37,7 @@ install_packages() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v wrk          >/dev/null || missing+=(wrk)
   command -v curl         >/dev/null || missing+=(curl)
+  command -v openssl      >/dev/null || missing+=(openssl)   # the Redis TLS test makes its certificates
   command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
 
   if [[ ${#missing[@]} -eq 0 ]]; then
@@ -72,7 +73,7 @@ install_packages() {
   fi
 
   local tool
-  for tool in nginx redis-server wrk curl; do
+  for tool in nginx redis-server wrk curl openssl; do
     command -v "$tool" >/dev/null || { echo "$tool is still missing after installation" >&2; return 1; }
   done
   echo "$(nginx -v 2>&1); $(redis-server --version | cut -d' ' -f1-3); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2); $(cargo --version)"
