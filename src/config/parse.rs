@@ -140,6 +140,44 @@ impl Cx {
         }
     }
 
+    /// `info`, `notice`, `warn` or `error`.
+    fn log_level(&mut self, v: &Val, key: &str) -> Option<LogLevel> {
+        let s = self.str(v, key)?;
+        let level = LogLevel::parse(s);
+        if level.is_none() {
+            self.err(
+                v.span(),
+                format!("invalid {key} \"{s}\" (expected info, notice, warn or error)"),
+            );
+        }
+        level
+    }
+
+    /// A list of addresses or networks (`"10.0.0.0/8"`, `"::1"`).
+    fn cidrs(&mut self, v: &Val, key: &str) -> Vec<ipnet::IpNet> {
+        let mut out = Vec::new();
+        match v.get_ref() {
+            DeValue::Array(items) => {
+                for item in items.iter() {
+                    if let Some(s) = self.str(item, key) {
+                        match crate::realip::parse_cidr(s) {
+                            Ok(n) => out.push(n),
+                            Err(e) => self.err(item.span(), e),
+                        }
+                    }
+                }
+            }
+            other => self.err(
+                v.span(),
+                format!(
+                    "\"{key}\" must be a list of addresses or networks, found {}",
+                    type_name(other)
+                ),
+            ),
+        }
+        out
+    }
+
     fn duration(&mut self, v: &Val, key: &str) -> Option<Duration> {
         let s = self.scalar_text(v, key)?;
         values::parse_duration(&s)
@@ -285,17 +323,7 @@ fn parse_ops(cx: &mut Cx, doc: &DeTable) -> OpsSpec {
         ops.shutdown_timeout = cx.duration(v, "shutdown_timeout");
     }
     if let Some(v) = get(doc, "error_log_level") {
-        if let Some(s) = cx.str(v, "error_log_level") {
-            match LogLevel::parse(s) {
-                Some(l) => ops.error_log_level = Some(l),
-                None => cx.err(
-                    v.span(),
-                    format!(
-                        "invalid error_log_level \"{s}\" (expected info, notice, warn or error)"
-                    ),
-                ),
-            }
-        }
+        ops.error_log_level = cx.log_level(v, "error_log_level");
     }
     if let Some(v) = get(doc, "log_format_escape") {
         if let Some(s) = cx.str(v, "log_format_escape") {
@@ -468,28 +496,9 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>, have_redis: bool) -> Vec<(ZoneSpec,
             }
             None => None,
         });
-        let mut exempt = Vec::new();
-        if let Some(v) = get(zt, "exempt") {
-            match v.get_ref() {
-                DeValue::Array(items) => {
-                    for item in items.iter() {
-                        if let Some(s) = cx.str(item, "exempt") {
-                            match crate::realip::parse_cidr(s) {
-                                Ok(n) => exempt.push(n),
-                                Err(e) => cx.err(item.span(), e),
-                            }
-                        }
-                    }
-                }
-                other => cx.err(
-                    v.span(),
-                    format!(
-                        "\"exempt\" must be a list of addresses or networks, found {}",
-                        type_name(other)
-                    ),
-                ),
-            }
-        }
+        let exempt = get(zt, "exempt")
+            .map(|v| cx.cidrs(v, "exempt"))
+            .unwrap_or_default();
         let backend = match get(zt, "backend") {
             None => Some(Backend::Memory),
             Some(bv) => match cx.str(bv, "backend") {
@@ -596,17 +605,7 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at:
         }
     }
     if let Some(v) = get(t, "limit_req_log_level") {
-        if let Some(s) = cx.str(v, "limit_req_log_level") {
-            match LogLevel::parse(s) {
-                Some(l) => level.log_level = Some(l),
-                None => cx.err(
-                    v.span(),
-                    format!(
-                        "invalid limit_req_log_level \"{s}\" (expected info, notice, warn or error)"
-                    ),
-                ),
-            }
-        }
+        level.log_level = cx.log_level(v, "limit_req_log_level");
     }
     if let Some(v) = get(t, "limit_req_dry_run") {
         level.dry_run = cx.bool(v, "limit_req_dry_run");
@@ -791,32 +790,16 @@ fn parse_limit_reqs(
 fn parse_real_ip(cx: &mut Cx, v: &Val) -> Option<crate::realip::RealIp> {
     let t = cx.table(v, "real_ip")?;
     cx.check_keys(t, &["from", "header", "recursive"], "real_ip");
-    let mut from = Vec::new();
-    match get(t, "from") {
-        None => cx.err(
-            v.span(),
-            "\"real_ip\" must have \"from\": the trusted proxies' addresses or networks",
-        ),
-        Some(fv) => match fv.get_ref() {
-            DeValue::Array(items) => {
-                for item in items.iter() {
-                    if let Some(s) = cx.str(item, "from") {
-                        match crate::realip::parse_cidr(s) {
-                            Ok(n) => from.push(n),
-                            Err(e) => cx.err(item.span(), e),
-                        }
-                    }
-                }
-            }
-            other => cx.err(
-                fv.span(),
-                format!(
-                    "\"from\" must be a list of addresses or networks, found {}",
-                    type_name(other)
-                ),
-            ),
-        },
-    }
+    let from = match get(t, "from") {
+        None => {
+            cx.err(
+                v.span(),
+                "\"real_ip\" must have \"from\": the trusted proxies' addresses or networks",
+            );
+            Vec::new()
+        }
+        Some(fv) => cx.cidrs(fv, "from"),
+    };
     let header = match get(t, "header") {
         None => HeaderName::from_static("x-forwarded-for"),
         Some(hv) => {

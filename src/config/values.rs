@@ -12,38 +12,28 @@ pub const MIN_ZONE_SIZE: u64 = 32 * 1024;
 
 /// nginx sizes: bytes, or `k`/`K`, `m`/`M` (×1024); no `g`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let invalid = || format!("invalid zone size \"{s}\"");
+    scaled(s, false).ok_or_else(|| format!("invalid zone size \"{s}\""))
+}
+
+/// Digits with an optional `k`/`K`, `m`/`M` (and, with `giga`, `g`/`G`)
+/// suffix, ×1024 each: nginx's sizes and offsets.
+fn scaled(s: &str, giga: bool) -> Option<u64> {
     let (num, mult) = match s.as_bytes().last() {
-        Some(b'k' | b'K') => (&s[..s.len() - 1], 1024),
-        Some(b'm' | b'M') => (&s[..s.len() - 1], 1024 * 1024),
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
+        Some(b'g' | b'G') if giga => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
     if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid());
+        return None;
     }
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(invalid)
+    num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 /// nginx offsets (`client_max_body_size`): bytes, or `k`/`K`, `m`/`M`,
 /// `g`/`G` (×1024).
 pub fn parse_offset(s: &str) -> Result<u64, String> {
-    let invalid = || format!("invalid size \"{s}\" (e.g. \"1m\", \"512k\", \"0\")");
-    let (num, mult) = match s.as_bytes().last() {
-        Some(b'k' | b'K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'g' | b'G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid());
-    }
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(invalid)
+    scaled(s, true).ok_or_else(|| format!("invalid size \"{s}\" (e.g. \"1m\", \"512k\", \"0\")"))
 }
 
 /// nginx rates: `Nr/s`, `Nr/m`, or a bare `N` (taken as r/s). Positive
