@@ -439,25 +439,15 @@ return = {{ status = 200, body = "$remote_addr\n" }}
 "#
         )
     };
+    let via = |s: &Sluice, peer: u8, xff: &'static str| {
+        let addr = s.addr();
+        async move { request(addr, client(peer), "GET", "/", &[("X-Forwarded-For", xff)]).await }
+    };
     // Default: the header is ignored, the peer is the client.
     let port = free_port();
     let s = Sluice::start(&format!("{zone}{}", server(port)), &[port]);
-    let a = request(
-        s.addr(),
-        client(2),
-        "GET",
-        "/",
-        &[("X-Forwarded-For", "1.1.1.1")],
-    )
-    .await;
-    let b = request(
-        s.addr(),
-        client(2),
-        "GET",
-        "/",
-        &[("X-Forwarded-For", "2.2.2.2")],
-    )
-    .await;
+    let a = via(&s, 2, "1.1.1.1").await;
+    let b = via(&s, 2, "2.2.2.2").await;
     assert_eq!((a.status, b.status), (200, 429));
     assert_eq!(a.body_text(), "127.0.0.2\n");
 
@@ -468,30 +458,9 @@ return = {{ status = 200, body = "$remote_addr\n" }}
         server(port)
     );
     let s = Sluice::start(&toml, &[port]);
-    let a = request(
-        s.addr(),
-        client(2),
-        "GET",
-        "/",
-        &[("X-Forwarded-For", "1.1.1.1, 10.0.0.9")],
-    )
-    .await;
-    let b = request(
-        s.addr(),
-        client(2),
-        "GET",
-        "/",
-        &[("X-Forwarded-For", "2.2.2.2")],
-    )
-    .await;
-    let c = request(
-        s.addr(),
-        client(3),
-        "GET",
-        "/",
-        &[("X-Forwarded-For", "9.9.9.9, 1.1.1.1")],
-    )
-    .await;
+    let a = via(&s, 2, "1.1.1.1, 10.0.0.9").await;
+    let b = via(&s, 2, "2.2.2.2").await;
+    let c = via(&s, 3, "9.9.9.9, 1.1.1.1").await;
     assert_eq!(a.body_text(), "1.1.1.1\n");
     assert_eq!((a.status, b.status, c.status), (200, 200, 429));
 }
