@@ -35,14 +35,15 @@ pub enum RunError {
 /// Serve `runtime`, loaded from `config`, until a stop signal; reload on
 /// SIGHUP (and file changes with `watch = true`).
 pub async fn run(config: PathBuf, runtime: Runtime) -> Result<(), RunError> {
-    let pid_path = runtime.ops.pid_file.clone();
-    // Redis connects in the background: sluice serves while it is down.
-    runtime.start_backends();
-    let proxy = Proxy::bind(runtime).await.map_err(RunError::Bind)?;
-    let _pid = match pid_path {
+    // The pid file exists before any socket listens, so whoever sees the
+    // port open can signal the process (removed again if binding fails).
+    let _pid = match runtime.ops.pid_file.clone() {
         Some(p) => Some(PidFile::create(p)?),
         None => None,
     };
+    // Redis connects in the background: sluice serves while it is down.
+    runtime.start_backends();
+    let proxy = Proxy::bind(runtime).await.map_err(RunError::Bind)?;
     for a in proxy.local_addrs() {
         errlog::emit(Severity::Notice, format_args!("listening on {a}"));
     }
