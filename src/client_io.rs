@@ -184,11 +184,20 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 let Some((deadline, why)) = this.state.read_deadline() else {
                     return Poll::Pending;
                 };
-                if this.read_timer.deadline() != deadline {
+                // The deadline moves later with every request; the timer is
+                // only moved earlier here, and when it fires early it is set
+                // to the current deadline then: one timer update per timeout
+                // period instead of one per request.
+                if this.read_timer.deadline() > deadline {
                     this.read_timer.as_mut().reset(deadline);
                 }
-                ready!(this.read_timer.as_mut().poll(cx));
-                Poll::Ready(Err(this.state.expire(why)))
+                loop {
+                    ready!(this.read_timer.as_mut().poll(cx));
+                    if Instant::now() >= deadline {
+                        return Poll::Ready(Err(this.state.expire(why)));
+                    }
+                    this.read_timer.as_mut().reset(deadline);
+                }
             }
         }
     }
