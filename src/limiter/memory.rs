@@ -50,6 +50,13 @@ impl NodeKey {
         }
     }
 
+    /// What this key costs against the zone's size, in states: a long key
+    /// on the heap costs its bytes too, so `size` bounds memory whatever the
+    /// keys (nginx counts each state as 80 bytes plus its key).
+    fn cost(&self) -> usize {
+        cost_of(self.as_bytes().len())
+    }
+
     fn heap_bytes(&self) -> usize {
         match self {
             NodeKey::Inline { .. } => 0,
@@ -77,7 +84,7 @@ struct Node {
     prev: u32,
     next: u32,
     /// Requests holding this node between lookup and accounting.
-    count: u16,
+    count: u32,
 }
 
 impl Node {
@@ -91,6 +98,14 @@ impl Node {
     fn store(&mut self, b: Bucket) {
         self.excess = b.excess.min(MAX_EXCESS) as u32;
         self.last = b.last;
+    }
+}
+
+fn cost_of(key_len: usize) -> usize {
+    if key_len <= INLINE {
+        1
+    } else {
+        1 + (16 + key_len).div_ceil(BYTES_PER_STATE as usize)
     }
 }
 
@@ -123,7 +138,9 @@ struct Shard {
     head: u32,
     tail: u32,
     len: usize,
-    /// Hard limit of this shard (its even share plus slack).
+    /// What the stored states cost, in states (see `NodeKey::cost`).
+    units: usize,
+    /// Hard limit of this shard's units (its even share plus slack).
     capacity: usize,
     /// Slots allocated on the first insert; the node slab grows by steps of
     /// a sixteenth of this past it.
@@ -142,8 +159,14 @@ pub struct MemoryZone {
     shards: Box<[Mutex<Shard>]>,
     hasher: foldhash::fast::RandomState,
     capacity: usize,
-    /// States stored over all shards.
+    /// States stored over all shards, and their cost in states.
+    totals: Totals,
+}
+
+#[derive(Default)]
+struct Totals {
     len: AtomicUsize,
+    units: AtomicUsize,
 }
 
 impl MemoryZone {
@@ -173,7 +196,7 @@ impl MemoryZone {
             shards,
             hasher,
             capacity,
-            len: AtomicUsize::new(0),
+            totals: Totals::default(),
         }
     }
 
@@ -184,7 +207,7 @@ impl MemoryZone {
 
     /// States currently stored.
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.totals.len.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -286,10 +309,19 @@ impl Locked<'_> {
             let node = &mut shard.nodes[slot as usize];
             let mut bucket = node.bucket();
             let step = bucket.step(now, rate);
-            if step.excess > burst {
-                let wait_ms = bucket.wait_until_accepted(now, rate, burst);
+            // Requests holding this node (deciding another limit, e.g. one in
+            // Redis) will each charge a request: count them as charged, so
+            // that concurrent requests cannot all pass on the same state.
+            // Within one atomic decision nobody else holds it (adds 0).
+            let pending = u64::from(node.count) * super::bucket::ONE;
+            if step.excess + pending > burst {
+                let wait_ms = Bucket {
+                    excess: bucket.excess + pending,
+                    ..bucket
+                }
+                .wait_until_accepted(now, rate, burst);
                 return Lookup::Busy {
-                    excess: step.excess,
+                    excess: step.excess + pending,
                     wait_ms,
                 };
             }
@@ -307,17 +339,21 @@ impl Locked<'_> {
             };
         }
 
-        let before = shard.len;
-        let full = |shard: &Shard| {
-            shard.len >= shard.capacity
-                || zone.len.load(Ordering::Relaxed) + shard.len - before >= zone.capacity
-        };
-        shard.expire(now, rate, false);
-        if full(shard) {
-            shard.expire(now, rate, true);
-            if full(shard) {
-                zone.len.fetch_sub(before - shard.len, Ordering::Relaxed);
-                return Lookup::NoMemory;
+        let cost = cost_of(key.len());
+        let totals = &zone.totals;
+        shard.expire(now, rate, false, totals);
+        let over_zone = || totals.units.load(Ordering::Relaxed) + cost > zone.capacity;
+        if shard.units + cost > shard.capacity || over_zone() {
+            shard.expire(now, rate, true, totals);
+            // After a forced eviction only this shard's hard limit refuses:
+            // other shards inserting at the same time may have pushed the
+            // zone total a few states over, which the next evictions absorb.
+            while shard.units + cost > shard.capacity {
+                let before = shard.units;
+                shard.expire(now, rate, true, totals);
+                if shard.units == before {
+                    return Lookup::NoMemory;
+                }
             }
         }
         // A held new node gets `last = 0`, as in nginx: when it is accounted,
@@ -326,14 +362,7 @@ impl Locked<'_> {
             excess: 0,
             last: if charge { now } else { 0 },
         };
-        let slot = shard.insert(hash, key, bucket, u16::from(!charge));
-        // Removed by expiry, plus the one inserted.
-        let removed = before + 1 - shard.len;
-        if removed == 0 {
-            zone.len.fetch_add(1, Ordering::Relaxed);
-        } else {
-            zone.len.fetch_sub(removed - 1, Ordering::Relaxed);
-        }
+        let slot = shard.insert(hash, key, bucket, u32::from(!charge), totals);
         if charge {
             Lookup::Charged { excess: 0 }
         } else {
@@ -374,6 +403,7 @@ impl Shard {
             head: NIL,
             tail: NIL,
             len: 0,
+            units: 0,
             capacity,
             evictions: 0,
             hasher,
@@ -424,7 +454,14 @@ impl Shard {
         }
     }
 
-    fn insert(&mut self, hash: u64, key: &[u8], bucket: Bucket, count: u16) -> u32 {
+    fn insert(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        bucket: Bucket,
+        count: u32,
+        totals: &Totals,
+    ) -> u32 {
         let mut node = Node {
             key: NodeKey::new(key),
             last: 0,
@@ -459,11 +496,16 @@ impl Shard {
             hasher.hash_one(nodes[i as usize].key.as_bytes())
         });
         self.push_head(slot);
+        let cost = self.nodes[slot as usize].key.cost();
         self.len += 1;
+        self.units += cost;
+        totals.len.fetch_add(1, Ordering::Relaxed);
+        totals.units.fetch_add(cost, Ordering::Relaxed);
         slot
     }
 
-    fn remove(&mut self, slot: u32) {
+    fn remove(&mut self, slot: u32, totals: &Totals) {
+        let cost = self.nodes[slot as usize].key.cost();
         self.unlink(slot);
         let hash = self
             .hasher
@@ -479,12 +521,15 @@ impl Shard {
         n.next = self.free;
         self.free = slot;
         self.len -= 1;
+        self.units -= cost;
+        totals.len.fetch_sub(1, Ordering::Relaxed);
+        totals.units.fetch_sub(cost, Ordering::Relaxed);
     }
 
     /// nginx's `ngx_http_limit_req_expire`: look at the LRU tail and remove
     /// up to two drained states idle for a minute; with `force`, first remove
     /// the tail whatever its state (an eviction).
-    fn expire(&mut self, now: u64, rate: Rate, force: bool) {
+    fn expire(&mut self, now: u64, rate: Rate, force: bool, totals: &Totals) {
         let mut n = u8::from(!force);
         while n < 3 {
             let slot = self.tail;
@@ -502,7 +547,7 @@ impl Shard {
                 self.evictions += 1;
             }
             n += 1;
-            self.remove(slot);
+            self.remove(slot, totals);
         }
     }
 }

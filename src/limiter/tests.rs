@@ -483,3 +483,49 @@ fn multi_limit_decisions_are_atomic_across_threads() {
         }
     }
 }
+
+/// A state held by a request still deciding (another limit in Redis, say)
+/// counts as charged for other requests: they cannot all pass on the state
+/// it had before (burst 0: the second is rejected while the first holds).
+#[test]
+fn held_states_count_as_charged_for_other_requests() {
+    let m = MemoryZone::with_capacity(100);
+    let r = r2();
+    m.lookup(b"k", T0, r, 0, true);
+    // 600 ms later one request may pass; it holds the state…
+    let Lookup::Held { held, .. } = m.lookup(b"k", T0 + 600, r, 0, false) else {
+        panic!("the first passes")
+    };
+    // …and a concurrent one sees it as charged.
+    assert!(matches!(
+        m.lookup(b"k", T0 + 600, r, 0, false),
+        Lookup::Busy { excess: 1000, .. }
+    ));
+    m.release(held);
+    assert!(matches!(
+        m.lookup(b"k", T0 + 600, r, 0, true),
+        Lookup::Charged { excess: 0 }
+    ));
+}
+
+/// `size` bounds memory whatever the keys: a long key costs its bytes.
+#[test]
+fn long_keys_cost_their_bytes_against_the_size() {
+    let m = MemoryZone::with_capacity(512); // a 32k zone
+    let r = r2();
+    for i in 0..2000u32 {
+        let key = format!("{i:08}{}", "x".repeat(4000));
+        assert!(matches!(
+            m.lookup(key.as_bytes(), T0, r, 5000, true),
+            Lookup::Charged { .. }
+        ));
+    }
+    // 4 KB keys cost 64 states each: 8 of them fill 512.
+    assert!(m.len() <= 8, "{} long keys kept", m.len());
+    assert!(
+        m.memory_bytes() < 512 * 64 + 64 * 1024,
+        "{} bytes",
+        m.memory_bytes()
+    );
+    assert!(m.evictions() > 0);
+}

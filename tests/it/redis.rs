@@ -949,3 +949,57 @@ bogus = 1
         "{e:?}"
     );
 }
+
+/// A location with a memory limit before a Redis one: requests decided at
+/// the same time (each waiting for Redis while holding the memory state)
+/// must not all pass the memory limit. 2r/s without burst in memory, a
+/// generous Redis limit: of ten simultaneous requests one passes, as with
+/// memory zones only (and nginx).
+#[tokio::test]
+async fn concurrent_requests_on_a_memory_then_redis_location() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url(), TimeSource::Server, "mix", OnError::Deny);
+    let mem = Arc::new(ZoneRef::new(
+        "m",
+        Rate::per_second(2).unwrap(),
+        Arc::new(Store::Memory(MemoryZone::with_size(1 << 20))),
+    ));
+    let red = Arc::new(ZoneRef::new(
+        "r",
+        Rate::per_second(2).unwrap(),
+        Arc::new(Store::Redis(RedisZone::new(b, "r", 1 << 20))),
+    ));
+    let limits = Arc::new(vec![
+        Limit {
+            zone: mem,
+            burst: 0,
+            delay: 0,
+        },
+        Limit {
+            zone: red,
+            burst: 100_000,
+            delay: NODELAY,
+        },
+    ]);
+    let now = 1_000_000_000;
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let limits = limits.clone();
+            tokio::spawn(async move { limiter::decide(&limits, now, |_| Some(b"k")).await })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let passed = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Accepted { .. }))
+        .count();
+    assert_eq!(passed, 1, "{outcomes:?}");
+    for o in &outcomes {
+        if let Outcome::Rejected { limit, .. } = o {
+            assert_eq!(*limit, 0, "rejected by the memory limit: {outcomes:?}");
+        }
+    }
+}
