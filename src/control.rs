@@ -134,7 +134,23 @@ pub struct PidFile {
 }
 
 impl PidFile {
+    /// Refuses to replace the pid file of a running process (a second
+    /// `sluice` started by mistake would otherwise take the first one's pid
+    /// file, and remove it when it fails to bind).
     pub fn create(path: PathBuf) -> Result<PidFile, RunError> {
+        if let Ok(pid) = read_pid(&path) {
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            let alive = pid > 0 && unsafe { libc::kill(pid, 0) } == 0;
+            if alive && pid != std::process::id() as i32 {
+                return Err(RunError::PidFile {
+                    path: path.display().to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!("process {pid} is running with this pid file"),
+                    ),
+                });
+            }
+        }
         std::fs::write(&path, format!("{}\n", std::process::id())).map_err(|source| {
             RunError::PidFile {
                 path: path.display().to_string(),
@@ -306,4 +322,27 @@ pub fn watch_file(
         }
     });
     Some(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_process_keeps_its_pid_file() {
+        let dir = std::env::temp_dir().join(format!("sluice-pid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.pid");
+        // pid 1 is always running.
+        std::fs::write(&path, "1\n").unwrap();
+        assert!(PidFile::create(path.clone()).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n");
+        // A stale one (no such process) is replaced, and removed on drop.
+        std::fs::write(&path, "999999999\n").unwrap();
+        let f = PidFile::create(path.clone()).unwrap();
+        assert_eq!(read_pid(&path).unwrap(), std::process::id() as i32);
+        drop(f);
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

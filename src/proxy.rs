@@ -968,6 +968,7 @@ async fn handle(
                 loc,
                 &conn,
                 &vars,
+                (lrs, zone),
                 parts.clone_head(),
                 body,
                 upstream_uri,
@@ -1302,11 +1303,18 @@ async fn forward(
     loc: &Location,
     conn: &Conn,
     vars: &RequestVars<'_>,
+    (limit_req_status, zone): (&'static str, &str),
     head: (http::Method, HeaderMap, http::Version),
     body: Incoming,
     uri: Uri,
     pp: &crate::config::ProxyPass,
 ) -> Response<Body> {
+    // Error pages after the limits know their decision ($limit_req_status).
+    let made = |status: u16, detail: &str| Made {
+        limit_req_status,
+        zone,
+        ..made(status, detail.to_string())
+    };
     let (body, body_limit) = LimitedBody::new(body, loc.client_max_body_size);
     let (method, mut headers, _) = head;
     strip_hop_by_hop(&mut headers);
@@ -1316,9 +1324,16 @@ async fn forward(
     }
     // $proxy_add_x_forwarded_for
     let client = vars.remote.ip().to_string();
-    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prev) => format!("{prev}, {client}"),
-        None => client,
+    // Several X-Forwarded-For lines are one list (nginx joins them).
+    let prev: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let xff = if prev.is_empty() {
+        client
+    } else {
+        format!("{}, {client}", prev.join(", "))
     };
     if let Ok(v) = HeaderValue::from_str(&xff) {
         headers.insert("x-forwarded-for", v);
@@ -1368,7 +1383,7 @@ async fn forward(
             respond::error_response(
                 &loc.error_pages,
                 Some(vars),
-                &made(502, "The upstream server could not be reached.".into()),
+                &made(502, "The upstream server could not be reached."),
             )
         }
         Err(_) => {
@@ -1384,7 +1399,7 @@ async fn forward(
             respond::error_response(
                 &loc.error_pages,
                 Some(vars),
-                &made(504, "The upstream server did not answer in time.".into()),
+                &made(504, "The upstream server did not answer in time."),
             )
         }
     }

@@ -1073,11 +1073,12 @@ fn parse_location(
             format!("location \"{path}\" has neither \"proxy_pass\" nor \"return\" (set one here or proxy_pass on the server)"),
         );
     }
-    if let (PathRule::Regex { .. }, Some(p)) = (&rule, &level.proxy_pass) {
+    // The effective proxy_pass: the location's own, or the server's.
+    if let (PathRule::Regex { .. }, Some(p)) = (&rule, proxy) {
         if p.uri.is_some() {
-            let v = get(t, "proxy_pass").expect("parsed above");
+            let span = get(t, "proxy_pass").map_or(path_span.clone(), |v| v.span());
             cx.err(
-                v.span(),
+                span,
                 "\"proxy_pass\" cannot have URI part in location given by regular expression",
             );
         }

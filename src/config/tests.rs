@@ -183,6 +183,23 @@ return = { status = 200 }
 }
 
 #[test]
+fn regex_locations_cannot_inherit_a_uri_either() {
+    let text = r#"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2/base/"
+[[servers.locations]]
+path = "~ \\.php$"
+"#;
+    let e = errors(text);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("t.toml:6:8: \"proxy_pass\" cannot have URI part"),
+        "{e:?}"
+    );
+}
+
+#[test]
 fn duplicate_listen_and_location() {
     let text = r#"
 [[servers]]

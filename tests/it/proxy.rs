@@ -91,6 +91,7 @@ proxy_pass = "http://{up}"
         "/api/x/y?q=1",
         &[
             ("X-Forwarded-For", "1.2.3.4"),
+            ("X-Forwarded-For", "5.6.7.8"),
             ("Connection", "close, X-Drop"),
             ("X-Drop", "secret"),
             ("Keep-Alive", "timeout=5"),
@@ -103,7 +104,7 @@ proxy_pass = "http://{up}"
     assert!(echo.starts_with("get /base/x/y?q=1 http/1.1"), "{echo}");
     assert!(echo.contains(&format!("host: {}", up.addr)), "{echo}");
     assert!(
-        echo.contains("x-forwarded-for: 1.2.3.4, 127.0.0.2"),
+        echo.contains("x-forwarded-for: 1.2.3.4, 5.6.7.8, 127.0.0.2"),
         "{echo}"
     );
     assert!(echo.contains("x-keep: kept"), "{echo}");
@@ -128,11 +129,21 @@ async fn dead_upstream_is_502_and_slow_upstream_is_504() {
     let port = free_port();
     let toml = format!(
         r#"
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/s"
 [[servers]]
 listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/dead"
 proxy_pass = "http://127.0.0.1:{dead}"
+[[servers.locations]]
+path = "/dead-limited"
+proxy_pass = "http://127.0.0.1:{dead}"
+limit_req = {{ zone = "z", burst = 5 }}
+[servers.locations.error_pages.502]
+body = "upstream down after $limit_req_status by $limit_req_zone\n"
 [[servers.locations]]
 path = "/slow"
 proxy_pass = "http://{slow}"
@@ -148,6 +159,10 @@ proxy_read_timeout = "300ms"
         "{}",
         r.body_text()
     );
+
+    let r = request(s.addr(), client(2), "GET", "/dead-limited", &[]).await;
+    assert_eq!(r.status, 502);
+    assert_eq!(r.body_text(), "upstream down after PASSED by z\n");
 
     let r = request(s.addr(), client(2), "GET", "/slow", &[]).await;
     assert_eq!(r.status, 504);
