@@ -277,8 +277,8 @@ struct Zones(Vec<ZoneValues>);
 struct ZoneValues {
     name: String,
     states: usize,
-    capacity: Option<usize>,
-    evictions: Option<u64>,
+    capacity: usize,
+    evictions: u64,
     /// Redis zones: failed decisions, and decisions made by `on_error` instead.
     store: Option<(u64, u64)>,
     /// Decisions by status, [`DecisionCounts::STATUSES`] order.
@@ -303,8 +303,8 @@ impl Zones {
                     ZoneValues {
                         name: z.name().to_string(),
                         states: store.len(),
-                        capacity: Some(m.capacity()),
-                        evictions: Some(m.evictions()),
+                        capacity: m.capacity(),
+                        evictions: m.evictions(),
                         store: remote,
                         decisions: std::array::from_fn(|i| z.limiter.counts.get(i)),
                     }
@@ -351,10 +351,8 @@ impl Collector for Zones {
                 ConstGauge::new(0i64).metric_type(),
             )?;
             for z in &self.0 {
-                if let Some(c) = z.capacity {
-                    let l = label(z);
-                    ConstGauge::new(c as i64).encode(family.encode_family(&l)?)?;
-                }
+                let l = label(z);
+                ConstGauge::new(z.capacity as i64).encode(family.encode_family(&l)?)?;
             }
         }
         {
@@ -365,10 +363,8 @@ impl Collector for Zones {
                 ConstCounter::new(0u64).metric_type(),
             )?;
             for z in &self.0 {
-                if let Some(e) = z.evictions {
-                    let l = label(z);
-                    ConstCounter::new(e).encode(family.encode_family(&l)?)?;
-                }
+                let l = label(z);
+                ConstCounter::new(z.evictions).encode(family.encode_family(&l)?)?;
             }
         }
         for (i, (name, help)) in [

@@ -357,7 +357,7 @@ impl Runtime {
                     problems,
                     zones: limit_zones,
                     ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
-                    status: eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS),
+                    status,
                     log_level: eff.log_level.unwrap_or(LogLevel::Error),
                     dry_run: eff.dry_run.unwrap_or(false),
                     error_pages: eff.error_pages.clone().unwrap_or_default(),

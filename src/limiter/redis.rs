@@ -406,7 +406,7 @@ fn redact(url: &str) -> String {
     }
 }
 
-/// Counters of one Redis zone, for logs now and metrics later.
+/// Counters of one Redis zone, for its error log lines and `/metrics`.
 #[derive(Debug, Default)]
 pub struct ZoneStats {
     /// Redis calls for this zone that failed or timed out.
