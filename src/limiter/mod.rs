@@ -294,33 +294,47 @@ pub fn evaluate<K: AsRef<[u8]>>(
         }
     }
 
-    // Loop ended with the last limit skipped: start from excess 0 there.
-    let (at, excess) = stop.unwrap_or((n - 1, 0));
-    let mut best = (
-        bucket::delay_ms(excess, limits[at].delay, limits[at].zone.rate),
-        at,
-        excess,
-    );
-    let mut tightest = stop.map(|_| (limits[at].remaining(excess), at, excess));
-    for j in (0..at).rev() {
-        let Some((g, h)) = held[j] else { continue };
-        let limit = &limits[j];
-        let excess = locks[g].account(h, now, limit.zone.rate);
-        let delay = bucket::delay_ms(excess, limit.delay, limit.zone.rate);
-        if delay > best.0 {
-            best = (delay, j, excess);
-        }
-        let left = limit.remaining(excess);
-        if tightest.is_none_or(|t| left < t.0) {
-            tightest = Some((left, j, excess));
+    // Accepted: charge the held limits in reverse order, at the same `now`.
+    let mut excess: Vec<Option<u64>> = vec![None; n];
+    excess[n - 1] = stop.map(|(_, e)| e);
+    for j in (0..n - 1).rev() {
+        if let Some((g, h)) = held[j] {
+            excess[j] = Some(locks[g].account(h, now, limits[j].zone.rate));
         }
     }
-    let tightest = tightest.map_or((at, excess), |t| (t.1, t.2));
+    accepted(limits, &excess)
+}
+
+/// The outcome of an accepted request from the excess each limit stored
+/// (`None`: key empty, not charged). nginx's delay: start from the last
+/// limit (excess 0 if it was skipped), then earlier ones in reverse order; a
+/// strictly larger delay replaces it, with its limit and excess for the log.
+/// `tightest`: the limit with the fewest requests left, last limit first.
+pub(crate) fn accepted(limits: &LimitSet, excess: &[Option<u64>]) -> Outcome {
+    let at = limits.len() - 1;
+    let e = excess[at].unwrap_or(0);
+    let mut best = (
+        bucket::delay_ms(e, limits[at].delay, limits[at].zone.rate),
+        at,
+        e,
+    );
+    let mut tightest = excess[at].map(|e| (limits[at].remaining(e), at, e));
+    for j in (0..at).rev() {
+        let Some(e) = excess[j] else { continue };
+        let d = bucket::delay_ms(e, limits[j].delay, limits[j].zone.rate);
+        if d > best.0 {
+            best = (d, j, e);
+        }
+        let left = limits[j].remaining(e);
+        if tightest.is_none_or(|t| left < t.0) {
+            tightest = Some((left, j, e));
+        }
+    }
     Outcome::Accepted {
         delay_ms: best.0,
         limit: best.1,
         excess: best.2,
-        tightest,
+        tightest: tightest.map_or((at, e), |t| (t.1, t.2)),
     }
 }
 

@@ -35,7 +35,7 @@
 //! first call after the breaker closes tries Redis again.
 
 use super::memory::{Held, Lookup, MemoryZone};
-use super::{Limit, LimitSet, Outcome, Store, bucket, evaluate};
+use super::{Limit, LimitSet, Outcome, Store, accepted, evaluate};
 use crate::errlog::{self, Severity};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;
@@ -732,41 +732,6 @@ impl Holds<'_> {
 impl Drop for Holds<'_> {
     fn drop(&mut self) {
         self.release_all();
-    }
-}
-
-/// nginx's delay over accepted limits: start from the last limit (excess 0
-/// if it was skipped), then earlier ones in reverse order; a strictly larger
-/// delay replaces.
-pub(super) fn accepted(limits: &LimitSet, excess: &[Option<u64>]) -> Outcome {
-    let n = limits.len();
-    let at = n - 1;
-    let e = excess[at].unwrap_or(0);
-    let mut best = (
-        bucket::delay_ms(e, limits[at].delay, limits[at].zone.rate),
-        at,
-        e,
-    );
-    // The limit with the fewest requests left (RateLimit headers); the
-    // last limit first, as in `evaluate`.
-    let mut tightest: Option<(u64, usize, u64)> =
-        excess[at].map(|e| (limits[at].remaining(e), at, e));
-    for j in (0..at).rev() {
-        let Some(e) = excess[j] else { continue };
-        let d = bucket::delay_ms(e, limits[j].delay, limits[j].zone.rate);
-        if d > best.0 {
-            best = (d, j, e);
-        }
-        let left = limits[j].remaining(e);
-        if tightest.is_none_or(|t| left < t.0) {
-            tightest = Some((left, j, e));
-        }
-    }
-    Outcome::Accepted {
-        delay_ms: best.0,
-        limit: best.1,
-        excess: best.2,
-        tightest: tightest.map_or((at, e), |t| (t.1, t.2)),
     }
 }
 
