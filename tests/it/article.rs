@@ -1,70 +1,19 @@
-//! The seed article's experiment against sluice alone, on real sockets: SPEC.md §2's
-//! configuration (four zones at 2r/s, four locations, the 429 error page, the built-in upstream
-//! as a second server), 10 simultaneous requests per location, and the outcome of
+//! The seed article's experiment against sluice alone, on real sockets: the shipped example
+//! configuration (SPEC.md §2's: four zones at 2r/s, four locations, the 429 error page, the
+//! built-in upstream as a second server), 10 simultaneous requests per location, and the outcome of
 //! nginx-limit-req.md §11. Each test starts its own sluice on free ports and uses its own client
 //! address, so the tests run in parallel without sharing a bucket.
 
 use crate::support::{Reply, Sluice, assert_expected, burst, client, expect, free_port};
 
-/// SPEC.md §2's configuration, verbatim except for the two ports.
+/// The shipped example, config/sluice.toml (SPEC.md §2's configuration), with its two ports
+/// (7060 and the built-in upstream on 7070) moved to free ones.
 fn article_toml(listen: u16, upstream: u16) -> String {
-    format!(
-        r#"limit_req_status    = 429
-limit_req_log_level = "error"
-limit_req_dry_run   = false
-
-[zones.z_plain]
-key  = "$binary_remote_addr"
-size = "1m"
-rate = "2r/s"
-
-[zones.z_burst]
-key  = "$binary_remote_addr"
-size = "1m"
-rate = "2r/s"
-
-[zones.z_nodelay]
-key  = "$binary_remote_addr"
-size = "1m"
-rate = "2r/s"
-
-[zones.z_delay]
-key  = "$binary_remote_addr"
-size = "1m"
-rate = "2r/s"
-
-[[servers]]
-listen     = "127.0.0.1:{listen}"
-proxy_pass = "http://127.0.0.1:{upstream}"
-
-[[servers.locations]]
-path      = "/plain"
-limit_req = {{ zone = "z_plain" }}
-
-[[servers.locations]]
-path      = "/burst"
-limit_req = {{ zone = "z_burst", burst = 5 }}
-
-[[servers.locations]]
-path      = "/nodelay"
-limit_req = {{ zone = "z_nodelay", burst = 5, nodelay = true }}
-
-[[servers.locations]]
-path      = "/delay"
-limit_req = [{{ zone = "z_delay", burst = 5, delay = 2 }}]
-
-[servers.error_pages.429]
-status  = 429
-headers = {{ "Retry-After" = "$retry_after" }}
-body    = "too many requests\n"
-
-[[servers]]
-listen = "127.0.0.1:{upstream}"
-[[servers.locations]]
-path   = "/"
-return = {{ status = 200, body = "ok\n" }}
-"#
-    )
+    let shipped = include_str!("../../config/sluice.toml");
+    assert!(shipped.contains("127.0.0.1:7060") && shipped.contains("127.0.0.1:7070"));
+    shipped
+        .replace("127.0.0.1:7060", &format!("127.0.0.1:{listen}"))
+        .replace("127.0.0.1:7070", &format!("127.0.0.1:{upstream}"))
 }
 
 fn start_article() -> Sluice {

@@ -222,12 +222,13 @@ proxy_pass = "http://{up}"
     );
 }
 
+/// Malformed requests get 400 and never reach a location. (A client that
+/// sends nothing is dropped after client_header_timeout: tests/it/ops.rs.)
 #[tokio::test]
-async fn silent_clients_are_dropped_and_garbage_gets_400() {
+async fn malformed_requests_get_400() {
     let port = free_port();
     let toml = format!(
         r#"
-client_header_timeout = "500ms"
 [[servers]]
 listen = "127.0.0.1:{port}"
 [[servers.locations]]
@@ -236,20 +237,6 @@ return = {{ status = 200, body = "ok\n" }}
 "#
     );
     let _s = Sluice::start(&toml, &[port]);
-    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let start = Instant::now();
-    let mut buf = [0u8; 64];
-    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
-        .await
-        .expect("a silent client must be dropped by client_header_timeout")
-        .unwrap_or(0);
-    assert_eq!(n, 0, "closed without a response");
-    assert!(
-        (400..2500).contains(&start.elapsed().as_millis()),
-        "dropped after {:?}",
-        start.elapsed()
-    );
-
     let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     c.write_all(b"GARBAGE\r\n\r\n").await.unwrap();
     let mut out = Vec::new();
