@@ -211,12 +211,12 @@ impl LoggedBody {
 
 impl hyper::body::Body for LoggedBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = crate::client_io::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {

@@ -18,7 +18,6 @@
 //! ([`IdleOnEnd`]).
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use parking_lot::Mutex;
 use std::io;
@@ -389,15 +388,6 @@ impl Body for LimitedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// Boxed, for the upstream client.
-pub type UpstreamBody = http_body_util::combinators::BoxBody<Bytes, BodyError>;
-
-impl LimitedBody {
-    pub fn boxed_body(self) -> UpstreamBody {
-        BodyExt::boxed(self)
     }
 }
 

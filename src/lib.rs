@@ -31,4 +31,5 @@ pub mod proxy;
 pub mod realip;
 pub mod respond;
 pub mod runtime;
+pub mod upstream;
 pub mod vars;

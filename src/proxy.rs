@@ -10,26 +10,22 @@
 //! that a state with `last = 0` is always long drained.
 
 use crate::accesslog::{AccessLog, LoggedBody, Record};
-use crate::client_io::{
-    ConnState, Expired, IdleOnEnd, LimitedBody, TimedIo, Timeouts, UpstreamBody,
-};
+use crate::client_io::{ConnState, Expired, IdleOnEnd, LimitedBody, TimedIo, Timeouts};
 use crate::config::{LoadError, LogLevel, Spec};
 use crate::errlog::{self, Excess, Severity};
 use crate::limiter::{self, Outcome};
 use crate::metrics::{Metrics, UpstreamError};
 use crate::respond::{self, Body, Made};
 use crate::runtime::{Action, BuildError, Location, Runtime, Server};
+use crate::upstream;
 use crate::vars::RequestVars;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,8 +62,6 @@ impl Default for Clock {
     }
 }
 
-type UpstreamClient = Client<HttpConnector, UpstreamBody>;
-
 /// State shared by every connection: the current configuration and the
 /// upstream connection pools.
 pub struct Shared {
@@ -97,30 +91,6 @@ impl Shared {
     /// The configuration generation new requests use.
     pub fn runtime(&self) -> Arc<Runtime> {
         self.runtime.load_full()
-    }
-
-    /// The upstream client of this worker thread for `connect_timeout`:
-    /// one pool per thread, so a request never waits on a connection whose
-    /// task runs on another thread.
-    fn client(&self, connect_timeout: Duration) -> UpstreamClient {
-        thread_local! {
-            static CLIENTS: std::cell::RefCell<HashMap<Duration, UpstreamClient>> =
-                Default::default();
-        }
-        CLIENTS.with(|c| {
-            c.borrow_mut()
-                .entry(connect_timeout)
-                .or_insert_with(|| {
-                    let mut conn = HttpConnector::new();
-                    conn.set_connect_timeout(Some(connect_timeout));
-                    conn.set_nodelay(true);
-                    Client::builder(TokioExecutor::new())
-                        .pool_idle_timeout(Duration::from_secs(30))
-                        .pool_timer(TokioTimer::new())
-                        .build(conn)
-                })
-                .clone()
-        })
     }
 }
 
@@ -961,7 +931,7 @@ async fn handle(
     let resp = match &loc.action {
         Action::Return(ret) => respond::return_response(ret, &vars, lrs),
         Action::Proxy(pp) => {
-            let upstream_uri = upstream_uri(pp, loc, &parts.uri, path);
+            let target = upstream_target(pp, loc, &parts.uri, path);
             let up_start = tokio::time::Instant::now();
             let resp = forward(
                 &shared,
@@ -969,9 +939,9 @@ async fn handle(
                 &conn,
                 &vars,
                 (lrs, zone),
-                parts.clone_head(),
+                &parts,
                 body,
-                upstream_uri,
+                &target,
                 pp,
             )
             .await;
@@ -996,16 +966,6 @@ fn with_quota(mut resp: Response<Body>, loc: &Location, outcome: &Outcome) -> Re
         }
     }
     resp
-}
-
-trait CloneHead {
-    fn clone_head(&self) -> (http::Method, HeaderMap, http::Version);
-}
-
-impl CloneHead for http::request::Parts {
-    fn clone_head(&self) -> (http::Method, HeaderMap, http::Version) {
-        (self.method.clone(), self.headers.clone(), self.version)
-    }
 }
 
 fn made(status: u16, detail: String) -> Made<'static> {
@@ -1190,8 +1150,14 @@ pub fn normalize_path(raw: &str) -> Option<String> {
 
 /// nginx's `proxy_pass` URI rule: with a URI part, the matched location
 /// prefix is replaced by it; without one, the request URI goes unchanged.
-fn upstream_uri(pp: &crate::config::ProxyPass, loc: &Location, uri: &Uri, path: &str) -> Uri {
-    let pq = match (&pp.uri, &loc.prefix) {
+/// The result is the upstream request's target (path and query).
+fn upstream_target<'a>(
+    pp: &crate::config::ProxyPass,
+    loc: &Location,
+    uri: &'a Uri,
+    path: &str,
+) -> std::borrow::Cow<'a, str> {
+    match (&pp.uri, &loc.prefix) {
         (Some(base), Some(prefix)) => {
             let rest = path.strip_prefix(prefix.as_str()).unwrap_or("");
             let mut s = format!("{base}{}", escape_path(rest));
@@ -1199,16 +1165,11 @@ fn upstream_uri(pp: &crate::config::ProxyPass, loc: &Location, uri: &Uri, path: 
                 s.push('?');
                 s.push_str(q);
             }
-            http::uri::PathAndQuery::try_from(s).ok()
+            s.into()
         }
         // Unchanged: the request's own (already parsed) path and query.
-        _ => uri.path_and_query().cloned(),
-    };
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(http::uri::Scheme::HTTP);
-    parts.authority = Some(pp.authority.clone());
-    parts.path_and_query = Some(pq.unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")));
-    Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
+        _ => uri.path_and_query().map_or("/", |pq| pq.as_str()).into(),
+    }
 }
 
 fn escape_path(p: &str) -> String {
@@ -1221,33 +1182,6 @@ fn escape_path(p: &str) -> String {
         }
     }
     out
-}
-
-/// Hop-by-hop headers (RFC 9110 §7.6.1), plus those named in `Connection`.
-fn strip_hop_by_hop(h: &mut HeaderMap) {
-    let named: Vec<http::HeaderName> = h
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| http::HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for n in named {
-        h.remove(n);
-    }
-    for n in [
-        header::CONNECTION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        header::PROXY_AUTHENTICATE,
-        header::PROXY_AUTHORIZATION,
-    ] {
-        h.remove(n);
-    }
-    h.remove("keep-alive");
-    h.remove("proxy-connection");
 }
 
 /// nginx's find-config check: a request whose Content-Length exceeds
@@ -1304,9 +1238,9 @@ async fn forward(
     conn: &Conn,
     vars: &RequestVars<'_>,
     (limit_req_status, zone): (&'static str, &str),
-    head: (http::Method, HeaderMap, http::Version),
+    parts: &http::request::Parts,
     body: Incoming,
-    uri: Uri,
+    target: &str,
     pp: &crate::config::ProxyPass,
 ) -> Response<Body> {
     // Error pages after the limits know their decision ($limit_req_status).
@@ -1316,40 +1250,16 @@ async fn forward(
         ..made(status, detail.to_string())
     };
     let (body, body_limit) = LimitedBody::new(body, loc.client_max_body_size);
-    let (method, mut headers, _) = head;
-    strip_hop_by_hop(&mut headers);
-    // nginx's `proxy_set_header Host $proxy_host` default.
-    if let Ok(v) = HeaderValue::from_str(pp.authority.as_str()) {
-        headers.insert(header::HOST, v);
-    }
-    // $proxy_add_x_forwarded_for
-    let client = vars.remote.ip().to_string();
-    // Several X-Forwarded-For lines are one list (nginx joins them).
-    let prev: Vec<&str> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let xff = if prev.is_empty() {
-        client
-    } else {
-        format!("{}, {client}", prev.join(", "))
+    let head = upstream::Head {
+        method: &parts.method,
+        target,
+        headers: &parts.headers,
+        host: &pp.authority,
+        client: vars.remote.ip(),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
-        headers.insert("x-forwarded-for", v);
-    }
-    let mut req = Request::new(body.boxed_body());
-    *req.method_mut() = method;
-    *req.headers_mut() = headers;
-    *req.uri_mut() = uri.clone();
-
-    let client = shared.client(loc.proxy_connect_timeout);
-    match tokio::time::timeout(loc.proxy_read_timeout, client.request(req)).await {
-        Ok(Ok(resp)) => {
-            let (mut parts, body) = resp.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, body.boxed())
-        }
+    let sent = upstream::send(&pp.authority, loc.proxy_connect_timeout, &head, body);
+    let failure = match tokio::time::timeout(loc.proxy_read_timeout, sent).await {
+        Ok(Ok(resp)) => return resp.map(BodyExt::boxed),
         Ok(Err(_)) if body_limit.exceeded() => {
             log_req(
                 Severity::Error,
@@ -1361,31 +1271,9 @@ async fn forward(
                     loc.client_max_body_size
                 ),
             );
-            too_large(loc, vars)
+            return too_large(loc, vars);
         }
-        Ok(Err(e)) => {
-            shared.metrics.upstream_error(if e.is_connect() {
-                UpstreamError::Connect
-            } else {
-                UpstreamError::Other
-            });
-            let what = if e.is_connect() {
-                "connect() failed while connecting to upstream"
-            } else {
-                "upstream prematurely closed connection while reading response header from upstream"
-            };
-            log_req(
-                Severity::Error,
-                conn,
-                vars,
-                format_args!("{what} ({}), upstream: \"{uri}\"", error_chain(&e)),
-            );
-            respond::error_response(
-                &loc.error_pages,
-                Some(vars),
-                &made(502, "The upstream server could not be reached."),
-            )
-        }
+        Ok(Err(e)) => e,
         Err(_) => {
             shared.metrics.upstream_error(UpstreamError::Timeout);
             log_req(
@@ -1393,27 +1281,33 @@ async fn forward(
                 conn,
                 vars,
                 format_args!(
-                    "upstream timed out while reading response header from upstream, upstream: \"{uri}\""
+                    "upstream timed out (110: Connection timed out) while reading response header from upstream, upstream: \"http://{}{target}\"",
+                    pp.authority
                 ),
             );
-            respond::error_response(
+            return respond::error_response(
                 &loc.error_pages,
                 Some(vars),
                 &made(504, "The upstream server did not answer in time."),
-            )
+            );
         }
-    }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+    };
+    shared.metrics.upstream_error(match failure {
+        upstream::Error::Connect(_) => UpstreamError::Connect,
+        upstream::Error::ConnectTimeout => UpstreamError::Timeout,
+        _ => UpstreamError::Other,
+    });
+    log_req(
+        Severity::Error,
+        conn,
+        vars,
+        format_args!("{failure}, upstream: \"http://{}{target}\"", pp.authority),
+    );
+    let (status, detail) = match failure {
+        upstream::Error::ConnectTimeout => (504, "The upstream server did not answer in time."),
+        _ => (502, "The upstream server could not be reached."),
+    };
+    respond::error_response(&loc.error_pages, Some(vars), &made(status, detail))
 }
 
 #[cfg(test)]

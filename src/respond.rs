@@ -8,7 +8,7 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 
 /// The body type of every response sluice sends.
-pub type Body = BoxBody<Bytes, hyper::Error>;
+pub type Body = BoxBody<Bytes, crate::client_io::BodyError>;
 
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).map_err(|never| match never {}).boxed()

@@ -1,0 +1,706 @@
+//! Upstream HTTP/1.1: sluice's own client for `proxy_pass`.
+//!
+//! Why not hyper's client: on the pass path hyper-util's pooled client cost
+//! more CPU per request than all of nginx's user time — a task per upstream
+//! connection, a channel between it and the request, a pool behind a lock, a
+//! clone of the request's header map. Here the request's own task writes the
+//! request head in one `write`, parses the response head with `httparse`, and
+//! the response body carries the connection back to its worker thread's idle
+//! list the moment its last byte is read: nginx's `keepalive` cache of
+//! upstream connections, one per worker.
+//!
+//! What it does, as nginx does it: one request per connection at a time,
+//! HTTP/1.1 with kept-alive connections, request bodies streamed with their
+//! Content-Length or re-chunked, responses framed by RFC 9112 §6.3 (HEAD,
+//! 1xx/204/304, chunked, Content-Length, or read until close), hop-by-hop
+//! headers dropped both ways, and a request that meets a kept-alive
+//! connection the upstream had closed is sent again on a new one (nginx
+//! retries cached connections too) — if it had no body to lose.
+
+use crate::client_io::BodyError;
+use bytes::{Buf, Bytes, BytesMut};
+use http::uri::Authority;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Largest response head accepted; nginx's `proxy_buffer_size` is 4k or 8k,
+/// so anything nginx accepts fits.
+const MAX_HEAD: usize = 64 * 1024;
+/// Most header lines in a response head (hyper's default).
+const MAX_HEADERS: usize = 100;
+/// Idle connections kept per upstream and worker thread.
+const MAX_IDLE: usize = 512;
+/// A connection idle for longer is closed, not reused (nginx's upstream
+/// `keepalive_timeout` default).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often each worker closes idle connections that expired or that the
+/// upstream closed.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// Read buffer growth.
+const READ_CHUNK: usize = 8 * 1024;
+
+/// Why a request got no response from upstream. The messages are nginx's.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("connect() failed ({}) while connecting to upstream", os(.0))]
+    Connect(io::Error),
+    #[error("upstream timed out (110: Connection timed out) while connecting to upstream")]
+    ConnectTimeout,
+    #[error("writev() failed ({}) while sending request to upstream", os(.0))]
+    Send(io::Error),
+    /// The client's request body failed (too large, or the client left).
+    #[error("client request body: {0}")]
+    Body(BodyError),
+    #[error("recv() failed ({}) while reading response header from upstream", os(.0))]
+    Recv(io::Error),
+    #[error("upstream prematurely closed connection while reading response header from upstream")]
+    Closed,
+    #[error("upstream sent too big header while reading response header from upstream")]
+    TooBig,
+    #[error("upstream sent invalid {0} while reading response header from upstream")]
+    Invalid(&'static str),
+}
+
+impl Error {
+    pub fn is_connect(&self) -> bool {
+        matches!(self, Error::Connect(_) | Error::ConnectTimeout)
+    }
+}
+
+/// `111: Connection refused`, as nginx prints errno.
+fn os(e: &io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(code) => {
+            let suffix = format!(" (os error {code})");
+            format!("{code}: {}", text.strip_suffix(&suffix).unwrap_or(&text))
+        }
+        None => text,
+    }
+}
+
+/// One upstream connection and its buffers, reused with it.
+struct Conn {
+    stream: TcpStream,
+    read: BytesMut,
+    write: Vec<u8>,
+}
+
+impl Conn {
+    /// No news from the upstream since the last response: not closed, no
+    /// stray bytes. Costs no system call while the socket is quiet.
+    fn is_quiet(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        match self.stream.poll_read_ready(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 1];
+                matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+}
+
+struct Idle {
+    conn: Conn,
+    since: Instant,
+}
+
+thread_local! {
+    /// This worker's idle upstream connections, most recently used last.
+    static IDLE: RefCell<Pool> = RefCell::new(Pool::default());
+}
+
+#[derive(Default)]
+struct Pool {
+    idle: HashMap<Authority, Vec<Idle>>,
+    sweeping: bool,
+}
+
+fn checkout(key: &Authority, check: bool) -> Option<Conn> {
+    IDLE.with(|p| {
+        let mut p = p.borrow_mut();
+        let list = p.idle.get_mut(key)?;
+        let now = Instant::now();
+        while let Some(mut idle) = list.pop() {
+            if now.duration_since(idle.since) < IDLE_TIMEOUT && (!check || idle.conn.is_quiet()) {
+                return Some(idle.conn);
+            }
+        }
+        None
+    })
+}
+
+fn checkin(key: Authority, conn: Conn) {
+    let start_sweeper = IDLE.with(|p| {
+        let mut p = p.borrow_mut();
+        let list = p.idle.entry(key).or_default();
+        if list.len() < MAX_IDLE {
+            list.push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+        }
+        !std::mem::replace(&mut p.sweeping, true)
+    });
+    if start_sweeper {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(sweeper());
+            }
+            Err(_) => IDLE.with(|p| p.borrow_mut().sweeping = false),
+        }
+    }
+}
+
+/// Runs on each worker that has kept a connection: closes the expired and
+/// the upstream-closed ones, so they do not sit in CLOSE_WAIT.
+async fn sweeper() {
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        IDLE.with(|p| {
+            let now = Instant::now();
+            for list in p.borrow_mut().idle.values_mut() {
+                list.retain_mut(|i| {
+                    now.duration_since(i.since) < IDLE_TIMEOUT && i.conn.is_quiet()
+                });
+            }
+        });
+    }
+}
+
+/// What to send: the request head as the proxy rewrote it.
+pub struct Head<'a> {
+    pub method: &'a Method,
+    /// Origin-form target: path and query.
+    pub target: &'a str,
+    /// The client's headers; hop-by-hop ones, Host and X-Forwarded-For are
+    /// replaced here.
+    pub headers: &'a HeaderMap,
+    /// Host, as nginx's `$proxy_host`.
+    pub host: &'a Authority,
+    /// Appended to X-Forwarded-For.
+    pub client: IpAddr,
+}
+
+/// Sends one request to `upstream` and returns its response once the head
+/// is read; the body streams from the connection.
+pub async fn send<B>(
+    upstream: &Authority,
+    connect_timeout: Duration,
+    head: &Head<'_>,
+    mut body: B,
+) -> Result<Response<UpstreamBody>, Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    let chunked = head.headers.contains_key(header::TRANSFER_ENCODING);
+    let has_body = chunked || !body.is_end_stream();
+    loop {
+        // A request with a body cannot be sent twice: make sure first.
+        let (mut conn, reused) = match checkout(upstream, has_body) {
+            Some(c) => (c, true),
+            None => (connect(upstream, connect_timeout).await?, false),
+        };
+        write_head(&mut conn.write, head, chunked);
+        if let Err(e) = conn.stream.write_all(&conn.write).await {
+            if reused && !has_body {
+                continue;
+            }
+            return Err(Error::Send(e));
+        }
+        if has_body {
+            send_body(&mut conn, &mut body, chunked).await?;
+        }
+        let mut received = false;
+        match read_head(&mut conn, head.method, &mut received).await {
+            Ok((resp, framing, keep)) => {
+                let body = UpstreamBody {
+                    conn: Some(conn),
+                    key: upstream.clone(),
+                    framing,
+                    keep,
+                };
+                let mut resp = resp.map(|()| body);
+                resp.body_mut().finish_if_done();
+                return Ok(resp);
+            }
+            // The upstream closed a kept-alive connection before answering.
+            Err(Error::Closed | Error::Recv(_)) if reused && !has_body && !received => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn connect(upstream: &Authority, timeout: Duration) -> Result<Conn, Error> {
+    let addr = (upstream.host(), upstream.port_u16().unwrap_or(80));
+    let host = addr.0.trim_start_matches('[').trim_end_matches(']');
+    let stream = match tokio::time::timeout(timeout, TcpStream::connect((host, addr.1))).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(Error::Connect(e)),
+        Err(_) => return Err(Error::ConnectTimeout),
+    };
+    let _ = stream.set_nodelay(true);
+    Ok(Conn {
+        stream,
+        read: BytesMut::with_capacity(READ_CHUNK),
+        write: Vec::with_capacity(1024),
+    })
+}
+
+/// Request headers that are the connection's, not the request's (RFC 9110
+/// §7.6.1), and those this function writes itself.
+fn replaced(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "host"
+            | "x-forwarded-for"
+    )
+}
+
+/// Names a `Connection` header lists are hop-by-hop too.
+fn named_in_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .any(|t| {
+            t.trim_ascii()
+                .eq_ignore_ascii_case(name.as_str().as_bytes())
+        })
+}
+
+fn write_head(out: &mut Vec<u8>, head: &Head<'_>, chunked: bool) {
+    out.clear();
+    out.extend_from_slice(head.method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(head.target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(head.host.as_str().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let listed = head.headers.contains_key(header::CONNECTION);
+    for (name, value) in head.headers {
+        if replaced(name)
+            || (chunked && name == header::CONTENT_LENGTH)
+            || (listed && named_in_connection(head.headers, name))
+        {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    // $proxy_add_x_forwarded_for; several lines are one list (nginx joins them).
+    out.extend_from_slice(b"x-forwarded-for: ");
+    for v in head.headers.get_all("x-forwarded-for") {
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b", ");
+    }
+    let mut ip = [0u8; 64];
+    let n = {
+        use std::io::Write;
+        let mut w = &mut ip[..];
+        let _ = write!(w, "{}", head.client);
+        64 - w.len()
+    };
+    out.extend_from_slice(&ip[..n]);
+    out.extend_from_slice(b"\r\n");
+    if chunked {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+async fn send_body<B>(conn: &mut Conn, body: &mut B, chunked: bool) -> Result<(), Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(Error::Body)?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers are not forwarded
+        };
+        if data.is_empty() {
+            continue;
+        }
+        if chunked {
+            conn.write.clear();
+            conn.write
+                .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            conn.write.extend_from_slice(&data);
+            conn.write.extend_from_slice(b"\r\n");
+            conn.stream.write_all(&conn.write).await
+        } else {
+            conn.stream.write_all(&data).await
+        }
+        .map_err(Error::Send)?;
+    }
+    if chunked {
+        conn.stream
+            .write_all(b"0\r\n\r\n")
+            .await
+            .map_err(Error::Send)?;
+    }
+    Ok(())
+}
+
+/// Reads more into the connection's buffer: the number of bytes, 0 at EOF.
+async fn fill(conn: &mut Conn) -> io::Result<usize> {
+    conn.read.reserve(READ_CHUNK);
+    std::future::poll_fn(|cx| {
+        tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.read)
+    })
+    .await
+}
+
+/// The response head (1xx skipped), how its body is framed, and whether
+/// the connection may be reused after it.
+async fn read_head(
+    conn: &mut Conn,
+    method: &Method,
+    received: &mut bool,
+) -> Result<(Response<()>, Framing, bool), Error> {
+    loop {
+        if !conn.read.is_empty() {
+            *received = true;
+            match parse_head(&mut conn.read, method)? {
+                Some(Parsed::Interim) => continue,
+                Some(Parsed::Final(resp, framing, keep)) => return Ok((resp, framing, keep)),
+                None if conn.read.len() >= MAX_HEAD => return Err(Error::TooBig),
+                None => {}
+            }
+        }
+        match fill(conn).await {
+            Ok(0) => return Err(Error::Closed),
+            Ok(_) => {}
+            Err(e) => return Err(Error::Recv(e)),
+        }
+    }
+}
+
+enum Parsed {
+    Interim,
+    Final(Response<()>, Framing, bool),
+}
+
+/// Parses a complete head off the front of `buf`, or `None` if it is not
+/// all there yet.
+fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Error> {
+    let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut lines);
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(Error::TooBig),
+        Err(_) => return Err(Error::Invalid("header")),
+    };
+    let code = parsed.code.unwrap_or(0);
+    let status = StatusCode::from_u16(code).map_err(|_| Error::Invalid("status"))?;
+    if status.is_informational() {
+        if code == 101 {
+            return Err(Error::Invalid("101 response"));
+        }
+        buf.advance(len);
+        return Ok(Some(Parsed::Interim));
+    }
+    let http11 = parsed.version == Some(1);
+    let mut keep = http11;
+    let mut length: Option<u64> = None;
+    let mut chunked = None;
+    let count = parsed.headers.len();
+    // Header values share the head's bytes rather than each being copied.
+    let raw: Vec<(usize, usize, usize, usize)> = parsed
+        .headers
+        .iter()
+        .map(|h| {
+            let n = h.name.as_ptr() as usize - buf.as_ptr() as usize;
+            let v = h.value.as_ptr() as usize - buf.as_ptr() as usize;
+            (n, h.name.len(), v, h.value.len())
+        })
+        .collect();
+    let head = buf.split_to(len).freeze();
+    let mut headers = HeaderMap::with_capacity(count);
+    let mut connection = Vec::new();
+    for (n, nl, v, vl) in raw {
+        let name =
+            HeaderName::from_bytes(&head[n..n + nl]).map_err(|_| Error::Invalid("header"))?;
+        let value = &head[v..v + vl];
+        match name.as_str() {
+            "content-length" => {
+                let l = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .ok_or(Error::Invalid("\"Content-Length\" header"))?;
+                if length.is_some_and(|old| old != l) {
+                    return Err(Error::Invalid("\"Content-Length\" header"));
+                }
+                length = Some(l);
+            }
+            "transfer-encoding" => {
+                let last = value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+                chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+                continue;
+            }
+            "connection" => {
+                for t in value.split(|&b| b == b',') {
+                    let t = t.trim_ascii();
+                    if t.eq_ignore_ascii_case(b"close") {
+                        keep = false;
+                    } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                        keep = true;
+                    } else if let Ok(n) = HeaderName::from_bytes(t) {
+                        connection.push(n);
+                    }
+                }
+                continue;
+            }
+            "keep-alive" | "proxy-connection" | "te" | "trailer" | "upgrade"
+            | "proxy-authenticate" => continue,
+            _ => {}
+        }
+        let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
+            .map_err(|_| Error::Invalid("header"))?;
+        headers.append(name, value);
+    }
+    for n in connection {
+        headers.remove(n);
+    }
+    // RFC 9112 §6.3.
+    let framing = if *method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        Framing::Length(0)
+    } else if let Some(chunked) = chunked {
+        headers.remove(header::CONTENT_LENGTH);
+        if chunked {
+            Framing::Chunked(Chunk::Size)
+        } else {
+            keep = false;
+            Framing::UntilClose
+        }
+    } else if let Some(l) = length {
+        Framing::Length(l)
+    } else {
+        keep = false;
+        Framing::UntilClose
+    };
+    if !http11 && keep {
+        // An HTTP/1.0 upstream that said keep-alive: trust only a framed body.
+        keep = !matches!(framing, Framing::UntilClose);
+    }
+    let mut resp = Response::new(());
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    Ok(Some(Parsed::Final(resp, framing, keep)))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Framing {
+    /// This many bytes left.
+    Length(u64),
+    Chunked(Chunk),
+    /// Everything until the upstream closes.
+    UntilClose,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk: bytes left.
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty one.
+    Trailers,
+}
+
+/// The upstream's response body. When its last byte is read, the connection
+/// goes back to this worker's idle list (if the upstream allows); dropped
+/// before that, the connection closes.
+pub struct UpstreamBody {
+    conn: Option<Conn>,
+    key: Authority,
+    framing: Framing,
+    keep: bool,
+}
+
+/// The upstream broke off its response body.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream prematurely closed connection while reading upstream")]
+pub struct Truncated;
+
+impl UpstreamBody {
+    fn finish_if_done(&mut self) {
+        if matches!(self.framing, Framing::Length(0)) {
+            self.framing = Framing::Done;
+        }
+        if self.framing == Framing::Done {
+            if let Some(conn) = self.conn.take() {
+                if self.keep && conn.read.is_empty() {
+                    checkin(self.key.clone(), conn);
+                }
+            }
+        }
+    }
+
+    /// The next piece of body out of the buffer, or `None` if more must
+    /// be read first.
+    fn take(&mut self) -> Result<Option<Bytes>, BodyError> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(None);
+        };
+        let buf = &mut conn.read;
+        loop {
+            match &mut self.framing {
+                Framing::Done | Framing::Length(0) => return Ok(None),
+                Framing::Length(left) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = (*left).min(buf.len() as u64) as usize;
+                    *left -= n as u64;
+                    return Ok(Some(buf.split_to(n).freeze()));
+                }
+                Framing::UntilClose => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    return Ok(Some(buf.split().freeze()));
+                }
+                Framing::Chunked(Chunk::Data(left)) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = (*left).min(buf.len() as u64) as usize;
+                    *left -= n as u64;
+                    if *left == 0 {
+                        self.framing = Framing::Chunked(Chunk::DataEnd);
+                    }
+                    return Ok(Some(buf.split_to(n).freeze()));
+                }
+                Framing::Chunked(state) => {
+                    let state = *state;
+                    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+                        if buf.len() > 4096 {
+                            return Err("upstream sent invalid chunked response".into());
+                        }
+                        return Ok(None);
+                    };
+                    let line = buf.split_to(end + 2);
+                    let line = &line[..end];
+                    let next = match state {
+                        Chunk::Size => {
+                            let size = line.split(|&b| b == b';').next().unwrap_or(b"");
+                            let size = std::str::from_utf8(size.trim_ascii())
+                                .ok()
+                                .and_then(|s| u64::from_str_radix(s, 16).ok())
+                                .ok_or("upstream sent invalid chunked response")?;
+                            if size == 0 {
+                                Chunk::Trailers
+                            } else {
+                                Chunk::Data(size)
+                            }
+                        }
+                        Chunk::DataEnd if line.is_empty() => Chunk::Size,
+                        Chunk::DataEnd => {
+                            return Err("upstream sent invalid chunked response".into());
+                        }
+                        Chunk::Trailers if line.is_empty() => {
+                            self.framing = Framing::Done;
+                            return Ok(None);
+                        }
+                        Chunk::Trailers => Chunk::Trailers,
+                        Chunk::Data(_) => unreachable!("handled above"),
+                    };
+                    self.framing = Framing::Chunked(next);
+                }
+            }
+        }
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        loop {
+            let taken = this.take();
+            this.finish_if_done();
+            match taken {
+                Ok(Some(data)) => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                Err(e) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Ok(None) => {}
+            }
+            let Some(conn) = this.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            conn.read.reserve(READ_CHUNK);
+            let read = ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut conn.stream),
+                cx,
+                &mut conn.read
+            ));
+            match read {
+                Ok(0) if this.framing == Framing::UntilClose => {
+                    this.framing = Framing::Done;
+                    this.conn = None;
+                    return Poll::Ready(None);
+                }
+                Ok(0) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(Box::new(Truncated))));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    this.conn = None;
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.framing == Framing::Done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.framing {
+            Framing::Length(n) => SizeHint::with_exact(n),
+            Framing::Done => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}
