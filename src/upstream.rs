@@ -704,3 +704,313 @@ impl Body for UpstreamBody {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{Empty, Full};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// An upstream that answers each request with the next of `answers`
+    /// (one connection may carry several), and keeps what it received.
+    struct Upstream {
+        key: Authority,
+        accepted: Arc<AtomicUsize>,
+        received: Arc<parking_lot::Mutex<Vec<u8>>>,
+    }
+
+    /// How the test upstream answers: bytes to send, in pieces, and
+    /// whether to close the connection afterwards.
+    #[derive(Clone)]
+    struct Answer {
+        pieces: Vec<&'static [u8]>,
+        close: bool,
+    }
+
+    fn answer(pieces: &[&'static [u8]]) -> Answer {
+        Answer {
+            pieces: pieces.to_vec(),
+            close: false,
+        }
+    }
+
+    async fn upstream(answers: Vec<Answer>) -> Upstream {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let received = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let answers = Arc::new(parking_lot::Mutex::new(answers.into_iter()));
+        let (a, r) = (accepted.clone(), received.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                a.fetch_add(1, Ordering::SeqCst);
+                let (answers, received) = (answers.clone(), r.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let n = match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        received.lock().extend_from_slice(&buf[..n]);
+                        // The rest of it, if it comes in more pieces.
+                        let settle = Duration::from_millis(20);
+                        while let Ok(Ok(n @ 1..)) =
+                            tokio::time::timeout(settle, s.read(&mut buf)).await
+                        {
+                            received.lock().extend_from_slice(&buf[..n]);
+                        }
+                        let Some(ans) = answers.lock().next() else {
+                            return;
+                        };
+                        for p in ans.pieces {
+                            if s.write_all(p).await.is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        if ans.close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Upstream {
+            key,
+            accepted,
+            received,
+        }
+    }
+
+    fn head<'a>(method: &'a Method, headers: &'a HeaderMap, host: &'a Authority) -> Head<'a> {
+        Head {
+            method,
+            target: "/t?q=1",
+            headers,
+            host,
+            client: "127.0.0.9".parse().unwrap(),
+        }
+    }
+
+    fn empty() -> http_body_util::combinators::BoxBody<Bytes, BodyError> {
+        Empty::new().map_err(|n| match n {}).boxed()
+    }
+
+    async fn get(up: &Upstream, method: Method) -> Result<(Response<()>, Bytes), String> {
+        let headers = HeaderMap::new();
+        let h = head(&method, &headers, &up.key);
+        let resp = send(&up.key, Duration::from_secs(1), &h, empty())
+            .await
+            .map_err(|e| e.to_string())?;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((Response::from_parts(parts, ()), body))
+    }
+
+    const HI: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nhi";
+
+    #[tokio::test]
+    async fn kept_alive_connections_are_reused() {
+        let up = upstream(vec![answer(&[HI]); 3]).await;
+        for _ in 0..3 {
+            let (resp, body) = get(&up, Method::GET).await.unwrap();
+            assert_eq!(resp.status(), 200);
+            assert_eq!(&body[..], b"hi");
+            assert!(resp.headers().get("connection").is_none(), "hop-by-hop");
+        }
+        assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn chunked_responses_are_decoded_across_reads() {
+        let chunked = answer(&[
+            b"HTTP/1.1 200 OK\r\ntransfer-enc",
+            b"oding: chunked\r\ncontent-length: 99\r\n\r\n3;ext=1\r\nab",
+            b"c\r\n2\r",
+            b"\nde\r\n0\r\nx-trailer: 1\r\n",
+            b"\r\n",
+        ]);
+        let up = upstream(vec![chunked, answer(&[HI])]).await;
+        let (resp, body) = get(&up, Method::GET).await.unwrap();
+        assert_eq!(&body[..], b"abcde");
+        assert!(resp.headers().get("transfer-encoding").is_none());
+        assert!(resp.headers().get("content-length").is_none());
+        let (_, body) = get(&up, Method::GET).await.unwrap();
+        assert_eq!(&body[..], b"hi");
+        assert_eq!(
+            up.accepted.load(Ordering::SeqCst),
+            1,
+            "reused after the last chunk"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_kept_alive_connection_is_retried_on_a_new_one() {
+        let first = Answer {
+            pieces: vec![HI],
+            close: true,
+        };
+        let up = upstream(vec![first, answer(&[HI])]).await;
+        get(&up, Method::GET).await.unwrap();
+        // Let the close arrive, but do not let the pool notice it first.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (resp, body) = get(&up, Method::GET).await.unwrap();
+        assert_eq!((resp.status().as_u16(), &body[..]), (200, &b"hi"[..]));
+        assert_eq!(up.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn interim_responses_are_skipped_and_unframed_bodies_read_to_close() {
+        let up = upstream(vec![
+            Answer {
+                pieces: vec![
+                    b"HTTP/1.1 100 Continue\r\n\r\n",
+                    b"HTTP/1.1 200 OK\r\nx-a: 1\r\n\r\nuntil ",
+                    b"close",
+                ],
+                close: true,
+            },
+            answer(&[HI]),
+        ])
+        .await;
+        let (resp, body) = get(&up, Method::GET).await.unwrap();
+        assert_eq!(resp.headers()["x-a"], "1");
+        assert_eq!(&body[..], b"until close");
+        get(&up, Method::GET).await.unwrap();
+        assert_eq!(up.accepted.load(Ordering::SeqCst), 2, "not reused");
+    }
+
+    #[tokio::test]
+    async fn head_204_and_304_have_no_body() {
+        let up = upstream(vec![
+            answer(&[b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n"]),
+            answer(&[b"HTTP/1.1 204 No Content\r\n\r\n"]),
+            answer(&[b"HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\n"]),
+            answer(&[HI]),
+        ])
+        .await;
+        let (resp, body) = get(&up, Method::HEAD).await.unwrap();
+        assert_eq!(resp.headers()["content-length"], "10");
+        assert!(body.is_empty());
+        for status in [204, 304] {
+            let (resp, body) = get(&up, Method::GET).await.unwrap();
+            assert_eq!((resp.status().as_u16(), body.len()), (status, 0));
+        }
+        get(&up, Method::GET).await.unwrap();
+        assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn broken_responses_are_errors() {
+        let big: &'static [u8] = Box::leak(
+            format!("HTTP/1.1 200 OK\r\nx-big: {}\r\n\r\n", "a".repeat(MAX_HEAD))
+                .into_bytes()
+                .into_boxed_slice(),
+        );
+        let up = upstream(vec![
+            answer(&[big]),
+            answer(&[b"HTTP/1.1 2000 Nope\r\n\r\n"]),
+            answer(&[b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\n"]),
+            Answer {
+                pieces: vec![b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"],
+                close: true,
+            },
+            Answer {
+                pieces: vec![b"HTTP/1.1 200 OK\r\n"],
+                close: true,
+            },
+        ])
+        .await;
+        let e = get(&up, Method::GET).await.unwrap_err();
+        assert!(e.contains("too big header"), "{e}");
+        let e = get(&up, Method::GET).await.unwrap_err();
+        assert!(e.contains("invalid"), "{e}");
+        let e = get(&up, Method::GET).await.unwrap_err();
+        assert!(e.contains("Content-Length"), "{e}");
+        let e = get(&up, Method::GET).await.unwrap_err();
+        assert!(
+            e.contains("prematurely closed connection while reading upstream"),
+            "{e}"
+        );
+        let e = get(&up, Method::GET).await.unwrap_err();
+        assert!(
+            e.contains("prematurely closed connection while reading response header"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn connect_errors_read_like_nginx() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
+        drop(l);
+        let headers = HeaderMap::new();
+        let h = head(&Method::GET, &headers, &key);
+        let Err(e) = send(&key, Duration::from_secs(1), &h, empty()).await else {
+            panic!("connected to a closed port");
+        };
+        assert!(e.is_connect());
+        assert_eq!(
+            e.to_string(),
+            "connect() failed (111: Connection refused) while connecting to upstream"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_request_head_is_rewritten_and_bodies_reframed() {
+        let up = upstream(vec![answer(&[HI]), answer(&[HI])]).await;
+        let mut headers = HeaderMap::new();
+        for (n, v) in [
+            ("host", "client.example"),
+            ("x-forwarded-for", "1.2.3.4"),
+            ("x-forwarded-for", "5.6.7.8"),
+            ("connection", "keep-alive, x-drop"),
+            ("x-drop", "secret"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("x-keep", "kept"),
+            ("transfer-encoding", "chunked"),
+        ] {
+            headers.append(HeaderName::from_static(n), HeaderValue::from_static(v));
+        }
+        let post = Method::POST;
+        let h = head(&post, &headers, &up.key);
+        let body = Full::new(Bytes::from_static(b"hello"))
+            .map_err(|n| match n {})
+            .boxed();
+        let resp = send(&up.key, Duration::from_secs(1), &h, body)
+            .await
+            .unwrap();
+        resp.into_body().collect().await.unwrap();
+        let got = String::from_utf8(up.received.lock().clone()).unwrap();
+        assert_eq!(
+            got,
+            format!(
+                "POST /t?q=1 HTTP/1.1\r\nhost: {}\r\nx-keep: kept\r\n\
+                 x-forwarded-for: 1.2.3.4, 5.6.7.8, 127.0.0.9\r\ntransfer-encoding: chunked\r\n\r\n\
+                 5\r\nhello\r\n0\r\n\r\n",
+                up.key
+            )
+        );
+        up.received.lock().clear();
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("2"));
+        let h = head(&post, &headers, &up.key);
+        let body = Full::new(Bytes::from_static(b"ab"))
+            .map_err(|n| match n {})
+            .boxed();
+        send(&up.key, Duration::from_secs(1), &h, body)
+            .await
+            .unwrap();
+        let got = String::from_utf8(up.received.lock().clone()).unwrap();
+        assert!(
+            got.ends_with("content-length: 2\r\nx-forwarded-for: 127.0.0.9\r\n\r\nab"),
+            "{got:?}"
+        );
+    }
+}
