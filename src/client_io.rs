@@ -62,6 +62,11 @@ pub struct ConnState {
     phase: Mutex<Phase>,
     timeouts: Timeouts,
     expired: Mutex<Option<Expired>>,
+    /// The reader that found no deadline while a request was busy: woken
+    /// when the connection turns idle, so that it starts the keep-alive
+    /// timer (hyper may poll for the next request before the response
+    /// ends, and would not poll again until bytes arrive).
+    parked: Mutex<Option<std::task::Waker>>,
 }
 
 impl ConnState {
@@ -73,6 +78,7 @@ impl ConnState {
             }),
             timeouts,
             expired: Mutex::new(None),
+            parked: Mutex::new(None),
         })
     }
 
@@ -88,6 +94,10 @@ impl ConnState {
             *p = Phase::Idle {
                 deadline: Instant::now() + self.timeouts.keepalive,
             };
+            drop(p);
+            if let Some(w) = self.parked.lock().take() {
+                w.wake();
+            }
         }
     }
 
@@ -181,6 +191,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
                 let Some((deadline, why)) = this.state.read_deadline() else {
+                    let mut parked = this.state.parked.lock();
+                    if !parked.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        *parked = Some(cx.waker().clone());
+                    }
                     return Poll::Pending;
                 };
                 // The deadline moves later with every request; the timer is

@@ -52,7 +52,13 @@ impl Clock {
     }
 
     pub fn now_ms(&self) -> u64 {
-        Self::BASE + self.start.elapsed().as_millis() as u64
+        self.ms_at(tokio::time::Instant::now())
+    }
+
+    /// The limiter's milliseconds at `t` (a request's arrival: one clock
+    /// read serves the limits, the access log and the latency metric).
+    pub fn ms_at(&self, t: tokio::time::Instant) -> u64 {
+        Self::BASE + t.saturating_duration_since(self.start).as_millis() as u64
     }
 }
 
@@ -575,7 +581,7 @@ fn serve_client(
             let (shared, conn, state) = (shared.clone(), conn.clone(), state.clone());
             async move {
                 let start = Instant::now();
-                let resp = handle(shared.clone(), conn, req).await;
+                let resp = handle(shared.clone(), conn, req, start).await;
                 let status = resp.as_ref().map_or(444, |r| r.status().as_u16());
                 shared.metrics.response(status, start.elapsed());
                 resp.map(|r| r.map(|b| IdleOnEnd::new(b, state)))
@@ -584,7 +590,10 @@ fn serve_client(
     };
     let served = graceful.watch(
         hyper::server::conn::http1::Builder::new()
+            // TimedIo applies client_header_timeout (hyper's would arm a
+            // timer per request, and bound keep-alive idling too).
             .timer(TokioTimer::new())
+            .header_read_timeout(None)
             .keep_alive(!timeouts.keepalive.is_zero())
             .serve_connection(TokioIo::new(io), svc),
     );
@@ -692,29 +701,48 @@ fn status_name(o: &Outcome, dry_run: bool) -> &'static str {
     }
 }
 
-/// `, client: …, server: …, request: "…", host: "…"` — nginx's context.
-struct LogContext<'a>(&'a RequestVars<'a>);
-
-impl std::fmt::Display for LogContext<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let r = self.0;
-        write!(
-            f,
-            ", client: {}, server: {}, request: \"{}\"",
-            r.remote.ip(),
-            r.server_name,
-            r.request_line()
-        )?;
-        if let Some(h) = r.headers.get(header::HOST) {
-            write!(f, ", host: \"{}\"", String::from_utf8_lossy(h.as_bytes()))?;
-        }
-        Ok(())
+/// Appends `, client: …, server: …, request: "…", host: "…"`: nginx's
+/// context of a line about a request.
+fn push_context(out: &mut Vec<u8>, r: &RequestVars) {
+    out.extend_from_slice(b", client: ");
+    errlog::push_ip(out, r.remote.ip());
+    out.extend_from_slice(b", server: ");
+    out.extend_from_slice(r.server_name.as_bytes());
+    out.extend_from_slice(b", request: \"");
+    out.extend_from_slice(r.method.as_str().as_bytes());
+    out.push(b' ');
+    let target = r.uri.path_and_query().map_or("/", |p| p.as_str());
+    out.extend_from_slice(target.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(crate::vars::version_str(r.version).as_bytes());
+    out.push(b'"');
+    if let Some(h) = r.headers.get(header::HOST) {
+        out.extend_from_slice(b", host: \"");
+        out.extend_from_slice(h.as_bytes());
+        out.push(b'"');
     }
+}
+
+/// `*CONN message, client: …`: the whole line about a request, `msg`
+/// appending the message.
+fn push_req_line(
+    out: &mut Vec<u8>,
+    conn: &Conn,
+    vars: &RequestVars,
+    msg: impl FnOnce(&mut Vec<u8>),
+) {
+    out.push(b'*');
+    errlog::push_u64(out, conn.id);
+    out.push(b' ');
+    msg(out);
+    push_context(out, vars);
 }
 
 /// One error-log line about a request: `*CONN message, client: …`.
 fn log_req(sev: Severity, conn: &Conn, vars: &RequestVars, msg: std::fmt::Arguments<'_>) {
-    errlog::emit(sev, format_args!("*{} {msg}{}", conn.id, LogContext(vars)));
+    errlog::emit_with(sev, |out| {
+        push_req_line(out, conn, vars, |out| errlog::push_fmt(out, msg))
+    });
 }
 
 /// Logs nginx's "client prematurely closed connection" (and a 499 in the
@@ -722,14 +750,14 @@ fn log_req(sev: Severity, conn: &Conn, vars: &RequestVars, msg: std::fmt::Argume
 /// client went away. The slot stays charged, as in nginx.
 struct DelayGuard<'a> {
     armed: bool,
-    line: String,
+    line: Vec<u8>,
     record: &'a mut Option<Record>,
 }
 
 impl Drop for DelayGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            errlog::emit(Severity::Info, format_args!("{}", self.line));
+            errlog::emit_with(Severity::Info, |out| out.extend_from_slice(&self.line));
             if let Some(r) = self.record.as_mut() {
                 r.status = 499;
                 r.write(0);
@@ -767,8 +795,8 @@ async fn handle(
     shared: Arc<Shared>,
     conn: Arc<Conn>,
     req: Request<Incoming>,
+    start: Instant,
 ) -> Result<Response<Body>, CloseConnection> {
-    let start = tokio::time::Instant::now();
     let rt = shared.runtime();
     let Some(server) = rt.servers.iter().find(|s| s.listen == conn.listen) else {
         return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
@@ -809,38 +837,42 @@ async fn handle(
     }
 
     // Limits (nginx's preaccess phase).
-    let now = shared.clock.now_ms();
-    let mut key_buf = Vec::new();
+    let now = shared.clock.ms_at(start);
+    thread_local! {
+        static KEY_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
     let outcome = limiter::decide(&loc.limits, now, |i| {
-        let zone = &loc.zones[i];
-        let ip = zone.client(vars.remote.ip())?;
-        key_buf.clear();
-        if ip == vars.remote.ip() {
-            zone.key.eval(&vars, None, &mut key_buf);
-        } else {
-            let v = RequestVars {
-                remote: SocketAddr::new(ip, vars.remote.port()),
-                ..vars
-            };
-            zone.key.eval(&v, None, &mut key_buf);
-        }
-        if key_buf.is_empty() {
-            return None;
-        }
-        if key_buf.len() > 65_535 {
-            log_req(
-                Severity::Error,
-                &conn,
-                &vars,
-                format_args!(
-                    "the value of the \"{}\" key is more than 65535 bytes: \"{}...\"",
-                    zone.key.source(),
-                    String::from_utf8_lossy(&key_buf[..64]),
-                ),
-            );
-            return None;
-        }
-        Some(key_buf.clone())
+        KEY_BUF.with_borrow_mut(|key_buf| {
+            let zone = &loc.zones[i];
+            let ip = zone.client(vars.remote.ip())?;
+            key_buf.clear();
+            if ip == vars.remote.ip() {
+                zone.key.eval(&vars, None, key_buf);
+            } else {
+                let v = RequestVars {
+                    remote: SocketAddr::new(ip, vars.remote.port()),
+                    ..vars
+                };
+                zone.key.eval(&v, None, key_buf);
+            }
+            if key_buf.is_empty() {
+                return None;
+            }
+            if key_buf.len() > 65_535 {
+                log_req(
+                    Severity::Error,
+                    &conn,
+                    &vars,
+                    format_args!(
+                        "the value of the \"{}\" key is more than 65535 bytes: \"{}...\"",
+                        zone.key.source(),
+                        String::from_utf8_lossy(&key_buf[..64]),
+                    ),
+                );
+                return None;
+            }
+            Some(Key::new(key_buf))
+        })
     })
     .await;
     let lrs = status_name(&outcome, loc.dry_run);
@@ -877,11 +909,13 @@ async fn handle(
                 }
                 let mut guard = DelayGuard {
                     armed: true,
-                    line: format!(
-                        "*{} client prematurely closed connection{}",
-                        conn.id,
-                        LogContext(&vars)
-                    ),
+                    line: {
+                        let mut l = Vec::new();
+                        push_req_line(&mut l, &conn, &vars, |out| {
+                            out.extend_from_slice(b"client prematurely closed connection")
+                        });
+                        l
+                    },
                     record: &mut record,
                 };
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
@@ -893,15 +927,18 @@ async fn handle(
             excess,
             wait_ms,
         } => {
-            log_req(
-                Severity::from(loc.log_level),
-                &conn,
-                &vars,
-                format_args!(
-                    "limiting requests{dry}, excess: {} by zone \"{zone}\"",
-                    Excess(excess),
-                ),
-            );
+            // The hottest line of all: written piece by piece.
+            errlog::emit_with(Severity::from(loc.log_level), |out| {
+                push_req_line(out, &conn, &vars, |out| {
+                    out.extend_from_slice(b"limiting requests");
+                    out.extend_from_slice(dry.as_bytes());
+                    out.extend_from_slice(b", excess: ");
+                    errlog::push_excess(out, excess);
+                    out.extend_from_slice(b" by zone \"");
+                    out.extend_from_slice(zone.as_bytes());
+                    out.push(b'"');
+                })
+            });
             if !loc.dry_run {
                 let resp =
                     reject(loc, &vars, limit, Some(wait_ms)).map(|r| with_quota(r, loc, &outcome));
@@ -932,7 +969,7 @@ async fn handle(
         Action::Return(ret) => respond::return_response(ret, &vars, lrs),
         Action::Proxy(pp) => {
             let target = upstream_target(pp, loc, &parts.uri, path);
-            let up_start = tokio::time::Instant::now();
+            let up_start = record.as_ref().map(|_| Instant::now());
             let resp = forward(
                 &shared,
                 loc,
@@ -946,12 +983,41 @@ async fn handle(
             )
             .await;
             if let Some(r) = record.as_mut() {
-                r.upstream_ms = Some(up_start.elapsed().as_millis() as u64);
+                r.upstream_ms = up_start.map(|t| t.elapsed().as_millis() as u64);
             }
             resp
         }
     };
     finish(Ok(with_quota(resp, loc, &outcome)), record, lrs, zone)
+}
+
+/// A limit's key, inline when short (addresses, most header values).
+enum Key {
+    Inline(u8, [u8; Key::INLINE]),
+    Heap(Vec<u8>),
+}
+
+impl Key {
+    const INLINE: usize = 46;
+
+    fn new(k: &[u8]) -> Key {
+        if k.len() <= Key::INLINE {
+            let mut b = [0; Key::INLINE];
+            b[..k.len()].copy_from_slice(k);
+            Key::Inline(k.len() as u8, b)
+        } else {
+            Key::Heap(k.to_vec())
+        }
+    }
+}
+
+impl AsRef<[u8]> for Key {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Key::Inline(n, b) => &b[..*n as usize],
+            Key::Heap(v) => v,
+        }
+    }
 }
 
 fn with_quota(mut resp: Response<Body>, loc: &Location, outcome: &Outcome) -> Response<Body> {
@@ -1100,9 +1166,13 @@ fn request_vars<'a>(
 
 /// nginx's `$uri`: percent-decoded, `//` merged, `.` and `..` resolved.
 /// `None` when `..` climbs above the root or the path is not absolute.
-pub fn normalize_path(raw: &str) -> Option<String> {
+pub fn normalize_path(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
     if !raw.starts_with('/') {
         return None;
+    }
+    // Most paths are already normal: no copy.
+    if !raw.contains('%') && !raw.contains("//") && !raw.split('/').any(|s| s == "." || s == "..") {
+        return Some(raw.into());
     }
     let bytes = raw.as_bytes();
     let mut decoded = Vec::with_capacity(bytes.len());
@@ -1145,7 +1215,7 @@ pub fn normalize_path(raw: &str) -> Option<String> {
     if out.is_empty() || trailing {
         out.push('/');
     }
-    Some(out)
+    Some(out.into())
 }
 
 /// nginx's `proxy_pass` URI rule: with a URI part, the matched location

@@ -24,7 +24,6 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, hea
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -32,7 +31,6 @@ use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
 
 /// Largest response head accepted; nginx's `proxy_buffer_size` is 4k or 8k,
 /// so anything nginx accepts fits.
@@ -115,7 +113,8 @@ impl Conn {
 
 struct Idle {
     conn: Conn,
-    since: Instant,
+    /// The pool's sweep count when it was checked in.
+    since: u64,
 }
 
 thread_local! {
@@ -123,19 +122,37 @@ thread_local! {
     static IDLE: RefCell<Pool> = RefCell::new(Pool::default());
 }
 
+/// Idle connections per upstream. Few upstreams per worker, so a list
+/// (compared by bytes) beats hashing the authority on every request; age is
+/// counted in sweeps, so checking in and out reads no clock.
 #[derive(Default)]
 struct Pool {
-    idle: HashMap<Authority, Vec<Idle>>,
+    idle: Vec<(Authority, Vec<Idle>)>,
+    sweeps: u64,
     sweeping: bool,
+}
+
+/// Sweeps an idle connection may live through: [`IDLE_TIMEOUT`] give or
+/// take one sweep.
+const MAX_SWEEPS: u64 = IDLE_TIMEOUT.as_secs() / SWEEP_EVERY.as_secs();
+
+impl Pool {
+    fn list(&mut self, key: &Authority) -> Option<&mut Vec<Idle>> {
+        let k = key.as_str().as_bytes();
+        self.idle
+            .iter_mut()
+            .find(|(a, _)| a.as_str().as_bytes() == k)
+            .map(|(_, l)| l)
+    }
 }
 
 fn checkout(key: &Authority, check: bool) -> Option<Conn> {
     IDLE.with(|p| {
         let mut p = p.borrow_mut();
-        let list = p.idle.get_mut(key)?;
-        let now = Instant::now();
+        let sweeps = p.sweeps;
+        let list = p.list(key)?;
         while let Some(mut idle) = list.pop() {
-            if now.duration_since(idle.since) < IDLE_TIMEOUT && (!check || idle.conn.is_quiet()) {
+            if sweeps - idle.since < MAX_SWEEPS && (!check || idle.conn.is_quiet()) {
                 return Some(idle.conn);
             }
         }
@@ -143,15 +160,16 @@ fn checkout(key: &Authority, check: bool) -> Option<Conn> {
     })
 }
 
-fn checkin(key: Authority, conn: Conn) {
+fn checkin(key: &Authority, conn: Conn) {
     let start_sweeper = IDLE.with(|p| {
         let mut p = p.borrow_mut();
-        let list = p.idle.entry(key).or_default();
+        let since = p.sweeps;
+        if p.list(key).is_none() {
+            p.idle.push((key.clone(), Vec::new()));
+        }
+        let list = p.list(key).expect("just added");
         if list.len() < MAX_IDLE {
-            list.push(Idle {
-                conn,
-                since: Instant::now(),
-            });
+            list.push(Idle { conn, since });
         }
         !std::mem::replace(&mut p.sweeping, true)
     });
@@ -171,11 +189,11 @@ async fn sweeper() {
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         IDLE.with(|p| {
-            let now = Instant::now();
-            for list in p.borrow_mut().idle.values_mut() {
-                list.retain_mut(|i| {
-                    now.duration_since(i.since) < IDLE_TIMEOUT && i.conn.is_quiet()
-                });
+            let mut p = p.borrow_mut();
+            p.sweeps += 1;
+            let sweeps = p.sweeps;
+            for (_, list) in &mut p.idle {
+                list.retain_mut(|i| sweeps - i.since < MAX_SWEEPS && i.conn.is_quiet());
             }
         });
     }
@@ -408,9 +426,13 @@ enum Parsed {
 /// Parses a complete head off the front of `buf`, or `None` if it is not
 /// all there yet.
 fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Error> {
-    let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut parsed = httparse::Response::new(&mut lines);
-    let len = match parsed.parse(buf) {
+    let mut lines = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut parsed,
+        buf,
+        &mut lines,
+    ) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => return Err(Error::TooBig),
@@ -430,20 +452,20 @@ fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Err
     let mut length: Option<u64> = None;
     let mut chunked = None;
     let count = parsed.headers.len();
-    // Header values share the head's bytes rather than each being copied.
-    let raw: Vec<(usize, usize, usize, usize)> = parsed
-        .headers
-        .iter()
-        .map(|h| {
-            let n = h.name.as_ptr() as usize - buf.as_ptr() as usize;
-            let v = h.value.as_ptr() as usize - buf.as_ptr() as usize;
-            (n, h.name.len(), v, h.value.len())
-        })
-        .collect();
+    // Header values share the head's bytes rather than each being copied:
+    // where each name and value is, before the head is split off.
+    let mut at = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
+    let base = buf.as_ptr() as usize;
+    for (slot, h) in at.iter_mut().zip(parsed.headers.iter()) {
+        let n = (h.name.as_ptr() as usize - base) as u32;
+        let v = (h.value.as_ptr() as usize - base) as u32;
+        *slot = (n, h.name.len() as u32, v, h.value.len() as u32);
+    }
     let head = buf.split_to(len).freeze();
     let mut headers = HeaderMap::with_capacity(count);
     let mut connection = Vec::new();
-    for (n, nl, v, vl) in raw {
+    for &(n, nl, v, vl) in &at[..count] {
+        let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
         let name =
             HeaderName::from_bytes(&head[n..n + nl]).map_err(|_| Error::Invalid("header"))?;
         let value = &head[v..v + vl];
@@ -562,7 +584,7 @@ impl UpstreamBody {
         if self.framing == Framing::Done {
             if let Some(conn) = self.conn.take() {
                 if self.keep && conn.read.is_empty() {
-                    checkin(self.key.clone(), conn);
+                    checkin(&self.key, conn);
                 }
             }
         }
