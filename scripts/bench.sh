@@ -7,7 +7,9 @@
 # Starts one static upstream (nginx serving a small file) and, in front of it, nginx with limit_req
 # and sluice with the equivalent TOML. Then, for each scenario, runs wrk against nginx and sluice
 # alternately (nginx, sluice, nginx, sluice, … --pairs times) and prints req/s, p50 and p99 latency
-# per run, the sluice/nginx ratio per pair, and the medians. Scenarios:
+# per run, the CPU time each proxy spent per request (user + system, all its threads or worker
+# processes: the cost that does not depend on who else shares the cores), the sluice/nginx ratios
+# per pair, and the medians. Scenarios:
 #   pass    limits that never reject (one client, a very high rate)
 #   reject  every request answered 429 (1r/m, no burst)
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
@@ -148,7 +150,9 @@ EOF
 
 nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
 nginx -p "$work/ngx/" -c "$work/ngx/nginx.conf" -e "$work/ngx/error.log" & pids+=($!)
+ngx_master=$!
 "$sluice_bin" --config "$work/sluice.toml" 2>"$work/sluice.err" & pids+=($!)
+slu_pid=$!
 
 wait_up() {
   for _ in $(seq 100); do
@@ -178,17 +182,32 @@ to_ms() {
     else printf "%s", v }'
 }
 
-# run PORT PATH [SCRIPT] → "rps p50 p99 non2xx"
+# CPU time (user + system, in clock ticks) used so far by the processes PIDS, all their threads.
+cpu_ticks() {
+  local p
+  for p in "$@"; do cat /proc/"$p"/task/*/stat 2>/dev/null; done |
+    awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }'
+}
+tck=$(getconf CLK_TCK)
+
+# run PORT PATH SCRIPT PIDS… → "rps p50 p99 non2xx cpu_us_per_request"
 run() {
+  local port=$1 path=$2 script=$3
+  shift 3
   local out args=(-t"$threads" -c"$connections" -d"${duration}s" --latency)
-  [[ -n ${3:-} ]] && args+=(-s "$3")
-  out="$(wrk "${args[@]}" "http://127.0.0.1:$1$2")"
-  local rps p50 p99 non2xx
+  [[ -n $script ]] && args+=(-s "$script")
+  local t0 t1
+  t0=$(cpu_ticks "$@")
+  out="$(wrk "${args[@]}" "http://127.0.0.1:$port$path")"
+  t1=$(cpu_ticks "$@")
+  local rps p50 p99 non2xx n cpu
   rps="$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")"
   p50="$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")"
   p99="$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")"
   non2xx="$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")"
-  echo "$rps $p50 $p99 ${non2xx:-0}"
+  n="$(awk '/requests in/ { print $1 }' <<<"$out")"
+  cpu="$(awk -v t=$((t1 - t0)) -v hz="$tck" -v n="$n" 'BEGIN { printf "%.2f", t * 1e6 / hz / n }')"
+  echo "$rps $p50 $p99 ${non2xx:-0} $cpu"
 }
 
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -199,21 +218,28 @@ for scenario in pass reject many; do
   [[ -n $only && $only != "$scenario" ]] && continue
   script=""
   [[ $scenario == many ]] && script="$work/many.lua"
+  # nginx's workers are the master's children (looked up now: after a warm-up they all exist).
+  mapfile -t ngx_pids < <(pgrep -P "$ngx_master")
   # Warm up both (connections, zone states, caches).
-  run "$ngx_port" "/$scenario" "$script" >/dev/null
-  run "$slu_port" "/$scenario" "$script" >/dev/null
+  run "$ngx_port" "/$scenario" "$script" "${ngx_pids[@]}" >/dev/null
+  run "$slu_port" "/$scenario" "$script" "$slu_pid" >/dev/null
   echo
   echo "== $scenario"
-  printf '%-5s  %10s %8s %8s %8s   %10s %8s %8s %8s   %7s %7s\n' pair "nginx r/s" p50ms p99ms non2xx "sluice r/s" p50ms p99ms non2xx "r/s x" "p99 x"
+  fmt='%-5s  %10s %7s %7s %8s %6s   %10s %7s %7s %8s %6s   %6s %6s %6s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" pair "nginx r/s" p50ms p99ms non2xx cpu_us "sluice r/s" p50ms p99ms non2xx cpu_us "r/s x" "p99 x" "cpu x"
   : >"$work/$scenario.ratios"
   for ((i = 1; i <= pairs; i++)); do
-    read -r n_rps n_p50 n_p99 n_bad <<<"$(run "$ngx_port" "/$scenario" "$script")"
-    read -r s_rps s_p50 s_p99 s_bad <<<"$(run "$slu_port" "/$scenario" "$script")"
+    read -r n_rps n_p50 n_p99 n_bad n_cpu <<<"$(run "$ngx_port" "/$scenario" "$script" "${ngx_pids[@]}")"
+    read -r s_rps s_p50 s_p99 s_bad s_cpu <<<"$(run "$slu_port" "/$scenario" "$script" "$slu_pid")"
     rps_x="$(awk -v a="$s_rps" -v b="$n_rps" 'BEGIN { printf "%.2f", a / b }')"
     p99_x="$(awk -v a="$s_p99" -v b="$n_p99" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
-    printf '%-5s  %10s %8s %8s %8s   %10s %8s %8s %8s   %7s %7s\n' "$i" "$n_rps" "$n_p50" "$n_p99" "$n_bad" "$s_rps" "$s_p50" "$s_p99" "$s_bad" "$rps_x" "$p99_x"
-    echo "$n_rps $n_p50 $n_p99 $s_rps $s_p50 $s_p99 $rps_x $p99_x" >>"$work/$scenario.ratios"
+    cpu_x="$(awk -v a="$s_cpu" -v b="$n_cpu" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "$n_rps" "$n_p50" "$n_p99" "$n_bad" "$n_cpu" "$s_rps" "$s_p50" "$s_p99" "$s_bad" "$s_cpu" "$rps_x" "$p99_x" "$cpu_x"
+    echo "$n_rps $n_p50 $n_p99 $n_cpu $s_rps $s_p50 $s_p99 $s_cpu $rps_x $p99_x $cpu_x" >>"$work/$scenario.ratios"
   done
   col() { awk -v c="$1" '{ print $c }' "$work/$scenario.ratios" | median; }
-  printf '%-5s  %10s %8s %8s %8s   %10s %8s %8s %8s   %7s %7s\n' median "$(col 1)" "$(col 2)" "$(col 3)" "" "$(col 4)" "$(col 5)" "$(col 6)" "" "$(col 7)" "$(col 8)"
+  # shellcheck disable=SC2059
+  printf "$fmt" median "$(col 1)" "$(col 2)" "$(col 3)" "" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)" "" "$(col 8)" "$(col 9)" "$(col 10)" "$(col 11)"
 done

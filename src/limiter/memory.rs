@@ -14,7 +14,12 @@
 
 use super::bucket::{Bucket, Rate};
 use hashbrown::HashTable;
-use parking_lot::Mutex;
+/// A shard's lock. Critical sections are a few dozen nanoseconds and
+/// workers are one per core, so a spin lock (whose unlock is a plain store,
+/// not the compare-and-swap of a parking lock) wins; a thread that finds it
+/// taken yields, so a lock holder preempted on a shared core is not spun
+/// against for a whole time slice.
+type Mutex<T> = spin::mutex::SpinMutex<T, spin::relax::Yield>;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -283,7 +288,7 @@ impl MemoryZone {
 /// One locked shard of a zone.
 pub struct Locked<'a> {
     zone: &'a MemoryZone,
-    shard: parking_lot::MutexGuard<'a, Shard>,
+    shard: spin::mutex::SpinMutexGuard<'a, Shard>,
     index: u32,
 }
 
