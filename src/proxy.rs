@@ -1327,7 +1327,8 @@ async fn forward(
         host: &pp.authority,
         client: vars.remote.ip(),
     };
-    let sent = upstream::send(&pp.authority, loc.proxy_connect_timeout, &head, body);
+    let timeouts = (loc.proxy_connect_timeout, loc.proxy_read_timeout);
+    let sent = upstream::send(&pp.authority, timeouts, &head, body);
     let failure = match tokio::time::timeout(loc.proxy_read_timeout, sent).await {
         Ok(Ok(resp)) => return resp.map(BodyExt::boxed),
         Ok(Err(_)) if body_limit.exceeded() => {

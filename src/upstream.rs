@@ -24,6 +24,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, hea
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::cell::RefCell;
+use std::future::Future;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -217,7 +218,7 @@ pub struct Head<'a> {
 /// is read; the body streams from the connection.
 pub async fn send<B>(
     upstream: &Authority,
-    connect_timeout: Duration,
+    (connect_timeout, read_timeout): (Duration, Duration),
     head: &Head<'_>,
     mut body: B,
 ) -> Result<Response<UpstreamBody>, Error>
@@ -250,6 +251,8 @@ where
                     key: upstream.clone(),
                     framing,
                     keep,
+                    read_timeout,
+                    timer: None,
                 };
                 let mut resp = resp.map(|()| body);
                 resp.body_mut().finish_if_done();
@@ -569,12 +572,21 @@ pub struct UpstreamBody {
     key: Authority,
     framing: Framing,
     keep: bool,
+    /// nginx's `proxy_read_timeout` between two reads of the body.
+    read_timeout: Duration,
+    /// Armed only while a read waits.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-/// The upstream broke off its response body.
+/// Why a response body broke off (the client connection is then closed:
+/// its response cannot be completed).
 #[derive(Debug, thiserror::Error)]
-#[error("upstream prematurely closed connection while reading upstream")]
-pub struct Truncated;
+pub enum BodyFailure {
+    #[error("upstream prematurely closed connection while reading upstream")]
+    Truncated,
+    #[error("upstream timed out (110: Connection timed out) while reading upstream")]
+    TimedOut,
+}
 
 impl UpstreamBody {
     fn finish_if_done(&mut self) {
@@ -690,11 +702,28 @@ impl Body for UpstreamBody {
                 return Poll::Ready(None);
             };
             conn.read.reserve(READ_CHUNK);
-            let read = ready!(tokio_util::io::poll_read_buf(
-                Pin::new(&mut conn.stream),
-                cx,
-                &mut conn.read
-            ));
+            let polled =
+                tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.read);
+            let read = match polled {
+                Poll::Ready(r) => {
+                    this.timer = None;
+                    r
+                }
+                Poll::Pending => {
+                    let wait = this.read_timeout;
+                    let timer = this
+                        .timer
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(wait)));
+                    ready!(timer.as_mut().poll(cx));
+                    this.conn = None;
+                    let e = BodyFailure::TimedOut;
+                    crate::errlog::emit(
+                        crate::errlog::Severity::Error,
+                        format_args!("{e}, upstream: \"http://{}\"", this.key),
+                    );
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+            };
             match read {
                 Ok(0) if this.framing == Framing::UntilClose => {
                     this.framing = Framing::Done;
@@ -703,7 +732,7 @@ impl Body for UpstreamBody {
                 }
                 Ok(0) => {
                     this.conn = None;
-                    return Poll::Ready(Some(Err(Box::new(Truncated))));
+                    return Poll::Ready(Some(Err(Box::new(BodyFailure::Truncated))));
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -826,9 +855,14 @@ mod tests {
     async fn get(up: &Upstream, method: Method) -> Result<(Response<()>, Bytes), String> {
         let headers = HeaderMap::new();
         let h = head(&method, &headers, &up.key);
-        let resp = send(&up.key, Duration::from_secs(1), &h, empty())
-            .await
-            .map_err(|e| e.to_string())?;
+        let resp = send(
+            &up.key,
+            (Duration::from_secs(1), Duration::from_secs(1)),
+            &h,
+            empty(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         let (parts, body) = resp.into_parts();
         let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
         Ok((Response::from_parts(parts, ()), body))
@@ -967,13 +1001,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_stalled_body_times_out_after_proxy_read_timeout() {
+        let up = upstream(vec![answer(&[
+            b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc",
+        ])])
+        .await;
+        let headers = HeaderMap::new();
+        let h = head(&Method::GET, &headers, &up.key);
+        let read_timeout = Duration::from_millis(300);
+        let resp = send(&up.key, (Duration::from_secs(1), read_timeout), &h, empty())
+            .await
+            .unwrap();
+        let start = std::time::Instant::now();
+        let e = resp.into_body().collect().await.err().expect("timed out");
+        let took = start.elapsed();
+        assert!(e.to_string().contains("upstream timed out"), "{e}");
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn connect_errors_read_like_nginx() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
         drop(l);
         let headers = HeaderMap::new();
         let h = head(&Method::GET, &headers, &key);
-        let Err(e) = send(&key, Duration::from_secs(1), &h, empty()).await else {
+        let Err(e) = send(
+            &key,
+            (Duration::from_secs(1), Duration::from_secs(1)),
+            &h,
+            empty(),
+        )
+        .await
+        else {
             panic!("connected to a closed port");
         };
         assert!(e.is_connect());
@@ -1005,9 +1068,14 @@ mod tests {
         let body = Full::new(Bytes::from_static(b"hello"))
             .map_err(|n| match n {})
             .boxed();
-        let resp = send(&up.key, Duration::from_secs(1), &h, body)
-            .await
-            .unwrap();
+        let resp = send(
+            &up.key,
+            (Duration::from_secs(1), Duration::from_secs(1)),
+            &h,
+            body,
+        )
+        .await
+        .unwrap();
         resp.into_body().collect().await.unwrap();
         let got = String::from_utf8(up.received.lock().clone()).unwrap();
         assert_eq!(
@@ -1026,9 +1094,14 @@ mod tests {
         let body = Full::new(Bytes::from_static(b"ab"))
             .map_err(|n| match n {})
             .boxed();
-        send(&up.key, Duration::from_secs(1), &h, body)
-            .await
-            .unwrap();
+        send(
+            &up.key,
+            (Duration::from_secs(1), Duration::from_secs(1)),
+            &h,
+            body,
+        )
+        .await
+        .unwrap();
         let got = String::from_utf8(up.received.lock().clone()).unwrap();
         assert!(
             got.ends_with("content-length: 2\r\nx-forwarded-for: 127.0.0.9\r\n\r\nab"),
