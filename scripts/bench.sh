@@ -14,13 +14,13 @@
 #   reject  every request answered 429 (1r/m, no burst)
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
 # Both proxies keep upstream connections alive, log rejections to a file, and have no access log.
-# Defaults: 10 s per run, 3 pairs, 64 connections, 2 wrk threads. Machines here are shared and noisy:
+# Defaults: 10 s per run, 5 pairs, 64 connections, 2 wrk threads. Machines here are shared and noisy:
 # read the medians and ratios, not single runs.
 set -euo pipefail
 export LC_ALL=C
 export PATH="/usr/sbin:/sbin:$PATH"
 
-duration=10 pairs=3 connections=64 threads=2 only=""
+duration=10 pairs=5 connections=64 threads=2 only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --duration) duration="$2"; shift 2 ;;

@@ -107,7 +107,74 @@ pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
         push_prefix(line, sev.name());
         write(line);
         line.push(b'\n');
-        let _ = std::io::Write::write_all(&mut RawStderr, line);
+        let batched = PENDING.with_borrow_mut(|p| {
+            let Some(p) = p else { return false };
+            // Whole lines, at most PIPE_BUF bytes per write (atomic on a pipe).
+            if p.lines.len() + line.len() > BATCH_MAX && !p.lines.is_empty() {
+                write_out(&p.lines);
+                p.lines.clear();
+            }
+            if p.lines.is_empty() {
+                p.flusher.notify_one();
+            }
+            p.lines.extend_from_slice(line);
+            true
+        });
+        if !batched {
+            write_out(line);
+        }
+    });
+}
+
+/// Largest batch written at once: PIPE_BUF, so that a batch written to a
+/// pipe is never interleaved with another thread's.
+const BATCH_MAX: usize = 4096;
+
+/// A worker's lines waiting for its flusher.
+struct Pending {
+    lines: Vec<u8>,
+    flusher: std::sync::Arc<tokio::sync::Notify>,
+}
+
+thread_local! {
+    static PENDING: std::cell::RefCell<Option<Pending>> = const { std::cell::RefCell::new(None) };
+}
+
+fn write_out(bytes: &[u8]) {
+    let _ = std::io::Write::write_all(&mut RawStderr, bytes);
+}
+
+/// Batch this worker thread's lines: from now on they are written by a
+/// task on this thread that runs after the tasks already scheduled, one
+/// `write(2)` for all the lines of a scheduler pass — under a flood of
+/// rejections, one system call for dozens of lines instead of one each
+/// (nginx writes each line at once). A line waits microseconds; call
+/// [`flush_pending`] before the thread parks (the runtime's
+/// `on_thread_park`) so that none waits for the next event. Must be called
+/// inside the worker's runtime.
+pub fn batch_on_this_thread() {
+    let flusher = std::sync::Arc::new(tokio::sync::Notify::new());
+    PENDING.set(Some(Pending {
+        lines: Vec::with_capacity(BATCH_MAX),
+        flusher: flusher.clone(),
+    }));
+    tokio::spawn(async move {
+        loop {
+            flusher.notified().await;
+            flush_pending();
+        }
+    });
+}
+
+/// Write this thread's batched lines now.
+pub fn flush_pending() {
+    PENDING.with_borrow_mut(|p| {
+        if let Some(p) = p {
+            if !p.lines.is_empty() {
+                write_out(&p.lines);
+                p.lines.clear();
+            }
+        }
     });
 }
 

@@ -124,11 +124,15 @@ impl Workers {
                     .spawn(move || {
                         let rt = tokio::runtime::Builder::new_current_thread()
                             .enable_all()
+                            .on_thread_park(errlog::flush_pending)
                             .build()
                             .expect("a worker runtime");
                         let _ = tx.send(rt.handle().clone());
                         // Runs until the process exits.
-                        rt.block_on(std::future::pending::<()>());
+                        rt.block_on(async {
+                            errlog::batch_on_this_thread();
+                            std::future::pending::<()>().await
+                        });
                     })
                     .expect("a worker thread");
                 rx.recv().expect("the worker's runtime handle")

@@ -2,7 +2,7 @@
 //! 502/504, 444, streaming, timeouts, malformed requests, error pages, and
 //! the places where sluice differs from nginx on purpose.
 
-use crate::support::{Sluice, Upstream, client, free_port, request};
+use crate::support::{Sluice, Upstream, burst, client, free_port, limit_lines, request};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -531,5 +531,46 @@ return = {{ status = 200 }}
         log.contains("[warn]")
             && log.contains("limiting requests, dry run, excess: 2.000 by zone \"z\""),
         "{log}"
+    );
+}
+
+/// Error-log lines are batched per worker (one write for many lines): a
+/// flood of rejections still leaves exactly one whole, well-formed line per
+/// rejection, written by the time the responses are out.
+#[tokio::test]
+async fn a_flood_of_rejections_logs_every_line_whole() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+[zones.one]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/m"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/"
+limit_req = {{ zone = "one" }}
+return = {{ status = 200, body = "ok" }}
+"#
+    );
+    let s = Sluice::start(&toml, &[port]);
+    let n = 300;
+    let replies = burst(s.addr(), client(3), "/flood", n).await;
+    let rejected = replies.iter().filter(|r| r.status == 503).count();
+    assert_eq!(rejected, n - 1, "one passes, the rest are rejected");
+    let mut lines = Vec::new();
+    for _ in 0..50 {
+        lines = limit_lines(&s.log()).expect("every line in nginx's format");
+        if lines.len() >= rejected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(lines.len(), rejected, "one line per rejection");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.zone == "one" && l.request == "GET /flood HTTP/1.1")
     );
 }
