@@ -109,13 +109,18 @@ pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
         line.push(b'\n');
         let batched = PENDING.with_borrow_mut(|p| {
             let Some(p) = p else { return false };
+            if !p.open {
+                // The first line of a scheduler pass goes out at once (a
+                // quiet server logs like nginx); the pass's later lines
+                // are collected for the flusher.
+                p.open = true;
+                p.flusher.notify_one();
+                return false;
+            }
             // Whole lines, at most PIPE_BUF bytes per write (atomic on a pipe).
             if p.lines.len() + line.len() > BATCH_MAX && !p.lines.is_empty() {
                 write_out(&p.lines);
                 p.lines.clear();
-            }
-            if p.lines.is_empty() {
-                p.flusher.notify_one();
             }
             p.lines.extend_from_slice(line);
             true
@@ -133,6 +138,8 @@ const BATCH_MAX: usize = 4096;
 /// A worker's lines waiting for its flusher.
 struct Pending {
     lines: Vec<u8>,
+    /// A line was written in this pass: later ones are batched.
+    open: bool,
     flusher: std::sync::Arc<tokio::sync::Notify>,
 }
 
@@ -144,18 +151,19 @@ fn write_out(bytes: &[u8]) {
     let _ = std::io::Write::write_all(&mut RawStderr, bytes);
 }
 
-/// Batch this worker thread's lines: from now on they are written by a
-/// task on this thread that runs after the tasks already scheduled, one
-/// `write(2)` for all the lines of a scheduler pass — under a flood of
-/// rejections, one system call for dozens of lines instead of one each
-/// (nginx writes each line at once). A line waits microseconds; call
-/// [`flush_pending`] before the thread parks (the runtime's
-/// `on_thread_park`) so that none waits for the next event. Must be called
-/// inside the worker's runtime.
+/// Batch this worker thread's lines: the first line of a scheduler pass is
+/// written at once, the pass's later lines by a task on this thread that
+/// runs after the tasks already scheduled — under a flood of rejections,
+/// one system call for dozens of lines instead of one each (nginx writes
+/// each line at once). A batched line waits microseconds, and may trail
+/// its response by as much; [`flush_pending`] runs before the thread parks
+/// (the runtime's `on_thread_park`) so that none waits for the next event.
+/// Must be called inside the worker's runtime.
 pub fn batch_on_this_thread() {
     let flusher = std::sync::Arc::new(tokio::sync::Notify::new());
     PENDING.set(Some(Pending {
         lines: Vec::with_capacity(BATCH_MAX),
+        open: false,
         flusher: flusher.clone(),
     }));
     tokio::spawn(async move {
@@ -174,6 +182,7 @@ pub fn flush_pending() {
                 write_out(&p.lines);
                 p.lines.clear();
             }
+            p.open = false;
         }
     });
 }

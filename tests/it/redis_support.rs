@@ -241,6 +241,7 @@ impl Sluice {
     }
 
     pub fn log(&self) -> String {
+        std::thread::sleep(crate::support::LOG_SETTLE);
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 

@@ -66,6 +66,7 @@ impl Sluice {
 
     /// Everything written to stderr (the error log) so far.
     pub fn log(&self) -> String {
+        std::thread::sleep(crate::support::LOG_SETTLE);
         std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
     }
 

@@ -42,6 +42,10 @@ pub use upstream::Upstream;
 
 use std::net::{IpAddr, Ipv4Addr};
 
+/// How long a test lets sluice's batched error-log lines reach the file
+/// before reading it (they trail their responses by microseconds).
+pub const LOG_SETTLE: std::time::Duration = std::time::Duration::from_millis(30);
+
 /// Client source address `127.0.0.N`. On Linux the whole of 127.0.0.0/8 is local, so each `N`
 /// is a distinct client for `$binary_remote_addr` without any setup.
 pub fn client(n: u8) -> IpAddr {

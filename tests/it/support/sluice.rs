@@ -74,8 +74,11 @@ impl Sluice {
         SocketAddr::from((Ipv4Addr::LOCALHOST, port))
     }
 
-    /// Everything sluice wrote to stderr so far (its error log).
+    /// Everything sluice wrote to stderr so far (its error log). A worker
+    /// batches the lines of a busy moment, which may trail their responses
+    /// by microseconds: this reads after a short settle.
     pub fn log(&self) -> String {
+        std::thread::sleep(crate::support::LOG_SETTLE);
         read(&self.dir.path().join("stderr.log"))
     }
 
