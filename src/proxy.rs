@@ -708,6 +708,12 @@ fn status_name(o: &Outcome, dry_run: bool) -> &'static str {
 /// Appends `, client: …, server: …, request: "…", host: "…"`: nginx's
 /// context of a line about a request.
 fn push_context(out: &mut Vec<u8>, r: &RequestVars) {
+    push_context_upstream(out, r, None)
+}
+
+/// [`push_context`] with nginx's `upstream: "…"` (after the request, before
+/// the host).
+fn push_context_upstream(out: &mut Vec<u8>, r: &RequestVars, upstream: Option<(&str, &str)>) {
     out.extend_from_slice(b", client: ");
     errlog::push_ip(out, r.remote.ip());
     out.extend_from_slice(b", server: ");
@@ -720,6 +726,12 @@ fn push_context(out: &mut Vec<u8>, r: &RequestVars) {
     out.push(b' ');
     out.extend_from_slice(crate::vars::version_str(r.version).as_bytes());
     out.push(b'"');
+    if let Some((authority, target)) = upstream {
+        out.extend_from_slice(b", upstream: \"http://");
+        out.extend_from_slice(authority.as_bytes());
+        out.extend_from_slice(target.as_bytes());
+        out.push(b'"');
+    }
     if let Some(h) = r.headers.get(header::HOST) {
         out.extend_from_slice(b", host: \"");
         out.extend_from_slice(h.as_bytes());
@@ -740,6 +752,22 @@ fn push_req_line(
     out.push(b' ');
     msg(out);
     push_context(out, vars);
+}
+
+/// An error about the upstream of a request, with nginx's `upstream:` field.
+fn log_upstream(
+    conn: &Conn,
+    vars: &RequestVars,
+    upstream: (&str, &str),
+    msg: std::fmt::Arguments<'_>,
+) {
+    errlog::emit_with(Severity::Error, |out| {
+        out.push(b'*');
+        errlog::push_u64(out, conn.id);
+        out.push(b' ');
+        errlog::push_fmt(out, msg);
+        push_context_upstream(out, vars, Some(upstream));
+    });
 }
 
 /// One error-log line about a request: `*CONN message, client: …`.
@@ -1351,13 +1379,12 @@ async fn forward(
         Ok(Err(e)) => e,
         Err(_) => {
             shared.metrics.upstream_error(UpstreamError::Timeout);
-            log_req(
-                Severity::Error,
+            log_upstream(
                 conn,
                 vars,
+                (pp.authority.as_str(), target),
                 format_args!(
-                    "upstream timed out (110: Connection timed out) while reading response header from upstream, upstream: \"http://{}{target}\"",
-                    pp.authority
+                    "upstream timed out (110: Connection timed out) while reading response header from upstream"
                 ),
             );
             return respond::error_response(
@@ -1372,11 +1399,11 @@ async fn forward(
         upstream::Error::ConnectTimeout => UpstreamError::Timeout,
         _ => UpstreamError::Other,
     });
-    log_req(
-        Severity::Error,
+    log_upstream(
         conn,
         vars,
-        format_args!("{failure}, upstream: \"http://{}{target}\"", pp.authority),
+        (pp.authority.as_str(), target),
+        format_args!("{failure}"),
     );
     let (status, detail) = match failure {
         upstream::Error::ConnectTimeout => (504, "The upstream server did not answer in time."),

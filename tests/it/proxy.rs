@@ -172,8 +172,17 @@ proxy_read_timeout = "300ms"
         r.ms()
     );
     let log = s.log();
-    assert!(log.contains("connect() failed"), "{log}");
-    assert!(log.contains("upstream timed out"), "{log}");
+    // nginx's wording and field order: the upstream after the request.
+    let refused = format!(
+        "connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.2, \
+         server: , request: \"GET /dead HTTP/1.1\", upstream: \"http://127.0.0.1:{dead}/dead\", host: "
+    );
+    assert!(log.contains(&refused), "{log}");
+    let timed_out = format!(
+        "upstream timed out (110: Connection timed out) while reading response header from upstream, \
+         client: 127.0.0.2, server: , request: \"GET /slow HTTP/1.1\", upstream: \"http://{slow}/slow\""
+    );
+    assert!(log.contains(&timed_out), "{log}");
 }
 
 #[tokio::test]
