@@ -868,6 +868,18 @@ mod tests {
         Ok((Response::from_parts(parts, ()), body))
     }
 
+    /// POSTs `body` with `headers` and reads the whole response.
+    async fn post(up: &Upstream, headers: &HeaderMap, body: &'static [u8]) {
+        let method = Method::POST;
+        let h = head(&method, headers, &up.key);
+        let body = Full::new(Bytes::from_static(body))
+            .map_err(|n| match n {})
+            .boxed();
+        let timeouts = (Duration::from_secs(1), Duration::from_secs(1));
+        let resp = send(&up.key, timeouts, &h, body).await.unwrap();
+        resp.into_body().collect().await.unwrap();
+    }
+
     const HI: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nhi";
 
     #[tokio::test]
@@ -1065,20 +1077,7 @@ mod tests {
         ] {
             headers.append(HeaderName::from_static(n), HeaderValue::from_static(v));
         }
-        let post = Method::POST;
-        let h = head(&post, &headers, &up.key);
-        let body = Full::new(Bytes::from_static(b"hello"))
-            .map_err(|n| match n {})
-            .boxed();
-        let resp = send(
-            &up.key,
-            (Duration::from_secs(1), Duration::from_secs(1)),
-            &h,
-            body,
-        )
-        .await
-        .unwrap();
-        resp.into_body().collect().await.unwrap();
+        post(&up, &headers, b"hello").await;
         let got = String::from_utf8(up.received.lock().clone()).unwrap();
         assert_eq!(
             got,
@@ -1092,18 +1091,7 @@ mod tests {
         up.received.lock().clear();
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("2"));
-        let h = head(&post, &headers, &up.key);
-        let body = Full::new(Bytes::from_static(b"ab"))
-            .map_err(|n| match n {})
-            .boxed();
-        send(
-            &up.key,
-            (Duration::from_secs(1), Duration::from_secs(1)),
-            &h,
-            body,
-        )
-        .await
-        .unwrap();
+        post(&up, &headers, b"ab").await;
         let got = String::from_utf8(up.received.lock().clone()).unwrap();
         assert!(
             got.ends_with("content-length: 2\r\nx-forwarded-for: 127.0.0.9\r\n\r\nab"),

@@ -9,6 +9,25 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
+/// One server on `port` whose every path answers 200 `ok` under zone `z`:
+/// one request per minute per client, no burst.
+fn one_per_minute(port: u16) -> String {
+    format!(
+        r#"
+[zones.z]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/m"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/"
+limit_req = {{ zone = "z" }}
+return = {{ status = 200, body = "ok\n" }}
+"#
+    )
+}
+
 /// An upstream that accepts connections, reads, and never answers.
 async fn silent_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -260,21 +279,7 @@ return = {{ status = 200, body = "ok\n" }}
 #[tokio::test]
 async fn status_444_closes_the_connection_without_a_response() {
     let port = free_port();
-    let toml = format!(
-        r#"
-limit_req_status = 444
-[zones.z]
-key = "$binary_remote_addr"
-size = "1m"
-rate = "1r/m"
-[[servers]]
-listen = "127.0.0.1:{port}"
-[[servers.locations]]
-path = "/"
-limit_req = {{ zone = "z" }}
-return = {{ status = 200, body = "ok\n" }}
-"#
-    );
+    let toml = format!("limit_req_status = 444\n{}", one_per_minute(port));
     let s = Sluice::start(&toml, &[port]);
     let a = request(s.addr(), client(2), "GET", "/", &[]).await;
     let b = request(s.addr(), client(2), "GET", "/", &[]).await;
@@ -549,21 +554,7 @@ return = {{ status = 200 }}
 #[tokio::test]
 async fn a_flood_of_rejections_logs_every_line_whole() {
     let port = free_port();
-    let toml = format!(
-        r#"
-[zones.one]
-key = "$binary_remote_addr"
-size = "1m"
-rate = "1r/m"
-[[servers]]
-listen = "127.0.0.1:{port}"
-[[servers.locations]]
-path = "/"
-limit_req = {{ zone = "one" }}
-return = {{ status = 200, body = "ok" }}
-"#
-    );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&one_per_minute(port), &[port]);
     let n = 300;
     let replies = burst(s.addr(), client(3), "/flood", n).await;
     let rejected = replies.iter().filter(|r| r.status == 503).count();
@@ -580,6 +571,6 @@ return = {{ status = 200, body = "ok" }}
     assert!(
         lines
             .iter()
-            .all(|l| l.zone == "one" && l.request == "GET /flood HTTP/1.1")
+            .all(|l| l.zone == "z" && l.request == "GET /flood HTTP/1.1")
     );
 }
