@@ -784,12 +784,16 @@ struct DelayGuard<'a> {
     armed: bool,
     line: Vec<u8>,
     record: &'a mut Option<Record>,
+    /// The 499 is counted in `sluice_http_responses` too.
+    metrics: &'a Metrics,
+    start: Instant,
 }
 
 impl Drop for DelayGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
             errlog::emit_with(Severity::Info, |out| out.extend_from_slice(&self.line));
+            self.metrics.response(499, self.start.elapsed());
             if let Some(r) = self.record.as_mut() {
                 r.status = 499;
                 r.write(0);
@@ -949,6 +953,8 @@ async fn handle(
                         l
                     },
                     record: &mut record,
+                    metrics: &shared.metrics,
+                    start,
                 };
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
                 guard.armed = false;

@@ -347,9 +347,12 @@ return = {{ status = 200 }}
 #[tokio::test]
 async fn a_delayed_client_that_leaves_keeps_its_slot() {
     let port = free_port();
+    let admin = free_port();
     let toml = format!(
         r#"
 access_log = "stdout"
+[admin]
+listen = "127.0.0.1:{admin}"
 [zones.z]
 key = "$binary_remote_addr"
 size = "1m"
@@ -362,7 +365,7 @@ limit_req = {{ zone = "z", burst = 5 }}
 return = {{ status = 200 }}
 "#
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&toml, &[port, admin]);
     // The raw connection below comes from 127.0.0.1: use that client throughout.
     let me = "127.0.0.1".parse().unwrap();
     let first = request(s.addr(), me, "GET", "/", &[]).await;
@@ -391,6 +394,14 @@ return = {{ status = 200 }}
     );
     let access = s.stdout();
     assert!(access.contains("\" 499 0 "), "{access}");
+    let metrics = request(s.addr_of(admin), me, "GET", "/metrics", &[]).await;
+    assert!(
+        metrics
+            .body_text()
+            .contains("sluice_http_responses_total{code=\"499\"} 1"),
+        "{}",
+        metrics.body_text()
+    );
     assert!(
         access
             .lines()
