@@ -57,16 +57,22 @@ pub enum Expired {
     Send,
 }
 
+impl Timeouts {
+    /// The shortest wait a read deadline can have (keep-alive or header).
+    fn soonest(&self) -> Duration {
+        [self.keepalive, self.client_header]
+            .into_iter()
+            .filter(|d| !d.is_zero())
+            .min()
+            .unwrap_or(Duration::from_secs(60))
+    }
+}
+
 /// The phase of a connection, shared by its I/O and its service.
 pub struct ConnState {
     phase: Mutex<Phase>,
     timeouts: Timeouts,
     expired: Mutex<Option<Expired>>,
-    /// The reader that found no deadline while a request was busy: woken
-    /// when the connection turns idle, so that it starts the keep-alive
-    /// timer (hyper may poll for the next request before the response
-    /// ends, and would not poll again until bytes arrive).
-    parked: Mutex<Option<std::task::Waker>>,
 }
 
 impl ConnState {
@@ -78,7 +84,6 @@ impl ConnState {
             }),
             timeouts,
             expired: Mutex::new(None),
-            parked: Mutex::new(None),
         })
     }
 
@@ -94,10 +99,6 @@ impl ConnState {
             *p = Phase::Idle {
                 deadline: Instant::now() + self.timeouts.keepalive,
             };
-            drop(p);
-            if let Some(w) = self.parked.lock().take() {
-                w.wake();
-            }
         }
     }
 
@@ -191,9 +192,13 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
                 let Some((deadline, why)) = this.state.read_deadline() else {
-                    let mut parked = this.state.parked.lock();
-                    if !parked.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                        *parked = Some(cx.waker().clone());
+                    // Busy: no deadline yet, but hyper may not poll again
+                    // once the response ends. Keep the timer registered no
+                    // later than any deadline to come (it fires early and
+                    // is moved, below), so keepalive_timeout always starts.
+                    while this.read_timer.as_mut().poll(cx).is_ready() {
+                        let soonest = this.state.timeouts.soonest();
+                        this.read_timer.as_mut().reset(Instant::now() + soonest);
                     }
                     return Poll::Pending;
                 };
@@ -460,6 +465,52 @@ mod tests {
         let start = Instant::now();
         io.read(&mut buf).await.unwrap_err();
         assert_eq!(start.elapsed(), Duration::from_secs(20));
+        assert_eq!(state.expired(), Some(Expired::Idle));
+    }
+
+    /// hyper polls for the next request while a response is still being
+    /// written, and may not poll again once it ends: the keep-alive timeout
+    /// must start anyway, with nobody reading.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_parked_while_busy_still_sees_keepalive_expire() {
+        struct Flag(std::sync::atomic::AtomicBool);
+        impl std::task::Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let (a, _b) = tokio::io::duplex(64);
+        let state = ConnState::new(timeouts());
+        let mut io = TimedIo::new(a, state.clone());
+        state.busy();
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = std::task::Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut buf = [0u8; 8];
+        let mut rb = ReadBuf::new(&mut buf);
+        assert!(Pin::new(&mut io).poll_read(&mut cx, &mut rb).is_pending());
+        // The response ends 3 s later; nobody polls the read again.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        state.idle();
+        let start = Instant::now();
+        let mut woken_at = None;
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if flag.0.swap(false, Ordering::SeqCst) {
+                // Woken (maybe early): poll as hyper would.
+                match Pin::new(&mut io).poll_read(&mut cx, &mut rb) {
+                    Poll::Ready(Err(e)) => {
+                        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+                        woken_at = Some(start.elapsed());
+                        break;
+                    }
+                    Poll::Pending => {}
+                    Poll::Ready(Ok(())) => panic!("no data was sent"),
+                }
+            }
+        }
+        let at = woken_at.expect("the parked read was never woken");
+        assert!(at >= Duration::from_secs(20) && at <= Duration::from_millis(20_500), "{at:?}");
         assert_eq!(state.expired(), Some(Expired::Idle));
     }
 
