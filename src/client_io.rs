@@ -510,7 +510,10 @@ mod tests {
             }
         }
         let at = woken_at.expect("the parked read was never woken");
-        assert!(at >= Duration::from_secs(20) && at <= Duration::from_millis(20_500), "{at:?}");
+        assert!(
+            at >= Duration::from_secs(20) && at <= Duration::from_millis(20_500),
+            "{at:?}"
+        );
         assert_eq!(state.expired(), Some(Expired::Idle));
     }
 

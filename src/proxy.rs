@@ -604,8 +604,16 @@ fn serve_client(
     let shared = shared.clone();
     tokio::spawn(async move {
         shared.metrics.connection_opened();
-        let _ = served.await;
+        let served = served.await;
         shared.metrics.connection_closed();
+        // An upstream body that broke off ended the client connection.
+        if let Some(f) = served.as_ref().err().and_then(upstream_body_failure) {
+            errlog::emit(
+                Severity::Error,
+                format_args!("*{id} {f}, client: {}, server: {server_name}", remote.ip()),
+            );
+            return;
+        }
         let what = match state.expired() {
             Some(Expired::Header) => "while reading client request headers",
             Some(Expired::Send) => "while sending response to client",
@@ -619,6 +627,19 @@ fn serve_client(
             ),
         );
     });
+}
+
+/// The upstream body failure behind a client connection's error, if that
+/// was what ended it.
+fn upstream_body_failure(e: &hyper::Error) -> Option<&upstream::BodyFailure> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(f) = err.downcast_ref::<upstream::BodyFailure>() {
+            return Some(f);
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// One connection to the admin listener.
@@ -1366,10 +1387,9 @@ async fn forward(
         client: vars.remote.ip(),
     };
     let timeouts = (loc.proxy_connect_timeout, loc.proxy_read_timeout);
-    let sent = upstream::send(&pp.authority, timeouts, &head, body);
-    let failure = match tokio::time::timeout(loc.proxy_read_timeout, sent).await {
-        Ok(Ok(resp)) => return resp.map(BodyExt::boxed),
-        Ok(Err(_)) if body_limit.exceeded() => {
+    let failure = match upstream::send(&pp.authority, timeouts, &head, body).await {
+        Ok(resp) => return resp.map(BodyExt::boxed),
+        Err(_) if body_limit.exceeded() => {
             log_req(
                 Severity::Error,
                 conn,
@@ -1382,27 +1402,42 @@ async fn forward(
             );
             return too_large(loc, vars);
         }
-        Ok(Err(e)) => e,
-        Err(_) => {
-            shared.metrics.upstream_error(UpstreamError::Timeout);
-            log_upstream(
-                conn,
-                vars,
-                (pp.authority.as_str(), target),
-                format_args!(
-                    "upstream timed out (110: Connection timed out) while reading response header from upstream"
-                ),
-            );
-            return respond::error_response(
-                &loc.error_pages,
-                Some(vars),
-                &made(504, "The upstream server did not answer in time."),
-            );
-        }
+        Err(e) => e,
     };
+    // The client's own failures: gone (499, as nginx logs it), a broken
+    // chunked body (400) or too slow (408). Not the upstream's.
+    let client_failure = match &failure {
+        upstream::Error::ClientBodyTimeout => Some((Severity::Info, 408)),
+        upstream::Error::Body(e) => Some(
+            match e.downcast_ref::<hyper::Error>().filter(|h| h.is_parse()) {
+                Some(_) => (Severity::Info, 400),
+                None => (Severity::Info, 499),
+            },
+        ),
+        _ => None,
+    };
+    if let Some((sev, status)) = client_failure {
+        let what = match status {
+            408 => "client timed out (110: Connection timed out) while reading client request body",
+            400 => "client sent invalid chunked body",
+            _ => "client prematurely closed connection while sending request to upstream",
+        };
+        errlog::emit_with(sev, |out| {
+            push_req_line(out, conn, vars, |out| {
+                out.extend_from_slice(what.as_bytes())
+            });
+        });
+        let mut resp =
+            plain_status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST));
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return resp;
+    }
     shared.metrics.upstream_error(match failure {
         upstream::Error::Connect(_) => UpstreamError::Connect,
-        upstream::Error::ConnectTimeout => UpstreamError::Timeout,
+        upstream::Error::ConnectTimeout
+        | upstream::Error::ReadTimeout
+        | upstream::Error::SendTimeout => UpstreamError::Timeout,
         _ => UpstreamError::Other,
     });
     log_upstream(
@@ -1412,7 +1447,9 @@ async fn forward(
         format_args!("{failure}"),
     );
     let (status, detail) = match failure {
-        upstream::Error::ConnectTimeout => (504, "The upstream server did not answer in time."),
+        upstream::Error::ConnectTimeout
+        | upstream::Error::ReadTimeout
+        | upstream::Error::SendTimeout => (504, "The upstream server did not answer in time."),
         _ => (502, "The upstream server could not be reached."),
     };
     respond::error_response(&loc.error_pages, Some(vars), &made(status, detail))

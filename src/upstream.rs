@@ -48,6 +48,12 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// Read buffer growth.
 const READ_CHUNK: usize = 8 * 1024;
+/// nginx's `proxy_send_timeout` default: one write of the request to the
+/// upstream may stall this long.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+/// nginx's `client_body_timeout` default: the client may pause this long
+/// between two pieces of its request body.
+pub const CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why a request got no response from upstream. The messages are nginx's.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +75,17 @@ pub enum Error {
     TooBig,
     #[error("upstream sent invalid {0} while reading response header from upstream")]
     Invalid(&'static str),
+    /// `proxy_read_timeout` passed waiting for the response head.
+    #[error(
+        "upstream timed out (110: Connection timed out) while reading response header from upstream"
+    )]
+    ReadTimeout,
+    /// A write of the request stalled for [`SEND_TIMEOUT`].
+    #[error("upstream timed out (110: Connection timed out) while sending request to upstream")]
+    SendTimeout,
+    /// The client sent no more of its body for [`CLIENT_BODY_TIMEOUT`].
+    #[error("client timed out (110: Connection timed out) while reading client request body")]
+    ClientBodyTimeout,
 }
 
 impl Error {
@@ -147,13 +164,15 @@ impl Pool {
     }
 }
 
-fn checkout(key: &Authority, check: bool) -> Option<Conn> {
+fn checkout(key: &Authority) -> Option<Conn> {
     IDLE.with(|p| {
         let mut p = p.borrow_mut();
         let sweeps = p.sweeps;
         let list = p.list(key)?;
         while let Some(mut idle) = list.pop() {
-            if sweeps - idle.since < MAX_SWEEPS && (!check || idle.conn.is_quiet()) {
+            // A connection the upstream wrote to since (a 408 before
+            // closing, stray bytes) is not reused: nginx closes it too.
+            if sweeps - idle.since < MAX_SWEEPS && idle.conn.is_quiet() {
                 return Some(idle.conn);
             }
         }
@@ -216,6 +235,13 @@ pub struct Head<'a> {
 
 /// Sends one request to `upstream` and returns its response once the head
 /// is read; the body streams from the connection.
+///
+/// Timeouts as nginx's: `connect_timeout` to connect, [`SEND_TIMEOUT`] per
+/// write of the request, [`CLIENT_BODY_TIMEOUT`] per read of the client's
+/// body, and `read_timeout` for the response head once the request is sent
+/// (and then between reads of the body). The response is read while the
+/// body is still being sent: an upstream that answers early (401, 413)
+/// is heard, and its connection not reused.
 pub async fn send<B>(
     upstream: &Authority,
     (connect_timeout, read_timeout): (Duration, Duration),
@@ -225,26 +251,36 @@ pub async fn send<B>(
 where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
 {
-    let chunked = head.headers.contains_key(header::TRANSFER_ENCODING);
-    let has_body = chunked || !body.is_end_stream();
+    let length = body.size_hint().exact();
+    let chunked = head.headers.contains_key(header::TRANSFER_ENCODING)
+        || (length.is_none() && !body.is_end_stream());
+    let has_body = chunked || length.is_some_and(|n| n > 0);
+    let framing = if chunked {
+        Framing::Chunked(Chunk::Size)
+    } else if has_body || head.headers.contains_key(header::CONTENT_LENGTH) {
+        Framing::Length(length.unwrap_or(0))
+    } else {
+        Framing::Done
+    };
+    // nginx does not send a non-idempotent request twice.
+    let idempotent = !matches!(head.method.as_str(), "POST" | "PATCH" | "LOCK");
+    let mut fresh = false;
     loop {
-        // A request with a body cannot be sent twice: make sure first.
-        let (mut conn, reused) = match checkout(upstream, has_body) {
+        let (mut conn, reused) = match if fresh { None } else { checkout(upstream) } {
             Some(c) => (c, true),
             None => (connect(upstream, connect_timeout).await?, false),
         };
-        write_head(&mut conn.write, head, chunked);
-        if let Err(e) = conn.stream.write_all(&conn.write).await {
-            if reused && !has_body {
-                continue;
-            }
-            return Err(Error::Send(e));
-        }
-        if has_body {
-            send_body(&mut conn, &mut body, chunked).await?;
-        }
+        write_head(&mut conn.write, head, framing);
         let mut received = false;
-        match read_head(&mut conn, head.method, &mut received).await {
+        let exchanged = exchange(
+            &mut conn,
+            head.method,
+            has_body.then_some((&mut body, chunked)),
+            read_timeout,
+            &mut received,
+        )
+        .await;
+        match exchanged {
             Ok((resp, framing, keep)) => {
                 let body = UpstreamBody {
                     conn: Some(conn),
@@ -258,10 +294,83 @@ where
                 resp.body_mut().finish_if_done();
                 return Ok(resp);
             }
-            // The upstream closed a kept-alive connection before answering.
-            Err(Error::Closed | Error::Recv(_)) if reused && !has_body && !received => continue,
+            // The upstream had closed a kept-alive connection before this
+            // request: once more, on a new connection.
+            Err(Error::Send(_) | Error::Closed | Error::Recv(_))
+                if reused && !has_body && !received && idempotent =>
+            {
+                fresh = true;
+            }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Writes the request (head already in `conn.write`) and reads the response
+/// head, the two at once while a body is being sent.
+async fn exchange<B>(
+    conn: &mut Conn,
+    method: &Method,
+    body: Option<(&mut B, bool)>,
+    read_timeout: Duration,
+    received: &mut bool,
+) -> Result<(Response<()>, Framing, bool), Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    write_all(&mut conn.stream, &conn.write).await?;
+    let Some((body, chunked)) = body else {
+        let reading = read_head(&mut conn.stream, &mut conn.read, method, received);
+        return match tokio::time::timeout(read_timeout, reading).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::ReadTimeout),
+        };
+    };
+    let (mut rd, mut wr) = conn.stream.split();
+    let sending = send_body(&mut wr, &mut conn.write, body, chunked);
+    let reading = read_head(&mut rd, &mut conn.read, method, received);
+    let waiting = tokio::time::sleep(read_timeout);
+    tokio::pin!(sending, reading, waiting);
+    // Once the request is sent (or the upstream stopped taking it),
+    // proxy_read_timeout runs.
+    let mut sent = false;
+    let mut send_error = None;
+    loop {
+        tokio::select! {
+            biased;
+            head = &mut reading => {
+                return match head {
+                    // Answered before the whole body was sent: the rest of
+                    // it would be read as a request, so no reuse.
+                    Ok((resp, framing, keep)) => Ok((resp, framing, keep && sent)),
+                    Err(e) => Err(send_error.unwrap_or(e)),
+                };
+            }
+            done = &mut sending, if !sent && send_error.is_none() => match done {
+                Ok(()) => {
+                    sent = true;
+                    waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
+                }
+                Err(e @ (Error::Body(_) | Error::ClientBodyTimeout)) => return Err(e),
+                // The upstream stopped reading: it may still answer.
+                Err(e) => {
+                    send_error = Some(e);
+                    waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
+                }
+            },
+            () = &mut waiting, if sent || send_error.is_some() => {
+                return Err(send_error.unwrap_or(Error::ReadTimeout));
+            }
+        }
+    }
+}
+
+/// One write of the request, bounded by [`SEND_TIMEOUT`].
+async fn write_all<W: tokio::io::AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> Result<(), Error> {
+    match tokio::time::timeout(SEND_TIMEOUT, w.write_all(bytes)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Send(e)),
+        Err(_) => Err(Error::SendTimeout),
     }
 }
 
@@ -282,7 +391,9 @@ async fn connect(upstream: &Authority, timeout: Duration) -> Result<Conn, Error>
 }
 
 /// Request headers that are the connection's, not the request's (RFC 9110
-/// §7.6.1), and those this function writes itself.
+/// §7.6.1), `Expect` (sluice answers 100-continue itself and streams the
+/// body at once), and those this function writes itself (Host, framing,
+/// X-Forwarded-For).
 fn replaced(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -292,9 +403,11 @@ fn replaced(name: &HeaderName) -> bool {
             | "te"
             | "trailer"
             | "transfer-encoding"
+            | "content-length"
             | "upgrade"
             | "proxy-authenticate"
             | "proxy-authorization"
+            | "expect"
             | "host"
             | "x-forwarded-for"
     )
@@ -312,7 +425,9 @@ fn named_in_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
         })
 }
 
-fn write_head(out: &mut Vec<u8>, head: &Head<'_>, chunked: bool) {
+/// The request head into `out`; `framing` says how its body is sent
+/// (`Done`: no body and no Content-Length).
+fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
     out.clear();
     out.extend_from_slice(head.method.as_str().as_bytes());
     out.push(b' ');
@@ -322,10 +437,7 @@ fn write_head(out: &mut Vec<u8>, head: &Head<'_>, chunked: bool) {
     out.extend_from_slice(b"\r\n");
     let listed = head.headers.contains_key(header::CONNECTION);
     for (name, value) in head.headers {
-        if replaced(name)
-            || (chunked && name == header::CONTENT_LENGTH)
-            || (listed && named_in_connection(head.headers, name))
-        {
+        if replaced(name) || (listed && named_in_connection(head.headers, name)) {
             continue;
         }
         out.extend_from_slice(name.as_str().as_bytes());
@@ -348,18 +460,35 @@ fn write_head(out: &mut Vec<u8>, head: &Head<'_>, chunked: bool) {
     };
     out.extend_from_slice(&ip[..n]);
     out.extend_from_slice(b"\r\n");
-    if chunked {
-        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    // The framing is sluice's own, never the client's word for it.
+    match framing {
+        Framing::Chunked(_) => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Framing::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        Framing::UntilClose | Framing::Done => {}
     }
     out.extend_from_slice(b"\r\n");
 }
 
-async fn send_body<B>(conn: &mut Conn, body: &mut B, chunked: bool) -> Result<(), Error>
+async fn send_body<B, W>(
+    w: &mut W,
+    buf: &mut Vec<u8>,
+    body: &mut B,
+    chunked: bool,
+) -> Result<(), Error>
 where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
 {
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(Error::Body)?;
+    loop {
+        let frame = match tokio::time::timeout(CLIENT_BODY_TIMEOUT, body.frame()).await {
+            Ok(Some(frame)) => frame.map_err(Error::Body)?,
+            Ok(None) => break,
+            Err(_) => return Err(Error::ClientBodyTimeout),
+        };
         let Ok(data) = frame.into_data() else {
             continue; // trailers are not forwarded
         };
@@ -367,53 +496,43 @@ where
             continue;
         }
         if chunked {
-            conn.write.clear();
-            conn.write
-                .extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-            conn.write.extend_from_slice(&data);
-            conn.write.extend_from_slice(b"\r\n");
-            conn.stream.write_all(&conn.write).await
+            buf.clear();
+            buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            buf.extend_from_slice(&data);
+            buf.extend_from_slice(b"\r\n");
+            write_all(w, buf).await?;
         } else {
-            conn.stream.write_all(&data).await
+            write_all(w, &data).await?;
         }
-        .map_err(Error::Send)?;
     }
     if chunked {
-        conn.stream
-            .write_all(b"0\r\n\r\n")
-            .await
-            .map_err(Error::Send)?;
+        write_all(w, b"0\r\n\r\n").await?;
     }
     Ok(())
 }
 
-/// Reads more into the connection's buffer: the number of bytes, 0 at EOF.
-async fn fill(conn: &mut Conn) -> io::Result<usize> {
-    conn.read.reserve(READ_CHUNK);
-    std::future::poll_fn(|cx| {
-        tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.read)
-    })
-    .await
-}
-
 /// The response head (1xx skipped), how its body is framed, and whether
 /// the connection may be reused after it.
-async fn read_head(
-    conn: &mut Conn,
+async fn read_head<R: tokio::io::AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
     method: &Method,
     received: &mut bool,
 ) -> Result<(Response<()>, Framing, bool), Error> {
     loop {
-        if !conn.read.is_empty() {
+        if !buf.is_empty() {
             *received = true;
-            match parse_head(&mut conn.read, method)? {
+            match parse_head(buf, method)? {
                 Some(Parsed::Interim) => continue,
                 Some(Parsed::Final(resp, framing, keep)) => return Ok((resp, framing, keep)),
-                None if conn.read.len() >= MAX_HEAD => return Err(Error::TooBig),
+                None if buf.len() >= MAX_HEAD => return Err(Error::TooBig),
                 None => {}
             }
         }
-        match fill(conn).await {
+        buf.reserve(READ_CHUNK);
+        let read =
+            std::future::poll_fn(|cx| tokio_util::io::poll_read_buf(Pin::new(&mut *rd), cx, buf));
+        match read.await {
             Ok(0) => return Err(Error::Closed),
             Ok(_) => {}
             Err(e) => return Err(Error::Recv(e)),
@@ -474,9 +593,7 @@ fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Err
         let value = &head[v..v + vl];
         match name.as_str() {
             "content-length" => {
-                let l = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
+                let l = parse_number(value.trim_ascii(), 10)
                     .ok_or(Error::Invalid("\"Content-Length\" header"))?;
                 if length.is_some_and(|old| old != l) {
                     return Err(Error::Invalid("\"Content-Length\" header"));
@@ -519,13 +636,16 @@ fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Err
     {
         Framing::Length(0)
     } else if let Some(chunked) = chunked {
-        headers.remove(header::CONTENT_LENGTH);
-        if chunked {
-            Framing::Chunked(Chunk::Size)
-        } else {
-            keep = false;
-            Framing::UntilClose
+        // Only chunked is understood (nginx: "upstream sent unknown
+        // Transfer-Encoding"); with a Content-Length too the message is
+        // suspect (RFC 9112 §6.3): read it, but do not reuse the connection.
+        if !chunked {
+            return Err(Error::Invalid("\"Transfer-Encoding\" header"));
         }
+        if headers.remove(header::CONTENT_LENGTH).is_some() {
+            keep = false;
+        }
+        Framing::Chunked(Chunk::Size)
     } else if let Some(l) = length {
         Framing::Length(l)
     } else {
@@ -540,6 +660,15 @@ fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Err
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
     Ok(Some(Parsed::Final(resp, framing, keep)))
+}
+
+/// Digits only (no sign, no spaces), in `radix`; `None` if empty, other or
+/// too large.
+fn parse_number(digits: &[u8], radix: u32) -> Option<u64> {
+    if digits.is_empty() || !digits.iter().all(|&b| (b as char).is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, radix).ok()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -586,6 +715,10 @@ pub enum BodyFailure {
     Truncated,
     #[error("upstream timed out (110: Connection timed out) while reading upstream")]
     TimedOut,
+    #[error("upstream sent invalid chunked response while reading upstream")]
+    InvalidChunked,
+    #[error("recv() failed ({}) while reading upstream", os(.0))]
+    Recv(io::Error),
 }
 
 impl UpstreamBody {
@@ -639,21 +772,21 @@ impl UpstreamBody {
                 }
                 Framing::Chunked(state) => {
                     let state = *state;
-                    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+                    // Lines end in CRLF, or a bare LF (nginx accepts both).
+                    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
                         if buf.len() > 4096 {
-                            return Err("upstream sent invalid chunked response".into());
+                            return Err(Box::new(BodyFailure::InvalidChunked));
                         }
                         return Ok(None);
                     };
-                    let line = buf.split_to(end + 2);
-                    let line = &line[..end];
+                    let line = buf.split_to(end + 1);
+                    let line = line[..end].strip_suffix(b"\r").unwrap_or(&line[..end]);
                     let next = match state {
                         Chunk::Size => {
                             let size = line.split(|&b| b == b';').next().unwrap_or(b"");
-                            let size = std::str::from_utf8(size.trim_ascii())
-                                .ok()
-                                .and_then(|s| u64::from_str_radix(s, 16).ok())
-                                .ok_or("upstream sent invalid chunked response")?;
+                            let size = parse_number(size.trim_ascii(), 16).ok_or_else(|| {
+                                Box::new(BodyFailure::InvalidChunked) as BodyError
+                            })?;
                             if size == 0 {
                                 Chunk::Trailers
                             } else {
@@ -662,7 +795,7 @@ impl UpstreamBody {
                         }
                         Chunk::DataEnd if line.is_empty() => Chunk::Size,
                         Chunk::DataEnd => {
-                            return Err("upstream sent invalid chunked response".into());
+                            return Err(Box::new(BodyFailure::InvalidChunked));
                         }
                         Chunk::Trailers if line.is_empty() => {
                             self.framing = Framing::Done;
@@ -715,13 +848,9 @@ impl Body for UpstreamBody {
                         .timer
                         .get_or_insert_with(|| Box::pin(tokio::time::sleep(wait)));
                     ready!(timer.as_mut().poll(cx));
+                    // Logged with its connection when hyper reports it.
                     this.conn = None;
-                    let e = BodyFailure::TimedOut;
-                    crate::errlog::emit(
-                        crate::errlog::Severity::Error,
-                        format_args!("{e}, upstream: \"http://{}\"", this.key),
-                    );
-                    return Poll::Ready(Some(Err(Box::new(e))));
+                    return Poll::Ready(Some(Err(Box::new(BodyFailure::TimedOut))));
                 }
             };
             match read {
@@ -737,7 +866,7 @@ impl Body for UpstreamBody {
                 Ok(_) => {}
                 Err(e) => {
                     this.conn = None;
-                    return Poll::Ready(Some(Err(Box::new(e))));
+                    return Poll::Ready(Some(Err(Box::new(BodyFailure::Recv(e)))));
                 }
             }
         }
@@ -898,7 +1027,7 @@ mod tests {
     async fn chunked_responses_are_decoded_across_reads() {
         let chunked = answer(&[
             b"HTTP/1.1 200 OK\r\ntransfer-enc",
-            b"oding: chunked\r\ncontent-length: 99\r\n\r\n3;ext=1\r\nab",
+            b"oding: chunked\r\n\r\n3;ext=1\r\nab",
             b"c\r\n2\r",
             b"\nde\r\n0\r\nx-trailer: 1\r\n",
             b"\r\n",
@@ -1094,8 +1223,238 @@ mod tests {
         post(&up, &headers, b"ab").await;
         let got = String::from_utf8(up.received.lock().clone()).unwrap();
         assert!(
-            got.ends_with("content-length: 2\r\nx-forwarded-for: 127.0.0.9\r\n\r\nab"),
+            got.ends_with("x-forwarded-for: 127.0.0.9\r\ncontent-length: 2\r\n\r\nab"),
             "{got:?}"
         );
+    }
+
+    /// A client cannot take the framing away by naming it in Connection:
+    /// sluice writes Content-Length itself (request smuggling otherwise).
+    #[tokio::test]
+    async fn framing_headers_are_sluices_own() {
+        let up = upstream(vec![answer(&[HI])]).await;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("content-length, host"),
+        );
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
+        headers.insert(header::EXPECT, HeaderValue::from_static("100-continue"));
+        post(&up, &headers, b"hello").await;
+        let got = String::from_utf8(up.received.lock().clone()).unwrap();
+        assert_eq!(
+            got,
+            format!(
+                "POST /t?q=1 HTTP/1.1\r\nhost: {}\r\nx-forwarded-for: 127.0.0.9\r\n\
+                 content-length: 5\r\n\r\nhello",
+                up.key
+            )
+        );
+    }
+
+    /// An upstream that answers before reading the body (401, 413) is
+    /// heard, and its connection is not reused.
+    #[tokio::test]
+    async fn an_early_answer_during_a_large_upload_is_heard() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            s.write_all(b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .unwrap();
+            // Keeps the connection, reads nothing more.
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        let mut headers = HeaderMap::new();
+        let big = Bytes::from(vec![b'x'; 32 << 20]);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(big.len()));
+        let method = Method::POST;
+        let h = head(&method, &headers, &key);
+        let body = Full::new(big).map_err(|n| match n {}).boxed();
+        let timeouts = (Duration::from_secs(1), Duration::from_secs(2));
+        let start = std::time::Instant::now();
+        let resp = send(&key, timeouts, &h, body).await.expect("the 401");
+        assert_eq!(resp.status(), 401);
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        let body = resp.into_body();
+        assert!(
+            body.conn.is_none() || !body.keep,
+            "a half-sent request's connection is not reused"
+        );
+    }
+
+    /// Bytes an upstream sends on an idle kept-alive connection (a 408
+    /// before closing) are never taken for the next response.
+    #[tokio::test]
+    async fn a_pooled_connection_that_spoke_is_not_reused() {
+        let up = upstream(vec![
+            answer(&[
+                HI,
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n\r\n",
+            ]),
+            answer(&[HI]),
+        ])
+        .await;
+        get(&up, Method::GET).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let (resp, _) = get(&up, Method::GET).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(up.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    /// A request is sent again at most once, on a new connection, and a
+    /// POST never.
+    #[tokio::test]
+    async fn retries_are_bounded() {
+        // Every connection reads a request, then closes without answering.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let seen = requests.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = l.accept().await.unwrap();
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    // The first request on each connection is answered (to
+                    // get the connection pooled), later ones are not.
+                    if matches!(s.read(&mut buf).await, Ok(n) if n > 0) {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                        let _ = s.write_all(HI).await;
+                    }
+                    if matches!(s.read(&mut buf).await, Ok(n) if n > 0) {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        let headers = HeaderMap::new();
+        let timeouts = (Duration::from_secs(1), Duration::from_secs(1));
+        // Pool several connections: concurrent requests.
+        let pool = |m: Method| {
+            let key = key.clone();
+            let headers = headers.clone();
+            async move {
+                let h = head(&m, &headers, &key);
+                let r = send(&key, timeouts, &h, empty()).await.unwrap();
+                r.into_body().collect().await.unwrap();
+            }
+        };
+        tokio::join!(pool(Method::GET), pool(Method::GET), pool(Method::GET));
+        let mut before = requests.load(Ordering::SeqCst);
+        assert_eq!(before, 3, "three connections pooled");
+        // A POST meets a connection the upstream drops: not sent again.
+        let h = head(&Method::POST, &headers, &key);
+        assert!(send(&key, timeouts, &h, empty()).await.is_err());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(requests.load(Ordering::SeqCst) - before, 1);
+        before += 1;
+        // A GET: once on a pooled connection (dropped), once more on a new
+        // one (answered) — not once per pooled connection.
+        let h = head(&Method::GET, &headers, &key);
+        assert!(send(&key, timeouts, &h, empty()).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(requests.load(Ordering::SeqCst) - before, 2);
+    }
+
+    #[tokio::test]
+    async fn strict_framing_of_responses() {
+        let up = upstream(vec![
+            // Bare-LF chunk lines, as nginx accepts.
+            answer(&[b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\nabc\n0\n\n"]),
+            answer(&[b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\nxx"]),
+            answer(&[b"HTTP/1.1 200 OK\r\ncontent-length: +2\r\n\r\nhi"]),
+        ])
+        .await;
+        let (_, body) = get(&up, Method::GET).await.unwrap();
+        assert_eq!(&body[..], b"abc");
+        let e = get(&up, Method::GET).await.unwrap_err();
+        assert!(e.contains("Transfer-Encoding"), "{e}");
+        let e = get(&up, Method::GET).await.unwrap_err();
+        assert!(e.contains("Content-Length"), "{e}");
+    }
+
+    /// A body that yields `pieces`, each after `pause`.
+    struct Slow {
+        pieces: Vec<&'static [u8]>,
+        pause: Duration,
+        timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    }
+
+    impl Body for Slow {
+        type Data = Bytes;
+        type Error = BodyError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+            if self.pieces.is_empty() {
+                return Poll::Ready(None);
+            }
+            let pause = self.pause;
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(pause)));
+            ready!(timer.as_mut().poll(cx));
+            self.timer = None;
+            let piece = self.pieces.remove(0);
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(piece)))))
+        }
+    }
+
+    /// proxy_read_timeout waits for the response once the request is sent:
+    /// a slow upload longer than it is not a 504 (nginx: client_body_timeout
+    /// bounds each pause instead).
+    #[tokio::test]
+    async fn a_slow_upload_is_not_a_read_timeout() {
+        // Answers once the whole chunked body is in.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
+        let got = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let seen = got.clone();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            while !seen.lock().ends_with(b"0\r\n\r\n") {
+                match s.read(&mut buf).await {
+                    Ok(n @ 1..) => seen.lock().extend_from_slice(&buf[..n]),
+                    _ => return,
+                }
+            }
+            s.write_all(HI).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        let method = Method::POST;
+        let h = head(&method, &headers, &key);
+        let body = Slow {
+            pieces: vec![b"aa", b"bb", b"cc", b"dd", b"ee"],
+            pause: Duration::from_millis(150),
+            timer: None,
+        };
+        let timeouts = (Duration::from_secs(1), Duration::from_millis(300));
+        let start = std::time::Instant::now();
+        let resp = send(&key, timeouts, &h, body).await.expect("answered");
+        assert_eq!(resp.status(), 200);
+        assert!(
+            start.elapsed() >= Duration::from_millis(700),
+            "{:?}",
+            start.elapsed()
+        );
+        let got = String::from_utf8(got.lock().clone()).unwrap();
+        assert!(got.ends_with("2\r\nee\r\n0\r\n\r\n"), "{got:?}");
     }
 }
