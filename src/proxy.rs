@@ -1386,8 +1386,7 @@ async fn forward(
         host: &pp.authority,
         client: vars.remote.ip(),
     };
-    let timeouts = (loc.proxy_connect_timeout, loc.proxy_read_timeout);
-    let failure = match upstream::send(&pp.authority, timeouts, &head, body).await {
+    let failure = match upstream::send(&pp.authority, loc.timeouts, &head, body).await {
         Ok(resp) => return resp.map(BodyExt::boxed),
         Err(_) if body_limit.exceeded() => {
             log_req(

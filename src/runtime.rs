@@ -119,8 +119,9 @@ pub struct Location {
     pub dry_run: bool,
     pub error_pages: Arc<ErrorPages>,
     pub action: Action,
-    pub proxy_connect_timeout: Duration,
-    pub proxy_read_timeout: Duration,
+    /// `proxy_connect_timeout`, `proxy_send_timeout`, `proxy_read_timeout`
+    /// and `client_body_timeout`.
+    pub timeouts: crate::upstream::Timeouts,
     /// Larger request bodies get 413; 0 = unlimited.
     pub client_max_body_size: u64,
     pub access_log: Option<Arc<AccessLog>>,
@@ -362,8 +363,12 @@ impl Runtime {
                     dry_run: eff.dry_run.unwrap_or(false),
                     error_pages: eff.error_pages.clone().unwrap_or_default(),
                     action,
-                    proxy_connect_timeout: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
-                    proxy_read_timeout: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                    timeouts: crate::upstream::Timeouts {
+                        connect: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                        send: eff.proxy_send_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                        read: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                        client_body: eff.client_body_timeout.unwrap_or(DEFAULT_TIMEOUT),
+                    },
                     client_max_body_size: eff
                         .client_max_body_size
                         .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),

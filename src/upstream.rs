@@ -48,12 +48,33 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// Read buffer growth.
 const READ_CHUNK: usize = 8 * 1024;
-/// nginx's `proxy_send_timeout` default: one write of the request to the
-/// upstream may stall this long.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
-/// nginx's `client_body_timeout` default: the client may pause this long
-/// between two pieces of its request body.
-pub const CLIENT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The timeouts of one proxied request, nginx's names and defaults (60 s each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `proxy_connect_timeout`: connecting to the upstream.
+    pub connect: Duration,
+    /// `proxy_send_timeout`: one write of the request to the upstream may
+    /// stall this long.
+    pub send: Duration,
+    /// `proxy_read_timeout`: waiting for the response head once the request
+    /// is sent, then between two reads of the response body.
+    pub read: Duration,
+    /// `client_body_timeout`: the client may pause this long between two
+    /// pieces of its request body.
+    pub client_body: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        let nginx = Duration::from_secs(60);
+        Timeouts {
+            connect: nginx,
+            send: nginx,
+            read: nginx,
+            client_body: nginx,
+        }
+    }
+}
 
 /// Why a request got no response from upstream. The messages are nginx's.
 #[derive(Debug, thiserror::Error)]
@@ -80,10 +101,10 @@ pub enum Error {
         "upstream timed out (110: Connection timed out) while reading response header from upstream"
     )]
     ReadTimeout,
-    /// A write of the request stalled for [`SEND_TIMEOUT`].
+    /// A write of the request stalled for `proxy_send_timeout`.
     #[error("upstream timed out (110: Connection timed out) while sending request to upstream")]
     SendTimeout,
-    /// The client sent no more of its body for [`CLIENT_BODY_TIMEOUT`].
+    /// The client sent no more of its body for `client_body_timeout`.
     #[error("client timed out (110: Connection timed out) while reading client request body")]
     ClientBodyTimeout,
 }
@@ -236,15 +257,15 @@ pub struct Head<'a> {
 /// Sends one request to `upstream` and returns its response once the head
 /// is read; the body streams from the connection.
 ///
-/// Timeouts as nginx's: `connect_timeout` to connect, [`SEND_TIMEOUT`] per
-/// write of the request, [`CLIENT_BODY_TIMEOUT`] per read of the client's
-/// body, and `read_timeout` for the response head once the request is sent
-/// (and then between reads of the body). The response is read while the
+/// Timeouts as nginx's ([`Timeouts`]): `proxy_connect_timeout` to connect,
+/// `proxy_send_timeout` per write of the request, `client_body_timeout` per
+/// read of the client's body, and `proxy_read_timeout` for the response
+/// head once the request is sent (and then between reads of the body). The response is read while the
 /// body is still being sent: an upstream that answers early (401, 413)
 /// is heard, and its connection not reused.
 pub async fn send<B>(
     upstream: &Authority,
-    (connect_timeout, read_timeout): (Duration, Duration),
+    timeouts: Timeouts,
     head: &Head<'_>,
     mut body: B,
 ) -> Result<Response<UpstreamBody>, Error>
@@ -268,7 +289,7 @@ where
     loop {
         let (mut conn, reused) = match if fresh { None } else { checkout(upstream) } {
             Some(c) => (c, true),
-            None => (connect(upstream, connect_timeout).await?, false),
+            None => (connect(upstream, timeouts.connect).await?, false),
         };
         write_head(&mut conn.write, head, framing);
         let mut received = false;
@@ -276,7 +297,7 @@ where
             &mut conn,
             head.method,
             has_body.then_some((&mut body, chunked)),
-            read_timeout,
+            timeouts,
             &mut received,
         )
         .await;
@@ -287,7 +308,7 @@ where
                     key: upstream.clone(),
                     framing,
                     keep,
-                    read_timeout,
+                    read_timeout: timeouts.read,
                     timer: None,
                 };
                 let mut resp = resp.map(|()| body);
@@ -312,13 +333,14 @@ async fn exchange<B>(
     conn: &mut Conn,
     method: &Method,
     body: Option<(&mut B, bool)>,
-    read_timeout: Duration,
+    timeouts: Timeouts,
     received: &mut bool,
 ) -> Result<(Response<()>, Framing, bool), Error>
 where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
 {
-    write_all(&mut conn.stream, &conn.write).await?;
+    let read_timeout = timeouts.read;
+    write_all(&mut conn.stream, &conn.write, timeouts.send).await?;
     let Some((body, chunked)) = body else {
         let reading = read_head(&mut conn.stream, &mut conn.read, method, received);
         return match tokio::time::timeout(read_timeout, reading).await {
@@ -327,7 +349,7 @@ where
         };
     };
     let (mut rd, mut wr) = conn.stream.split();
-    let sending = send_body(&mut wr, &mut conn.write, body, chunked);
+    let sending = send_body(&mut wr, &mut conn.write, body, chunked, timeouts);
     let reading = read_head(&mut rd, &mut conn.read, method, received);
     let waiting = tokio::time::sleep(read_timeout);
     tokio::pin!(sending, reading, waiting);
@@ -351,8 +373,13 @@ where
                     sent = true;
                     waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
                 }
-                Err(e @ (Error::Body(_) | Error::ClientBodyTimeout)) => return Err(e),
-                // The upstream stopped reading: it may still answer.
+                // The client's failures, and nginx's 504 for an upstream
+                // that took nothing for proxy_send_timeout (an answer it
+                // had sent would have been read first).
+                Err(e @ (Error::Body(_) | Error::ClientBodyTimeout | Error::SendTimeout)) => {
+                    return Err(e);
+                }
+                // The upstream closed its side: it may still have answered.
                 Err(e) => {
                     send_error = Some(e);
                     waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
@@ -365,9 +392,13 @@ where
     }
 }
 
-/// One write of the request, bounded by [`SEND_TIMEOUT`].
-async fn write_all<W: tokio::io::AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> Result<(), Error> {
-    match tokio::time::timeout(SEND_TIMEOUT, w.write_all(bytes)).await {
+/// One write of the request, bounded by `proxy_send_timeout`.
+async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
+    w: &mut W,
+    bytes: &[u8],
+    timeout: Duration,
+) -> Result<(), Error> {
+    match tokio::time::timeout(timeout, w.write_all(bytes)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Error::Send(e)),
         Err(_) => Err(Error::SendTimeout),
@@ -478,13 +509,14 @@ async fn send_body<B, W>(
     buf: &mut Vec<u8>,
     body: &mut B,
     chunked: bool,
+    timeouts: Timeouts,
 ) -> Result<(), Error>
 where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
     loop {
-        let frame = match tokio::time::timeout(CLIENT_BODY_TIMEOUT, body.frame()).await {
+        let frame = match tokio::time::timeout(timeouts.client_body, body.frame()).await {
             Ok(Some(frame)) => frame.map_err(Error::Body)?,
             Ok(None) => break,
             Err(_) => return Err(Error::ClientBodyTimeout),
@@ -500,13 +532,13 @@ where
             buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
             buf.extend_from_slice(&data);
             buf.extend_from_slice(b"\r\n");
-            write_all(w, buf).await?;
+            write_all(w, buf, timeouts.send).await?;
         } else {
-            write_all(w, &data).await?;
+            write_all(w, &data, timeouts.send).await?;
         }
     }
     if chunked {
-        write_all(w, b"0\r\n\r\n").await?;
+        write_all(w, b"0\r\n\r\n", timeouts.send).await?;
     }
     Ok(())
 }
@@ -986,7 +1018,11 @@ mod tests {
         let h = head(&method, &headers, &up.key);
         let resp = send(
             &up.key,
-            (Duration::from_secs(1), Duration::from_secs(1)),
+            Timeouts {
+                connect: Duration::from_secs(1),
+                read: Duration::from_secs(1),
+                ..Timeouts::default()
+            },
             &h,
             empty(),
         )
@@ -1004,7 +1040,11 @@ mod tests {
         let body = Full::new(Bytes::from_static(body))
             .map_err(|n| match n {})
             .boxed();
-        let timeouts = (Duration::from_secs(1), Duration::from_secs(1));
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(1),
+            read: Duration::from_secs(1),
+            ..Timeouts::default()
+        };
         let resp = send(&up.key, timeouts, &h, body).await.unwrap();
         resp.into_body().collect().await.unwrap();
     }
@@ -1150,9 +1190,18 @@ mod tests {
         let headers = HeaderMap::new();
         let h = head(&Method::GET, &headers, &up.key);
         let read_timeout = Duration::from_millis(300);
-        let resp = send(&up.key, (Duration::from_secs(1), read_timeout), &h, empty())
-            .await
-            .unwrap();
+        let resp = send(
+            &up.key,
+            Timeouts {
+                connect: Duration::from_secs(1),
+                read: read_timeout,
+                ..Timeouts::default()
+            },
+            &h,
+            empty(),
+        )
+        .await
+        .unwrap();
         let start = std::time::Instant::now();
         let Err(e) = resp.into_body().collect().await else {
             panic!("a stalled body completed");
@@ -1174,7 +1223,11 @@ mod tests {
         let h = head(&Method::GET, &headers, &key);
         let Err(e) = send(
             &key,
-            (Duration::from_secs(1), Duration::from_secs(1)),
+            Timeouts {
+                connect: Duration::from_secs(1),
+                read: Duration::from_secs(1),
+                ..Timeouts::default()
+            },
             &h,
             empty(),
         )
@@ -1274,7 +1327,11 @@ mod tests {
         let method = Method::POST;
         let h = head(&method, &headers, &key);
         let body = Full::new(big).map_err(|n| match n {}).boxed();
-        let timeouts = (Duration::from_secs(1), Duration::from_secs(2));
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(1),
+            read: Duration::from_secs(2),
+            ..Timeouts::default()
+        };
         let start = std::time::Instant::now();
         let resp = send(&key, timeouts, &h, body).await.expect("the 401");
         assert_eq!(resp.status(), 401);
@@ -1337,7 +1394,11 @@ mod tests {
             }
         });
         let headers = HeaderMap::new();
-        let timeouts = (Duration::from_secs(1), Duration::from_secs(1));
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(1),
+            read: Duration::from_secs(1),
+            ..Timeouts::default()
+        };
         // Pool several connections: concurrent requests.
         let pool = |m: Method| {
             let key = key.clone();
@@ -1445,7 +1506,11 @@ mod tests {
             pause: Duration::from_millis(150),
             timer: None,
         };
-        let timeouts = (Duration::from_secs(1), Duration::from_millis(300));
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(1),
+            read: Duration::from_millis(300),
+            ..Timeouts::default()
+        };
         let start = std::time::Instant::now();
         let resp = send(&key, timeouts, &h, body).await.expect("answered");
         assert_eq!(resp.status(), 200);

@@ -203,6 +203,10 @@ pub struct Level {
     pub proxy_pass: Option<ProxyPass>,
     pub proxy_connect_timeout: Option<Duration>,
     pub proxy_read_timeout: Option<Duration>,
+    /// `proxy_send_timeout`: longest stall of one write to the upstream.
+    pub proxy_send_timeout: Option<Duration>,
+    /// `client_body_timeout`: longest pause between two reads of a request body.
+    pub client_body_timeout: Option<Duration>,
     pub client_header_timeout: Option<Duration>,
     /// `keepalive_timeout` (http, server): idle time between requests; 0
     /// disables keep-alive.
@@ -237,6 +241,8 @@ impl Level {
                 .or_else(|| parent.proxy_pass.clone()),
             proxy_connect_timeout: self.proxy_connect_timeout.or(parent.proxy_connect_timeout),
             proxy_read_timeout: self.proxy_read_timeout.or(parent.proxy_read_timeout),
+            proxy_send_timeout: self.proxy_send_timeout.or(parent.proxy_send_timeout),
+            client_body_timeout: self.client_body_timeout.or(parent.client_body_timeout),
             client_header_timeout: self.client_header_timeout.or(parent.client_header_timeout),
             keepalive_timeout: self.keepalive_timeout.or(parent.keepalive_timeout),
             send_timeout: self.send_timeout.or(parent.send_timeout),

@@ -201,6 +201,8 @@ const LEVEL_KEYS: &[&str] = &[
     "error_pages",
     "proxy_connect_timeout",
     "proxy_read_timeout",
+    "proxy_send_timeout",
+    "client_body_timeout",
     "access_log",
     "ratelimit_headers",
     "client_max_body_size",
@@ -648,6 +650,12 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at:
     }
     if let Some(v) = get(t, "proxy_read_timeout") {
         level.proxy_read_timeout = cx.duration(v, "proxy_read_timeout");
+    }
+    if let Some(v) = get(t, "proxy_send_timeout") {
+        level.proxy_send_timeout = cx.duration(v, "proxy_send_timeout");
+    }
+    if let Some(v) = get(t, "client_body_timeout") {
+        level.client_body_timeout = cx.duration(v, "client_body_timeout");
     }
     if let Some(v) = get(t, "client_max_body_size") {
         level.client_max_body_size = cx.scalar_text(v, "client_max_body_size").and_then(|s| {

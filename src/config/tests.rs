@@ -310,6 +310,40 @@ client_max_body_size = "1g"
     assert_eq!(loc.client_max_body_size, Some(1 << 30));
 }
 
+/// nginx's upstream and body timeouts at every level, inherited.
+#[test]
+fn upstream_timeouts_inherit() {
+    let spec = ok(r#"
+proxy_send_timeout = "5s"
+client_body_timeout = "1m30s"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+proxy_read_timeout = "2s"
+[[servers.locations]]
+path = "/upload"
+client_body_timeout = "500ms"
+"#);
+    let server = spec.servers[0].level.inherit(&spec.http);
+    let loc = spec.servers[0].locations[0].level.inherit(&server);
+    assert_eq!(loc.proxy_send_timeout, Some(Duration::from_secs(5)));
+    assert_eq!(loc.proxy_read_timeout, Some(Duration::from_secs(2)));
+    assert_eq!(loc.client_body_timeout, Some(Duration::from_millis(500)));
+    assert_eq!(server.client_body_timeout, Some(Duration::from_secs(90)));
+    let e = errors(
+        r#"proxy_send_timeout = "soon"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+client_body_timeout = "1x"
+"#,
+    );
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(e[0].starts_with("t.toml:1:22: "), "{}", e[0]);
+    assert!(e[0].contains("invalid time \"soon\""), "{}", e[0]);
+    assert!(e[1].starts_with("t.toml:5:23: "), "{}", e[1]);
+}
+
 #[test]
 fn operating_keys_are_validated_where_they_are() {
     let e = errors(

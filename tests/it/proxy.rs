@@ -204,6 +204,83 @@ proxy_read_timeout = "300ms"
     assert!(log.contains(&timed_out), "{log}");
 }
 
+/// nginx's `client_body_timeout` and `proxy_send_timeout`, configured: a
+/// client that stops sending its body gets 408 (logged at info, as nginx);
+/// an upstream that stops taking the request gets the client a 504.
+#[tokio::test]
+async fn stalled_uploads_time_out_as_configured() {
+    let (up, _task) = silent_upstream().await;
+    let port = free_port();
+    let toml = format!(
+        r#"
+client_max_body_size = "64m"
+[[servers]]
+listen = "127.0.0.1:{port}"
+proxy_pass = "http://{up}"
+client_body_timeout = "300ms"
+[[servers.locations]]
+path = "/sink"
+proxy_send_timeout = "300ms"
+client_body_timeout = "10s"
+"#
+    );
+    let s = Sluice::start(&toml, &[port]);
+
+    // Three bytes of ten, then nothing.
+    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    c.write_all(b"POST /slow-client HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut got)).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        (250..3000).contains(&start.elapsed().as_millis()),
+        "408 after client_body_timeout, took {:?}",
+        start.elapsed()
+    );
+
+    // An upstream that never reads: 64 MB cannot fit in the socket buffers.
+    let body = vec![b'x'; 64 * 1024 * 1024];
+    let c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut rd, mut wr) = c.into_split();
+    let head = format!(
+        "POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let writer = tokio::spawn(async move {
+        let _ = wr.write_all(head.as_bytes()).await;
+        let _ = wr.write_all(&body).await;
+        wr
+    });
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), rd.read_to_end(&mut got)).await;
+    writer.abort();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 504"), "{text}");
+
+    let log = s.log();
+    let slow = log
+        .lines()
+        .find(|l| l.contains("while reading client request body"))
+        .unwrap_or_else(|| panic!("no client_body_timeout line: {log}"));
+    assert!(slow.contains("[info]"), "{slow}");
+    assert!(
+        slow.contains(
+            "client timed out (110: Connection timed out) while reading client request body, \
+             client: 127.0.0.1, server: , request: \"POST /slow-client HTTP/1.1\""
+        ),
+        "{slow}"
+    );
+    let timed_out = format!(
+        "upstream timed out (110: Connection timed out) while sending request to upstream, \
+         client: 127.0.0.1, server: , request: \"POST /sink HTTP/1.1\", upstream: \"http://{up}/sink\""
+    );
+    assert!(log.contains(&timed_out), "{log}");
+}
+
 #[tokio::test]
 async fn bodies_stream_both_ways() {
     let (up, _task) = counting_upstream().await;
