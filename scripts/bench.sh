@@ -13,7 +13,9 @@
 #   pass    limits that never reject (one client, a very high rate)
 #   reject  every request answered 429 (1r/m, no burst)
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
-# Both proxies keep upstream connections alive, log rejections to a file, and have no access log.
+#   logged  the pass path with an access log: nginx's `combined` format, to a file (as most run)
+# Both proxies keep upstream connections alive and log rejections to a file; only `logged` has an
+# access log (emptied before each run).
 # Defaults: 10 s per run, 5 pairs, 64 connections, 2 wrk threads. Machines here are shared and noisy:
 # read the medians and ratios, not single runs.
 set -euo pipefail
@@ -114,6 +116,10 @@ $(nginx_temp "$work/ngx")
     location /pass   { limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up; }
     location /reject { limit_req zone=reject; proxy_pass http://up; }
     location /many   { limit_req zone=many burst=100 nodelay; proxy_pass http://up; }
+    location /logged {
+      limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up;
+      access_log $work/ngx/access.log combined;
+    }
   }
 }
 EOF
@@ -122,6 +128,8 @@ EOF
 # --- sluice in front, the same limits -------------------------------------------------------------
 cat >"$work/sluice.toml" <<EOF
 limit_req_status = 429
+log_format = '\$remote_addr - \$remote_user [\$time_local] "\$request" \$status \$body_bytes_sent "\$http_referer" "\$http_user_agent"'
+
 [zones.pass]
 key = "\$binary_remote_addr"
 size = "10m"
@@ -146,6 +154,10 @@ limit_req = { zone = "reject" }
 [[servers.locations]]
 path = "/many"
 limit_req = { zone = "many", burst = 100, nodelay = true }
+[[servers.locations]]
+path = "/logged"
+limit_req = { zone = "pass", burst = 1000000, nodelay = true }
+access_log = "$work/access.log"
 EOF
 
 nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
@@ -197,6 +209,8 @@ run() {
   local out args=(-t"$threads" -c"$connections" -d"${duration}s" --latency)
   [[ -n $script ]] && args+=(-s "$script")
   local t0 t1
+  : >"$work/access.log"
+  : >"$work/ngx/access.log"
   t0=$(cpu_ticks "$@")
   out="$(wrk "${args[@]}" "http://127.0.0.1:$port$path")"
   t1=$(cpu_ticks "$@")
@@ -214,7 +228,7 @@ median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]
 
 echo "sluice vs nginx — $(nproc) cores, $(nginx -v 2>&1 | cut -d/ -f2), wrk -t$threads -c$connections -d${duration}s, $pairs pairs"
 echo "machine: $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-for scenario in pass reject many; do
+for scenario in pass reject many logged; do
   [[ -n $only && $only != "$scenario" ]] && continue
   script=""
   [[ $scenario == many ]] && script="$work/many.lua"

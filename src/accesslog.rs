@@ -7,7 +7,7 @@
 //! client that goes away while delayed is logged with status 499, as nginx.
 
 use crate::respond::Body;
-use crate::vars::{LogVars, RequestVars, ResponseVars, Template};
+use crate::vars::{LogVars, RequestVars, ResponseVars, Template, Var};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri, Version};
 use hyper::body::{Frame, SizeHint};
@@ -46,12 +46,13 @@ impl Sink {
             .open(path)
     }
 
-    fn write_line(&self, line: &[u8]) {
-        // One write per line, as nginx: lines from several threads never interleave.
+    fn write_lines(&self, lines: &[u8]) {
+        // One write per batch of whole lines: lines from several threads
+        // never interleave.
         let _ = match self {
-            Sink::Stdout => std::io::stdout().lock().write_all(line),
-            Sink::Stderr => std::io::stderr().lock().write_all(line),
-            Sink::File { file, .. } => file.lock().write_all(line),
+            Sink::Stdout => std::io::stdout().lock().write_all(lines),
+            Sink::Stderr => std::io::stderr().lock().write_all(lines),
+            Sink::File { file, .. } => file.lock().write_all(lines),
         };
     }
 
@@ -61,6 +62,12 @@ impl Sink {
             *file.lock() = Sink::open(path)?;
         }
         Ok(())
+    }
+}
+
+impl crate::batch::Output for Sink {
+    fn write_out(&self, bytes: &[u8]) {
+        self.write_lines(bytes);
     }
 }
 
@@ -164,9 +171,26 @@ impl Record {
         };
         let log = LogVars {
             body_bytes_sent,
-            request_time_ms: self.start.elapsed().as_millis() as u64,
+            // Clocks are read only for the variables that need them.
+            request_time_ms: if self.log.format.uses(|v| matches!(v, Var::RequestTime)) {
+                self.start.elapsed().as_millis() as u64
+            } else {
+                0
+            },
             upstream_response_time_ms: self.upstream_ms,
-            unix_ms: crate::errlog::unix_ms(),
+            unix_ms: if self.log.format.uses(|v| matches!(v, Var::Msec)) {
+                crate::errlog::unix_ms()
+            } else if self
+                .log
+                .format
+                .uses(|v| matches!(v, Var::TimeLocal | Var::TimeIso8601))
+            {
+                // Whole seconds only: the clock the kernel keeps per tick
+                // (nginx too prints a cached time).
+                crate::errlog::Timestamp::coarse_now().unix_ms()
+            } else {
+                0
+            },
             connection: self.connection,
         };
         let resp = ResponseVars {
@@ -176,10 +200,16 @@ impl Record {
             limit_req_zone: &self.zone,
             log: Some(&log),
         };
-        let mut line = Vec::with_capacity(256);
-        self.log.format.eval(&req, Some(&resp), &mut line);
-        line.push(b'\n');
-        self.log.sink.write_line(&line);
+        thread_local! {
+            static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        LINE.with_borrow_mut(|line| {
+            line.clear();
+            self.log.format.eval(&req, Some(&resp), line);
+            line.push(b'\n');
+            // Batched per worker (see crate::batch); nginx writes each line.
+            crate::batch::write(&self.log.sink, line);
+        });
     }
 }
 

@@ -107,85 +107,21 @@ pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
         push_prefix(line, sev.name());
         write(line);
         line.push(b'\n');
-        let batched = PENDING.with_borrow_mut(|p| {
-            let Some(p) = p else { return false };
-            if !p.open {
-                // The first line of a scheduler pass goes out at once (a
-                // quiet server logs like nginx); the pass's later lines
-                // are collected for the flusher.
-                p.open = true;
-                p.flusher.notify_one();
-                return false;
-            }
-            // Whole lines, at most PIPE_BUF bytes per write (atomic on a pipe).
-            if p.lines.len() + line.len() > BATCH_MAX && !p.lines.is_empty() {
-                write_out(&p.lines);
-                p.lines.clear();
-            }
-            p.lines.extend_from_slice(line);
-            true
-        });
-        if !batched {
-            write_out(line);
-        }
+        crate::batch::write(&STDERR_OUT, line);
     });
 }
 
-/// Largest batch written at once: PIPE_BUF, so that a batch written to a
-/// pipe is never interleaved with another thread's.
-const BATCH_MAX: usize = 4096;
+/// fd 2, as a destination of batched lines.
+struct StderrOut;
 
-/// A worker's lines waiting for its flusher.
-struct Pending {
-    lines: Vec<u8>,
-    /// A line was written in this pass: later ones are batched.
-    open: bool,
-    flusher: std::sync::Arc<tokio::sync::Notify>,
+impl crate::batch::Output for StderrOut {
+    fn write_out(&self, bytes: &[u8]) {
+        let _ = std::io::Write::write_all(&mut RawStderr, bytes);
+    }
 }
 
-thread_local! {
-    static PENDING: std::cell::RefCell<Option<Pending>> = const { std::cell::RefCell::new(None) };
-}
-
-fn write_out(bytes: &[u8]) {
-    let _ = std::io::Write::write_all(&mut RawStderr, bytes);
-}
-
-/// Batch this worker thread's lines: the first line of a scheduler pass is
-/// written at once, the pass's later lines by a task on this thread that
-/// runs after the tasks already scheduled — under a flood of rejections,
-/// one system call for dozens of lines instead of one each (nginx writes
-/// each line at once). A batched line waits microseconds, and may trail
-/// its response by as much; [`flush_pending`] runs before the thread parks
-/// (the runtime's `on_thread_park`) so that none waits for the next event.
-/// Must be called inside the worker's runtime.
-pub fn batch_on_this_thread() {
-    let flusher = std::sync::Arc::new(tokio::sync::Notify::new());
-    PENDING.set(Some(Pending {
-        lines: Vec::with_capacity(BATCH_MAX),
-        open: false,
-        flusher: flusher.clone(),
-    }));
-    tokio::spawn(async move {
-        loop {
-            flusher.notified().await;
-            flush_pending();
-        }
-    });
-}
-
-/// Write this thread's batched lines now.
-pub fn flush_pending() {
-    PENDING.with_borrow_mut(|p| {
-        if let Some(p) = p {
-            if !p.lines.is_empty() {
-                write_out(&p.lines);
-                p.lines.clear();
-            }
-            p.open = false;
-        }
-    });
-}
+static STDERR_OUT: std::sync::LazyLock<std::sync::Arc<StderrOut>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(StderrOut));
 
 /// Appends formatted text (a literal without formatting machinery).
 pub fn push_fmt(out: &mut Vec<u8>, msg: fmt::Arguments<'_>) {
@@ -405,6 +341,11 @@ impl Timestamp {
         } else {
             Timestamp::now()
         }
+    }
+
+    /// The start of this second, in Unix milliseconds.
+    pub fn unix_ms(&self) -> u64 {
+        self.0 * 1000
     }
 
     pub fn from_ms(unix_ms: u64) -> Timestamp {

@@ -12,6 +12,7 @@
 //!   limits, delay, `return` or upstream.
 //! - [`respond`]: responses sluice makes itself (error pages, problem+json).
 //! - [`errlog`]: nginx-format error-log lines through `tracing`.
+//! - [`batch`]: log lines written per worker in batches, not one write each.
 //! - [`check`]: the summary `sluice check` prints.
 //! - [`control`]: running the process: signals (reload, reopen, stop), the
 //!   pid file, the file watcher, `sluice reload`.
@@ -20,6 +21,7 @@
 //! - [`metrics`]: Prometheus counters for the admin listener.
 
 pub mod accesslog;
+pub mod batch;
 pub mod check;
 pub mod client_io;
 pub mod config;

@@ -124,13 +124,13 @@ impl Workers {
                     .spawn(move || {
                         let rt = tokio::runtime::Builder::new_current_thread()
                             .enable_all()
-                            .on_thread_park(errlog::flush_pending)
+                            .on_thread_park(crate::batch::flush)
                             .build()
                             .expect("a worker runtime");
                         let _ = tx.send(rt.handle().clone());
                         // Runs until the process exits.
                         rt.block_on(async {
-                            errlog::batch_on_this_thread();
+                            crate::batch::on_this_thread();
                             std::future::pending::<()>().await
                         });
                     })
@@ -139,6 +139,13 @@ impl Workers {
             })
             .collect();
         Workers { handles }
+    }
+
+    /// Write every worker's batched log lines (see [`crate::batch`]) now.
+    async fn flush_logs(&self) {
+        for h in &self.handles {
+            let _ = h.spawn(async { crate::batch::flush() }).await;
+        }
     }
 }
 
@@ -465,6 +472,8 @@ impl Proxy {
                 let _ = t.await;
             }
         }
+        // The last requests' log lines, before the process exits.
+        self.shared.workers.flush_logs().await;
     }
 }
 

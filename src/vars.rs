@@ -7,7 +7,6 @@
 
 use crate::config::LogEscape;
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
-use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 /// A variable nginx users know.
@@ -251,6 +250,13 @@ impl Template {
         }
     }
 
+    /// Whether the template names a variable `pred` accepts.
+    pub fn uses(&self, pred: impl Fn(&Var) -> bool) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Var(v) if pred(v)))
+    }
+
     pub fn eval_to_vec(&self, req: &RequestVars, resp: Option<&ResponseVars>) -> Vec<u8> {
         let mut out = Vec::new();
         self.eval(req, resp, &mut out);
@@ -321,14 +327,34 @@ pub struct LogVars {
     pub connection: u64,
 }
 
+/// Milliseconds as nginx's seconds with three decimals (`0.012`): the
+/// same thousandths as an excess.
 fn push_secs(out: &mut Vec<u8>, ms: u64) {
-    push_display(out, format_args!("{}.{:03}", ms / 1000, ms % 1000));
+    crate::errlog::push_excess(out, ms);
 }
 
 fn push_display(out: &mut Vec<u8>, v: impl std::fmt::Display) {
-    let mut s = String::new();
-    let _ = write!(s, "{v}");
-    out.extend_from_slice(s.as_bytes());
+    let _ = std::io::Write::write_fmt(out, format_args!("{v}"));
+}
+
+use crate::errlog::{push_ip, push_u64};
+
+/// `$time_local` or `$time_iso8601` of `unix_ms`, rendered once a second
+/// per thread (nginx too caches its time strings).
+fn push_time(out: &mut Vec<u8>, unix_ms: u64, iso: bool) {
+    thread_local! {
+        static CACHE: std::cell::RefCell<[(u64, String); 2]> =
+            const { std::cell::RefCell::new([(u64::MAX, String::new()), (u64::MAX, String::new())]) };
+    }
+    let secs = unix_ms / 1000;
+    CACHE.with_borrow_mut(|c| {
+        let slot = &mut c[iso as usize];
+        if slot.0 != secs {
+            let t = crate::errlog::Timestamp::from_ms(unix_ms);
+            *slot = (secs, if iso { t.iso8601() } else { t.clf() });
+        }
+        out.extend_from_slice(slot.1.as_bytes());
+    });
 }
 
 impl RequestVars<'_> {
@@ -352,12 +378,23 @@ impl RequestVars<'_> {
 
     /// The request line as nginx logs it: `GET /p?a=1 HTTP/1.1`.
     pub fn request_line(&self) -> String {
-        format!(
-            "{} {} {}",
-            self.method,
-            self.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
-            version_str(self.version)
-        )
+        let mut out = Vec::new();
+        self.push_request_line(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn push_request_line(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.method.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(
+            self.uri
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/")
+                .as_bytes(),
+        );
+        out.push(b' ');
+        out.extend_from_slice(version_str(self.version).as_bytes());
     }
 }
 
@@ -376,10 +413,10 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
             IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
             IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
         },
-        Var::RemoteAddr => push_display(out, req.remote.ip()),
-        Var::RemotePort => push_display(out, req.remote.port()),
-        Var::ServerAddr => push_display(out, req.local.ip()),
-        Var::ServerPort => push_display(out, req.local.port()),
+        Var::RemoteAddr => push_ip(out, req.remote.ip()),
+        Var::RemotePort => push_u64(out, req.remote.port().into()),
+        Var::ServerAddr => push_ip(out, req.local.ip()),
+        Var::ServerPort => push_u64(out, req.local.port().into()),
         Var::ServerName => out.extend_from_slice(req.server_name.as_bytes()),
         Var::Host => out.extend_from_slice(req.host().as_bytes()),
         Var::Uri => out.extend_from_slice(req.path.as_bytes()),
@@ -391,7 +428,7 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
                 .as_bytes(),
         ),
         Var::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
-        Var::Request => out.extend_from_slice(req.request_line().as_bytes()),
+        Var::Request => req.push_request_line(out),
         Var::Args => out.extend_from_slice(req.uri.query().unwrap_or("").as_bytes()),
         Var::Scheme => out.extend_from_slice(b"http"),
         Var::Http(name) => {
@@ -416,12 +453,12 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
         }
         Var::Status => {
             if let Some(r) = resp {
-                push_display(out, r.status);
+                push_u64(out, r.status.into());
             }
         }
         Var::RetryAfter => {
             if let Some(s) = resp.and_then(|r| r.retry_after) {
-                push_display(out, s);
+                push_u64(out, s);
             }
         }
         Var::LimitReqStatus => {
@@ -438,23 +475,16 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
                 return;
             };
             match log_var {
-                Var::BodyBytesSent => push_display(out, l.body_bytes_sent),
+                Var::BodyBytesSent => push_u64(out, l.body_bytes_sent),
                 Var::RequestTime => push_secs(out, l.request_time_ms),
                 Var::UpstreamResponseTime => match l.upstream_response_time_ms {
                     Some(ms) => push_secs(out, ms),
                     None => out.push(b'-'),
                 },
-                Var::TimeLocal => {
-                    push_display(out, crate::errlog::Timestamp::from_ms(l.unix_ms).clf())
-                }
-                Var::TimeIso8601 => {
-                    push_display(out, crate::errlog::Timestamp::from_ms(l.unix_ms).iso8601())
-                }
-                Var::Msec => push_display(
-                    out,
-                    format_args!("{}.{:03}", l.unix_ms / 1000, l.unix_ms % 1000),
-                ),
-                Var::ConnectionId => push_display(out, l.connection),
+                Var::TimeLocal => push_time(out, l.unix_ms, false),
+                Var::TimeIso8601 => push_time(out, l.unix_ms, true),
+                Var::Msec => push_secs(out, l.unix_ms),
+                Var::ConnectionId => push_u64(out, l.connection),
                 _ => {}
             }
         }

@@ -237,6 +237,7 @@ async fn sigterm_lets_delayed_requests_finish_then_exits_0() {
     let toml = format!(
         r#"
 pid_file = "{{dir}}/sluice.pid"
+access_log = "{{dir}}/access.log"
 [zones.z]
 key = "$binary_remote_addr"
 size = "1m"
@@ -279,6 +280,16 @@ return = {{ status = 200, body = "done\n" }}
     let log = s.log();
     assert!(log.contains("signal 15 (SIGTERM) received"), "{log}");
     assert!(log.contains("gracefully shutting down"), "{log}");
+    // Every request's access-log line is written before the exit, the one
+    // that finished last in the drain included (lines are batched per worker).
+    let access = std::fs::read_to_string(s.dir().join("access.log")).unwrap_or_default();
+    assert_eq!(access.lines().count(), 3, "{access}");
+    assert!(
+        access
+            .lines()
+            .all(|l| l.contains("\"GET / HTTP/1.1\" 200 5 ")),
+        "{access}"
+    );
 }
 
 #[tokio::test]

@@ -642,7 +642,9 @@ return = {{ status = 200 }}
 #[tokio::test]
 async fn a_flood_of_rejections_logs_every_line_whole() {
     let port = free_port();
-    let s = Sluice::start(&one_per_minute(port), &[port]);
+    // An access log too: batched like the error log, every line whole.
+    let toml = format!("access_log = \"stdout\"\n{}", one_per_minute(port));
+    let s = Sluice::start(&toml, &[port]);
     let n = 300;
     let replies = burst(s.addr(), client(3), "/flood", n).await;
     let rejected = replies.iter().filter(|r| r.status == 503).count();
@@ -661,4 +663,13 @@ async fn a_flood_of_rejections_logs_every_line_whole() {
             .iter()
             .all(|l| l.zone == "z" && l.request == "GET /flood HTTP/1.1")
     );
+    let access = s.stdout();
+    let statuses: Vec<&str> = access
+        .lines()
+        .filter_map(|l| l.split("\"GET /flood HTTP/1.1\" ").nth(1))
+        .filter_map(|rest| rest.split(' ').next())
+        .collect();
+    assert_eq!(access.lines().count(), n, "one access line per request");
+    assert_eq!(statuses.iter().filter(|s| **s == "503").count(), n - 1);
+    assert_eq!(statuses.iter().filter(|s| **s == "200").count(), 1);
 }

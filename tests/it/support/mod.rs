@@ -42,7 +42,7 @@ pub use upstream::Upstream;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-/// How long a test lets sluice's batched error-log lines reach the file
+/// How long a test lets sluice's batched error- and access-log lines reach their files
 /// before reading it (they trail their responses by microseconds).
 pub const LOG_SETTLE: std::time::Duration = std::time::Duration::from_millis(30);
 

@@ -83,7 +83,10 @@ impl Sluice {
     }
 
     /// Everything sluice wrote to stdout so far.
+    /// What sluice wrote to stdout (access logs), after lines batched by a
+    /// worker have had time to be written (see `LOG_SETTLE`).
     pub fn stdout(&self) -> String {
+        std::thread::sleep(crate::support::LOG_SETTLE);
         read(&self.dir.path().join("stdout.log"))
     }
 

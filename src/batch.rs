@@ -1,0 +1,172 @@
+//! Log writes batched per worker thread.
+//!
+//! nginx writes every error-log and access-log line with its own `write(2)`.
+//! Under load that is one system call per request just for logging. A
+//! sluice worker writes the first line of a scheduler pass at once (a quiet
+//! server logs line by line, as nginx) and collects the pass's later lines,
+//! per destination, for a flusher task that runs after the tasks already
+//! scheduled, or before the thread sleeps (the runtime's `on_thread_park`):
+//! one system call for dozens of lines. A batched line waits microseconds,
+//! and may trail its response by as much.
+//!
+//! A batch is whole lines and at most [`BATCH_MAX`] bytes, so that a batch
+//! written to a pipe is never interleaved with another thread's writes.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Largest batch written at once: PIPE_BUF.
+pub const BATCH_MAX: usize = 4096;
+
+/// Where lines go: stderr, an access-log file, stdout.
+pub trait Output: Send + Sync + 'static {
+    /// Writes all of `bytes`; errors are dropped (a log cannot report its
+    /// own failure anywhere better).
+    fn write_out(&self, bytes: &[u8]);
+}
+
+/// A worker's lines waiting for its flusher.
+struct Pending {
+    /// A line was written in this pass: later ones are batched.
+    open: bool,
+    /// One buffer per destination written to in this pass.
+    outs: Vec<(Arc<dyn Output>, Vec<u8>)>,
+    flusher: Arc<Notify>,
+}
+
+thread_local! {
+    static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
+}
+
+/// Writes `lines` (whole lines) to `out`: at once when this thread does not
+/// batch or this is the first line of its scheduler pass, else with the
+/// pass's batch for `out`.
+pub fn write<O: Output>(out: &Arc<O>, lines: &[u8]) {
+    let batched = PENDING.with_borrow_mut(|p| {
+        let Some(p) = p else { return false };
+        if !p.open {
+            p.open = true;
+            p.flusher.notify_one();
+            return false;
+        }
+        let at = match p
+            .outs
+            .iter()
+            .position(|(o, _)| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(out)))
+        {
+            Some(i) => i,
+            None => {
+                let o: Arc<dyn Output> = out.clone();
+                p.outs.push((o, Vec::with_capacity(BATCH_MAX)));
+                p.outs.len() - 1
+            }
+        };
+        let buf = &mut p.outs[at].1;
+        if buf.len() + lines.len() > BATCH_MAX && !buf.is_empty() {
+            out.write_out(buf);
+            buf.clear();
+        }
+        buf.extend_from_slice(lines);
+        true
+    });
+    if !batched {
+        out.write_out(lines);
+    }
+}
+
+/// Batch this worker thread's log lines (see the module docs). Must be
+/// called inside the worker's runtime.
+pub fn on_this_thread() {
+    let flusher = Arc::new(Notify::new());
+    PENDING.set(Some(Pending {
+        open: false,
+        outs: Vec::new(),
+        flusher: flusher.clone(),
+    }));
+    tokio::spawn(async move {
+        loop {
+            flusher.notified().await;
+            flush();
+        }
+    });
+}
+
+/// Write this thread's batched lines now. The destinations are released
+/// too, so a log file a reload stopped using is not held open.
+pub fn flush() {
+    let outs = PENDING.with_borrow_mut(|p| match p {
+        Some(p) => {
+            p.open = false;
+            std::mem::take(&mut p.outs)
+        }
+        None => Vec::new(),
+    });
+    for (out, buf) in outs {
+        if !buf.is_empty() {
+            out.write_out(&buf);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parking_lot::Mutex;
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<Vec<u8>>>);
+
+    impl Output for Recorder {
+        fn write_out(&self, bytes: &[u8]) {
+            self.0.lock().push(bytes.to_vec());
+        }
+    }
+
+    /// Without batching every line is its own write.
+    #[test]
+    fn a_thread_that_does_not_batch_writes_each_line() {
+        let r = Arc::new(Recorder::default());
+        write(&r, b"a\n");
+        write(&r, b"b\n");
+        assert_eq!(*r.0.lock(), vec![b"a\n".to_vec(), b"b\n".to_vec()]);
+    }
+
+    /// The first line of a pass goes out at once; the rest of the pass is
+    /// one write per destination, in order, never over BATCH_MAX.
+    #[test]
+    fn a_pass_writes_its_first_line_at_once_and_batches_the_rest() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let a = Arc::new(Recorder::default());
+        let b = Arc::new(Recorder::default());
+        let (a2, b2) = (a.clone(), b.clone());
+        rt.block_on(async move {
+            on_this_thread();
+            write(&a2, b"1\n");
+            assert_eq!(a2.0.lock().len(), 1, "the first line is written at once");
+            write(&a2, b"2\n");
+            write(&b2, b"x\n");
+            write(&a2, b"3\n");
+            assert_eq!(a2.0.lock().len(), 1, "later lines wait for the flusher");
+            // The flusher runs after the tasks already scheduled.
+            tokio::task::yield_now().await;
+            assert_eq!(*a2.0.lock(), vec![b"1\n".to_vec(), b"2\n3\n".to_vec()]);
+            assert_eq!(*b2.0.lock(), vec![b"x\n".to_vec()]);
+            // A new pass: its first line is at once again.
+            write(&a2, b"4\n");
+            assert_eq!(a2.0.lock().len(), 3);
+            let line = vec![b'y'; 1000];
+            for _ in 0..9 {
+                write(&b2, &line);
+            }
+            flush();
+        });
+        let b = b.0.lock();
+        let sizes: Vec<usize> = b.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![2, 4000, 4000, 1000]);
+        drop(a);
+    }
+}
