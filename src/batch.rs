@@ -10,7 +10,8 @@
 //! and may trail its response by as much.
 //!
 //! A batch is whole lines and at most [`BATCH_MAX`] bytes, so that a batch
-//! written to a pipe is never interleaved with another thread's writes.
+//! written to a pipe is never interleaved with another thread's writes (a
+//! longer line is written on its own, as it would be unbatched).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -35,6 +36,14 @@ struct Pending {
     flusher: Arc<Notify>,
 }
 
+impl Pending {
+    fn find<O: Output>(&mut self, out: &Arc<O>) -> Option<&mut (Arc<dyn Output>, Vec<u8>)> {
+        self.outs
+            .iter_mut()
+            .find(|(o, _)| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(out)))
+    }
+}
+
 thread_local! {
     static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
 }
@@ -50,19 +59,21 @@ pub fn write<O: Output>(out: &Arc<O>, lines: &[u8]) {
             p.flusher.notify_one();
             return false;
         }
-        let at = match p
-            .outs
-            .iter()
-            .position(|(o, _)| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(out)))
-        {
-            Some(i) => i,
-            None => {
-                let o: Arc<dyn Output> = out.clone();
-                p.outs.push((o, Vec::with_capacity(BATCH_MAX)));
-                p.outs.len() - 1
+        // Longer than a batch: on its own, after what is already waiting.
+        if lines.len() > BATCH_MAX {
+            if let Some((_, buf)) = p.find(out) {
+                out.write_out(buf);
+                buf.clear();
             }
+            return false;
+        }
+        if p.find(out).is_none() {
+            let o: Arc<dyn Output> = out.clone();
+            p.outs.push((o, Vec::with_capacity(BATCH_MAX)));
+        }
+        let Some((_, buf)) = p.find(out) else {
+            return false;
         };
-        let buf = &mut p.outs[at].1;
         if buf.len() + lines.len() > BATCH_MAX && !buf.is_empty() {
             out.write_out(buf);
             buf.clear();
@@ -92,21 +103,35 @@ pub fn on_this_thread() {
     });
 }
 
-/// Write this thread's batched lines now. The destinations are released
-/// too, so a log file a reload stopped using is not held open.
+/// Write this thread's batched lines now. Buffers are kept for the next
+/// pass; a destination no one else holds any more (a log file a reload
+/// stopped using) is released, so its file is closed.
 pub fn flush() {
-    let outs = PENDING.with_borrow_mut(|p| match p {
+    let mut outs = PENDING.with_borrow_mut(|p| match p {
         Some(p) => {
             p.open = false;
             std::mem::take(&mut p.outs)
         }
         None => Vec::new(),
     });
-    for (out, buf) in outs {
+    if outs.is_empty() {
+        return;
+    }
+    // Written outside the borrow: a destination may do anything.
+    for (out, buf) in &mut outs {
         if !buf.is_empty() {
-            out.write_out(&buf);
+            out.write_out(buf);
+            buf.clear();
         }
     }
+    outs.retain(|(o, _)| Arc::strong_count(o) > 1);
+    PENDING.with_borrow_mut(|p| {
+        if let Some(p) = p {
+            if p.outs.is_empty() {
+                p.outs = outs;
+            }
+        }
+    });
 }
 
 #[cfg(test)]
@@ -162,11 +187,13 @@ mod tests {
             for _ in 0..9 {
                 write(&b2, &line);
             }
+            // Longer than a batch: after what waits, on its own.
+            write(&b2, &[b'z'; 5000]);
             flush();
         });
         let b = b.0.lock();
         let sizes: Vec<usize> = b.iter().map(Vec::len).collect();
-        assert_eq!(sizes, vec![2, 4000, 4000, 1000]);
+        assert_eq!(sizes, vec![2, 4000, 4000, 1000, 5000]);
         drop(a);
     }
 }

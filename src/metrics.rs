@@ -38,9 +38,10 @@ struct Outcome {
 /// Why a request to an upstream failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpstreamError {
-    /// No connection (refused, unreachable, `proxy_connect_timeout`): 502.
+    /// No connection (refused, unreachable): 502.
     Connect,
-    /// No response header within `proxy_read_timeout`: 504.
+    /// `proxy_connect_timeout`, `proxy_send_timeout` or `proxy_read_timeout`
+    /// passed: 504.
     Timeout,
     /// Anything else (connection closed early, bad response): 502.
     Other,

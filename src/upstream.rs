@@ -392,17 +392,23 @@ where
     }
 }
 
-/// One write of the request, bounded by `proxy_send_timeout`.
+/// Writes part of the request. As nginx's `proxy_send_timeout`, the timeout
+/// bounds each wait for the upstream to take more, not the whole transfer:
+/// an upstream that reads slowly but steadily is not timed out.
 async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
     w: &mut W,
-    bytes: &[u8],
+    mut bytes: &[u8],
     timeout: Duration,
 ) -> Result<(), Error> {
-    match tokio::time::timeout(timeout, w.write_all(bytes)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Error::Send(e)),
-        Err(_) => Err(Error::SendTimeout),
+    while !bytes.is_empty() {
+        match tokio::time::timeout(timeout, w.write(bytes)).await {
+            Ok(Ok(0)) => return Err(Error::Send(io::ErrorKind::WriteZero.into())),
+            Ok(Ok(n)) => bytes = &bytes[n..],
+            Ok(Err(e)) => return Err(Error::Send(e)),
+            Err(_) => return Err(Error::SendTimeout),
+        }
     }
+    Ok(())
 }
 
 async fn connect(upstream: &Authority, timeout: Duration) -> Result<Conn, Error> {
@@ -1521,5 +1527,50 @@ mod tests {
         );
         let got = String::from_utf8(got.lock().clone()).unwrap();
         assert!(got.ends_with("2\r\nee\r\n0\r\n\r\n"), "{got:?}");
+    }
+
+    /// proxy_send_timeout bounds each wait for the upstream to take more of
+    /// the request, not the whole transfer: a slow, steady reader is served
+    /// even when the upload takes many times the timeout.
+    #[tokio::test]
+    async fn a_slow_steady_upstream_is_not_a_send_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
+        let size = 12 << 20;
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 256 * 1024];
+            let mut got = 0usize;
+            // At most 256 KB every 10 ms: the body takes about half a second
+            // (and the kernel wakes a blocked writer well within 200 ms).
+            while got < size {
+                match s.read(&mut buf).await {
+                    Ok(n @ 1..) => got += n,
+                    _ => return,
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            s.write_all(HI).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let mut headers = HeaderMap::new();
+        let big = Bytes::from(vec![b'x'; size]);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(big.len()));
+        let method = Method::POST;
+        let h = head(&method, &headers, &key);
+        let body = Full::new(big).map_err(|n| match n {}).boxed();
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(1),
+            send: Duration::from_millis(200),
+            ..Timeouts::default()
+        };
+        let start = std::time::Instant::now();
+        let resp = send(&key, timeouts, &h, body).await.expect("answered");
+        assert_eq!(resp.status(), 200);
+        assert!(
+            start.elapsed() > Duration::from_millis(400),
+            "the upload must outlast proxy_send_timeout for this test to mean anything: {:?}",
+            start.elapsed()
+        );
     }
 }
