@@ -1055,6 +1055,21 @@ mod tests {
         resp.into_body().collect().await.unwrap();
     }
 
+    /// A `size`-byte request body and the Content-Length header for it.
+    fn big_body(
+        size: usize,
+    ) -> (
+        HeaderMap,
+        http_body_util::combinators::BoxBody<Bytes, BodyError>,
+    ) {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+        let body = Full::new(Bytes::from(vec![b'x'; size]))
+            .map_err(|n| match n {})
+            .boxed();
+        (headers, body)
+    }
+
     const HI: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nhi";
 
     #[tokio::test]
@@ -1327,12 +1342,9 @@ mod tests {
             // Keeps the connection, reads nothing more.
             tokio::time::sleep(Duration::from_secs(10)).await;
         });
-        let mut headers = HeaderMap::new();
-        let big = Bytes::from(vec![b'x'; 32 << 20]);
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(big.len()));
+        let (headers, body) = big_body(32 << 20);
         let method = Method::POST;
         let h = head(&method, &headers, &key);
-        let body = Full::new(big).map_err(|n| match n {}).boxed();
         let timeouts = Timeouts {
             connect: Duration::from_secs(1),
             read: Duration::from_secs(2),
@@ -1553,12 +1565,9 @@ mod tests {
             s.write_all(HI).await.unwrap();
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
-        let mut headers = HeaderMap::new();
-        let big = Bytes::from(vec![b'x'; size]);
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(big.len()));
+        let (headers, body) = big_body(size);
         let method = Method::POST;
         let h = head(&method, &headers, &key);
-        let body = Full::new(big).map_err(|n| match n {}).boxed();
         let timeouts = Timeouts {
             connect: Duration::from_secs(1),
             send: Duration::from_millis(200),
