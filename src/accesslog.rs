@@ -110,6 +110,33 @@ impl Sinks {
 pub struct AccessLog {
     pub sink: Arc<Sink>,
     pub format: Arc<Template>,
+    /// Which clocks the format needs, decided once.
+    clocks: Clocks,
+}
+
+#[derive(Clone, Copy)]
+struct Clocks {
+    /// `$request_time`.
+    elapsed: bool,
+    /// `$msec`: the wall clock to the millisecond.
+    wall_ms: bool,
+    /// `$time_local`, `$time_iso8601`: the wall clock to the second.
+    wall_s: bool,
+}
+
+impl AccessLog {
+    pub fn new(sink: Arc<Sink>, format: Arc<Template>) -> AccessLog {
+        let clocks = Clocks {
+            elapsed: format.uses(|v| matches!(v, Var::RequestTime)),
+            wall_ms: format.uses(|v| matches!(v, Var::Msec)),
+            wall_s: format.uses(|v| matches!(v, Var::TimeLocal | Var::TimeIso8601)),
+        };
+        AccessLog {
+            sink,
+            format,
+            clocks,
+        }
+    }
 }
 
 /// What a line needs about its request, owned so it can outlive the handler.
@@ -172,19 +199,15 @@ impl Record {
         let log = LogVars {
             body_bytes_sent,
             // Clocks are read only for the variables that need them.
-            request_time_ms: if self.log.format.uses(|v| matches!(v, Var::RequestTime)) {
+            request_time_ms: if self.log.clocks.elapsed {
                 self.start.elapsed().as_millis() as u64
             } else {
                 0
             },
             upstream_response_time_ms: self.upstream_ms,
-            unix_ms: if self.log.format.uses(|v| matches!(v, Var::Msec)) {
+            unix_ms: if self.log.clocks.wall_ms {
                 crate::errlog::unix_ms()
-            } else if self
-                .log
-                .format
-                .uses(|v| matches!(v, Var::TimeLocal | Var::TimeIso8601))
-            {
+            } else if self.log.clocks.wall_s {
                 // Whole seconds only: the clock the kernel keeps per tick
                 // (nginx too prints a cached time).
                 crate::errlog::Timestamp::coarse_now().unix_ms()
@@ -208,7 +231,11 @@ impl Record {
             self.log.format.eval(&req, Some(&resp), line);
             line.push(b'\n');
             // Batched per worker (see crate::batch); nginx writes each line.
-            crate::batch::write(&self.log.sink, line);
+            // On stderr, in one batch with the error log's lines, in order.
+            match &*self.log.sink {
+                Sink::Stderr => crate::errlog::write_lines(line),
+                _ => crate::batch::write(&self.log.sink, line),
+            }
         });
     }
 }

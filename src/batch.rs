@@ -96,11 +96,31 @@ pub fn on_this_thread() {
         flusher: flusher.clone(),
     }));
     tokio::spawn(async move {
+        // If the runtime goes away while the thread lives on, its lines are
+        // written and the thread writes at once from then on.
+        let _unbatch = Unbatch;
         loop {
             flusher.notified().await;
             flush();
         }
     });
+}
+
+struct Unbatch;
+
+impl Drop for Unbatch {
+    fn drop(&mut self) {
+        let outs = PENDING
+            .try_with(|p| p.borrow_mut().take().map(|p| p.outs))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        for (out, buf) in outs {
+            if !buf.is_empty() {
+                out.write_out(&buf);
+            }
+        }
+    }
 }
 
 /// Write this thread's batched lines now. Buffers are kept for the next
@@ -191,9 +211,18 @@ mod tests {
             write(&b2, &[b'z'; 5000]);
             flush();
         });
-        let b = b.0.lock();
-        let sizes: Vec<usize> = b.iter().map(Vec::len).collect();
+        let sizes: Vec<usize> = b.0.lock().iter().map(Vec::len).collect();
         assert_eq!(sizes, vec![2, 4000, 4000, 1000, 5000]);
-        drop(a);
+        // A runtime that goes away takes the batching with it: what waited
+        // is written, and later lines are written at once.
+        rt.block_on(async {
+            write(&a, b"5\n");
+            write(&a, b"6\n");
+        });
+        assert_eq!(a.0.lock().len(), 4);
+        drop(rt);
+        assert_eq!(a.0.lock().last().unwrap(), b"6\n");
+        write(&a, b"7\n");
+        assert_eq!(a.0.lock().len(), 6);
     }
 }

@@ -111,6 +111,12 @@ pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
     });
 }
 
+/// Whole lines to stderr, batched with the error log's own (the access log
+/// on stderr goes here, so the two keep their order).
+pub fn write_lines(lines: &[u8]) {
+    crate::batch::write(&STDERR_OUT, lines);
+}
+
 /// fd 2, as a destination of batched lines.
 struct StderrOut;
 

@@ -272,10 +272,7 @@ impl Runtime {
                         path: target.clone(),
                         source,
                     })?;
-                Ok(Some(Arc::new(AccessLog {
-                    sink,
-                    format: format.clone(),
-                })))
+                Ok(Some(Arc::new(AccessLog::new(sink, format.clone()))))
             };
 
         let mut servers = Vec::new();
