@@ -14,6 +14,8 @@
 #   reject  every request answered 429 (1r/m, no burst)
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
 #   logged  the pass path with an access log: nginx's `combined` format, to a file (as most run)
+#   idle    memory per idle keep-alive client connection: 4000 connections, one request each, then
+#           idle; the growth of the proxy's resident memory (all its processes) divided by 4000
 # Both proxies keep upstream connections alive and log rejections to a file; only `logged` has an
 # access log (emptied before each run).
 # Defaults: 10 s per run, 5 pairs, 64 connections, 2 wrk threads. Machines here are shared and noisy:
@@ -21,6 +23,8 @@
 set -euo pipefail
 export LC_ALL=C
 export PATH="/usr/sbin:/sbin:$PATH"
+# Thousands of connections in the idle measurement: as many descriptors as allowed.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 duration=10 pairs=5 connections=64 threads=2 only=""
 while [[ $# -gt 0 ]]; do
@@ -71,7 +75,7 @@ user root;
 daemon off;
 pid $1/nginx.pid;
 error_log $1/error.log error;
-events { worker_connections 4096; }
+events { worker_connections 8192; }
 EOF
 }
 nginx_temp() {
@@ -116,6 +120,7 @@ $(nginx_temp "$work/ngx")
     location /pass   { limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up; }
     location /reject { limit_req zone=reject; proxy_pass http://up; }
     location /many   { limit_req zone=many burst=100 nodelay; proxy_pass http://up; }
+    location /idle   { return 200 "ok\n"; }
     location /logged {
       limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up;
       access_log $work/ngx/access.log combined;
@@ -154,6 +159,9 @@ limit_req = { zone = "reject" }
 [[servers.locations]]
 path = "/many"
 limit_req = { zone = "many", burst = 100, nodelay = true }
+[[servers.locations]]
+path = "/idle"
+return = { status = 200, body = "ok\n" }
 [[servers.locations]]
 path = "/logged"
 limit_req = { zone = "pass", burst = 1000000, nodelay = true }
@@ -257,3 +265,39 @@ for scenario in pass reject many logged; do
   # shellcheck disable=SC2059
   printf "$fmt" median "$(col 1)" "$(col 2)" "$(col 3)" "" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)" "" "$(col 8)" "$(col 9)" "$(col 10)" "$(col 11)"
 done
+
+# --- memory per idle keep-alive connection -----------------------------------------------------------
+cat >"$work/idle.py" <<'EOF'
+import socket, sys, time
+port, n, pids = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+def rss_kib():
+    total = 0
+    for p in pids:
+        with open(f"/proc/{p}/status") as f:
+            total += next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+    return total
+before = rss_kib()
+conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+for c in conns:
+    c.sendall(b"GET /idle HTTP/1.1\r\nHost: bench\r\n\r\n")
+for c in conns:
+    got = b""
+    while not got.endswith(b"ok\n"):
+        chunk = c.recv(4096)
+        if not chunk:
+            sys.exit(f"port {port}: connection closed early")
+        got += chunk
+time.sleep(1)
+print(f"{(rss_kib() - before) * 1024 / n:.0f}")
+EOF
+if [[ -z $only || $only == idle ]]; then
+  idle_n=4000
+  mapfile -t ngx_pids < <(pgrep -P "$ngx_master")
+  ngx_idle="$(python3 "$work/idle.py" "$ngx_port" "$idle_n" "${ngx_pids[@]}")"
+  slu_idle="$(python3 "$work/idle.py" "$slu_port" "$idle_n" "$slu_pid")"
+  echo
+  echo "== idle ($idle_n keep-alive connections, one request each, then idle)"
+  printf '%-27s %8s %8s %7s\n' "" nginx sluice "x"
+  printf '%-27s %8s %8s %7s\n' "bytes per idle connection" "$ngx_idle" "$slu_idle" \
+    "$(awk -v a="$slu_idle" -v b="$ngx_idle" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }')"
+fi

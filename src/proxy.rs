@@ -592,13 +592,16 @@ fn serve_client(
         hyper::service::service_fn(move |req| {
             state.busy();
             let (shared, conn, state) = (shared.clone(), conn.clone(), state.clone());
-            async move {
+            // Boxed: hyper keeps room for one request's future in every
+            // connection for its whole life (about 3 KB for this one); boxed,
+            // an idle keep-alive connection holds a pointer instead.
+            Box::pin(async move {
                 let start = Instant::now();
                 let resp = handle(shared.clone(), conn, req, start).await;
                 let status = resp.as_ref().map_or(444, |r| r.status().as_u16());
                 shared.metrics.response(status, start.elapsed());
                 resp.map(|r| r.map(|b| IdleOnEnd::new(b, state)))
-            }
+            })
         })
     };
     let served = graceful.watch(
