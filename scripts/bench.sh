@@ -15,7 +15,9 @@
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
 #   logged  the pass path with an access log: nginx's `combined` format, to a file (as most run)
 #   idle    memory per idle keep-alive client connection: 4000 connections, one request each, then
-#           idle; the growth of the proxy's resident memory (all its processes) divided by 4000
+#           3 s idle (the growth of the proxy's resident memory, all its processes, per connection);
+#           then 4000 more while the first stay open (what one more idle connection costs once
+#           memory freed by idle connections can be reused)
 # Both proxies keep upstream connections alive and log rejections to a file; only `logged` has an
 # access log (emptied before each run).
 # Defaults: 10 s per run, 5 pairs, 64 connections, 2 wrk threads. Machines here are shared and noisy:
@@ -276,28 +278,33 @@ def rss_kib():
         with open(f"/proc/{p}/status") as f:
             total += next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
     return total
-before = rss_kib()
-conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
-for c in conns:
-    c.sendall(b"GET /idle HTTP/1.1\r\nHost: bench\r\n\r\n")
-for c in conns:
-    got = b""
-    while not got.endswith(b"ok\n"):
-        chunk = c.recv(4096)
-        if not chunk:
-            sys.exit(f"port {port}: connection closed early")
-        got += chunk
-time.sleep(1)
-print(f"{(rss_kib() - before) * 1024 / n:.0f}")
+def batch():
+    before = rss_kib()
+    conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    for c in conns:
+        c.sendall(b"GET /idle HTTP/1.1\r\nHost: bench\r\n\r\n")
+    for c in conns:
+        got = b""
+        while not got.endswith(b"ok\n"):
+            chunk = c.recv(4096)
+            if not chunk:
+                sys.exit(f"port {port}: connection closed early")
+            got += chunk
+    time.sleep(3)
+    return conns, (rss_kib() - before) * 1024 / n
+first, a = batch()   # all at once: the peak, what the allocator keeps
+second, b = batch()  # while the first idle: what one more idle connection costs
+print(f"{a:.0f} {b:.0f}")
 EOF
 if [[ -z $only || $only == idle ]]; then
   idle_n=4000
   mapfile -t ngx_pids < <(pgrep -P "$ngx_master")
-  ngx_idle="$(python3 "$work/idle.py" "$ngx_port" "$idle_n" "${ngx_pids[@]}")"
-  slu_idle="$(python3 "$work/idle.py" "$slu_port" "$idle_n" "$slu_pid")"
+  read -r ngx_a ngx_b <<<"$(python3 "$work/idle.py" "$ngx_port" "$idle_n" "${ngx_pids[@]}")"
+  read -r slu_a slu_b <<<"$(python3 "$work/idle.py" "$slu_port" "$idle_n" "$slu_pid")"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }'; }
   echo
-  echo "== idle ($idle_n keep-alive connections, one request each, then idle)"
-  printf '%-27s %8s %8s %7s\n' "" nginx sluice "x"
-  printf '%-27s %8s %8s %7s\n' "bytes per idle connection" "$ngx_idle" "$slu_idle" \
-    "$(awk -v a="$slu_idle" -v b="$ngx_idle" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }')"
+  echo "== idle (keep-alive connections, one request each, then idle 3 s; resident memory per connection)"
+  printf '%-40s %8s %8s %7s\n' "" nginx sluice "x"
+  printf '%-40s %8s %8s %7s\n' "bytes, first $idle_n (all at once: the peak)" "$ngx_a" "$slu_a" "$(ratio "$slu_a" "$ngx_a")"
+  printf '%-40s %8s %8s %7s\n' "bytes, $idle_n more while those idle" "$ngx_b" "$slu_b" "$(ratio "$slu_b" "$ngx_b")"
 fi

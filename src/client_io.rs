@@ -57,10 +57,17 @@ pub enum Expired {
     Send,
 }
 
+/// How long a keep-alive connection stays in hyper, idle, before it is
+/// handed back to wait without hyper's buffers ([`TimedIo::park_when_idle`]).
+/// Under load a connection is never idle that long, so it is not re-created
+/// per request.
+pub const PARK_AFTER: Duration = Duration::from_secs(1);
+
 impl Timeouts {
-    /// The shortest wait a read deadline can have (keep-alive or header).
+    /// The shortest wait a read deadline can have (keep-alive, header, or
+    /// the time an idle connection is parked after).
     fn soonest(&self) -> Duration {
-        [self.keepalive, self.client_header]
+        [self.keepalive, self.client_header, PARK_AFTER]
             .into_iter()
             .filter(|d| !d.is_zero())
             .min()
@@ -73,6 +80,8 @@ pub struct ConnState {
     phase: Mutex<Phase>,
     timeouts: Timeouts,
     expired: Mutex<Option<Expired>>,
+    /// The request being (or last) served came with a body.
+    with_body: AtomicBool,
 }
 
 impl ConnState {
@@ -84,12 +93,29 @@ impl ConnState {
             }),
             timeouts,
             expired: Mutex::new(None),
+            with_body: AtomicBool::new(false),
         })
     }
 
     /// A request header arrived and is being handled.
     pub fn busy(&self) {
         *self.phase.lock() = Phase::Busy;
+    }
+
+    /// As [`ConnState::busy`], saying whether the request has a body (a
+    /// connection is only parked after a request without one: see
+    /// [`TimedIo::park_when_idle`]).
+    pub fn busy_with(&self, body: bool) {
+        self.with_body.store(body, Ordering::Relaxed);
+        self.busy();
+    }
+
+    /// When an idle connection's `keepalive_timeout` runs out.
+    pub fn idle_deadline(&self) -> Option<Instant> {
+        match *self.phase.lock() {
+            Phase::Idle { deadline } => Some(deadline),
+            _ => None,
+        }
     }
 
     /// The response is done: idle until `keepalive_timeout`.
@@ -149,6 +175,15 @@ pub struct TimedIo<T> {
     read_timer: Pin<Box<Sleep>>,
     /// When a write started waiting (`send_timeout` runs from there).
     write_timer: Option<Pin<Box<Sleep>>>,
+    /// Hand an idle connection back instead of waiting in hyper.
+    park: bool,
+    /// It was handed back (the end of file hyper saw was not the client's).
+    parked: bool,
+    /// The last four bytes read, to know whether a header ended there.
+    tail: u32,
+    /// Bytes read from the socket that hyper had not used yet when the
+    /// connection was handed back: served first.
+    unread: Bytes,
 }
 
 impl<T> TimedIo<T> {
@@ -158,7 +193,55 @@ impl<T> TimedIo<T> {
             state,
             read_timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             write_timer: None,
+            park: false,
+            parked: false,
+            tail: 0,
+            unread: Bytes::new(),
         }
+    }
+
+    /// Once a connection has been idle for [`PARK_AFTER`], end it for hyper
+    /// (an end of file) instead of letting it wait for the next request:
+    /// hyper holds 16 KB of buffers per connection while it waits, nginx
+    /// less than 1 KB. The caller then waits for the
+    /// socket itself ([`TimedIo::take_parked`]) and starts a new hyper
+    /// connection when the next request comes. Only done when hyper
+    /// certainly holds nothing: the last request had no body and the last
+    /// bytes read ended its header, and the response is fully written.
+    pub fn park_when_idle(&mut self, park: bool) {
+        self.park = park;
+    }
+
+    /// Whether hyper's end of file was a parking (and resets it).
+    pub fn take_parked(&mut self) -> bool {
+        std::mem::take(&mut self.parked)
+    }
+
+    /// Bytes hyper had read but not used: they are read again first.
+    pub fn unread(&mut self, bytes: Bytes) {
+        self.unread = bytes;
+    }
+
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
+    /// The last bytes read ended a header (`CRLF CRLF`, or bare `LF LF`).
+    fn header_ended(&self) -> bool {
+        self.tail == u32::from_be_bytes(*b"\r\n\r\n") || self.tail & 0xffff == 0x0a0a
+    }
+
+    /// When this connection, idle, may be handed back: [`PARK_AFTER`] into
+    /// its idle time, if hyper certainly holds nothing of it.
+    fn park_at(&self, idle_deadline: Instant) -> Option<Instant> {
+        let keepalive = self.state.timeouts.keepalive;
+        let quiet = self.park
+            && keepalive > PARK_AFTER
+            && self.write_timer.is_none()
+            && self.unread.is_empty()
+            && !self.state.with_body.load(Ordering::Relaxed)
+            && self.header_ended();
+        quiet.then(|| idle_deadline - keepalive + PARK_AFTER)
     }
 
     /// Pending write: fail once `send_timeout` passed without progress.
@@ -181,11 +264,21 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if !this.unread.is_empty() {
+            let n = this.unread.len().min(buf.remaining());
+            buf.put_slice(&this.unread.split_to(n));
+            this.state.received();
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
+                let got = &buf.filled()[before..];
+                if !got.is_empty() {
                     this.state.received();
+                    for &b in got.iter().rev().take(4).rev() {
+                        this.tail = (this.tail << 8) | u32::from(b);
+                    }
                 }
                 Poll::Ready(Ok(()))
             }
@@ -196,25 +289,44 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                     // once the response ends. Keep the timer registered no
                     // later than any deadline to come (it fires early and
                     // is moved, below), so keepalive_timeout always starts.
+                    let latest = Instant::now() + this.state.timeouts.soonest();
+                    if this.read_timer.deadline() > latest {
+                        this.read_timer.as_mut().reset(latest);
+                    }
                     while this.read_timer.as_mut().poll(cx).is_ready() {
                         let soonest = this.state.timeouts.soonest();
                         this.read_timer.as_mut().reset(Instant::now() + soonest);
                     }
                     return Poll::Pending;
                 };
+                let park_at = match why {
+                    Expired::Idle => this.park_at(deadline),
+                    _ => None,
+                };
+                let wake_at = park_at.map_or(deadline, |p| p.min(deadline));
                 // The deadline moves later with every request; the timer is
                 // only moved earlier here, and when it fires early it is set
                 // to the current deadline then: one timer update per timeout
                 // period instead of one per request.
-                if this.read_timer.deadline() > deadline {
-                    this.read_timer.as_mut().reset(deadline);
+                if this.read_timer.deadline() > wake_at {
+                    this.read_timer.as_mut().reset(wake_at);
                 }
                 loop {
                     ready!(this.read_timer.as_mut().poll(cx));
-                    if Instant::now() >= deadline {
+                    let now = Instant::now();
+                    if now >= deadline {
                         return Poll::Ready(Err(this.state.expire(why)));
                     }
-                    this.read_timer.as_mut().reset(deadline);
+                    match park_at {
+                        // Idle and quiet long enough: an end of file for
+                        // hyper, the caller waits for the socket.
+                        Some(p) if now >= p => {
+                            this.parked = true;
+                            return Poll::Ready(Ok(()));
+                        }
+                        Some(p) => this.read_timer.as_mut().reset(p),
+                        None => this.read_timer.as_mut().reset(deadline),
+                    }
                 }
             }
         }
@@ -434,6 +546,41 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert_eq!(start.elapsed(), Duration::from_secs(5));
         assert_eq!(state.expired(), Some(Expired::Header));
+    }
+
+    /// An idle connection is handed back (an end of file, `take_parked`)
+    /// PARK_AFTER into its idle time, but only when hyper certainly holds
+    /// nothing: the last bytes ended a header and the request had no body.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_parked_only_when_quiet() {
+        for (sent, body, parks) in [
+            (&b"GET / HTTP/1.1\r\n\r\n"[..], false, true),
+            (&b"GET / HTTP/1.1\n\n"[..], false, true),
+            (&b"POST / HTTP/1.1\r\n\r\nab"[..], true, false),
+            (&b"GET / HTTP/1.1\r\n\r\nGET /next HT"[..], false, false),
+        ] {
+            let (a, mut b) = tokio::io::duplex(256);
+            let state = ConnState::new(timeouts());
+            let mut io = TimedIo::new(a, state.clone());
+            io.park_when_idle(true);
+            b.write_all(sent).await.unwrap();
+            let mut buf = [0u8; 64];
+            assert_eq!(io.read(&mut buf).await.unwrap(), sent.len());
+            state.busy_with(body);
+            state.idle();
+            let start = Instant::now();
+            let r = io.read(&mut buf).await;
+            if parks {
+                assert_eq!(r.unwrap(), 0, "{sent:?}");
+                assert!(io.take_parked());
+                assert_eq!(start.elapsed(), PARK_AFTER);
+                assert_eq!(state.idle_deadline(), Some(start + timeouts().keepalive));
+            } else {
+                assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut, "{sent:?}");
+                assert!(!io.take_parked());
+                assert_eq!(start.elapsed(), timeouts().keepalive);
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]

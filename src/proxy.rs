@@ -510,6 +510,9 @@ async fn accept_loop(
     mut stop: oneshot::Receiver<StopAccepting>,
 ) {
     let graceful = GracefulShutdown::new();
+    // Client connections watch this to stop (they are not hyper-util's
+    // graceful connections: they leave hyper while idle).
+    let (stop_clients, stopping) = tokio::sync::watch::channel(false);
     let (deadline, closed) = loop {
         let (stream, remote) = tokio::select! {
             d = &mut stop => break match d {
@@ -527,7 +530,7 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         match kind {
-            Kind::Proxy => serve_client(&shared, &graceful, configured, stream, remote),
+            Kind::Proxy => serve_client(&shared, &stopping, configured, stream, remote),
             Kind::Admin => serve_admin(&shared, &graceful, stream),
         }
     };
@@ -535,7 +538,14 @@ async fn accept_loop(
     if let Some(closed) = closed {
         let _ = closed.send(());
     }
-    let _ = tokio::time::timeout_at(deadline, graceful.shutdown()).await;
+    let _ = stop_clients.send(true);
+    drop(stopping);
+    let _ = tokio::time::timeout_at(deadline, async {
+        graceful.shutdown().await;
+        // Every client connection's receiver is gone: all closed.
+        stop_clients.closed().await;
+    })
+    .await;
 }
 
 /// Tells an accept loop to close its socket (and say so), then drain its
@@ -549,7 +559,7 @@ struct StopAccepting {
 /// HTTP/1.1, the request handled by [`handle`].
 fn serve_client(
     shared: &Arc<Shared>,
-    graceful: &GracefulShutdown,
+    stopping: &tokio::sync::watch::Receiver<bool>,
     configured: SocketAddr,
     stream: tokio::net::TcpStream,
     remote: SocketAddr,
@@ -586,11 +596,13 @@ fn serve_client(
             String::new(),
         ));
     let state = ConnState::new(timeouts);
-    let io = TimedIo::new(stream, state.clone());
+    let mut io = TimedIo::new(stream, state.clone());
+    let keepalive = !timeouts.keepalive.is_zero();
+    io.park_when_idle(keepalive);
     let svc = {
         let (shared, state) = (shared.clone(), state.clone());
-        hyper::service::service_fn(move |req| {
-            state.busy();
+        hyper::service::service_fn(move |req: Request<Incoming>| {
+            state.busy_with(!hyper::body::Body::is_end_stream(req.body()));
             let (shared, conn, state) = (shared.clone(), conn.clone(), state.clone());
             // Boxed: hyper keeps room for one request's future in every
             // connection for its whole life (about 3 KB for this one); boxed,
@@ -604,19 +616,58 @@ fn serve_client(
             })
         })
     };
-    let served = graceful.watch(
-        hyper::server::conn::http1::Builder::new()
-            // TimedIo applies client_header_timeout (hyper's would arm a
-            // timer per request, and bound keep-alive idling too).
-            .timer(TokioTimer::new())
-            .header_read_timeout(None)
-            .keep_alive(!timeouts.keepalive.is_zero())
-            .serve_connection(TokioIo::new(io), svc),
-    );
+    let mut stopping = stopping.clone();
     let shared = shared.clone();
     tokio::spawn(async move {
         shared.metrics.connection_opened();
-        let served = served.await;
+        // One hyper connection per burst of requests: an idle connection is
+        // handed back (TimedIo::park_when_idle) and waits here, with no
+        // buffers, for its next request, keepalive_timeout or a stop.
+        let served = loop {
+            // Boxed, so that a parked connection's task does not keep room
+            // for it.
+            let mut hyper_conn = Box::new(
+                hyper::server::conn::http1::Builder::new()
+                    // TimedIo applies client_header_timeout (hyper's would arm a
+                    // timer per request, and bound keep-alive idling too).
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(None)
+                    .keep_alive(keepalive)
+                    .serve_connection(TokioIo::new(io), svc.clone()),
+            );
+            let served = {
+                let mut stop = std::pin::pin!(stopping.wait_for(|stop| *stop));
+                let mut told = false;
+                std::future::poll_fn(|cx| {
+                    if !told && stop.as_mut().poll(cx).is_ready() {
+                        told = true;
+                        std::pin::Pin::new(&mut *hyper_conn).graceful_shutdown();
+                    }
+                    hyper_conn.poll_without_shutdown(cx)
+                })
+                .await
+            };
+            let parts = (*hyper_conn).into_parts();
+            io = parts.io.into_inner();
+            if served.is_err() || !io.take_parked() {
+                // Closed as hyper would have: a FIN after the last byte.
+                let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
+                break served;
+            }
+            // (An empty read_buf still holds hyper's whole read buffer.)
+            if !parts.read_buf.is_empty() {
+                io.unread(Bytes::copy_from_slice(&parts.read_buf));
+            }
+            let Some(deadline) = state.idle_deadline() else {
+                continue;
+            };
+            tokio::select! {
+                ready = io.get_ref().readable() => if ready.is_err() { break Ok(()) },
+                () = tokio::time::sleep_until(deadline) => break Ok(()),
+                _ = stopping.wait_for(|stop| *stop) => break Ok(()),
+            }
+        };
+        drop(io);
         shared.metrics.connection_closed();
         // An upstream body that broke off ended the client connection.
         if let Some(f) = served.as_ref().err().and_then(upstream_body_failure) {

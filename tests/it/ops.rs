@@ -637,3 +637,85 @@ return = {{ status = 200 }}
     let log = s.log();
     assert!(!log.contains("[notice]"), "{log}");
 }
+
+/// Reads one `ok\n` response from a kept-alive connection.
+async fn read_ok(c: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"ok\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("a response")
+            .unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// An idle keep-alive connection leaves hyper after a second (its buffers
+/// are freed while it waits): it still serves its next request, still ends
+/// after keepalive_timeout, and a stop closes it at once.
+#[tokio::test]
+async fn an_idle_keepalive_connection_is_parked_and_still_behaves() {
+    let port = free_port();
+    let toml = format!(
+        r#"
+keepalive_timeout = "3s"
+[[servers]]
+listen = "127.0.0.1:{port}"
+[[servers.locations]]
+path = "/"
+return = {{ status = 200, body = "ok\n" }}
+"#
+    );
+    let mut s = Sluice::start(&toml, port);
+    let req = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+    let mut c = TcpStream::connect(addr(port)).await.unwrap();
+    for _ in 0..3 {
+        c.write_all(req).await.unwrap();
+        assert!(read_ok(&mut c).await.starts_with("HTTP/1.1 200"));
+        // Parked after 1 s of idling; the next request wakes it.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    // Pipelined, after being parked: both answered, in order.
+    c.write_all(&[&req[..], &req[..]].concat()).await.unwrap();
+    let mut both = read_ok(&mut c).await;
+    if both.matches("ok\n").count() < 2 {
+        both += &read_ok(&mut c).await;
+    }
+    assert_eq!(both.matches("HTTP/1.1 200").count(), 2, "{both}");
+    // keepalive_timeout runs from the end of the last response.
+    let idle = Instant::now();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(6), c.read(&mut buf))
+        .await
+        .expect("closed by keepalive_timeout")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    let waited = idle.elapsed();
+    assert!(
+        (Duration::from_millis(2700)..Duration::from_millis(4500)).contains(&waited),
+        "closed after {waited:?}, keepalive_timeout is 3 s"
+    );
+
+    // A parked connection does not hold up a stop.
+    let mut c = TcpStream::connect(addr(port)).await.unwrap();
+    c.write_all(req).await.unwrap();
+    read_ok(&mut c).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stop = Instant::now();
+    s.kill("TERM");
+    let status = s.wait_exit(Duration::from_secs(5)).await.expect("exited");
+    assert_eq!(status.code(), Some(0), "log:\n{}", s.log());
+    assert!(
+        stop.elapsed() < Duration::from_secs(2),
+        "a parked connection held the stop for {:?}",
+        stop.elapsed()
+    );
+    let n = tokio::time::timeout(Duration::from_secs(2), c.read(&mut buf))
+        .await
+        .expect("closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+}
