@@ -65,9 +65,14 @@ pub const PARK_AFTER: Duration = Duration::from_secs(1);
 
 impl Timeouts {
     /// The shortest wait a read deadline can have (keep-alive, header, or
-    /// the time an idle connection is parked after).
-    fn soonest(&self) -> Duration {
-        [self.keepalive, self.client_header, PARK_AFTER]
+    /// the time an idle connection is parked after, if it may be).
+    fn soonest(&self, park: bool) -> Duration {
+        let park = if park && self.keepalive > PARK_AFTER {
+            PARK_AFTER
+        } else {
+            Duration::ZERO
+        };
+        [self.keepalive, self.client_header, park]
             .into_iter()
             .filter(|d| !d.is_zero())
             .min()
@@ -266,7 +271,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
         let this = &mut *self;
         if !this.unread.is_empty() {
             let n = this.unread.len().min(buf.remaining());
-            buf.put_slice(&this.unread.split_to(n));
+            let bytes = this.unread.split_to(n);
+            for &b in bytes.iter().rev().take(4).rev() {
+                this.tail = (this.tail << 8) | u32::from(b);
+            }
+            buf.put_slice(&bytes);
             this.state.received();
             return Poll::Ready(Ok(()));
         }
@@ -289,12 +298,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                     // once the response ends. Keep the timer registered no
                     // later than any deadline to come (it fires early and
                     // is moved, below), so keepalive_timeout always starts.
-                    let latest = Instant::now() + this.state.timeouts.soonest();
+                    let soonest = this.state.timeouts.soonest(this.park);
+                    let latest = Instant::now() + soonest;
                     if this.read_timer.deadline() > latest {
                         this.read_timer.as_mut().reset(latest);
                     }
                     while this.read_timer.as_mut().poll(cx).is_ready() {
-                        let soonest = this.state.timeouts.soonest();
                         this.read_timer.as_mut().reset(Instant::now() + soonest);
                     }
                     return Poll::Pending;
@@ -359,6 +368,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.parked {
+            // Handed back, not closed: the client keeps its connection.
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 

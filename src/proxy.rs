@@ -643,20 +643,22 @@ fn serve_client(
                         told = true;
                         std::pin::Pin::new(&mut *hyper_conn).graceful_shutdown();
                     }
-                    hyper_conn.poll_without_shutdown(cx)
+                    // The connection future, not poll_without_shutdown: it
+                    // flushes what hyper still holds before it ends (a parked
+                    // TimedIo ignores the shutdown that follows).
+                    std::pin::Pin::new(&mut *hyper_conn).poll(cx)
                 })
                 .await
             };
             let parts = (*hyper_conn).into_parts();
             io = parts.io.into_inner();
             if served.is_err() || !io.take_parked() {
-                // Closed as hyper would have: a FIN after the last byte.
-                let _ = tokio::io::AsyncWriteExt::shutdown(&mut io).await;
                 break served;
             }
             // (An empty read_buf still holds hyper's whole read buffer.)
             if !parts.read_buf.is_empty() {
                 io.unread(Bytes::copy_from_slice(&parts.read_buf));
+                continue;
             }
             let Some(deadline) = state.idle_deadline() else {
                 continue;

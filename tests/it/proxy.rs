@@ -281,6 +281,68 @@ client_body_timeout = "10s"
     assert!(log.contains(&timed_out), "{log}");
 }
 
+/// A connection that ends after its response (the client's
+/// `Connection: close`, or `keepalive_timeout = 0`) gets the whole body,
+/// even when the client reads it late and it did not fit in the socket.
+#[tokio::test]
+async fn a_closing_connection_gets_its_whole_response() {
+    const SIZE: usize = 8 << 20;
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(n @ 1..) => got.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n");
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(&vec![b'x'; SIZE]).await;
+            });
+        }
+    });
+    let (port, port0) = (free_port(), free_port());
+    let toml = format!(
+        r#"
+[[servers]]
+listen = "127.0.0.1:{port}"
+proxy_pass = "http://{up}"
+[[servers]]
+listen = "127.0.0.1:{port0}"
+proxy_pass = "http://{up}"
+keepalive_timeout = 0
+"#
+    );
+    let _s = Sluice::start(&toml, &[port, port0]);
+    for (port, close) in [(port, "Connection: close\r\n"), (port0, "")] {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let req = format!("GET /big HTTP/1.1\r\nHost: x\r\n{close}\r\n");
+        c.write_all(req.as_bytes()).await.unwrap();
+        // The client reads late: sluice's last writes wait for room.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut got))
+            .await
+            .expect("closed after the response")
+            .unwrap();
+        let head_end = got
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head")
+            + 4;
+        assert_eq!(
+            got.len() - head_end,
+            SIZE,
+            "port {port}: the body was cut short"
+        );
+    }
+}
+
 #[tokio::test]
 async fn bodies_stream_both_ways() {
     let (up, _task) = counting_upstream().await;
