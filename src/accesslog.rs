@@ -46,16 +46,6 @@ impl Sink {
             .open(path)
     }
 
-    fn write_lines(&self, lines: &[u8]) {
-        // One write per batch of whole lines: lines from several threads
-        // never interleave.
-        let _ = match self {
-            Sink::Stdout => std::io::stdout().lock().write_all(lines),
-            Sink::Stderr => std::io::stderr().lock().write_all(lines),
-            Sink::File { file, .. } => file.lock().write_all(lines),
-        };
-    }
-
     /// Reopen the file (after log rotation).
     pub fn reopen(&self) -> std::io::Result<()> {
         if let Sink::File { path, file } = self {
@@ -66,8 +56,14 @@ impl Sink {
 }
 
 impl crate::batch::Output for Sink {
-    fn write_out(&self, bytes: &[u8]) {
-        self.write_lines(bytes);
+    fn write_out(&self, lines: &[u8]) {
+        // One write per batch of whole lines: lines from several threads
+        // never interleave.
+        let _ = match self {
+            Sink::Stdout => std::io::stdout().lock().write_all(lines),
+            Sink::Stderr => std::io::stderr().lock().write_all(lines),
+            Sink::File { file, .. } => file.lock().write_all(lines),
+        };
     }
 }
 

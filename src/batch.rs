@@ -37,10 +37,20 @@ struct Pending {
 }
 
 impl Pending {
-    fn find<O: Output>(&mut self, out: &Arc<O>) -> Option<&mut (Arc<dyn Output>, Vec<u8>)> {
+    fn position<O: Output>(&self, out: &Arc<O>) -> Option<usize> {
         self.outs
-            .iter_mut()
-            .find(|(o, _)| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(out)))
+            .iter()
+            .position(|(o, _)| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(out)))
+    }
+}
+
+/// Writes and empties each destination's waiting lines.
+fn write_waiting(outs: &mut [(Arc<dyn Output>, Vec<u8>)]) {
+    for (out, buf) in outs {
+        if !buf.is_empty() {
+            out.write_out(buf);
+            buf.clear();
+        }
     }
 }
 
@@ -59,21 +69,20 @@ pub fn write<O: Output>(out: &Arc<O>, lines: &[u8]) {
             p.flusher.notify_one();
             return false;
         }
+        let at = p.position(out);
         // Longer than a batch: on its own, after what is already waiting.
         if lines.len() > BATCH_MAX {
-            if let Some((_, buf)) = p.find(out) {
-                out.write_out(buf);
-                buf.clear();
+            if let Some(i) = at {
+                write_waiting(&mut p.outs[i..=i]);
             }
             return false;
         }
-        if p.find(out).is_none() {
+        let at = at.unwrap_or_else(|| {
             let o: Arc<dyn Output> = out.clone();
             p.outs.push((o, Vec::with_capacity(BATCH_MAX)));
-        }
-        let Some((_, buf)) = p.find(out) else {
-            return false;
-        };
+            p.outs.len() - 1
+        });
+        let buf = &mut p.outs[at].1;
         if buf.len() + lines.len() > BATCH_MAX && !buf.is_empty() {
             out.write_out(buf);
             buf.clear();
@@ -110,16 +119,12 @@ struct Unbatch;
 
 impl Drop for Unbatch {
     fn drop(&mut self) {
-        let outs = PENDING
+        let mut outs = PENDING
             .try_with(|p| p.borrow_mut().take().map(|p| p.outs))
             .ok()
             .flatten()
             .unwrap_or_default();
-        for (out, buf) in outs {
-            if !buf.is_empty() {
-                out.write_out(&buf);
-            }
-        }
+        write_waiting(&mut outs);
     }
 }
 
@@ -138,12 +143,7 @@ pub fn flush() {
         return;
     }
     // Written outside the borrow: a destination may do anything.
-    for (out, buf) in &mut outs {
-        if !buf.is_empty() {
-            out.write_out(buf);
-            buf.clear();
-        }
-    }
+    write_waiting(&mut outs);
     outs.retain(|(o, _)| Arc::strong_count(o) > 1);
     PENDING.with_borrow_mut(|p| {
         if let Some(p) = p {

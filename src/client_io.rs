@@ -231,6 +231,18 @@ impl<T> TimedIo<T> {
         &self.inner
     }
 
+    /// Bytes handed to hyper: an idle connection starts a header, and the
+    /// last four are kept for [`TimedIo::header_ended`].
+    fn took(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.state.received();
+        for &b in &bytes[bytes.len().saturating_sub(4)..] {
+            self.tail = (self.tail << 8) | u32::from(b);
+        }
+    }
+
     /// The last bytes read ended a header (`CRLF CRLF`, or bare `LF LF`).
     fn header_ended(&self) -> bool {
         self.tail == u32::from_be_bytes(*b"\r\n\r\n") || self.tail & 0xffff == 0x0a0a
@@ -272,23 +284,14 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
         if !this.unread.is_empty() {
             let n = this.unread.len().min(buf.remaining());
             let bytes = this.unread.split_to(n);
-            for &b in bytes.iter().rev().take(4).rev() {
-                this.tail = (this.tail << 8) | u32::from(b);
-            }
+            this.took(&bytes);
             buf.put_slice(&bytes);
-            this.state.received();
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let got = &buf.filled()[before..];
-                if !got.is_empty() {
-                    this.state.received();
-                    for &b in got.iter().rev().take(4).rev() {
-                        this.tail = (this.tail << 8) | u32::from(b);
-                    }
-                }
+                this.took(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),

@@ -1471,22 +1471,24 @@ async fn forward(
     // The client's own failures: gone (499, as nginx logs it), a broken
     // chunked body (400) or too slow (408). Not the upstream's.
     let client_failure = match &failure {
-        upstream::Error::ClientBodyTimeout => Some((Severity::Info, 408)),
-        upstream::Error::Body(e) => Some(
-            match e.downcast_ref::<hyper::Error>().filter(|h| h.is_parse()) {
-                Some(_) => (Severity::Info, 400),
-                None => (Severity::Info, 499),
-            },
-        ),
+        upstream::Error::ClientBodyTimeout => Some((
+            408,
+            "client timed out (110: Connection timed out) while reading client request body",
+        )),
+        upstream::Error::Body(e)
+            if e.downcast_ref::<hyper::Error>()
+                .is_some_and(|h| h.is_parse()) =>
+        {
+            Some((400, "client sent invalid chunked body"))
+        }
+        upstream::Error::Body(_) => Some((
+            499,
+            "client prematurely closed connection while sending request to upstream",
+        )),
         _ => None,
     };
-    if let Some((sev, status)) = client_failure {
-        let what = match status {
-            408 => "client timed out (110: Connection timed out) while reading client request body",
-            400 => "client sent invalid chunked body",
-            _ => "client prematurely closed connection while sending request to upstream",
-        };
-        errlog::emit_with(sev, |out| {
+    if let Some((status, what)) = client_failure {
+        errlog::emit_with(Severity::Info, |out| {
             push_req_line(out, conn, vars, |out| {
                 out.extend_from_slice(what.as_bytes())
             });
@@ -1498,10 +1500,8 @@ async fn forward(
         return resp;
     }
     shared.metrics.upstream_error(match failure {
+        _ if failure.is_timeout() => UpstreamError::Timeout,
         upstream::Error::Connect(_) => UpstreamError::Connect,
-        upstream::Error::ConnectTimeout
-        | upstream::Error::ReadTimeout
-        | upstream::Error::SendTimeout => UpstreamError::Timeout,
         _ => UpstreamError::Other,
     });
     log_upstream(
@@ -1510,11 +1510,10 @@ async fn forward(
         (pp.authority.as_str(), target),
         format_args!("{failure}"),
     );
-    let (status, detail) = match failure {
-        upstream::Error::ConnectTimeout
-        | upstream::Error::ReadTimeout
-        | upstream::Error::SendTimeout => (504, "The upstream server did not answer in time."),
-        _ => (502, "The upstream server could not be reached."),
+    let (status, detail) = if failure.is_timeout() {
+        (504, "The upstream server did not answer in time.")
+    } else {
+        (502, "The upstream server could not be reached.")
     };
     respond::error_response(&loc.error_pages, Some(vars), &made(status, detail))
 }

@@ -64,18 +64,6 @@ pub struct Timeouts {
     pub client_body: Duration,
 }
 
-impl Default for Timeouts {
-    fn default() -> Self {
-        let nginx = Duration::from_secs(60);
-        Timeouts {
-            connect: nginx,
-            send: nginx,
-            read: nginx,
-            client_body: nginx,
-        }
-    }
-}
-
 /// Why a request got no response from upstream. The messages are nginx's.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -112,6 +100,14 @@ pub enum Error {
 impl Error {
     pub fn is_connect(&self) -> bool {
         matches!(self, Error::Connect(_) | Error::ConnectTimeout)
+    }
+
+    /// One of the upstream's timeouts passed (nginx answers 504).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            Error::ConnectTimeout | Error::ReadTimeout | Error::SendTimeout
+        )
     }
 }
 
@@ -1022,18 +1018,9 @@ mod tests {
     async fn get(up: &Upstream, method: Method) -> Result<(Response<()>, Bytes), String> {
         let headers = HeaderMap::new();
         let h = head(&method, &headers, &up.key);
-        let resp = send(
-            &up.key,
-            Timeouts {
-                connect: Duration::from_secs(1),
-                read: Duration::from_secs(1),
-                ..Timeouts::default()
-            },
-            &h,
-            empty(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let resp = send(&up.key, timeouts(Duration::from_secs(1)), &h, empty())
+            .await
+            .map_err(|e| e.to_string())?;
         let (parts, body) = resp.into_parts();
         let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
         Ok((Response::from_parts(parts, ()), body))
@@ -1046,13 +1033,20 @@ mod tests {
         let body = Full::new(Bytes::from_static(body))
             .map_err(|n| match n {})
             .boxed();
-        let timeouts = Timeouts {
-            connect: Duration::from_secs(1),
-            read: Duration::from_secs(1),
-            ..Timeouts::default()
-        };
+        let timeouts = timeouts(Duration::from_secs(1));
         let resp = send(&up.key, timeouts, &h, body).await.unwrap();
         resp.into_body().collect().await.unwrap();
+    }
+
+    /// Test timeouts: 1 s to connect, `read` for the response, nginx's 60 s
+    /// for the rest.
+    fn timeouts(read: Duration) -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs(1),
+            send: Duration::from_secs(60),
+            read,
+            client_body: Duration::from_secs(60),
+        }
     }
 
     /// A `size`-byte request body and the Content-Length header for it.
@@ -1211,18 +1205,9 @@ mod tests {
         let headers = HeaderMap::new();
         let h = head(&Method::GET, &headers, &up.key);
         let read_timeout = Duration::from_millis(300);
-        let resp = send(
-            &up.key,
-            Timeouts {
-                connect: Duration::from_secs(1),
-                read: read_timeout,
-                ..Timeouts::default()
-            },
-            &h,
-            empty(),
-        )
-        .await
-        .unwrap();
+        let resp = send(&up.key, timeouts(read_timeout), &h, empty())
+            .await
+            .unwrap();
         let start = std::time::Instant::now();
         let Err(e) = resp.into_body().collect().await else {
             panic!("a stalled body completed");
@@ -1242,18 +1227,7 @@ mod tests {
         drop(l);
         let headers = HeaderMap::new();
         let h = head(&Method::GET, &headers, &key);
-        let Err(e) = send(
-            &key,
-            Timeouts {
-                connect: Duration::from_secs(1),
-                read: Duration::from_secs(1),
-                ..Timeouts::default()
-            },
-            &h,
-            empty(),
-        )
-        .await
-        else {
+        let Err(e) = send(&key, timeouts(Duration::from_secs(1)), &h, empty()).await else {
             panic!("connected to a closed port");
         };
         assert!(e.is_connect());
@@ -1345,11 +1319,7 @@ mod tests {
         let (headers, body) = big_body(32 << 20);
         let method = Method::POST;
         let h = head(&method, &headers, &key);
-        let timeouts = Timeouts {
-            connect: Duration::from_secs(1),
-            read: Duration::from_secs(2),
-            ..Timeouts::default()
-        };
+        let timeouts = timeouts(Duration::from_secs(2));
         let start = std::time::Instant::now();
         let resp = send(&key, timeouts, &h, body).await.expect("the 401");
         assert_eq!(resp.status(), 401);
@@ -1412,11 +1382,7 @@ mod tests {
             }
         });
         let headers = HeaderMap::new();
-        let timeouts = Timeouts {
-            connect: Duration::from_secs(1),
-            read: Duration::from_secs(1),
-            ..Timeouts::default()
-        };
+        let timeouts = timeouts(Duration::from_secs(1));
         // Pool several connections: concurrent requests.
         let pool = |m: Method| {
             let key = key.clone();
@@ -1524,11 +1490,7 @@ mod tests {
             pause: Duration::from_millis(150),
             timer: None,
         };
-        let timeouts = Timeouts {
-            connect: Duration::from_secs(1),
-            read: Duration::from_millis(300),
-            ..Timeouts::default()
-        };
+        let timeouts = timeouts(Duration::from_millis(300));
         let start = std::time::Instant::now();
         let resp = send(&key, timeouts, &h, body).await.expect("answered");
         assert_eq!(resp.status(), 200);
@@ -1569,9 +1531,8 @@ mod tests {
         let method = Method::POST;
         let h = head(&method, &headers, &key);
         let timeouts = Timeouts {
-            connect: Duration::from_secs(1),
             send: Duration::from_millis(200),
-            ..Timeouts::default()
+            ..timeouts(Duration::from_secs(60))
         };
         let start = std::time::Instant::now();
         let resp = send(&key, timeouts, &h, body).await.expect("answered");

@@ -6,6 +6,7 @@
 //! request only walks a short list of parts.
 
 use crate::config::LogEscape;
+use crate::errlog::{push_fmt, push_ip, push_u64};
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
 use std::net::{IpAddr, SocketAddr};
 
@@ -282,9 +283,9 @@ fn escape_tail(out: &mut Vec<u8>, from: usize, escape: LogEscape) {
             (LogEscape::Json, b'\t') => out.extend_from_slice(b"\\t"),
             (LogEscape::Json, 0x08) => out.extend_from_slice(b"\\b"),
             (LogEscape::Json, 0x0c) => out.extend_from_slice(b"\\f"),
-            (LogEscape::Json, b) if b < 0x20 => push_display(out, format_args!("\\u{b:04x}")),
+            (LogEscape::Json, b) if b < 0x20 => push_fmt(out, format_args!("\\u{b:04x}")),
             (LogEscape::Default, b) if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) => {
-                push_display(out, format_args!("\\x{b:02X}"))
+                push_fmt(out, format_args!("\\x{b:02X}"))
             }
             (_, b) => out.push(b),
         }
@@ -333,12 +334,6 @@ fn push_secs(out: &mut Vec<u8>, ms: u64) {
     crate::errlog::push_excess(out, ms);
 }
 
-fn push_display(out: &mut Vec<u8>, v: impl std::fmt::Display) {
-    let _ = std::io::Write::write_fmt(out, format_args!("{v}"));
-}
-
-use crate::errlog::{push_ip, push_u64};
-
 /// `$time_local` or `$time_iso8601` of `unix_ms`, rendered once a second
 /// per thread (nginx too caches its time strings).
 fn push_time(out: &mut Vec<u8>, unix_ms: u64, iso: bool) {
@@ -377,12 +372,6 @@ impl RequestVars<'_> {
     }
 
     /// The request line as nginx logs it: `GET /p?a=1 HTTP/1.1`.
-    pub fn request_line(&self) -> String {
-        let mut out = Vec::new();
-        self.push_request_line(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    }
-
     fn push_request_line(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.method.as_str().as_bytes());
         out.push(b' ');
