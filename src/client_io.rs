@@ -17,6 +17,7 @@
 //! the response body marks the connection idle when it ends
 //! ([`IdleOnEnd`]).
 
+use crate::http1::{Fill, Gate, HeadRules, Refusal};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use parking_lot::Mutex;
@@ -87,6 +88,8 @@ pub struct ConnState {
     expired: Mutex<Option<Expired>>,
     /// The request being (or last) served came with a body.
     with_body: AtomicBool,
+    /// The request's chunked body was invalid (a 400, not a client gone).
+    invalid_body: AtomicBool,
 }
 
 impl ConnState {
@@ -99,6 +102,7 @@ impl ConnState {
             timeouts,
             expired: Mutex::new(None),
             with_body: AtomicBool::new(false),
+            invalid_body: AtomicBool::new(false),
         })
     }
 
@@ -131,6 +135,16 @@ impl ConnState {
                 deadline: Instant::now() + self.timeouts.keepalive,
             };
         }
+    }
+
+    /// A request is being served (hyper holds it).
+    pub fn serving(&self) -> bool {
+        *self.phase.lock() == Phase::Busy
+    }
+
+    /// Whether the last request's chunked body broke nginx's grammar.
+    pub fn body_was_invalid(&self) -> bool {
+        self.invalid_body.load(Ordering::Relaxed)
     }
 
     pub fn phase(&self) -> Phase {
@@ -184,15 +198,40 @@ pub struct TimedIo<T> {
     park: bool,
     /// It was handed back (the end of file hyper saw was not the client's).
     parked: bool,
-    /// The last four bytes read, to know whether a header ended there.
-    tail: u32,
-    /// Bytes read from the socket that hyper had not used yet when the
-    /// connection was handed back: served first.
-    unread: Bytes,
+    /// hyper is reading (parking applies only then).
+    in_hyper: bool,
+    /// What hyper may read: canonical requests only (see [`crate::http1`]).
+    gate: Gate,
+    /// The socket has ended.
+    eof: bool,
+    /// A head was refused: hyper was given an end of file, the refusal is
+    /// answered by the connection, which then closes.
+    refused: bool,
+}
+
+/// What the socket gave, as far as hyper is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filled {
+    /// Canonical bytes are ready.
+    Data,
+    /// The client ended the connection.
+    Eof,
+    /// A head was refused ([`TimedIo::take_refusal`]).
+    Refused,
+    /// Idle long enough to leave hyper ([`TimedIo::park_when_idle`]).
+    Parked,
+}
+
+thread_local! {
+    /// Each worker reads into one buffer and keeps only what a connection
+    /// needs: an idle connection holds no read buffer (as nginx frees its
+    /// `client_header_buffer_size` buffer when a read finds nothing).
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; 16 * 1024].into_boxed_slice());
 }
 
 impl<T> TimedIo<T> {
-    pub fn new(inner: T, state: Arc<ConnState>) -> TimedIo<T> {
+    pub fn new(inner: T, state: Arc<ConnState>, rules: HeadRules) -> TimedIo<T> {
         TimedIo {
             inner,
             state,
@@ -200,8 +239,10 @@ impl<T> TimedIo<T> {
             write_timer: None,
             park: false,
             parked: false,
-            tail: 0,
-            unread: Bytes::new(),
+            in_hyper: false,
+            gate: Gate::new(rules),
+            eof: false,
+            refused: false,
         }
     }
 
@@ -223,29 +264,35 @@ impl<T> TimedIo<T> {
     }
 
     /// Bytes hyper had read but not used: they are read again first.
-    pub fn unread(&mut self, bytes: Bytes) {
-        self.unread = bytes;
+    pub fn unread(&mut self, bytes: &[u8]) {
+        self.gate.unread(bytes);
+    }
+
+    /// hyper reads from now on (parking may end its connection).
+    pub fn enter_hyper(&mut self) {
+        self.in_hyper = true;
+    }
+
+    pub fn leave_hyper(&mut self) {
+        self.in_hyper = false;
+    }
+
+    /// The refused head, once hyper has finished what came before it.
+    pub fn take_refusal(&mut self) -> Option<Refusal> {
+        self.gate.take_refusal()
+    }
+
+    /// The invalid header lines the last head dropped (nginx logs each).
+    pub fn take_dropped(&mut self) -> Vec<Vec<u8>> {
+        self.gate.take_dropped()
     }
 
     pub fn get_ref(&self) -> &T {
         &self.inner
     }
 
-    /// Bytes handed to hyper: an idle connection starts a header, and the
-    /// last four are kept for [`TimedIo::header_ended`].
-    fn took(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
-        }
-        self.state.received();
-        for &b in &bytes[bytes.len().saturating_sub(4)..] {
-            self.tail = (self.tail << 8) | u32::from(b);
-        }
-    }
-
-    /// The last bytes read ended a header (`CRLF CRLF`, or bare `LF LF`).
-    fn header_ended(&self) -> bool {
-        self.tail == u32::from_be_bytes(*b"\r\n\r\n") || self.tail & 0xffff == 0x0a0a
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
     }
 
     /// When this connection, idle, may be handed back: [`PARK_AFTER`] into
@@ -254,10 +301,10 @@ impl<T> TimedIo<T> {
         let keepalive = self.state.timeouts.keepalive;
         let quiet = self.park
             && keepalive > PARK_AFTER
+            && self.in_hyper
             && self.write_timer.is_none()
-            && self.unread.is_empty()
-            && !self.state.with_body.load(Ordering::Relaxed)
-            && self.header_ended();
+            && self.gate.idle()
+            && !self.state.with_body.load(Ordering::Relaxed);
         quiet.then(|| idle_deadline - keepalive + PARK_AFTER)
     }
 
@@ -274,6 +321,106 @@ impl<T> TimedIo<T> {
 
 use std::future::Future as _;
 
+impl<T: AsyncRead + Unpin> TimedIo<T> {
+    /// Waits, without hyper, for the next whole head (or the end).
+    pub async fn next_head(&mut self) -> io::Result<Filled> {
+        std::future::poll_fn(|cx| self.poll_fill(cx)).await
+    }
+
+    /// Reads the socket until the gate has canonical bytes for hyper, the
+    /// client ends, a head is refused, or a deadline passes.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Filled>> {
+        loop {
+            match self.gate.process() {
+                Ok(Fill::Data) => return Poll::Ready(Ok(Filled::Data)),
+                Ok(Fill::Refused) => {
+                    self.refused = true;
+                    // The requests before it are answered first: a request
+                    // hyper still serves would be cut short by an end of file.
+                    if self.in_hyper && self.state.serving() {
+                        return self.poll_timers(cx).map_ok(|()| Filled::Refused);
+                    }
+                    return Poll::Ready(Ok(Filled::Refused));
+                }
+                Ok(Fill::NeedInput) => {}
+                Err(e) => {
+                    self.state.invalid_body.store(true, Ordering::Relaxed);
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+                }
+            }
+            if self.eof {
+                return Poll::Ready(Ok(Filled::Eof));
+            }
+            let want = self.gate.want();
+            let (inner, gate) = (&mut self.inner, &mut self.gate);
+            let read = SCRATCH.with_borrow_mut(|scratch| {
+                let len = want.min(scratch.len());
+                let mut rb = ReadBuf::new(&mut scratch[..len]);
+                Pin::new(inner).poll_read(cx, &mut rb).map_ok(|()| {
+                    gate.input().extend_from_slice(rb.filled());
+                    rb.filled().len()
+                })
+            });
+            match read {
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(_)) => self.state.received(),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    ready!(self.poll_timers(cx))?;
+                    self.parked = true;
+                    return Poll::Ready(Ok(Filled::Parked));
+                }
+            }
+        }
+    }
+
+    /// Nothing to read: Pending until a deadline, an error when one has
+    /// passed, Ok when an idle connection is to leave hyper.
+    fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some((deadline, why)) = self.state.read_deadline() else {
+            // Busy: no deadline yet, but hyper may not poll again once the
+            // response ends. Keep the timer registered no later than any
+            // deadline to come (it fires early and is moved, below), so
+            // keepalive_timeout always starts.
+            let soonest = self.state.timeouts.soonest(self.park);
+            let latest = Instant::now() + soonest;
+            if self.read_timer.deadline() > latest {
+                self.read_timer.as_mut().reset(latest);
+            }
+            while self.read_timer.as_mut().poll(cx).is_ready() {
+                self.read_timer.as_mut().reset(Instant::now() + soonest);
+            }
+            return Poll::Pending;
+        };
+        let park_at = match why {
+            Expired::Idle => self.park_at(deadline),
+            _ => None,
+        };
+        let wake_at = park_at.map_or(deadline, |p| p.min(deadline));
+        // The deadline moves later with every request; the timer is only
+        // moved earlier here, and when it fires early it is set to the
+        // current deadline then: one timer update per timeout period
+        // instead of one per request.
+        if self.read_timer.deadline() > wake_at {
+            self.read_timer.as_mut().reset(wake_at);
+        }
+        loop {
+            ready!(self.read_timer.as_mut().poll(cx));
+            let now = Instant::now();
+            if now >= deadline {
+                return Poll::Ready(Err(self.state.expire(why)));
+            }
+            match park_at {
+                // Idle and quiet long enough: an end of file for hyper, the
+                // caller waits for the socket.
+                Some(p) if now >= p => return Poll::Ready(Ok(())),
+                Some(p) => self.read_timer.as_mut().reset(p),
+                None => self.read_timer.as_mut().reset(deadline),
+            }
+        }
+    }
+}
+
 impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -281,67 +428,14 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if !this.unread.is_empty() {
-            let n = this.unread.len().min(buf.remaining());
-            let bytes = this.unread.split_to(n);
-            this.took(&bytes);
-            buf.put_slice(&bytes);
-            return Poll::Ready(Ok(()));
+        if ready!(this.poll_fill(cx))? == Filled::Data {
+            let out = this.gate.output();
+            let n = out.len().min(buf.remaining());
+            buf.put_slice(&out[..n]);
+            this.gate.consumed(n);
         }
-        let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                this.took(&buf.filled()[before..]);
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => {
-                let Some((deadline, why)) = this.state.read_deadline() else {
-                    // Busy: no deadline yet, but hyper may not poll again
-                    // once the response ends. Keep the timer registered no
-                    // later than any deadline to come (it fires early and
-                    // is moved, below), so keepalive_timeout always starts.
-                    let soonest = this.state.timeouts.soonest(this.park);
-                    let latest = Instant::now() + soonest;
-                    if this.read_timer.deadline() > latest {
-                        this.read_timer.as_mut().reset(latest);
-                    }
-                    while this.read_timer.as_mut().poll(cx).is_ready() {
-                        this.read_timer.as_mut().reset(Instant::now() + soonest);
-                    }
-                    return Poll::Pending;
-                };
-                let park_at = match why {
-                    Expired::Idle => this.park_at(deadline),
-                    _ => None,
-                };
-                let wake_at = park_at.map_or(deadline, |p| p.min(deadline));
-                // The deadline moves later with every request; the timer is
-                // only moved earlier here, and when it fires early it is set
-                // to the current deadline then: one timer update per timeout
-                // period instead of one per request.
-                if this.read_timer.deadline() > wake_at {
-                    this.read_timer.as_mut().reset(wake_at);
-                }
-                loop {
-                    ready!(this.read_timer.as_mut().poll(cx));
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Poll::Ready(Err(this.state.expire(why)));
-                    }
-                    match park_at {
-                        // Idle and quiet long enough: an end of file for
-                        // hyper, the caller waits for the socket.
-                        Some(p) if now >= p => {
-                            this.parked = true;
-                            return Poll::Ready(Ok(()));
-                        }
-                        Some(p) => this.read_timer.as_mut().reset(p),
-                        None => this.read_timer.as_mut().reset(deadline),
-                    }
-                }
-            }
-        }
+        // Anything else is an end of file for hyper.
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -371,8 +465,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.parked {
-            // Handed back, not closed: the client keeps its connection.
+        if self.parked || self.refused {
+            // Handed back, not closed: the client keeps its connection (or
+            // is answered its refusal first).
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.inner).poll_shutdown(cx)
@@ -555,7 +650,7 @@ mod tests {
     async fn silent_client_times_out_after_client_header_timeout() {
         let (a, _b) = tokio::io::duplex(64);
         let state = ConnState::new(timeouts());
-        let mut io = TimedIo::new(a, state.clone());
+        let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
         let start = Instant::now();
         let mut buf = [0u8; 8];
         let err = io.read(&mut buf).await.unwrap_err();
@@ -569,19 +664,32 @@ mod tests {
     /// nothing: the last bytes ended a header and the request had no body.
     #[tokio::test(start_paused = true)]
     async fn an_idle_connection_is_parked_only_when_quiet() {
-        for (sent, body, parks) in [
-            (&b"GET / HTTP/1.1\r\n\r\n"[..], false, true),
-            (&b"GET / HTTP/1.1\n\n"[..], false, true),
-            (&b"POST / HTTP/1.1\r\n\r\nab"[..], true, false),
-            (&b"GET / HTTP/1.1\r\n\r\nGET /next HT"[..], false, false),
+        for (sent, reads, body, parks) in [
+            (&b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..], 1, false, true),
+            (&b"GET / HTTP/1.1\nHost: x\n\n"[..], 1, false, true),
+            (
+                &b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"[..],
+                2,
+                true,
+                false,
+            ),
+            (
+                &b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /next HT"[..],
+                1,
+                false,
+                false,
+            ),
         ] {
             let (a, mut b) = tokio::io::duplex(256);
             let state = ConnState::new(timeouts());
-            let mut io = TimedIo::new(a, state.clone());
+            let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
             io.park_when_idle(true);
+            io.enter_hyper();
             b.write_all(sent).await.unwrap();
             let mut buf = [0u8; 64];
-            assert_eq!(io.read(&mut buf).await.unwrap(), sent.len());
+            for _ in 0..reads {
+                assert!(io.read(&mut buf).await.unwrap() > 0);
+            }
             state.busy_with(body);
             state.idle();
             let start = Instant::now();
@@ -603,7 +711,7 @@ mod tests {
     async fn idle_uses_keepalive_then_header_timeout() {
         let (a, mut b) = tokio::io::duplex(64);
         let state = ConnState::new(timeouts());
-        let mut io = TimedIo::new(a, state.clone());
+        let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
         state.busy();
         // Busy: no deadline even after a long wait.
         let mut buf = [0u8; 8];
@@ -612,17 +720,18 @@ mod tests {
         state.idle();
         let start = Instant::now();
         tokio::time::sleep(Duration::from_secs(19)).await;
+        // A head begins: the gate keeps it (hyper gets nothing until it is
+        // whole), and client_header_timeout runs from its first byte.
         b.write_all(b"GE").await.unwrap();
-        assert_eq!(io.read(&mut buf).await.unwrap(), 2);
-        assert!(matches!(state.phase(), Phase::Header { .. }));
         let err = io.read(&mut buf).await.unwrap_err();
+        assert!(matches!(state.phase(), Phase::Header { .. }));
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert_eq!(start.elapsed(), Duration::from_secs(19 + 5));
         assert_eq!(state.expired(), Some(Expired::Header));
 
         let state = ConnState::new(timeouts());
         let (a, _b) = tokio::io::duplex(64);
-        let mut io = TimedIo::new(a, state.clone());
+        let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
         state.busy();
         state.idle();
         let start = Instant::now();
@@ -644,7 +753,7 @@ mod tests {
         }
         let (a, _b) = tokio::io::duplex(64);
         let state = ConnState::new(timeouts());
-        let mut io = TimedIo::new(a, state.clone());
+        let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
         state.busy();
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = std::task::Waker::from(flag.clone());
@@ -684,7 +793,7 @@ mod tests {
     async fn stalled_writes_time_out_after_send_timeout() {
         let (a, _b) = tokio::io::duplex(4);
         let state = ConnState::new(timeouts());
-        let mut io = TimedIo::new(a, state.clone());
+        let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
         let start = Instant::now();
         let err = io.write_all(b"more than four bytes").await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);

@@ -359,6 +359,26 @@ impl Timestamp {
     }
 
     /// nginx's `$time_local`: `30/Nov/2026:18:14:20 +0000`.
+    /// RFC 9110's IMF-fixdate, for a `Date` header:
+    /// `Tue, 01 Dec 2026 06:51:26 GMT`.
+    pub fn http_date(&self) -> String {
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+        let days = self.0 / 86_400;
+        let (y, m, d) = civil_from_days(days as i64);
+        let rem = self.0 % 86_400;
+        format!(
+            "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
+            DAYS[(days % 7) as usize],
+            MONTHS[m as usize - 1],
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        )
+    }
+
     pub fn clf(&self) -> String {
         const MONTHS: [&str; 12] = [
             "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",

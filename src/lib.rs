@@ -16,6 +16,8 @@
 //! - [`check`]: the summary `sluice check` prints.
 //! - [`control`]: running the process: signals (reload, reopen, stop), the
 //!   pid file, the file watcher, `sluice reload`.
+//! - [`http1`]: request heads and chunked bodies read with nginx's rules,
+//!   before hyper: what nginx refuses never reaches the upstream.
 //! - [`client_io`]: what a client connection is allowed: header, keep-alive
 //!   and send timeouts, body size.
 //! - [`metrics`]: Prometheus counters for the admin listener.
@@ -27,6 +29,7 @@ pub mod client_io;
 pub mod config;
 pub mod control;
 pub mod errlog;
+pub mod http1;
 pub mod limiter;
 pub mod metrics;
 pub mod proxy;

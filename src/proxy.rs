@@ -10,7 +10,7 @@
 //! that a state with `last = 0` is always long drained.
 
 use crate::accesslog::{AccessLog, LoggedBody, Record};
-use crate::client_io::{ConnState, Expired, IdleOnEnd, LimitedBody, TimedIo, Timeouts};
+use crate::client_io::{ConnState, Expired, Filled, IdleOnEnd, LimitedBody, TimedIo, Timeouts};
 use crate::config::{LoadError, LogLevel, Spec};
 use crate::errlog::{self, Excess, Severity};
 use crate::limiter::{self, Outcome};
@@ -572,7 +572,7 @@ fn serve_client(
         local,
         listen: configured,
     });
-    let (timeouts, server_name) = shared
+    let (timeouts, server_name, head_rules) = shared
         .runtime()
         .servers
         .iter()
@@ -585,6 +585,7 @@ fn serve_client(
                     send: s.send_timeout,
                 },
                 s.name.clone(),
+                s.head_rules,
             )
         })
         .unwrap_or((
@@ -594,9 +595,10 @@ fn serve_client(
                 send: crate::runtime::DEFAULT_TIMEOUT,
             },
             String::new(),
+            crate::http1::HeadRules::default(),
         ));
     let state = ConnState::new(timeouts);
-    let mut io = TimedIo::new(stream, state.clone());
+    let mut io = TimedIo::new(stream, state.clone(), head_rules);
     let keepalive = !timeouts.keepalive.is_zero();
     io.park_when_idle(keepalive);
     let svc = {
@@ -610,7 +612,9 @@ fn serve_client(
             Box::pin(async move {
                 let start = Instant::now();
                 let resp = handle(shared.clone(), conn, req, start).await;
-                let status = resp.as_ref().map_or(444, |r| r.status().as_u16());
+                let status = resp
+                    .as_ref()
+                    .map_or_else(|c| c.status, |r| r.status().as_u16());
                 shared.metrics.response(status, start.elapsed());
                 resp.map(|r| r.map(|b| IdleOnEnd::new(b, state)))
             })
@@ -620,11 +624,21 @@ fn serve_client(
     let shared = shared.clone();
     tokio::spawn(async move {
         shared.metrics.connection_opened();
-        // One hyper connection per burst of requests: an idle connection is
-        // handed back (TimedIo::park_when_idle) and waits here, with no
-        // buffers, for its next request, keepalive_timeout or a stop.
+        // Each burst of requests gets a hyper connection once a whole head
+        // has arrived: a connection waiting for (the rest of) a head, or
+        // idle and handed back by TimedIo::park_when_idle, holds no buffer
+        // but the bytes it sent, until its next request, a timeout or a stop.
         let served = loop {
-            // Boxed, so that a parked connection's task does not keep room
+            let next = tokio::select! {
+                next = io.next_head() => next,
+                _ = stopping.wait_for(|stop| *stop) => break Ok(()),
+            };
+            if !matches!(next, Ok(Filled::Data)) {
+                break Ok(());
+            }
+            log_dropped_headers(&mut io, id, remote, &server_name);
+            io.enter_hyper();
+            // Boxed, so that a waiting connection's task does not keep room
             // for it.
             let mut hyper_conn = Box::new(
                 hyper::server::conn::http1::Builder::new()
@@ -652,23 +666,35 @@ fn serve_client(
             };
             let parts = (*hyper_conn).into_parts();
             io = parts.io.into_inner();
+            io.leave_hyper();
             if served.is_err() || !io.take_parked() {
                 break served;
             }
             // (An empty read_buf still holds hyper's whole read buffer.)
             if !parts.read_buf.is_empty() {
-                io.unread(Bytes::copy_from_slice(&parts.read_buf));
-                continue;
-            }
-            let Some(deadline) = state.idle_deadline() else {
-                continue;
-            };
-            tokio::select! {
-                ready = io.get_ref().readable() => if ready.is_err() { break Ok(()) },
-                () = tokio::time::sleep_until(deadline) => break Ok(()),
-                _ = stopping.wait_for(|stop| *stop) => break Ok(()),
+                io.unread(&parts.read_buf);
             }
         };
+        if let Some(refusal) = io.take_refusal() {
+            let pages = shared
+                .runtime()
+                .servers
+                .iter()
+                .find(|s| s.listen == configured)
+                .map(|s| s.error_pages.clone())
+                .unwrap_or_default();
+            shared.metrics.response(refusal.status, Duration::ZERO);
+            refuse(
+                io,
+                &refusal,
+                &pages,
+                (id, remote, &server_name),
+                timeouts.send,
+            )
+            .await;
+            shared.metrics.connection_closed();
+            return;
+        }
         drop(io);
         shared.metrics.connection_closed();
         // An upstream body that broke off ended the client connection.
@@ -692,6 +718,120 @@ fn serve_client(
             ),
         );
     });
+}
+
+/// nginx's info line for each header field a head dropped as invalid.
+fn log_dropped_headers(
+    io: &mut TimedIo<tokio::net::TcpStream>,
+    id: u64,
+    remote: SocketAddr,
+    server: &str,
+) {
+    for line in io.take_dropped() {
+        errlog::emit(
+            Severity::Info,
+            format_args!(
+                "*{id} client sent invalid header line: \"{}\" while reading client request headers, client: {}, server: {server}",
+                String::from_utf8_lossy(&line),
+                remote.ip()
+            ),
+        );
+    }
+}
+
+/// Answers a refused head as nginx does: its status (the server's error
+/// page or the problem body), `Connection: close`, an info line; then the
+/// connection is closed the way nginx's lingering close does it (the write
+/// side first, the rest of what the client sends read and dropped for a
+/// while), so that the client reads the answer instead of a reset.
+async fn refuse(
+    mut io: TimedIo<tokio::net::TcpStream>,
+    refusal: &crate::http1::Refusal,
+    pages: &crate::config::ErrorPages,
+    (id, remote, server): (u64, SocketAddr, &str),
+    send_timeout: Duration,
+) {
+    errlog::emit_with(Severity::Info, |out| {
+        out.push(b'*');
+        errlog::push_u64(out, id);
+        out.push(b' ');
+        errlog::push_fmt(out, format_args!("{refusal}"));
+        out.extend_from_slice(if refusal.in_headers {
+            b" while reading client request headers"
+        } else {
+            b" while reading client request line"
+        });
+        out.extend_from_slice(b", client: ");
+        errlog::push_ip(out, remote.ip());
+        out.extend_from_slice(b", server: ");
+        out.extend_from_slice(server.as_bytes());
+        if let Some(line) = &refusal.request_line {
+            out.extend_from_slice(b", request: \"");
+            out.extend_from_slice(line);
+            out.push(b'"');
+        }
+    });
+    let resp = respond::error_response(pages, None, &made(refusal.status, refusal.to_string()));
+    let bytes = Box::pin(serialize(resp)).await;
+    let stream = io.get_mut();
+    let _ = tokio::time::timeout(send_timeout, async {
+        use tokio::io::AsyncWriteExt;
+        stream.write_all(&bytes).await?;
+        stream.shutdown().await
+    })
+    .await;
+    Box::pin(linger(stream)).await;
+}
+
+/// nginx's lingering close (`lingering_time` 30 s, `lingering_timeout` 5 s):
+/// read and drop what the client still sends, until it stops or closes.
+async fn linger(stream: &mut tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut buf = [0u8; 4096];
+    loop {
+        let wait = Duration::from_secs(5).min(end.saturating_duration_since(Instant::now()));
+        match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => continue,
+            _ => return,
+        }
+    }
+}
+
+/// A response sluice made, as HTTP/1.1 bytes that close the connection.
+async fn serialize(resp: Response<Body>) -> Vec<u8> {
+    let (parts, body) = resp.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(256 + body.len());
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(
+        crate::errlog::Timestamp::coarse_now()
+            .http_date()
+            .as_bytes(),
+    );
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        if name == header::CONTENT_LENGTH || name == header::CONNECTION {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Content-Length: ");
+    errlog::push_u64(&mut out, body.len() as u64);
+    out.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    out.extend_from_slice(&body);
+    out
 }
 
 /// The upstream body failure behind a client connection's error, if that
@@ -766,14 +906,21 @@ struct Conn {
     listen: SocketAddr,
 }
 
-/// Returned by the service to close the connection without a response
-/// (nginx's 444).
+/// Returned by the service to close the connection without a response:
+/// nginx's 444, or a client that went away mid-request (logged 499).
 #[derive(Debug)]
-struct CloseConnection;
+struct CloseConnection {
+    /// The status the logs and metrics record.
+    status: u16,
+}
+
+impl CloseConnection {
+    const NO_RESPONSE: CloseConnection = CloseConnection { status: 444 };
+}
 
 impl std::fmt::Display for CloseConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("connection closed without a response (444)")
+        write!(f, "connection closed without a response ({})", self.status)
     }
 }
 
@@ -906,7 +1053,7 @@ fn finish(
             Ok(Response::from_parts(parts, LoggedBody::wrap(body, r)))
         }
         Err(close) => {
-            r.status = 444;
+            r.status = close.status;
             r.write(0);
             Err(close)
         }
@@ -1090,7 +1237,7 @@ async fn handle(
     }
 
     let resp = match &loc.action {
-        Action::Return(ret) => respond::return_response(ret, &vars, lrs),
+        Action::Return(ret) => Ok(respond::return_response(ret, &vars, lrs)),
         Action::Proxy(pp) => {
             let target = upstream_target(pp, loc, &parts.uri, path);
             let up_start = record.as_ref().map(|_| Instant::now());
@@ -1112,7 +1259,12 @@ async fn handle(
             resp
         }
     };
-    finish(Ok(with_quota(resp, loc, &outcome)), record, lrs, zone)
+    finish(
+        resp.map(|r| with_quota(r, loc, &outcome)),
+        record,
+        lrs,
+        zone,
+    )
 }
 
 /// A limit's key, inline when short (addresses, most header values).
@@ -1189,7 +1341,7 @@ fn reject(
     wait_ms: Option<u64>,
 ) -> Result<Response<Body>, CloseConnection> {
     if loc.status == 444 {
-        return Err(CloseConnection);
+        return Err(CloseConnection::NO_RESPONSE);
     }
     let l = &loc.limits[limit];
     let zone = &*l.zone.name;
@@ -1251,7 +1403,7 @@ fn reject_unavailable(
     zone: &str,
 ) -> Result<Response<Body>, CloseConnection> {
     if loc.status == 444 {
-        return Err(CloseConnection);
+        return Err(CloseConnection::NO_RESPONSE);
     }
     Ok(respond::error_response(
         &loc.error_pages,
@@ -1436,7 +1588,7 @@ async fn forward(
     body: Incoming,
     target: &str,
     pp: &crate::config::ProxyPass,
-) -> Response<Body> {
+) -> Result<Response<Body>, CloseConnection> {
     // Error pages after the limits know their decision ($limit_req_status).
     let made = |status: u16, detail: &str| Made {
         limit_req_status,
@@ -1452,7 +1604,7 @@ async fn forward(
         client: vars.remote.ip(),
     };
     let failure = match upstream::send(&pp.authority, loc.timeouts, &head, body).await {
-        Ok(resp) => return resp.map(BodyExt::boxed),
+        Ok(resp) => return Ok(resp.map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => {
             log_req(
                 Severity::Error,
@@ -1464,21 +1616,19 @@ async fn forward(
                     loc.client_max_body_size
                 ),
             );
-            return too_large(loc, vars);
+            return Ok(too_large(loc, vars));
         }
         Err(e) => e,
     };
-    // The client's own failures: gone (499, as nginx logs it), a broken
-    // chunked body (400) or too slow (408). Not the upstream's.
+    // The client's own failures: a broken chunked body (400, as nginx), too
+    // slow (408), or gone (499 in the logs, as nginx logs it; there is
+    // nobody to answer, so no response). Not the upstream's.
     let client_failure = match &failure {
         upstream::Error::ClientBodyTimeout => Some((
             408,
             "client timed out (110: Connection timed out) while reading client request body",
         )),
-        upstream::Error::Body(e)
-            if e.downcast_ref::<hyper::Error>()
-                .is_some_and(|h| h.is_parse()) =>
-        {
+        upstream::Error::Body(e) if invalid_chunked(&**e) => {
             Some((400, "client sent invalid chunked body"))
         }
         upstream::Error::Body(_) => Some((
@@ -1493,11 +1643,24 @@ async fn forward(
                 out.extend_from_slice(what.as_bytes())
             });
         });
-        let mut resp =
-            plain_status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST));
+        if status == 499 {
+            return Err(CloseConnection { status });
+        }
+        let mut resp = respond::error_response(
+            &loc.error_pages,
+            Some(vars),
+            &made(
+                status,
+                if status == 400 {
+                    "The chunked request body is invalid."
+                } else {
+                    "The request body did not arrive in time."
+                },
+            ),
+        );
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return resp;
+        return Ok(resp);
     }
     shared.metrics.upstream_error(match failure {
         _ if failure.is_timeout() => UpstreamError::Timeout,
@@ -1515,7 +1678,32 @@ async fn forward(
     } else {
         (502, "The upstream server could not be reached.")
     };
-    respond::error_response(&loc.error_pages, Some(vars), &made(status, detail))
+    Ok(respond::error_response(
+        &loc.error_pages,
+        Some(vars),
+        &made(status, detail),
+    ))
+}
+
+/// Whether a request body failed because its chunked framing broke nginx's
+/// grammar (see [`crate::http1::chunked`]), rather than the client leaving.
+fn invalid_chunked(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err.is::<crate::http1::ChunkError>()
+            || err
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .is_some_and(|inner| inner.is::<crate::http1::ChunkError>())
+            || err
+                .downcast_ref::<hyper::Error>()
+                .is_some_and(|h| h.is_parse())
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ pub struct Server {
     pub access_log: Option<Arc<AccessLog>>,
     /// Whose word to take for the client address.
     pub real_ip: Option<Arc<crate::realip::RealIp>>,
+    /// What a request head may be (`underscores_in_headers`,
+    /// `ignore_invalid_headers`, `large_client_header_buffers`).
+    pub head_rules: crate::http1::HeadRules,
 }
 
 /// What a location does with a request that passed its limits.
@@ -385,6 +388,20 @@ impl Runtime {
                 error_pages: level.error_pages.clone().unwrap_or_default(),
                 access_log: access_log(&level.access_log)?,
                 real_ip: level.real_ip.clone(),
+                head_rules: {
+                    let d = crate::http1::HeadRules::default();
+                    crate::http1::HeadRules {
+                        underscores_in_headers: level
+                            .underscores_in_headers
+                            .unwrap_or(d.underscores_in_headers),
+                        ignore_invalid_headers: level
+                            .ignore_invalid_headers
+                            .unwrap_or(d.ignore_invalid_headers),
+                        large_header_buffers: level
+                            .large_client_header_buffers
+                            .unwrap_or(d.large_header_buffers),
+                    }
+                },
             }));
         }
         Ok(Runtime {

@@ -221,6 +221,12 @@ pub struct Level {
     pub ratelimit_headers: Option<RateLimitHeaders>,
     /// `real_ip` (http and server levels).
     pub real_ip: Option<Arc<crate::realip::RealIp>>,
+    /// `underscores_in_headers` (http, server): `_` is valid in names.
+    pub underscores_in_headers: Option<bool>,
+    /// `ignore_invalid_headers` (http, server): drop invalid names.
+    pub ignore_invalid_headers: Option<bool>,
+    /// `large_client_header_buffers` (http, server): count and size.
+    pub large_client_header_buffers: Option<(usize, usize)>,
 }
 
 impl Level {
@@ -253,6 +259,15 @@ impl Level {
                 .or_else(|| parent.access_log.clone()),
             real_ip: self.real_ip.clone().or_else(|| parent.real_ip.clone()),
             ratelimit_headers: self.ratelimit_headers.or(parent.ratelimit_headers),
+            underscores_in_headers: self
+                .underscores_in_headers
+                .or(parent.underscores_in_headers),
+            ignore_invalid_headers: self
+                .ignore_invalid_headers
+                .or(parent.ignore_invalid_headers),
+            large_client_header_buffers: self
+                .large_client_header_buffers
+                .or(parent.large_client_header_buffers),
         }
     }
 }

@@ -238,6 +238,9 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
         "real_ip",
         "keepalive_timeout",
         "send_timeout",
+        "underscores_in_headers",
+        "ignore_invalid_headers",
+        "large_client_header_buffers",
         "pid_file",
         "watch",
         "shutdown_timeout",
@@ -677,6 +680,24 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at:
         if let Some(v) = get(t, "real_ip") {
             level.real_ip = parse_real_ip(cx, v).map(Arc::new);
         }
+        if let Some(v) = get(t, "underscores_in_headers") {
+            level.underscores_in_headers = cx.bool(v, "underscores_in_headers");
+        }
+        if let Some(v) = get(t, "ignore_invalid_headers") {
+            level.ignore_invalid_headers = cx.bool(v, "ignore_invalid_headers");
+        }
+        if let Some(v) = get(t, "large_client_header_buffers") {
+            level.large_client_header_buffers =
+                cx.str(v, "large_client_header_buffers").and_then(|s| {
+                    match values::parse_header_buffers(s) {
+                        Ok(b) => Some(b),
+                        Err(e) => {
+                            cx.err(v.span(), format!("\"large_client_header_buffers\": {e}"));
+                            None
+                        }
+                    }
+                });
+        }
     }
     if at != Where::Http {
         if let Some(v) = get(t, "proxy_pass") {
@@ -933,6 +954,9 @@ fn parse_server(
         "real_ip",
         "keepalive_timeout",
         "send_timeout",
+        "underscores_in_headers",
+        "ignore_invalid_headers",
+        "large_client_header_buffers",
     ];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(t, &allowed, "[[servers]]");

@@ -30,6 +30,29 @@ fn scaled(s: &str, giga: bool) -> Option<u64> {
     num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
+/// `large_client_header_buffers NUMBER SIZE` ("4 8k"): at least one buffer,
+/// each between 1k and 1m (a head then fits in at most 64 of them).
+pub fn parse_header_buffers(s: &str) -> Result<(usize, usize), String> {
+    let invalid = || format!("invalid value \"{s}\" (expected \"NUMBER SIZE\", e.g. \"4 8k\")");
+    let mut parts = s.split_ascii_whitespace();
+    let (Some(n), Some(size), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(invalid());
+    };
+    let n: usize = n.parse().map_err(|_| invalid())?;
+    let size = scaled(size, false).ok_or_else(invalid)?;
+    if !(1..=64).contains(&n) {
+        return Err(format!(
+            "the number of buffers must be between 1 and 64, not {n}"
+        ));
+    }
+    if !(1024..=1 << 20).contains(&size) {
+        return Err(format!(
+            "the buffer size must be between 1k and 1m, not {size} bytes"
+        ));
+    }
+    Ok((n, size as usize))
+}
+
 /// nginx offsets (`client_max_body_size`): bytes, or `k`/`K`, `m`/`M`,
 /// `g`/`G` (×1024).
 pub fn parse_offset(s: &str) -> Result<u64, String> {

@@ -1,0 +1,285 @@
+//! A chunked request body, checked with nginx's grammar
+//! (`ngx_http_parse_chunked`) and re-framed canonically.
+//!
+//! nginx accepts: hex sizes (at most 2^63 - 1), a size line ended by LF or
+//! CR LF, extensions after `;`, space or tab (their content is not looked
+//! at), data followed by LF or CR LF, and trailer lines after the last chunk.
+//! Anything else — a non-hex size, a CR not followed by LF, an overflow, no
+//! line end after the data — is an invalid body (400). nginx forwards
+//! neither extensions nor trailers; the canonical form hyper reads is
+//! `SIZE CRLF data CRLF … 0 CRLF CRLF`, so that hyper ends the body exactly
+//! where this reader does.
+
+use std::fmt;
+
+/// Why a chunked body is invalid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkError;
+
+impl fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("client sent invalid chunked body")
+    }
+}
+
+impl std::error::Error for ChunkError {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Start,
+    Size,
+    Extension,
+    ExtensionLf,
+    Data,
+    AfterData,
+    AfterDataLf,
+    LastExtension,
+    LastExtensionLf,
+    Trailer,
+    TrailerLf,
+    TrailerHeader,
+    TrailerHeaderLf,
+    Done,
+}
+
+/// The reader of one chunked body, fed its bytes as they arrive.
+#[derive(Clone, Debug)]
+pub struct Chunked {
+    state: State,
+    /// Size of the chunk being read; in [`State::Data`], what is left of it.
+    size: u64,
+}
+
+impl Default for Chunked {
+    fn default() -> Self {
+        Chunked::new()
+    }
+}
+
+impl Chunked {
+    pub fn new() -> Chunked {
+        Chunked {
+            state: State::Start,
+            size: 0,
+        }
+    }
+
+    /// The last chunk and the trailer have been read.
+    pub fn done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Checks `data`; returns how many bytes belong to the body (after
+    /// [`Chunked::done`], none: what follows is the next request).
+    pub fn feed(&mut self, data: &[u8]) -> Result<usize, ChunkError> {
+        self.feed_into(data, None)
+    }
+
+    /// As [`Chunked::feed`], appending the canonical framing of what was read
+    /// to `out`.
+    pub fn feed_into(
+        &mut self,
+        data: &[u8],
+        mut out: Option<&mut Vec<u8>>,
+    ) -> Result<usize, ChunkError> {
+        /// nginx refuses a size above `NGX_MAX_OFF_T_VALUE / 16` before
+        /// taking another digit.
+        const MAX: u64 = i64::MAX as u64;
+        let mut i = 0;
+        while i < data.len() {
+            let b = data[i];
+            use State::*;
+            match self.state {
+                Done => break,
+                Start => {
+                    self.size = u64::from(hex(b).ok_or(ChunkError)?);
+                    self.state = Size;
+                }
+                Size => {
+                    if self.size > MAX / 16 {
+                        return Err(ChunkError);
+                    }
+                    if let Some(d) = hex(b) {
+                        self.size = self.size * 16 + u64::from(d);
+                    } else {
+                        let last = self.size == 0;
+                        self.state = match (b, last) {
+                            (b'\r', false) => ExtensionLf,
+                            (b'\n', false) => self.begin_data(&mut out),
+                            (b';' | b' ' | b'\t', false) => Extension,
+                            (b'\r', true) => LastExtensionLf,
+                            (b'\n', true) => Trailer,
+                            (b';' | b' ' | b'\t', true) => LastExtension,
+                            _ => return Err(ChunkError),
+                        };
+                    }
+                }
+                Extension => match b {
+                    b'\r' => self.state = ExtensionLf,
+                    b'\n' => self.state = self.begin_data(&mut out),
+                    _ => {}
+                },
+                ExtensionLf => {
+                    if b != b'\n' {
+                        return Err(ChunkError);
+                    }
+                    self.state = self.begin_data(&mut out);
+                }
+                Data => {
+                    let n = (data.len() - i).min(usize::try_from(self.size).unwrap_or(usize::MAX));
+                    if let Some(o) = out.as_deref_mut() {
+                        o.extend_from_slice(&data[i..i + n]);
+                    }
+                    self.size -= n as u64;
+                    i += n;
+                    if self.size == 0 {
+                        self.state = AfterData;
+                        if let Some(o) = out.as_deref_mut() {
+                            o.extend_from_slice(b"\r\n");
+                        }
+                    }
+                    continue;
+                }
+                AfterData => match b {
+                    b'\r' => self.state = AfterDataLf,
+                    b'\n' => self.state = Start,
+                    _ => return Err(ChunkError),
+                },
+                AfterDataLf => {
+                    if b != b'\n' {
+                        return Err(ChunkError);
+                    }
+                    self.state = Start;
+                }
+                LastExtension => match b {
+                    b'\r' => self.state = LastExtensionLf,
+                    b'\n' => self.state = Trailer,
+                    _ => {}
+                },
+                LastExtensionLf => {
+                    if b != b'\n' {
+                        return Err(ChunkError);
+                    }
+                    self.state = Trailer;
+                }
+                Trailer => match b {
+                    b'\r' => self.state = TrailerLf,
+                    b'\n' => self.finish(&mut out),
+                    _ => self.state = TrailerHeader,
+                },
+                TrailerLf => {
+                    if b != b'\n' {
+                        return Err(ChunkError);
+                    }
+                    self.finish(&mut out);
+                }
+                TrailerHeader => match b {
+                    b'\r' => self.state = TrailerHeaderLf,
+                    b'\n' => self.state = Trailer,
+                    _ => {}
+                },
+                TrailerHeaderLf => {
+                    if b != b'\n' {
+                        return Err(ChunkError);
+                    }
+                    self.state = Trailer;
+                }
+            }
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    /// A chunk's size line ended: its canonical size line.
+    fn begin_data(&mut self, out: &mut Option<&mut Vec<u8>>) -> State {
+        if let Some(o) = out.as_deref_mut() {
+            push_hex(o, self.size);
+            o.extend_from_slice(b"\r\n");
+        }
+        State::Data
+    }
+
+    fn finish(&mut self, out: &mut Option<&mut Vec<u8>>) {
+        if let Some(o) = out.as_deref_mut() {
+            o.extend_from_slice(b"0\r\n\r\n");
+        }
+        self.state = State::Done;
+    }
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+fn push_hex(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b"0123456789abcdef"[(n & 15) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canonical(body: &[u8]) -> Result<(Vec<u8>, usize), ChunkError> {
+        let mut c = Chunked::new();
+        let mut out = Vec::new();
+        let n = c.feed_into(body, Some(&mut out))?;
+        assert!(c.done(), "{:?}", String::from_utf8_lossy(body));
+        Ok((out, n))
+    }
+
+    #[test]
+    fn reframes_what_nginx_accepts() {
+        let (out, n) = canonical(b"5;ext=1\r\nhello\n0\nX-T: 1\r\n\r\nGET /next").unwrap();
+        assert_eq!(out, b"5\r\nhello\r\n0\r\n\r\n");
+        assert_eq!(n, b"5;ext=1\r\nhello\n0\nX-T: 1\r\n\r\n".len());
+        let (out, _) = canonical(b"A \r\n0123456789\r\n0 ; x\r\n\r\n").unwrap();
+        assert_eq!(out, b"a\r\n0123456789\r\n0\r\n\r\n");
+    }
+
+    #[test]
+    fn refuses_what_nginx_refuses() {
+        for bad in [
+            &b"x\r\n"[..],
+            b"5\rx",
+            b"5\r\nhelloX",
+            b"5\r\nhello\rX",
+            b"ffffffffffffffff1\r\n",
+            b"0\r\n\rX",
+            b"-1\r\n",
+            b"\r\n",
+        ] {
+            let mut c = Chunked::new();
+            assert_eq!(
+                c.feed(bad),
+                Err(ChunkError),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn byte_by_byte_is_the_same() {
+        let body = b"3\r\nabc\r\n10;e\r\n0123456789abcdef\r\n0\r\nT: v\r\n\r\n";
+        let (whole, n) = canonical(body).unwrap();
+        let mut c = Chunked::new();
+        let mut out = Vec::new();
+        for b in body.iter() {
+            assert_eq!(c.feed_into(std::slice::from_ref(b), Some(&mut out)), Ok(1));
+        }
+        assert!(c.done());
+        assert_eq!(out, whole);
+        assert_eq!(n, body.len());
+        assert_eq!(c.feed(b"more"), Ok(0));
+    }
+}

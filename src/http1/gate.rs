@@ -1,0 +1,256 @@
+//! One client connection's request stream, between the socket and hyper.
+//!
+//! The [`Gate`] takes the bytes read from the socket ([`Gate::input`]) and
+//! gives hyper only canonical requests ([`Gate::output`]): each head as
+//! [`super::head`] rewrote it, then exactly its body (a `Content-Length`'s
+//! bytes, or a chunked body re-framed by [`super::chunked`]), then the next
+//! head. A refused head ends the stream for hyper (it finishes the requests
+//! before it, then sees an end of file), and the connection answers the
+//! refusal itself and closes.
+//!
+//! The gate holds no buffer while a connection is idle: [`Gate::input`]
+//! keeps only the bytes of a head still incomplete (a slowloris costs the
+//! bytes it sent, as in nginx), and both buffers are released whenever they
+//! empty.
+
+use super::chunked::{ChunkError, Chunked};
+use super::head::{Framing, HeadParser, HeadRules, Parsed, Refusal};
+use bytes::{Buf, BytesMut};
+
+// Inline: a connection's gate is reading a head most of its life.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum State {
+    Head(HeadParser),
+    Length(u64),
+    Chunked(Chunked),
+    Refused,
+}
+
+/// What [`Gate::process`] left for the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// [`Gate::output`] has bytes for hyper.
+    Data,
+    /// More bytes from the socket are needed.
+    NeedInput,
+    /// A head was refused ([`Gate::take_refusal`]); nothing more for hyper.
+    Refused,
+}
+
+/// The request stream of one connection.
+#[derive(Debug)]
+pub struct Gate {
+    rules: HeadRules,
+    state: State,
+    input: BytesMut,
+    output: BytesMut,
+    refusal: Option<Refusal>,
+    /// Invalid header lines of the last head, for nginx's info lines.
+    dropped: Vec<Vec<u8>>,
+    scratch: Vec<u8>,
+}
+
+impl Gate {
+    pub fn new(rules: HeadRules) -> Gate {
+        Gate {
+            rules,
+            state: State::Head(HeadParser::new(rules)),
+            input: BytesMut::new(),
+            output: BytesMut::new(),
+            refusal: None,
+            dropped: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Bytes received and not yet looked at: the socket's reads go here.
+    pub fn input(&mut self) -> &mut BytesMut {
+        &mut self.input
+    }
+
+    /// Canonical bytes for hyper; take from the front.
+    pub fn output(&mut self) -> &mut BytesMut {
+        &mut self.output
+    }
+
+    /// Bytes hyper had taken but not used, given back (they come first).
+    pub fn unread(&mut self, bytes: &[u8]) {
+        let mut b = BytesMut::with_capacity(bytes.len() + self.output.len());
+        b.extend_from_slice(bytes);
+        b.extend_from_slice(&self.output);
+        self.output = b;
+    }
+
+    /// How much a read should ask for: a head grows as nginx's buffers do
+    /// (1 KB first), a body comes in larger pieces.
+    pub fn want(&self) -> usize {
+        match self.state {
+            State::Head(_) => super::head::CLIENT_HEADER_BUFFER.max(self.input.len()),
+            State::Length(n) => usize::try_from(n).unwrap_or(usize::MAX).clamp(1, 16 * 1024),
+            State::Chunked(_) => 16 * 1024,
+            State::Refused => 0,
+        }
+    }
+
+    /// Between requests with nothing held: no head begun, nothing buffered.
+    pub fn idle(&self) -> bool {
+        matches!(&self.state, State::Head(p) if !p.started())
+            && self.input.is_empty()
+            && self.output.is_empty()
+    }
+
+    /// A body is being read (an end of file now cuts a request short).
+    pub fn in_body(&self) -> bool {
+        matches!(self.state, State::Length(_) | State::Chunked(_))
+    }
+
+    /// Whether a head has begun arriving (its bytes count against
+    /// `client_header_timeout`).
+    pub fn head_started(&self) -> bool {
+        matches!(&self.state, State::Head(p) if p.started()) || !self.input.is_empty()
+    }
+
+    pub fn take_refusal(&mut self) -> Option<Refusal> {
+        self.refusal.take()
+    }
+
+    /// The invalid header lines the last head dropped.
+    pub fn take_dropped(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// Moves what [`Gate::input`] holds on, as far as it goes.
+    pub fn process(&mut self) -> Result<Fill, ChunkError> {
+        let fill = self.step();
+        // Nothing held: give the memory back.
+        if self.input.is_empty() && self.input.capacity() > 0 {
+            self.input = BytesMut::new();
+        }
+        fill
+    }
+
+    fn step(&mut self) -> Result<Fill, ChunkError> {
+        loop {
+            if !self.output.is_empty() {
+                return Ok(Fill::Data);
+            }
+            match &mut self.state {
+                State::Refused => return Ok(Fill::Refused),
+                _ if self.input.is_empty() => return Ok(Fill::NeedInput),
+                State::Head(parser) => match parser.advance(&self.input) {
+                    Parsed::Partial => return Ok(Fill::NeedInput),
+                    Parsed::Refused(r) => {
+                        self.refusal = Some(r);
+                        self.input = BytesMut::new();
+                        self.state = State::Refused;
+                    }
+                    Parsed::Head(h) => {
+                        self.input.advance(h.len);
+                        self.output.extend_from_slice(&h.canonical);
+                        self.dropped = h.dropped;
+                        self.state = match h.framing {
+                            Framing::None | Framing::Length(0) => {
+                                State::Head(HeadParser::new(self.rules))
+                            }
+                            Framing::Length(n) => State::Length(n),
+                            Framing::Chunked => State::Chunked(Chunked::new()),
+                        };
+                    }
+                },
+                State::Length(n) => {
+                    let k = usize::try_from(*n)
+                        .unwrap_or(usize::MAX)
+                        .min(self.input.len());
+                    self.output = self.input.split_to(k);
+                    *n -= k as u64;
+                    if *n == 0 {
+                        self.state = State::Head(HeadParser::new(self.rules));
+                    }
+                }
+                State::Chunked(c) => {
+                    self.scratch.clear();
+                    let used = c.feed_into(&self.input, Some(&mut self.scratch))?;
+                    self.input.advance(used);
+                    self.output.extend_from_slice(&self.scratch);
+                    if c.done() {
+                        self.state = State::Head(HeadParser::new(self.rules));
+                        self.scratch = Vec::new();
+                    }
+                }
+            }
+        }
+    }
+
+    /// hyper took `n` bytes of [`Gate::output`].
+    pub fn consumed(&mut self, n: usize) {
+        self.output.advance(n);
+        if self.output.is_empty() {
+            self.output = BytesMut::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(gate: &mut Gate, input: &[u8]) -> (Vec<u8>, Fill) {
+        gate.input().extend_from_slice(input);
+        let mut out = Vec::new();
+        loop {
+            match gate.process().expect("valid body") {
+                Fill::Data => {
+                    let n = gate.output().len();
+                    out.extend_from_slice(gate.output());
+                    gate.consumed(n);
+                }
+                f => return (out, f),
+            }
+        }
+    }
+
+    #[test]
+    fn pipelined_requests_come_out_canonical() {
+        let mut g = Gate::new(HeadRules::default());
+        let (out, fill) = run(
+            &mut g,
+            b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcPOST /b HTTP/1.1\nHost: x\nTransfer-Encoding: chunked\n\n2;x\nhi\n0\n\nGET /c HTTP/1.1\r\nHo",
+        );
+        assert_eq!(fill, Fill::NeedInput);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc\
+             POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+        );
+        assert!(!g.idle());
+        let (out, _) = run(&mut g, b"st: x\r\n\r\n");
+        assert_eq!(out, b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(g.idle());
+        assert_eq!(g.input.capacity(), 0, "an idle gate holds no buffer");
+    }
+
+    #[test]
+    fn a_refused_head_ends_the_stream_after_the_requests_before_it() {
+        let mut g = Gate::new(HeadRules::default());
+        let (out, fill) = run(
+            &mut g,
+            b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        );
+        assert_eq!(out, b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(fill, Fill::Refused);
+        assert_eq!(g.take_refusal().map(|r| r.status), Some(400));
+    }
+
+    #[test]
+    fn an_invalid_chunked_body_is_an_error() {
+        let mut g = Gate::new(HeadRules::default());
+        g.input().extend_from_slice(
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        );
+        assert_eq!(g.process(), Ok(Fill::Data));
+        let n = g.output().len();
+        g.consumed(n);
+        assert_eq!(g.process(), Err(ChunkError));
+    }
+}

@@ -1,0 +1,30 @@
+//! The client side of HTTP/1.1 as nginx reads it: every request head and
+//! every chunked request body passes through here before hyper sees a byte.
+//!
+//! Why a reader of our own in front of hyper: sluice must never forward a
+//! request nginx would refuse, and the upstream must read exactly the
+//! requests sluice limited and logged. hyper's parser is correct but more
+//! lenient than nginx in the places request smuggling lives (header names
+//! with `_`, `Content-Length` beside `Transfer-Encoding`, codings before
+//! `chunked`, duplicate `Host`, …), and it keeps 16 KB of buffers for a
+//! connection from its first byte, which a slowloris pays per connection.
+//!
+//! So [`head`] reads a request head with nginx's rules (its request-line and
+//! header-line grammar, its unique headers, its `Host` validation, its
+//! `large_client_header_buffers` arithmetic) and answers either nginx's
+//! refusal (status and error-log reason) or a *canonical* head: one space
+//! between the parts, `CRLF` line ends, the headers nginx would keep and
+//! nothing else, origin-form target. hyper then parses only what we wrote,
+//! so two parsers cannot disagree on a request. [`chunked`] checks a chunked
+//! body with nginx's grammar and re-frames it canonically (no extensions, no
+//! trailers, as nginx forwards none), so that hyper and sluice agree on
+//! where every body ends. [`Gate`] is the per-connection state that runs
+//! both over the bytes of the socket.
+
+pub mod chunked;
+pub mod gate;
+pub mod head;
+
+pub use chunked::{ChunkError, Chunked};
+pub use gate::{Fill, Gate};
+pub use head::{Framing, Head, HeadParser, HeadRules, Parsed, Refusal, parse_head};
