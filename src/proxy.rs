@@ -1638,7 +1638,13 @@ async fn forward(
         _ => None,
     };
     if let Some((status, what)) = client_failure {
-        errlog::emit_with(Severity::Info, |out| {
+        // nginx logs a broken chunked body as an error, the others at info.
+        let sev = if status == 400 {
+            Severity::Error
+        } else {
+            Severity::Info
+        };
+        errlog::emit_with(sev, |out| {
             push_req_line(out, conn, vars, |out| {
                 out.extend_from_slice(what.as_bytes())
             });

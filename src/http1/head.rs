@@ -301,12 +301,13 @@ impl HeadParser {
     fn overflow(&self, o: Overflow, line: Option<Vec<u8>>) -> Refusal {
         match (&self.line, o) {
             (None, _) => self.refuse(414, "client sent too long URI", None),
-            (Some(_), Overflow::Line) => {
+            // nginx names the line that did not fit either way.
+            (Some(_), Overflow::Line | Overflow::Head) if line.is_some() => {
                 let mut l = line.unwrap_or_default();
                 l.truncate(64);
                 self.refuse(400, "client sent too long header line", Some(l))
             }
-            (Some(_), Overflow::Head) => self.refuse(400, "client sent too large request", None),
+            (Some(_), _) => self.refuse(400, "client sent too large request", None),
         }
     }
 
@@ -677,6 +678,13 @@ fn parse_request_line(l: &[u8]) -> Result<RequestLine, LineError> {
         i += 1;
     }
     let raw_target = &l[target_start..i];
+    // A fragment is the client's own business (RFC 9112 allows none in a
+    // request target): hyper's URI cannot carry it raw, and `%23` would name
+    // another resource, so it is cut, as browsers do before sending.
+    let raw_target = match raw_target.iter().position(|&b| b == b'#') {
+        Some(f) => &raw_target[..f],
+        None => raw_target,
+    };
     while l.get(i) == Some(&b' ') {
         i += 1;
     }
@@ -781,8 +789,8 @@ fn path_ok(path: &[u8]) -> bool {
 }
 
 /// The target as hyper's `http::Uri` accepts it: origin-form (an empty path
-/// is `/`), and bytes the URI grammar does not allow raw (non-ASCII, `#`,
-/// `<`, `\`, …) percent-encoded, which is what they mean.
+/// is `/`), and bytes the URI grammar does not allow raw (non-ASCII, `<`,
+/// `\`, `^`, …) percent-encoded, which is what they mean.
 fn canonical_target(path: &[u8], query: Option<&[u8]>) -> Vec<u8> {
     let mut out = Vec::with_capacity(path.len() + query.map_or(0, |q| q.len() + 1) + 1);
     if path.is_empty() {
@@ -806,7 +814,7 @@ fn canonical_target(path: &[u8], query: Option<&[u8]>) -> Vec<u8> {
     if let Some(q) = query {
         out.push(b'?');
         for &b in q {
-            let ok = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E) && b != b'#';
+            let ok = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E);
             push(&mut out, b, ok);
         }
     }
@@ -846,8 +854,8 @@ mod tests {
             "GET /?x HTTP/1.1\r\nHost: h:81\r\n\r\n"
         );
         assert_eq!(
-            canonical(b"GET /caf\xc3\xa9#f HTTP/1.0\r\n\r\n"),
-            "GET /caf%C3%A9%23f HTTP/1.0\r\n\r\n"
+            canonical(b"GET /caf\xc3\xa9<#f?x HTTP/1.0\r\n\r\n"),
+            "GET /caf%C3%A9%3C HTTP/1.0\r\n\r\n"
         );
         // Invalid names are dropped, a name alone is a field with no value.
         assert_eq!(
@@ -934,7 +942,7 @@ mod tests {
         let over = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", line.repeat(5));
         assert_eq!(
             refused(over.as_bytes()),
-            (400, "client sent too large request")
+            (400, "client sent too long header line")
         );
         // Refused as soon as the partial line is too long, not at its end.
         let partial = format!("GET / HTTP/1.1\r\nHost: x\r\nX: {}", "a".repeat(9000));
