@@ -152,6 +152,8 @@ pub struct Record {
     pub limit_req_status: &'static str,
     pub zone: String,
     pub upstream_ms: Option<u64>,
+    /// `$limit_conn_status`.
+    pub limit_conn_status: &'static str,
 }
 
 impl Record {
@@ -177,6 +179,7 @@ impl Record {
             limit_req_status: "-",
             zone: String::new(),
             upstream_ms: None,
+            limit_conn_status: "-",
         }
     }
 
@@ -211,6 +214,7 @@ impl Record {
                 0
             },
             connection: self.connection,
+            limit_conn_status: self.limit_conn_status,
         };
         let resp = ResponseVars {
             status: self.status,

@@ -29,6 +29,8 @@ pub enum Severity {
     Notice,
     Warn,
     Error,
+    /// nginx's `crit` (a `limit_conn_zone` with no room).
+    Crit,
     Alert,
     /// nginx's `emerg`: a configuration that cannot be used.
     Emerg,
@@ -52,6 +54,7 @@ impl Severity {
             Severity::Notice => "notice",
             Severity::Warn => "warn",
             Severity::Error => "error",
+            Severity::Crit => "crit",
             Severity::Alert => "alert",
             Severity::Emerg => "emerg",
         }
@@ -63,7 +66,7 @@ impl Severity {
             Severity::Notice => 2,
             Severity::Warn => 3,
             Severity::Error => 4,
-            Severity::Alert | Severity::Emerg => 5,
+            Severity::Crit | Severity::Alert | Severity::Emerg => 5,
         }
     }
 }
@@ -82,6 +85,7 @@ pub fn emit(sev: Severity, msg: fmt::Arguments<'_>) {
     match sev {
         Severity::Emerg => tracing::error!(target: "nginx::emerg", "{msg}"),
         Severity::Alert => tracing::error!(target: "nginx::alert", "{msg}"),
+        Severity::Crit => tracing::error!(target: "nginx::crit", "{msg}"),
         Severity::Error => tracing::error!(target: "nginx::error", "{msg}"),
         Severity::Warn => tracing::warn!(target: "nginx::warn", "{msg}"),
         Severity::Notice => tracing::info!(target: "nginx::notice", "{msg}"),

@@ -5,6 +5,8 @@
 //!   reported as `FILE:LINE:COL: message`.
 //! - [`runtime`]: the spec compiled for serving: inheritance resolved, zones
 //!   allocated, locations in nginx's lookup order.
+//! - [`connlimit`]: nginx's `limit_conn` (requests in flight per key) and
+//!   `worker_connections` (open connections per worker thread).
 //! - [`limiter`]: nginx's leaky bucket and multi-limit accounting, pure (time
 //!   is an argument), over a store seam (memory now, remote later).
 //! - [`vars`]: nginx variables in keys, error pages and `return` bodies.
@@ -27,6 +29,7 @@ pub mod batch;
 pub mod check;
 pub mod client_io;
 pub mod config;
+pub mod connlimit;
 pub mod control;
 pub mod errlog;
 pub mod http1;

@@ -66,6 +66,9 @@ pub struct Metrics {
     reloads: Family<Outcome, Counter>,
     last_reload_ok: Gauge,
     connections: Gauge,
+    /// Connections closed at once because a worker had
+    /// `worker_connections` open.
+    refused: Counter,
 }
 
 impl Default for Metrics {
@@ -121,7 +124,14 @@ impl Metrics {
             "Client connections open",
             connections.clone(),
         );
+        let refused = Counter::default();
+        registry.register(
+            "sluice_connections_refused",
+            "Client connections closed as soon as accepted because their worker had worker_connections open",
+            refused.clone(),
+        );
         Metrics {
+            refused,
             registry,
             upstream_errors,
             responses,
@@ -158,6 +168,15 @@ impl Metrics {
         self.connections.dec();
     }
 
+    pub fn connection_refused(&self) {
+        self.refused.inc();
+    }
+
+    /// Connections refused since start.
+    pub fn connections_refused(&self) -> u64 {
+        self.refused.get()
+    }
+
     /// Connections open now.
     pub fn connections(&self) -> i64 {
         self.connections.get()
@@ -169,6 +188,7 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry);
         let mut zones = Registry::default();
         zones.register_collector(Box::new(Zones::of(rt)));
+        zones.register_collector(Box::new(ConnZones::of(rt)));
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &zones);
         let _ = prometheus_client::encoding::text::encode_eof(&mut out);
         out
@@ -399,6 +419,81 @@ impl Collector for Zones {
     }
 }
 
+/// Per conn zone values read at scrape time: decisions (passed, rejected,
+/// rejected_dry_run), rejections because the zone was full, keys held now.
+#[derive(Debug)]
+struct ConnZones(Vec<(String, [u64; 3], u64, usize)>);
+
+impl ConnZones {
+    fn of(rt: &Runtime) -> ConnZones {
+        ConnZones(
+            rt.conn_zones
+                .iter()
+                .map(|z| {
+                    let c = &z.counts;
+                    (
+                        z.name.to_string(),
+                        [
+                            c.passed.load(Ordering::Relaxed),
+                            c.rejected.load(Ordering::Relaxed),
+                            c.rejected_dry_run.load(Ordering::Relaxed),
+                        ],
+                        c.full.load(Ordering::Relaxed),
+                        z.keys(),
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Collector for ConnZones {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        {
+            let mut family = encoder.encode_descriptor(
+                "sluice_limit_conn_requests",
+                "Requests by conn zone and $limit_conn_status (passed, rejected, rejected_dry_run); a request passed counts in every zone it was counted in, a rejected one in the zone that refused",
+                None,
+                ConstCounter::new(0u64).metric_type(),
+            )?;
+            for (name, counts, _, _) in &self.0 {
+                for (status, n) in ["passed", "rejected", "rejected_dry_run"]
+                    .iter()
+                    .zip(counts)
+                {
+                    let l = [("zone", name.clone()), ("status", status.to_string())];
+                    ConstCounter::new(*n).encode(family.encode_family(&l)?)?;
+                }
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                "sluice_limit_conn_zone_full",
+                "Requests a conn zone refused because it had no room for a new key (dry run included).",
+                None,
+                ConstCounter::new(0u64).metric_type(),
+            )?;
+            for (name, _, full, _) in &self.0 {
+                let l = [("zone", name.clone())];
+                ConstCounter::new(*full).encode(family.encode_family(&l)?)?;
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                "sluice_limit_conn_zone_keys",
+                "Keys with requests being processed in a conn zone now.",
+                None,
+                ConstGauge::new(0i64).metric_type(),
+            )?;
+            for (name, _, _, keys) in &self.0 {
+                let l = [("zone", name.clone())];
+                ConstGauge::new(*keys as i64).encode(family.encode_family(&l)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,6 +507,9 @@ mod tests {
 key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/s"
+[conn_zones.addr]
+key = "$binary_remote_addr"
+size = "1m"
 [[servers]]
 listen = "127.0.0.1:1"
 [[servers.locations]]
@@ -430,6 +528,10 @@ return = { status = 200 }
         m.upstream_error(UpstreamError::Timeout);
         m.response(200, Duration::from_millis(3));
         m.reload(false);
+        m.connection_refused();
+        let cz = &rt.conn_zones[0];
+        cz.counts.rejected.fetch_add(2, Ordering::Relaxed);
+        let _held = cz.acquire(b"k", 1);
         let text = m.render(&rt);
         for line in [
             "sluice_limit_req_requests_total{zone=\"z\",status=\"passed\"} 2",
@@ -443,6 +545,11 @@ return = { status = 200 }
             "sluice_config_last_reload_successful 0",
             "sluice_limit_req_zone_states{zone=\"z\"} 0",
             "sluice_limit_req_zone_evictions_total{zone=\"z\"} 0",
+            "sluice_connections_refused_total 1",
+            "sluice_limit_conn_requests_total{zone=\"addr\",status=\"rejected\"} 2",
+            "sluice_limit_conn_requests_total{zone=\"addr\",status=\"passed\"} 0",
+            "sluice_limit_conn_zone_full_total{zone=\"addr\"} 0",
+            "sluice_limit_conn_zone_keys{zone=\"addr\"} 1",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

@@ -12,6 +12,7 @@
 use crate::accesslog::{AccessLog, LoggedBody, Record};
 use crate::client_io::{ConnState, Expired, Filled, IdleOnEnd, LimitedBody, TimedIo, Timeouts};
 use crate::config::{LoadError, LogLevel, Spec};
+use crate::connlimit::{self, Held, WorkerSlot};
 use crate::errlog::{self, Excess, Severity};
 use crate::limiter::{self, Outcome};
 use crate::metrics::{Metrics, UpstreamError};
@@ -528,10 +529,21 @@ async fn accept_loop(
                 }
             },
         };
+        let slot = match kind {
+            Kind::Proxy => match worker_slot(&shared) {
+                Some(slot) => Some(slot),
+                // Closed at once: nothing was allocated for it.
+                None => continue,
+            },
+            Kind::Admin => None,
+        };
         let _ = stream.set_nodelay(true);
-        match kind {
-            Kind::Proxy => serve_client(&shared, &stopping, configured, stream, remote),
-            Kind::Admin => serve_admin(&shared, &graceful, stream),
+        match (kind, slot) {
+            (Kind::Proxy, Some(slot)) => {
+                serve_client(&shared, &stopping, configured, stream, remote, slot)
+            }
+            (Kind::Proxy, None) => {}
+            (Kind::Admin, _) => serve_admin(&shared, &graceful, stream),
         }
     };
     drop(listener);
@@ -546,6 +558,26 @@ async fn accept_loop(
         stop_clients.closed().await;
     })
     .await;
+}
+
+/// `worker_connections`: a slot for one more client connection on this
+/// worker thread, or `None` when it has them all open (nginx's alert, at
+/// most once a second per worker; every refusal counted).
+fn worker_slot(shared: &Shared) -> Option<WorkerSlot> {
+    let max = shared.runtime.load().worker_connections();
+    match WorkerSlot::take(max, shared.clock.now_ms() / 1000) {
+        Ok(slot) => Some(slot),
+        Err(refused) => {
+            shared.metrics.connection_refused();
+            if refused.alert {
+                errlog::emit(
+                    Severity::Alert,
+                    format_args!("{max} worker_connections are not enough"),
+                );
+            }
+            None
+        }
+    }
 }
 
 /// Tells an accept loop to close its socket (and say so), then drain its
@@ -563,6 +595,7 @@ fn serve_client(
     configured: SocketAddr,
     stream: tokio::net::TcpStream,
     remote: SocketAddr,
+    slot: WorkerSlot,
 ) {
     let local = stream.local_addr().unwrap_or(configured);
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
@@ -623,6 +656,8 @@ fn serve_client(
     let mut stopping = stopping.clone();
     let shared = shared.clone();
     tokio::spawn(async move {
+        // Counted against worker_connections until this task ends.
+        let _slot = slot;
         shared.metrics.connection_opened();
         // Each burst of requests gets a hyper connection once a whole head
         // has arrived: a connection waiting for (the rest of) a head, or
@@ -1236,6 +1271,13 @@ async fn handle(
         }
     }
 
+    // limit_conn, after limit_req as in nginx's preaccess phase: a request
+    // limit_req rejected or still delays is not counted.
+    let held = match limit_conn(loc, &conn, &vars, &mut record, (lrs, zone)) {
+        ConnCheck::Go(held) => held,
+        ConnCheck::Answer(resp) => return finish(resp, record, lrs, zone),
+    };
+
     let resp = match &loc.action {
         Action::Return(ret) => Ok(respond::return_response(ret, &vars, lrs)),
         Action::Proxy(pp) => {
@@ -1259,12 +1301,123 @@ async fn handle(
             resp
         }
     };
+    // The counts are held until the response body has been sent (or
+    // dropped), as nginx releases them when the request is freed.
     finish(
         resp.map(|r| with_quota(r, loc, &outcome)),
         record,
         lrs,
         zone,
     )
+    .map(|r| held.keep_until_sent(r))
+}
+
+/// What `limit_conn` made of a request.
+enum ConnCheck {
+    /// Go on, holding these counts.
+    Go(Held),
+    /// Rejected: answer this.
+    Answer(Result<Response<Body>, CloseConnection>),
+}
+
+/// nginx's `limit_conn` for a request `limit_req` let through: what the
+/// request holds, or its rejection. Sets `$limit_conn_status` in `record`.
+fn limit_conn(
+    loc: &Location,
+    conn: &Conn,
+    vars: &RequestVars,
+    record: &mut Option<Record>,
+    (lrs, req_zone): (&'static str, &str),
+) -> ConnCheck {
+    if loc.conn_limits.is_empty() {
+        return ConnCheck::Go(Held::default());
+    }
+    thread_local! {
+        static KEY_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let decision = connlimit::check(&loc.conn_limits, loc.conn_dry_run, |i| {
+        KEY_BUF.with_borrow_mut(|buf| {
+            let zone = &loc.conn_limits[i].zone;
+            buf.clear();
+            zone.key.eval(vars, None, buf);
+            if buf.is_empty() {
+                return None;
+            }
+            if buf.len() > connlimit::MAX_KEY_LEN {
+                log_req(
+                    Severity::Error,
+                    conn,
+                    vars,
+                    format_args!(
+                        "the value of the \"{}\" key is more than {} bytes: \"{}\"",
+                        zone.key.source(),
+                        connlimit::MAX_KEY_LEN,
+                        String::from_utf8_lossy(buf),
+                    ),
+                );
+                return None;
+            }
+            Some(Key::new(buf))
+        })
+    });
+    let set = |record: &mut Option<Record>, status| {
+        if let Some(r) = record.as_mut() {
+            r.limit_conn_status = status;
+        }
+    };
+    let (limit, full) = match decision {
+        connlimit::Decision::Unlimited => return ConnCheck::Go(Held::default()),
+        connlimit::Decision::Passed(held) => {
+            set(record, connlimit::PASSED);
+            return ConnCheck::Go(held);
+        }
+        connlimit::Decision::Rejected { limit, full } => (limit, full),
+    };
+    let l = &loc.conn_limits[limit];
+    let name = &*l.zone.name;
+    if full {
+        // nginx's line comes from its slab allocator, without the request.
+        errlog::emit(
+            Severity::Crit,
+            format_args!("ngx_slab_alloc() failed: no memory in limit_conn_zone \"{name}\""),
+        );
+    } else {
+        let dry = if loc.conn_dry_run { ", dry run," } else { "" };
+        log_req(
+            Severity::from(loc.conn_log_level),
+            conn,
+            vars,
+            format_args!("limiting connections{dry} by zone \"{name}\""),
+        );
+    }
+    if loc.conn_dry_run {
+        set(record, connlimit::REJECTED_DRY_RUN);
+        return ConnCheck::Go(Held::default());
+    }
+    set(record, connlimit::REJECTED);
+    if loc.conn_status == 444 {
+        return ConnCheck::Answer(Err(CloseConnection::NO_RESPONSE));
+    }
+    let detail = if full {
+        format!("The limit_conn zone \"{name}\" is full.")
+    } else {
+        format!(
+            "Too many requests of this client are being processed at once (at most {} in limit_conn zone \"{name}\").",
+            l.conn
+        )
+    };
+    ConnCheck::Answer(Ok(respond::error_response(
+        &loc.error_pages,
+        Some(vars),
+        &Made {
+            status: loc.conn_status,
+            retry_after: None,
+            limit_req_status: lrs,
+            zone: req_zone,
+            detail,
+            violated: None,
+        },
+    )))
 }
 
 /// A limit's key, inline when short (addresses, most header values).

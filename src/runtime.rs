@@ -20,6 +20,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(75);
 /// nginx's `client_max_body_size 1m`.
 pub const DEFAULT_CLIENT_MAX_BODY_SIZE: u64 = 1024 * 1024;
+/// `worker_connections` when not set: client connections one worker thread
+/// keeps open. nginx's default is 512 per worker process, counting its
+/// listeners and upstream connections too; sluice counts client connections
+/// only, and a default that low would refuse what a small flood of idle
+/// keep-alive clients (or scripts/bench.sh's 8000 idle connections) opens.
+pub const DEFAULT_WORKER_CONNECTIONS: usize = 10240;
 /// How long SIGTERM waits for in-flight requests (nginx has no such default;
 /// Kubernetes' grace period is 30 s, so drain well inside it).
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -63,6 +69,8 @@ impl Zone {
 
 pub struct Runtime {
     pub zones: Vec<Arc<Zone>>,
+    /// `[conn_zones]`, for `limit_conn`.
+    pub conn_zones: Vec<Arc<crate::connlimit::ConnZone>>,
     pub servers: Vec<Arc<Server>>,
     /// Access-log files, kept open across reloads.
     pub sinks: Sinks,
@@ -77,6 +85,13 @@ impl Runtime {
         self.ops
             .shutdown_timeout
             .unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT)
+    }
+
+    /// The most client connections a worker thread keeps open.
+    pub fn worker_connections(&self) -> usize {
+        self.ops
+            .worker_connections
+            .unwrap_or(DEFAULT_WORKER_CONNECTIONS)
     }
 }
 
@@ -120,6 +135,11 @@ pub struct Location {
     pub status: u16,
     pub log_level: LogLevel,
     pub dry_run: bool,
+    /// `limit_conn`, checked after `limit_req`, and its settings.
+    pub conn_limits: Vec<crate::connlimit::ConnLimit>,
+    pub conn_status: u16,
+    pub conn_log_level: LogLevel,
+    pub conn_dry_run: bool,
     pub error_pages: Arc<ErrorPages>,
     pub action: Action,
     /// `proxy_connect_timeout`, `proxy_send_timeout`, `proxy_read_timeout`
@@ -170,6 +190,14 @@ pub enum BuildError {
         "limit_req \"{zone}\" uses the \"{new}\" key while previously it used the \"{old}\" key"
     )]
     ZoneKeyChanged {
+        zone: String,
+        new: String,
+        old: String,
+    },
+    #[error(
+        "limit_conn_zone \"{zone}\" uses the \"{new}\" key while previously it used the \"{old}\" key"
+    )]
+    ConnZoneKeyChanged {
         zone: String,
         new: String,
         old: String,
@@ -246,6 +274,25 @@ impl Runtime {
                     store,
                 }),
             }));
+        }
+
+        // Conn zones with the same name and size keep their counts (and so
+        // the requests in flight under the previous configuration still
+        // count), as nginx keeps a shared zone across a reload.
+        let mut conn_zones = Vec::new();
+        for z in spec.conn_zones {
+            let old = previous.and_then(|p| p.conn_zones.iter().find(|o| *o.name == *z.name));
+            conn_zones.push(match old {
+                Some(o) if o.size == z.size && o.key.source() != z.key.source() => {
+                    return Err(BuildError::ConnZoneKeyChanged {
+                        zone: z.name,
+                        new: z.key.source().to_string(),
+                        old: o.key.source().to_string(),
+                    });
+                }
+                Some(o) if o.size == z.size => o.clone(),
+                _ => Arc::new(crate::connlimit::ConnZone::new(&z.name, z.key, z.size)),
+            });
         }
 
         let mut sinks = Sinks::default();
@@ -343,6 +390,15 @@ impl Runtime {
                     .iter()
                     .map(|ls| zones[ls.zone].clone())
                     .collect();
+                let conn_limits = eff
+                    .limit_conn
+                    .iter()
+                    .flatten()
+                    .map(|cl| crate::connlimit::ConnLimit {
+                        zone: conn_zones[cl.zone].clone(),
+                        conn: cl.conn,
+                    })
+                    .collect();
                 let action = match l.ret {
                     Some(r) => Action::Return(r),
                     None => Action::Proxy(
@@ -361,6 +417,10 @@ impl Runtime {
                     status,
                     log_level: eff.log_level.unwrap_or(LogLevel::Error),
                     dry_run: eff.dry_run.unwrap_or(false),
+                    conn_limits,
+                    conn_status: eff.conn_status.unwrap_or(crate::connlimit::DEFAULT_STATUS),
+                    conn_log_level: eff.conn_log_level.unwrap_or(LogLevel::Error),
+                    conn_dry_run: eff.conn_dry_run.unwrap_or(false),
                     error_pages: eff.error_pages.clone().unwrap_or_default(),
                     action,
                     timeouts: crate::upstream::Timeouts {
@@ -406,6 +466,7 @@ impl Runtime {
         }
         Ok(Runtime {
             zones,
+            conn_zones,
             servers,
             sinks,
             ops: spec.ops,

@@ -43,6 +43,8 @@ pub enum Var {
     Msec,
     RemoteUser,
     ConnectionId,
+    /// nginx's `$limit_conn_status`: known once the response is done.
+    LimitConnStatus,
 }
 
 impl Var {
@@ -73,6 +75,7 @@ impl Var {
             "msec" => Var::Msec,
             "remote_user" => Var::RemoteUser,
             "connection" => Var::ConnectionId,
+            "limit_conn_status" => Var::LimitConnStatus,
             _ => {
                 if let Some(h) = name.strip_prefix("http_") {
                     let h = h.replace('_', "-").to_ascii_lowercase();
@@ -101,7 +104,8 @@ impl Var {
             | Var::TimeIso8601
             | Var::Msec
             | Var::RemoteUser
-            | Var::ConnectionId => Context::Log,
+            | Var::ConnectionId
+            | Var::LimitConnStatus => Context::Log,
             _ => Context::Key,
         }
     }
@@ -326,6 +330,8 @@ pub struct LogVars {
     /// Seconds since the Unix epoch, with milliseconds, when the line is written.
     pub unix_ms: u64,
     pub connection: u64,
+    /// `$limit_conn_status`; `-` when no `limit_conn` applied.
+    pub limit_conn_status: &'static str,
 }
 
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
@@ -474,6 +480,7 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
                 Var::TimeIso8601 => push_time(out, l.unix_ms, true),
                 Var::Msec => push_secs(out, l.unix_ms),
                 Var::ConnectionId => push_u64(out, l.connection),
+                Var::LimitConnStatus => out.extend_from_slice(l.limit_conn_status.as_bytes()),
                 _ => {}
             }
         }

@@ -34,6 +34,8 @@ pub struct Spec {
     /// `log_format`: the access-log line (default [`crate::accesslog::DEFAULT_FORMAT`]).
     pub log_format: Option<Template>,
     pub zones: Vec<ZoneSpec>,
+    /// `[conn_zones]`, for `limit_conn`.
+    pub conn_zones: Vec<ConnZoneSpec>,
     pub servers: Vec<ServerSpec>,
     /// Settings for running the process: pid file, reload, admin listener.
     pub ops: OpsSpec,
@@ -57,6 +59,9 @@ pub struct OpsSpec {
     pub log_escape: LogEscape,
     /// `[admin] listen`: `/metrics` and `/healthz`.
     pub admin: Option<SocketAddr>,
+    /// `worker_connections`: the most client connections one worker thread
+    /// keeps open (default [`crate::runtime::DEFAULT_WORKER_CONNECTIONS`]).
+    pub worker_connections: Option<usize>,
 }
 
 /// How variable values are escaped in access-log lines (nginx's
@@ -104,6 +109,22 @@ pub struct ZoneSpec {
     pub backend: Backend,
 }
 
+/// `[conn_zones.NAME]`: nginx's `limit_conn_zone KEY zone=NAME:SIZE`.
+pub struct ConnZoneSpec {
+    pub name: String,
+    pub key: Template,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// One `limit_conn` table: a conn zone (index into [`Spec::conn_zones`])
+/// and how many requests of one key it lets be processed at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnLimitSpec {
+    pub zone: usize,
+    pub conn: u32,
+}
+
 /// One `limit_req` table: a zone (index into [`Spec::zones`]) and its burst
 /// and delay in milli-requests (`u64::MAX` delay = `nodelay`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,7 +140,7 @@ impl LimitSpec {
     }
 }
 
-/// nginx's `limit_req_log_level`.
+/// nginx's `limit_req_log_level` and `limit_conn_log_level`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
     Info,
@@ -198,6 +219,11 @@ pub struct Level {
     pub status: Option<u16>,
     pub log_level: Option<LogLevel>,
     pub dry_run: Option<bool>,
+    /// nginx: a level with its own `limit_conn` lines hides its parent's.
+    pub limit_conn: Option<Vec<ConnLimitSpec>>,
+    pub conn_status: Option<u16>,
+    pub conn_log_level: Option<LogLevel>,
+    pub conn_dry_run: Option<bool>,
     /// Like nginx's `error_page`: a level with its own hides its parent's.
     pub error_pages: Option<Arc<ErrorPages>>,
     pub proxy_pass: Option<ProxyPass>,
@@ -237,6 +263,13 @@ impl Level {
             status: self.status.or(parent.status),
             log_level: self.log_level.or(parent.log_level),
             dry_run: self.dry_run.or(parent.dry_run),
+            limit_conn: self
+                .limit_conn
+                .clone()
+                .or_else(|| parent.limit_conn.clone()),
+            conn_status: self.conn_status.or(parent.conn_status),
+            conn_log_level: self.conn_log_level.or(parent.conn_log_level),
+            conn_dry_run: self.conn_dry_run.or(parent.conn_dry_run),
             error_pages: self
                 .error_pages
                 .clone()

@@ -198,6 +198,10 @@ const LEVEL_KEYS: &[&str] = &[
     "limit_req_status",
     "limit_req_log_level",
     "limit_req_dry_run",
+    "limit_conn",
+    "limit_conn_status",
+    "limit_conn_log_level",
+    "limit_conn_dry_run",
     "error_pages",
     "proxy_connect_timeout",
     "proxy_read_timeout",
@@ -248,6 +252,8 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
         "log_format_escape",
         "admin",
         "redis",
+        "conn_zones",
+        "worker_connections",
     ];
     allowed.extend_from_slice(LEVEL_KEYS);
     cx.check_keys(doc, &allowed, "the top level");
@@ -256,6 +262,11 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     let redis_val = get(doc, "redis");
     let redis = redis_val.and_then(|v| parse_redis(&mut cx, v, file));
     let zones = parse_zones(&mut cx, get(doc, "zones"), redis_val.is_some());
+    let conn_zones = parse_conn_zones(&mut cx, get(doc, "conn_zones"), &zones);
+    let zones = Zones {
+        req: zones,
+        conn: conn_zones,
+    };
     let log_format =
         get(doc, "log_format").and_then(|v| cx.template(v, "log_format", Context::Log));
     let http = parse_level(&mut cx, doc, &zones, Where::Http);
@@ -303,7 +314,8 @@ pub(crate) fn parse(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     Ok(Spec {
         http,
         log_format,
-        zones: zones.into_iter().map(|(z, _)| z).collect(),
+        zones: zones.req.into_iter().map(|(z, _)| z).collect(),
+        conn_zones: zones.conn.into_iter().map(|(z, _)| z).collect(),
         servers,
         ops,
         redis,
@@ -341,6 +353,18 @@ fn parse_ops(cx: &mut Cx, doc: &DeTable) -> OpsSpec {
                     format!("invalid log_format_escape \"{s}\" (expected default, json or none)"),
                 ),
             }
+        }
+    }
+    if let Some(v) = get(doc, "worker_connections") {
+        // nginx's own maximum is the descriptor limit; a million per worker
+        // thread is far beyond any real one and keeps the arithmetic small.
+        match cx.int(v, "worker_connections") {
+            Some(n) if (1..=1_000_000).contains(&n) => ops.worker_connections = Some(n as usize),
+            Some(_) => cx.err(
+                v.span(),
+                "\"worker_connections\": value must be between 1 and 1000000",
+            ),
+            None => {}
         }
     }
     if let Some(v) = get(doc, "admin") {
@@ -477,6 +501,173 @@ fn parse_redis(cx: &mut Cx, v: &Val, file: &str) -> Option<RedisConfig> {
     })
 }
 
+/// The zones `limit_req` and `limit_conn` may name, with the spans of
+/// their names.
+struct Zones {
+    req: Vec<(ZoneSpec, Range<usize>)>,
+    conn: Vec<(ConnZoneSpec, Range<usize>)>,
+}
+
+/// `[conn_zones.NAME]`: nginx's `limit_conn_zone KEY zone=NAME:SIZE`. nginx
+/// keeps both kinds of zone in one namespace (a shared memory zone has one
+/// use), so a name of `[zones]` cannot be a conn zone too: a file
+/// translated from or to nginx stays valid.
+fn parse_conn_zones(
+    cx: &mut Cx,
+    v: Option<&Val>,
+    req: &[(ZoneSpec, Range<usize>)],
+) -> Vec<(ConnZoneSpec, Range<usize>)> {
+    let mut out = Vec::new();
+    let Some(v) = v else { return out };
+    let Some(t) = cx.table(v, "conn_zones") else {
+        return out;
+    };
+    for (name, zv) in t.iter() {
+        let Some(zt) = cx.table(zv, name.get_ref()) else {
+            continue;
+        };
+        let what = format!("[conn_zones.{}]", name.get_ref());
+        cx.check_keys(zt, &["key", "size"], &what);
+        if req.iter().any(|(z, _)| z.name == name.get_ref().as_ref()) {
+            cx.err(
+                name.span(),
+                format!(
+                    "the shared memory zone \"{}\" is already declared for a different use (a [zones] table, for limit_req, has this name)",
+                    name.get_ref()
+                ),
+            );
+            continue;
+        }
+        let key = match get(zt, "key") {
+            Some(k) => cx.template(k, "key", Context::Key),
+            None => {
+                cx.err(name.span(), format!("{what} must have a \"key\""));
+                None
+            }
+        };
+        let size = match get(zt, "size") {
+            Some(s) => cx.scalar_text(s, "size").and_then(|text| {
+                match values::parse_size(&text) {
+                    Ok(n) if n < values::MIN_ZONE_SIZE => {
+                        cx.err(
+                            s.span(),
+                            format!(
+                                "zone \"{}\" is too small: size \"{text}\" is below the minimum of 32k",
+                                name.get_ref()
+                            ),
+                        );
+                        None
+                    }
+                    Ok(n) => Some(n),
+                    Err(e) => {
+                        cx.err(s.span(), e);
+                        None
+                    }
+                }
+            }),
+            None => {
+                cx.err(name.span(), format!("{what} must have a \"size\" (e.g. \"10m\")"));
+                None
+            }
+        };
+        if let (Some(key), Some(size)) = (key, size) {
+            out.push((
+                ConnZoneSpec {
+                    name: name.get_ref().to_string(),
+                    key,
+                    size,
+                },
+                name.span(),
+            ));
+        }
+    }
+    out
+}
+
+/// `limit_conn = { zone, conn }` or a list of them: nginx's `limit_conn
+/// ZONE NUMBER` lines of one level.
+fn parse_limit_conns(cx: &mut Cx, v: &Val, zones: &Zones) -> Option<Vec<ConnLimitSpec>> {
+    let items: Vec<&Val> = match v.get_ref() {
+        DeValue::Table(_) => vec![v],
+        DeValue::Array(a) => a.iter().collect(),
+        other => {
+            cx.err(
+                v.span(),
+                format!(
+                    "\"limit_conn\" must be a table or a list of tables, found {}",
+                    type_name(other)
+                ),
+            );
+            return None;
+        }
+    };
+    let mut out: Vec<ConnLimitSpec> = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(t) = cx.table(item, "limit_conn") else {
+            ok = false;
+            continue;
+        };
+        cx.check_keys(t, &["zone", "conn"], "limit_conn");
+        let zone = match get(t, "zone") {
+            None => {
+                cx.err(item.span(), "\"limit_conn\" must have a \"zone\"");
+                None
+            }
+            Some(zv) => cx.str(zv, "zone").and_then(|name| {
+                match zones.conn.iter().position(|(z, _)| z.name == name) {
+                    Some(i) if out.iter().any(|l| l.zone == i) => {
+                        cx.err(
+                            zv.span(),
+                            format!("\"limit_conn\" directive is duplicate: zone \"{name}\" is already limited at this level"),
+                        );
+                        None
+                    }
+                    Some(i) => Some(i),
+                    None if zones.req.iter().any(|(z, _)| z.name == name) => {
+                        cx.err(
+                            zv.span(),
+                            format!("unknown limit_conn_zone \"{name}\" (\"{name}\" is a [zones] table, for limit_req; limit_conn needs a [conn_zones] table)"),
+                        );
+                        None
+                    }
+                    None => {
+                        cx.err(zv.span(), format!("unknown limit_conn_zone \"{name}\""));
+                        None
+                    }
+                }
+            }),
+        };
+        let conn = match get(t, "conn") {
+            None => {
+                cx.err(
+                    item.span(),
+                    "\"limit_conn\" must have \"conn\": how many requests of one key may be processed at once",
+                );
+                None
+            }
+            Some(cv) => match cx.int(cv, "conn") {
+                Some(n) if n <= 0 => {
+                    cx.err(cv.span(), format!("invalid number of connections \"{n}\""));
+                    None
+                }
+                // nginx keeps the count in 16 bits.
+                Some(n) if n > 65_535 => {
+                    cx.err(cv.span(), "connection limit must be less 65536");
+                    None
+                }
+                Some(n) => Some(n as u32),
+                None => None,
+            },
+        };
+        match (zone, conn) {
+            (Some(zone), Some(conn)) if ok => out.push(ConnLimitSpec { zone, conn }),
+            _ => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
 fn parse_zones(cx: &mut Cx, v: Option<&Val>, have_redis: bool) -> Vec<(ZoneSpec, Range<usize>)> {
     let mut out = Vec::new();
     let Some(v) = v else { return out };
@@ -592,10 +783,22 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>, have_redis: bool) -> Vec<(ZoneSpec,
     out
 }
 
-fn parse_level(cx: &mut Cx, t: &DeTable, zones: &[(ZoneSpec, Range<usize>)], at: Where) -> Level {
+fn parse_level(cx: &mut Cx, t: &DeTable, zones: &Zones, at: Where) -> Level {
     let mut level = Level::default();
     if let Some(v) = get(t, "limit_req") {
-        level.limit_req = parse_limit_reqs(cx, v, zones);
+        level.limit_req = parse_limit_reqs(cx, v, &zones.req);
+    }
+    if let Some(v) = get(t, "limit_conn") {
+        level.limit_conn = parse_limit_conns(cx, v, zones);
+    }
+    if let Some(v) = get(t, "limit_conn_status") {
+        level.conn_status = parse_status(cx, v, "limit_conn_status", 400..=599);
+    }
+    if let Some(v) = get(t, "limit_conn_log_level") {
+        level.conn_log_level = cx.log_level(v, "limit_conn_log_level");
+    }
+    if let Some(v) = get(t, "limit_conn_dry_run") {
+        level.conn_dry_run = cx.bool(v, "limit_conn_dry_run");
     }
     if let Some(v) = get(t, "limit_req_status") {
         if let Some(n) = cx.int(v, "limit_req_status") {
@@ -942,7 +1145,7 @@ fn parse_server(
     cx: &mut Cx,
     t: &DeTable,
     span: Range<usize>,
-    zones: &[(ZoneSpec, Range<usize>)],
+    zones: &Zones,
     http: &Level,
 ) -> Option<ServerSpec> {
     let mut allowed: Vec<&str> = vec![
@@ -1028,7 +1231,7 @@ fn parse_location(
     cx: &mut Cx,
     t: &DeTable,
     span: Range<usize>,
-    zones: &[(ZoneSpec, Range<usize>)],
+    zones: &Zones,
     server: &Level,
 ) -> Option<LocationSpec> {
     let mut allowed: Vec<&str> = vec!["path", "proxy_pass", "return"];

@@ -300,6 +300,7 @@ client_max_body_size = "1g"
             error_log_level: Some(LogLevel::Warn),
             log_escape: LogEscape::Json,
             admin: Some("127.0.0.1:9090".parse().unwrap()),
+            worker_connections: None,
         }
     );
     assert_eq!(spec.http.send_timeout, Some(Duration::from_secs(30)));
@@ -370,4 +371,248 @@ keepalive_timeout = "5s"
     assert!(e[4].starts_with("t.toml:6:"), "{}", e[4]);
     assert!(e[5].contains("unknown key \"port\" in [admin]"));
     assert!(e[6].contains("unknown key \"keepalive_timeout\" in [[servers.locations]]"));
+}
+
+/// Every `limit_conn` problem, located (nginx's wording where it has one).
+#[test]
+fn limit_conn_errors_are_located() {
+    let text = r#"worker_connections = 0
+limit_conn_status = 399
+limit_conn_log_level = "debug"
+limit_conn_dry_run = "yes"
+limit_conn = "addr"
+[zones.req]
+key = "$binary_remote_addr"
+size = "1m"
+[conn_zones.req]
+key = "$binary_remote_addr"
+size = "1m"
+[conn_zones.small]
+key = "$nope"
+size = "16k"
+rate = "1r/s"
+[conn_zones.nokey]
+size = "1m"
+[conn_zones.addr]
+key = "$binary_remote_addr"
+size = "1m"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+limit_conn = [{ zone = "addr", conn = 0 }, { zone = "addr", conn = 65536 }]
+[[servers.locations]]
+path = "/a"
+limit_conn = [{ zone = "addr", conn = 1 }, { zone = "addr", conn = 2 }]
+[[servers.locations]]
+path = "/b"
+limit_conn = [{ zone = "missing", conn = 1 }, { zone = "req", conn = 1 }]
+[[servers.locations]]
+path = "/c"
+limit_conn = [{ conn = 1 }, { zone = "addr" }, { zone = "addr", conn = "1", burst = 2 }]
+"#;
+    let want = [
+        "t.toml:1:22: \"worker_connections\": value must be between 1 and 1000000",
+        "t.toml:2:21: \"limit_conn_status\": value must be between 400 and 599",
+        "t.toml:3:24: invalid limit_conn_log_level \"debug\" (expected info, notice, warn or error)",
+        "t.toml:4:22: \"limit_conn_dry_run\" must be true or false, found a string",
+        "t.toml:5:14: \"limit_conn\" must be a table or a list of tables, found a string",
+        "t.toml:9:13: the shared memory zone \"req\" is already declared for a different use (a [zones] table, for limit_req, has this name)",
+        "t.toml:13:8: unknown \"nope\" variable",
+        "t.toml:14:8: zone \"small\" is too small: size \"16k\" is below the minimum of 32k",
+        "t.toml:15:1: unknown key \"rate\" in [conn_zones.small] (expected one of: key, size)",
+        "t.toml:16:13: [conn_zones.nokey] must have a \"key\"",
+        "t.toml:24:39: invalid number of connections \"0\"",
+        "t.toml:24:68: connection limit must be less 65536",
+        "t.toml:27:53: \"limit_conn\" directive is duplicate: zone \"addr\" is already limited at this level",
+        "t.toml:30:24: unknown limit_conn_zone \"missing\"",
+        "t.toml:30:56: unknown limit_conn_zone \"req\" (\"req\" is a [zones] table, for limit_req; limit_conn needs a [conn_zones] table)",
+        "t.toml:33:15: \"limit_conn\" must have a \"zone\"",
+        "t.toml:33:29: \"limit_conn\" must have \"conn\": how many requests of one key may be processed at once",
+        "t.toml:33:72: \"conn\" must be an integer, found a string",
+        "t.toml:33:77: unknown key \"burst\" in limit_conn (expected one of: zone, conn)",
+    ];
+    let got = errors(text);
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (got, want) in got.iter().zip(want) {
+        assert_eq!(got, want);
+    }
+}
+
+/// nginx's inheritance: a level with its own `limit_conn` list hides its
+/// parent's; the status, log level and dry run are inherited one by one.
+#[test]
+fn limit_conn_inherits_like_nginx() {
+    let spec = ok(r#"limit_conn = { zone = "addr", conn = 10 }
+limit_conn_status = 429
+worker_connections = 5
+[conn_zones.addr]
+key = "$binary_remote_addr"
+size = "1m"
+[conn_zones.server]
+key = "$server_name"
+size = "32k"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+limit_conn_log_level = "warn"
+[[servers.locations]]
+path = "/own"
+limit_conn = [{ zone = "server", conn = 100 }, { zone = "addr", conn = 1 }]
+limit_conn_dry_run = true
+[[servers.locations]]
+path = "/inherited"
+"#);
+    assert_eq!(spec.conn_zones.len(), 2);
+    assert_eq!(spec.conn_zones[1].size, 32 * 1024);
+    assert_eq!(spec.ops.worker_connections, Some(5));
+    let server = spec.servers[0].level.inherit(&spec.http);
+    let own = spec.servers[0].locations[0].level.inherit(&server);
+    let inherited = spec.servers[0].locations[1].level.inherit(&server);
+    assert_eq!(
+        own.limit_conn.as_deref(),
+        Some(
+            &[
+                ConnLimitSpec { zone: 1, conn: 100 },
+                ConnLimitSpec { zone: 0, conn: 1 }
+            ][..]
+        )
+    );
+    assert_eq!(
+        inherited.limit_conn.as_deref(),
+        Some(&[ConnLimitSpec { zone: 0, conn: 10 }][..])
+    );
+    for l in [&own, &inherited] {
+        assert_eq!(l.conn_status, Some(429));
+        assert_eq!(l.conn_log_level, Some(LogLevel::Warn));
+    }
+    assert_eq!(
+        (own.conn_dry_run, inherited.conn_dry_run),
+        (Some(true), None)
+    );
+    // limit_req's settings are apart.
+    assert_eq!(own.status, None);
+
+    let rt = crate::runtime::Runtime::build(spec, None).unwrap();
+    assert_eq!(rt.worker_connections(), 5);
+    let loc = rt.servers[0].locations.find("/own").unwrap();
+    assert_eq!(loc.conn_limits.len(), 2);
+    assert_eq!((loc.conn_status, loc.conn_dry_run), (429, true));
+    let other = rt.servers[0].locations.find("/").unwrap();
+    assert_eq!(
+        other.conn_limits[0].conn, 10,
+        "the implicit / location inherits too"
+    );
+}
+
+#[test]
+fn limit_conn_shapes_are_checked() {
+    let text = r#"limit_conn = [1]
+[conn_zones.nosize]
+key = "$binary_remote_addr"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+worker_connections = 5
+"#;
+    let e = errors(text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert_eq!(
+        e[0],
+        "t.toml:1:15: \"limit_conn\" must be a table, found an integer"
+    );
+    assert_eq!(
+        e[1],
+        "t.toml:2:13: [conn_zones.nosize] must have a \"size\" (e.g. \"10m\")"
+    );
+    // (The list of allowed keys that follows grows with the configuration.)
+    assert!(
+        e[2].starts_with("t.toml:7:1: unknown key \"worker_connections\" in [[servers]] (expected one of: listen, "),
+        "{}",
+        e[2]
+    );
+    assert_eq!(
+        errors(
+            "conn_zones = 1\n[[servers]]\nlisten = \"127.0.0.1:1\"\nproxy_pass = \"http://127.0.0.1:2\"\n"
+        ),
+        ["t.toml:1:14: \"conn_zones\" must be a table, found an integer"]
+    );
+}
+
+/// nginx keeps a conn zone across a reload when its name and size stay,
+/// and refuses a new key for it.
+#[test]
+fn a_reload_keeps_conn_zones_and_refuses_a_new_key() {
+    let conf = |key: &str, size: &str| {
+        ok(&format!(
+            "[conn_zones.addr]\nkey = \"{key}\"\nsize = \"{size}\"\n[[servers]]\nlisten = \"127.0.0.1:1\"\nproxy_pass = \"http://127.0.0.1:2\"\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n"
+        ))
+    };
+    use crate::runtime::{BuildError, Runtime};
+    let first = Runtime::build(conf("$binary_remote_addr", "1m"), None).unwrap();
+    let same = Runtime::build(conf("$binary_remote_addr", "1m"), Some(&first)).unwrap();
+    assert!(Arc::ptr_eq(&first.conn_zones[0], &same.conn_zones[0]));
+    let resized = Runtime::build(conf("$remote_addr", "2m"), Some(&first)).unwrap();
+    assert!(!Arc::ptr_eq(&first.conn_zones[0], &resized.conn_zones[0]));
+    match Runtime::build(conf("$remote_addr", "1m"), Some(&first)) {
+        Err(e @ BuildError::ConnZoneKeyChanged { .. }) => assert_eq!(
+            e.to_string(),
+            "limit_conn_zone \"addr\" uses the \"$remote_addr\" key while previously it used the \"$binary_remote_addr\" key"
+        ),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a new key for a kept zone must be refused"),
+    }
+}
+
+/// nginx's request-head directives at the top level and per server; not in
+/// locations (nginx reads them before it knows the location).
+#[test]
+fn request_head_directives() {
+    let spec = ok(r#"
+underscores_in_headers = true
+large_client_header_buffers = "8 16k"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+ignore_invalid_headers = false
+underscores_in_headers = false
+"#);
+    assert_eq!(spec.http.underscores_in_headers, Some(true));
+    let server = spec.servers[0].level.inherit(&spec.http);
+    assert_eq!(server.underscores_in_headers, Some(false));
+    assert_eq!(server.ignore_invalid_headers, Some(false));
+    assert_eq!(server.large_client_header_buffers, Some((8, 16 << 10)));
+
+    let e = errors(
+        r#"underscores_in_headers = "yes"
+large_client_header_buffers = "4"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+large_client_header_buffers = "0 8k"
+[[servers.locations]]
+path = "/"
+ignore_invalid_headers = false
+"#,
+    );
+    assert_eq!(e.len(), 4, "{e:#?}");
+    assert!(
+        e[0].contains(":1:26:") && e[0].contains("true or false"),
+        "{}",
+        e[0]
+    );
+    assert!(
+        e[1].contains(":2:31:") && e[1].contains("NUMBER SIZE"),
+        "{}",
+        e[1]
+    );
+    assert!(
+        e[2].contains(":6:31:") && e[2].contains("between 1 and 64"),
+        "{}",
+        e[2]
+    );
+    assert!(
+        e[3].contains(":9:1:") && e[3].contains("unknown key \"ignore_invalid_headers\""),
+        "{}",
+        e[3]
+    );
 }

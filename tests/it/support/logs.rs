@@ -198,6 +198,42 @@ fn show(l: &LimitLine) -> String {
     )
 }
 
+/// Every `limiting connections` line of `log` (nginx's limit_conn), each as
+/// `[level] limiting connections[, dry run,] by zone "Z", client: C, server: S, request: "R"`:
+/// the date, pid, connection number and host (a port that differs between the servers) cut off,
+/// sorted. Err names the first such line not in nginx's exact format.
+pub fn conn_lines(log: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for line in log.lines().filter(|l| l.contains("limiting connections")) {
+        let bad = |why: &str| format!("{why} in line: {line}");
+        let level = line
+            .split_once(" [")
+            .and_then(|(_, r)| r.split_once("] "))
+            .map(|(l, _)| l)
+            .ok_or_else(|| bad("no [level]"))?;
+        let msg = line
+            .split_once(": *")
+            .and_then(|(_, r)| r.split_once(' '))
+            .map(|(_, m)| m)
+            .ok_or_else(|| bad("no \": *CONN \" before the message"))?;
+        let rest = msg
+            .strip_prefix("limiting connections")
+            .ok_or_else(|| bad("the message does not start with \"limiting connections\""))?;
+        if !(rest.starts_with(" by zone \"") || rest.starts_with(", dry run, by zone \"")) {
+            return Err(bad(
+                "not nginx's punctuation around \"dry run\" / \"by zone\"",
+            ));
+        }
+        let msg = msg.split(", host: ").next().unwrap_or(msg);
+        if !msg.contains(", client: ") || !msg.contains(", request: \"") {
+            return Err(bad("no client: / request: fields"));
+        }
+        out.push(format!("[{level}] {msg}"));
+    }
+    out.sort();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,7 @@ pub use client::{Reply, Request, burst, fire, request};
 pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
 };
-pub use logs::{Event, LimitLine, assert_same_limit_lines, limit_lines};
+pub use logs::{Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines};
 pub use nginx::{Nginx, nginx_binary};
 pub use ports::free_port;
 pub use sluice::Sluice;

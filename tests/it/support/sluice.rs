@@ -25,6 +25,11 @@ impl Sluice {
     /// run, and waits until every port in `ports` accepts connections. Panics with the
     /// configuration and sluice's stderr if it exits or does not listen.
     pub fn start(toml: &str, ports: &[u16]) -> Sluice {
+        Sluice::start_with_env(toml, ports, &[])
+    }
+
+    /// [`Sluice::start`] with extra environment variables (`SLUICE_WORKERS`).
+    pub fn start_with_env(toml: &str, ports: &[u16], env: &[(&str, &str)]) -> Sluice {
         assert!(
             !ports.is_empty(),
             "Sluice::start needs the listen ports to wait for"
@@ -46,6 +51,9 @@ impl Sluice {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let mut child = Child::spawn("sluice", cmd, Stop::Kill);
         if let Err(why) = child.wait_for_ports(ports, Duration::from_secs(20)) {
             drop(child);

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -21,6 +22,12 @@ pub struct Upstream {
 impl Upstream {
     /// Binds 127.0.0.1 on a free port. Must be called inside a tokio runtime.
     pub fn start() -> Upstream {
+        Upstream::start_slow(Duration::ZERO)
+    }
+
+    /// Like [`Upstream::start`], holding every response for `delay` after the request arrived:
+    /// the requests a proxy forwards stay in flight that long (for `limit_conn`).
+    pub fn start_slow(delay: Duration) -> Upstream {
         let std_listener =
             std::net::TcpListener::bind("127.0.0.1:0").expect("bind the upstream on 127.0.0.1:0");
         std_listener
@@ -38,7 +45,7 @@ impl Upstream {
                 tokio::select! {
                     accepted = listener.accept() => {
                         if let Ok((stream, _)) = accepted {
-                            conns.spawn(serve(stream, Arc::clone(&counter)));
+                            conns.spawn(serve(stream, Arc::clone(&counter), delay));
                         }
                     }
                     Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -60,7 +67,7 @@ impl Drop for Upstream {
     }
 }
 
-async fn serve(mut stream: TcpStream, hits: Arc<AtomicUsize>) {
+async fn serve(mut stream: TcpStream, hits: Arc<AtomicUsize>, delay: Duration) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -107,6 +114,9 @@ async fn serve(mut stream: TcpStream, hits: Arc<AtomicUsize>) {
         }
 
         hits.fetch_add(1, Ordering::SeqCst);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let http10 = head.lines().next().is_some_and(|l| l.ends_with("HTTP/1.0"));
         let close = match header("connection") {
             Some(v) if v.contains("close") => true,

@@ -1,0 +1,537 @@
+//! `limit_conn` differential tests: real nginx and sluice with equivalent configurations, each in
+//! front of its own upstream that holds every response for [`HOLD`], so that requests fired
+//! together are in flight together. Statuses and latencies are compared with `assert_same`, after
+//! nginx's own against the numbers measured on nginx 1.22 (so a harness fault cannot make both
+//! sides agree on something else); the error-log lines and `$limit_conn_status` of the access
+//! log are compared as multisets.
+//!
+//! And `worker_connections`, on sluice alone: nginx counts its listeners, its channel to the
+//! master and its upstream connections against the same number, and closes idle connections to
+//! make room ("reusing connections"), so there is no like-for-like nginx run (README,
+//! "limit_conn and worker_connections").
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{
+    Nginx, Reply, Request, Sluice, Upstream, assert_expected, assert_same, client, conn_lines,
+    expect, fire, free_port, group_by_source, request,
+};
+
+/// How long the upstreams hold each response.
+const HOLD: Duration = Duration::from_millis(300);
+
+/// The access-log line both sides write (nginx's `log_format lc`).
+const LOG_FORMAT: &str = r#"$remote_addr "$request" $status $limit_conn_status"#;
+
+/// nginx and sluice side by side, each in front of its own slow upstream.
+struct Pair {
+    nginx: Nginx,
+    sluice: Sluice,
+    nginx_upstream: Upstream,
+    sluice_upstream: Upstream,
+}
+
+impl Pair {
+    /// `nginx_http` is the inside of nginx's `server { }` after `listen` (its `location`s; the
+    /// upstream is `UPSTREAM`); `nginx_zones` goes before the server; `sluice_toml` is everything
+    /// of sluice's file but `[[servers]]`'s `listen` and `proxy_pass` (its own
+    /// `[[servers.locations]]` follow `SERVER`, replaced by them).
+    fn start(nginx_zones: &str, nginx_locations: &str, sluice_toml: &str) -> Pair {
+        let (nginx_upstream, sluice_upstream) =
+            (Upstream::start_slow(HOLD), Upstream::start_slow(HOLD));
+        let port = free_port();
+        let nginx = Nginx::start(
+            &format!(
+                "  log_format lc '{LOG_FORMAT}';\n{nginx_zones}\n  server {{\n    listen 127.0.0.1:{port};\n    access_log logs/lc.log lc;\n{}\n  }}\n",
+                nginx_locations.replace("UPSTREAM", &nginx_upstream.addr.to_string())
+            ),
+            &[port],
+        );
+        let port = free_port();
+        let server = format!(
+            "[[servers]]\nlisten = \"127.0.0.1:{port}\"\nproxy_pass = \"http://{}\"\naccess_log = \"stdout\"\n",
+            sluice_upstream.addr
+        );
+        let sluice = Sluice::start(
+            &format!(
+                "log_format = '{LOG_FORMAT}'\n{}",
+                sluice_toml.replace("SERVER\n", &server)
+            ),
+            &[port],
+        );
+        Pair {
+            nginx,
+            sluice,
+            nginx_upstream,
+            sluice_upstream,
+        }
+    }
+
+    /// The same requests to both at the same time.
+    async fn fire(&self, requests: Vec<Request>) -> (Vec<Reply>, Vec<Reply>) {
+        tokio::join!(
+            fire(self.nginx.addr(), requests.clone()),
+            fire(self.sluice.addr(), requests)
+        )
+    }
+
+    /// Checks nginx against `expected` (status, ms), then sluice against nginx.
+    fn check(&self, scenario: &str, nginx: &[Reply], sluice: &[Reply], expected: &[(u16, u64)]) {
+        assert_expected(&format!("nginx {scenario}"), "nginx", nginx, expected);
+        assert_same(&format!("{scenario}: nginx vs sluice"), nginx, sluice);
+        let passed = |v: &[Reply]| v.iter().filter(|r| r.status == 200).count();
+        assert_eq!(
+            self.nginx_upstream.hits(),
+            passed(nginx),
+            "{scenario}: nginx's upstream"
+        );
+        assert_eq!(
+            self.sluice_upstream.hits(),
+            passed(sluice),
+            "{scenario}: sluice's upstream saw a different number of requests than passed \
+             (rejected requests must not be forwarded)"
+        );
+    }
+
+    /// Both error logs carry the same `limiting connections` lines, and nginx's are `want`.
+    async fn assert_conn_lines(&self, scenario: &str, want: &[String]) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let nginx = conn_lines(&self.nginx.error_log())
+            .unwrap_or_else(|e| panic!("{scenario}: nginx's own error log: {e}"));
+        assert_eq!(
+            nginx, want,
+            "{scenario}: nginx's limiting connections lines"
+        );
+        let sluice_log = self.sluice.log();
+        let sluice = conn_lines(&sluice_log).unwrap_or_else(|e| {
+            panic!("{scenario}: sluice's error log is not in nginx's format: {e}\n{sluice_log}")
+        });
+        assert_eq!(
+            sluice, nginx,
+            "{scenario}: sluice's lines vs nginx's\n{sluice_log}"
+        );
+    }
+
+    /// Both access logs say the same (sorted lines: requests finish in any order), and nginx's
+    /// are `want`.
+    async fn assert_access_log(&self, scenario: &str, want: &[&str]) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sorted = |log: String| {
+            let mut v: Vec<String> = log.lines().map(str::to_owned).collect();
+            v.sort();
+            v
+        };
+        let nginx = sorted(
+            std::fs::read_to_string(self.nginx.prefix().join("logs/lc.log"))
+                .expect("nginx's lc.log"),
+        );
+        let mut want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+        want.sort();
+        assert_eq!(nginx, want, "{scenario}: nginx's access log");
+        assert_eq!(
+            sorted(self.sluice.stdout()),
+            nginx,
+            "{scenario}: sluice's access log"
+        );
+    }
+}
+
+const ZONE_NGINX: &str = "  limit_conn_zone $binary_remote_addr zone=addr:1m;";
+const ZONE_SLUICE: &str = "[conn_zones.addr]\nkey = \"$binary_remote_addr\"\nsize = \"1m\"\n";
+
+fn gets(source: IpAddr, path: &str, n: usize) -> Vec<Request> {
+    vec![Request::get(source, path); n]
+}
+
+/// `"[error] limiting connections by zone "addr", client: …"` for a request to `path`.
+fn line(level: &str, dry: bool, zone: &str, source: IpAddr, path: &str) -> String {
+    let dry = if dry { ", dry run," } else { "" };
+    format!(
+        "[{level}] limiting connections{dry} by zone \"{zone}\", client: {source}, server: , request: \"GET {path} HTTP/1.1\""
+    )
+}
+
+/// conn = 1 and three requests at once from one client: one is processed, two get 503 at once;
+/// once the first is answered its count is released and the client is served again.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_request_at_a_time_per_client() {
+    let pair = Pair::start(
+        ZONE_NGINX,
+        "    location / { limit_conn addr 1; proxy_pass http://UPSTREAM; }",
+        &format!("{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n"),
+    );
+    let c = client(2);
+    let (nginx, sluice) = pair.fire(gets(c, "/one", 3)).await;
+    pair.check(
+        "conn=1, 3 at once",
+        &nginx,
+        &sluice,
+        &expect(&[(503, &[0, 0]), (200, &[300])]),
+    );
+    for r in sluice.iter().filter(|r| r.status == 503) {
+        assert_eq!(r.header("content-type"), Some("application/problem+json"));
+        assert!(
+            r.body_text().contains("limit_conn zone \\\"addr\\\""),
+            "{}",
+            r.body_text()
+        );
+    }
+    // Released: a request after the first was answered passes on both.
+    let (nginx, sluice) = pair.fire(gets(c, "/after", 1)).await;
+    assert_eq!((nginx[0].status, sluice[0].status), (200, 200));
+    let l = line("error", false, "addr", c, "/one");
+    pair.assert_conn_lines("conn=1", &[l.clone(), l]).await;
+    let a = format!("{c} \"GET /one HTTP/1.1\"");
+    pair.assert_access_log(
+        "conn=1",
+        &[
+            &format!("{a} 200 PASSED"),
+            &format!("{a} 503 REJECTED"),
+            &format!("{a} 503 REJECTED"),
+            &format!("{c} \"GET /after HTTP/1.1\" 200 PASSED"),
+        ],
+    )
+    .await;
+}
+
+/// Two clients, each with its own count: conn = 2, three at once from each.
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_are_counted_apart() {
+    let pair = Pair::start(
+        ZONE_NGINX,
+        "    location / { limit_conn addr 2; proxy_pass http://UPSTREAM; }",
+        &format!("{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 2 }}\n"),
+    );
+    let (a, b) = (client(2), client(3));
+    let mut reqs = gets(a, "/a", 3);
+    reqs.extend(gets(b, "/b", 3));
+    let (nginx, sluice) = pair.fire(reqs).await;
+    pair.check(
+        "two clients",
+        &nginx,
+        &sluice,
+        &expect(&[(503, &[0, 0]), (200, &[300, 300, 300, 300])]),
+    );
+    for source in [a, b] {
+        let (n, s) = (
+            group_by_source(&nginx, source),
+            group_by_source(&sluice, source),
+        );
+        assert_expected(
+            &format!("nginx, client {source}"),
+            "nginx",
+            &n,
+            &expect(&[(503, &[0]), (200, &[300, 300])]),
+        );
+        assert_same(&format!("client {source}"), &n, &s);
+    }
+    pair.assert_conn_lines(
+        "two clients",
+        &[
+            line("error", false, "addr", a, "/a"),
+            line("error", false, "addr", b, "/b"),
+        ],
+    )
+    .await;
+}
+
+/// Dry run: everything is processed, the would-be rejections logged (`, dry run,`) and marked
+/// REJECTED_DRY_RUN; limit_conn_log_level applies.
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_run_logs_and_lets_through() {
+    let pair = Pair::start(
+        ZONE_NGINX,
+        "    location / { limit_conn addr 1; limit_conn_dry_run on; limit_conn_log_level warn; proxy_pass http://UPSTREAM; }",
+        &format!(
+            "{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\nlimit_conn_dry_run = true\nlimit_conn_log_level = \"warn\"\n"
+        ),
+    );
+    let c = client(2);
+    let (nginx, sluice) = pair.fire(gets(c, "/dry", 3)).await;
+    pair.check(
+        "dry run",
+        &nginx,
+        &sluice,
+        &expect(&[(200, &[300, 300, 300])]),
+    );
+    let l = line("warn", true, "addr", c, "/dry");
+    pair.assert_conn_lines("dry run", &[l.clone(), l]).await;
+    let a = format!("{c} \"GET /dry HTTP/1.1\" 200");
+    pair.assert_access_log(
+        "dry run",
+        &[
+            &format!("{a} PASSED"),
+            &format!("{a} REJECTED_DRY_RUN"),
+            &format!("{a} REJECTED_DRY_RUN"),
+        ],
+    )
+    .await;
+}
+
+/// `limit_conn_status 429`, inherited from the top level; a location without limit_conn logs
+/// `-`.
+#[tokio::test(flavor = "multi_thread")]
+async fn limit_conn_status_429_and_unlimited_locations() {
+    let pair = Pair::start(
+        &format!("{ZONE_NGINX}\n  limit_conn_status 429;"),
+        "    location / { limit_conn addr 1; proxy_pass http://UPSTREAM; }\n    location /free { proxy_pass http://UPSTREAM; }",
+        &format!(
+            "limit_conn_status = 429\n{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n[[servers.locations]]\npath = \"/free\"\nlimit_conn = []\n"
+        ),
+    );
+    let c = client(2);
+    let mut reqs = gets(c, "/limited", 2);
+    reqs.extend(gets(c, "/free", 2));
+    let (nginx, sluice) = pair.fire(reqs).await;
+    pair.check(
+        "429",
+        &nginx,
+        &sluice,
+        &expect(&[(429, &[0]), (200, &[300, 300, 300])]),
+    );
+    pair.assert_access_log(
+        "429",
+        &[
+            &format!("{c} \"GET /limited HTTP/1.1\" 200 PASSED"),
+            &format!("{c} \"GET /limited HTTP/1.1\" 429 REJECTED"),
+            &format!("{c} \"GET /free HTTP/1.1\" 200 -"),
+            &format!("{c} \"GET /free HTTP/1.1\" 200 -"),
+        ],
+    )
+    .await;
+}
+
+/// limit_req runs before limit_conn (nginx's preaccess phase): a request limit_req rejects is
+/// never counted (`$limit_conn_status` -), and one it delays is counted only once its delay is
+/// over (a request to a limit_conn-only location during that delay passes).
+#[tokio::test(flavor = "multi_thread")]
+async fn limit_req_runs_first() {
+    let pair = Pair::start(
+        &format!(
+            "{ZONE_NGINX}\n  limit_req_zone $binary_remote_addr zone=rq:1m rate=1r/s;\n  limit_req_zone $binary_remote_addr zone=nd:1m rate=1r/s;"
+        ),
+        "    location /delayed { limit_req zone=rq burst=5; limit_conn addr 1; proxy_pass http://UPSTREAM; }\n    location /nodelay { limit_req zone=nd; limit_conn addr 1; proxy_pass http://UPSTREAM; }\n    location /conn { limit_conn addr 1; proxy_pass http://UPSTREAM; }",
+        &format!(
+            r#"{ZONE_SLUICE}
+[zones.rq]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/s"
+[zones.nd]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/s"
+SERVER
+[[servers.locations]]
+path = "/delayed"
+limit_req = {{ zone = "rq", burst = 5 }}
+limit_conn = {{ zone = "addr", conn = 1 }}
+[[servers.locations]]
+path = "/nodelay"
+limit_req = {{ zone = "nd" }}
+limit_conn = {{ zone = "addr", conn = 1 }}
+[[servers.locations]]
+path = "/conn"
+limit_conn = {{ zone = "addr", conn = 1 }}
+"#
+        ),
+    );
+    let c = client(2);
+    // Two to /delayed at once: the first is processed (0–300 ms), the second delayed 1 s; a
+    // request to /conn at 500 ms finds no request of this client counted.
+    let both = async {
+        let at_once = pair.fire(gets(c, "/delayed", 2));
+        let later = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::join!(
+                request(pair.nginx.addr(), c, "GET", "/conn", &[]),
+                request(pair.sluice.addr(), c, "GET", "/conn", &[])
+            )
+        };
+        tokio::join!(at_once, later)
+    };
+    let ((nginx, sluice), (nginx_conn, sluice_conn)) = both.await;
+    assert_expected(
+        "nginx /delayed",
+        "nginx",
+        &nginx,
+        &expect(&[(200, &[300, 1300])]),
+    );
+    assert_same("/delayed", &nginx, &sluice);
+    assert_eq!(
+        (nginx_conn.status, sluice_conn.status),
+        (200, 200),
+        "a delayed request is not counted while delayed"
+    );
+    // /nodelay: three at once; limit_req rejects two before limit_conn sees them.
+    let (nginx, sluice) = pair.fire(gets(c, "/nodelay", 3)).await;
+    assert_expected(
+        "nginx /nodelay",
+        "nginx",
+        &nginx,
+        &expect(&[(503, &[0, 0]), (200, &[300])]),
+    );
+    assert_same("/nodelay", &nginx, &sluice);
+    pair.assert_conn_lines("limit_req first", &[]).await;
+    let d = format!("{c} \"GET /delayed HTTP/1.1\" 200 PASSED");
+    let n = format!("{c} \"GET /nodelay HTTP/1.1\"");
+    pair.assert_access_log(
+        "limit_req first",
+        &[
+            &d,
+            &d,
+            &format!("{c} \"GET /conn HTTP/1.1\" 200 PASSED"),
+            &format!("{n} 200 PASSED"),
+            &format!("{n} 503 -"),
+            &format!("{n} 503 -"),
+        ],
+    )
+    .await;
+}
+
+/// A client that goes away while its request is being processed releases its count (the
+/// upstream answer is dropped).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_gone_midway_releases_its_count() {
+    let pair = Pair::start(
+        ZONE_NGINX,
+        "    location / { limit_conn addr 1; proxy_pass http://UPSTREAM; }",
+        &format!("{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n"),
+    );
+    let c = client(4);
+    for addr in [pair.nginx.addr(), pair.sluice.addr()] {
+        let mut s = connect_from(addr, c).await;
+        s.write_all(b"GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(s);
+    }
+    // nginx notices the close once the upstream answers (it does not watch the client while
+    // waiting: proxy_ignore_client_abort off checks on the next event); wait past HOLD.
+    tokio::time::sleep(HOLD + Duration::from_millis(200)).await;
+    let (nginx, sluice) = pair.fire(gets(c, "/next", 2)).await;
+    assert_expected(
+        "nginx after a client left",
+        "nginx",
+        &nginx,
+        &expect(&[(503, &[0]), (200, &[300])]),
+    );
+    assert_same("after a client left", &nginx, &sluice);
+    // The abandoned request reached the upstreams too.
+    assert_eq!(
+        (pair.nginx_upstream.hits(), pair.sluice_upstream.hits()),
+        (2, 2)
+    );
+}
+
+async fn connect_from(addr: SocketAddr, source: IpAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(source, 0)).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// One keep-alive request on `s`; the status.
+async fn keepalive_get(s: &mut TcpStream) -> u16 {
+    s.write_all(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !buf.ends_with(b"ok\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk))
+            .await
+            .expect("an answer within 5 s")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed before the answer: {}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    String::from_utf8_lossy(&buf[9..12]).parse().unwrap()
+}
+
+/// Whether the server closed `s` (end of file or reset) within `within`.
+async fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
+    let mut b = [0u8; 64];
+    match tokio::time::timeout(within, s.read(&mut b)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => true,
+        Ok(Ok(_)) | Err(_) => false,
+    }
+}
+
+/// worker_connections = 5 with one worker thread: five keep-alive connections are served, the
+/// sixth (and seventh) closed at once with nginx's alert, logged once for the burst; once two
+/// close, new connections are served again; the refusals are counted in /metrics.
+#[tokio::test(flavor = "multi_thread")]
+async fn worker_connections_caps_open_connections() {
+    let (port, admin) = (free_port(), free_port());
+    let sluice = Sluice::start_with_env(
+        &format!(
+            "worker_connections = 5\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[[servers]]\nlisten = \"127.0.0.1:{port}\"\n[[servers.locations]]\npath = \"/fast\"\nreturn = {{ status = 200, body = \"ok\\n\" }}\n"
+        ),
+        &[port, admin],
+        &[("SLUICE_WORKERS", "1")],
+    );
+    // wait_for_ports connected once to each port; let those probes close.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let addr = sluice.addr();
+    let mut open = Vec::new();
+    for _ in 0..5 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(keepalive_get(&mut s).await, 200);
+        open.push(s);
+    }
+    for i in 6..=7 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let _ = s.write_all(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n").await;
+        assert!(
+            closed_by_server(&mut s, Duration::from_secs(2)).await,
+            "connection {i} over worker_connections must be closed at once"
+        );
+    }
+    // The first five are still served.
+    assert_eq!(keepalive_get(&mut open[0]).await, 200);
+    let log = sluice.log();
+    let alerts = log.matches("[alert]").count();
+    let exact = log
+        .lines()
+        .filter(|l| l.contains("[alert]"))
+        .all(|l| l.ends_with(": 5 worker_connections are not enough"));
+    assert!(
+        (1..=2).contains(&alerts) && exact,
+        "one alert per second at most, in nginx's words:\n{log}"
+    );
+    open.truncate(3);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(
+            keepalive_get(&mut s).await,
+            200,
+            "room again after two closed"
+        );
+        open.push(s);
+    }
+    let metrics = request(
+        SocketAddr::from(([127, 0, 0, 1], admin)),
+        client(1),
+        "GET",
+        "/metrics",
+        &[],
+    )
+    .await;
+    assert!(
+        metrics
+            .body_text()
+            .contains("sluice_connections_refused_total 2"),
+        "{}",
+        metrics.body_text()
+    );
+}
