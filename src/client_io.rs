@@ -90,6 +90,9 @@ pub struct ConnState {
     with_body: AtomicBool,
     /// The request's chunked body was invalid (a 400, not a client gone).
     invalid_body: AtomicBool,
+    /// A read that waits for the request being served to end (a refused
+    /// pipelined head is answered then): woken by [`ConnState::idle`].
+    waiting_read: Mutex<Option<std::task::Waker>>,
 }
 
 impl ConnState {
@@ -103,6 +106,7 @@ impl ConnState {
             expired: Mutex::new(None),
             with_body: AtomicBool::new(false),
             invalid_body: AtomicBool::new(false),
+            waiting_read: Mutex::new(None),
         })
     }
 
@@ -134,6 +138,10 @@ impl ConnState {
             *p = Phase::Idle {
                 deadline: Instant::now() + self.timeouts.keepalive,
             };
+        }
+        drop(p);
+        if let Some(w) = self.waiting_read.lock().take() {
+            w.wake();
         }
     }
 
@@ -338,7 +346,10 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
                     // The requests before it are answered first: a request
                     // hyper still serves would be cut short by an end of file.
                     if self.in_hyper && self.state.serving() {
-                        return self.poll_timers(cx).map_ok(|()| Filled::Refused);
+                        *self.state.waiting_read.lock() = Some(cx.waker().clone());
+                        if self.state.serving() {
+                            return self.poll_timers(cx).map_ok(|()| Filled::Refused);
+                        }
                     }
                     return Poll::Ready(Ok(Filled::Refused));
                 }

@@ -273,6 +273,11 @@ impl HeadParser {
             }
             let rest = &buf[self.pos..];
             let Some(lf) = memchr(b'\n', rest) else {
+                // nginx refuses at the first byte that cannot be right, not
+                // at the line's end (a TLS hello or garbage gets its 400 now).
+                if let Some(r) = self.refuses_prefix(rest) {
+                    return Parsed::Refused(r);
+                }
                 if let Some(o) = self.buffers.refuses_partial(rest.len()) {
                     let detail = Some(rest.to_vec());
                     return Parsed::Refused(self.overflow(o, detail));
@@ -296,6 +301,34 @@ impl HeadParser {
                 Err(r) => return Parsed::Refused(r),
             }
         }
+    }
+
+    /// A line still without its end that is already wrong: a method byte
+    /// outside `A-Z _ -`, or a space or control byte in a header name.
+    fn refuses_prefix(&self, partial: &[u8]) -> Option<Refusal> {
+        if self.line.is_none() {
+            let method = partial.split(|&b| b == b' ').next().unwrap_or(partial);
+            let bad = method
+                .iter()
+                .any(|&b| !(b.is_ascii_uppercase() || b == b'_' || b == b'-'));
+            // (A CR is the line's end coming; the whole line decides then.)
+            if bad && !method.ends_with(b"\r") {
+                let mut r = self.refuse(400, "client sent invalid method", None);
+                r.request_line = Some(partial.to_vec());
+                return Some(r);
+            }
+            return None;
+        }
+        let name = partial.split(|&b| b == b':').next().unwrap_or(partial);
+        if name.len() < partial.len() || name.is_empty() {
+            return None;
+        }
+        if name.iter().any(|&b| b <= 0x20 && b != b'\r' || b == 0x7f) {
+            let mut l = partial.to_vec();
+            l.truncate(64);
+            return Some(self.refuse(400, "client sent invalid header line", Some(l)));
+        }
+        None
     }
 
     fn overflow(&self, o: Overflow, line: Option<Vec<u8>>) -> Refusal {
@@ -324,11 +357,12 @@ impl HeadParser {
     /// The request line (without its LF). Ok(false): go on with headers.
     fn request_line(&mut self, line: &[u8]) -> Result<bool, Refusal> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
+        // nginx's log line names the request line even when it is the fault.
         let parsed = parse_request_line(line).map_err(|(status, reason)| Refusal {
             status,
             reason,
             detail: None,
-            request_line: None,
+            request_line: Some(line.to_vec()),
             in_headers: false,
         })?;
         self.line = Some(parsed);
