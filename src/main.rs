@@ -15,12 +15,13 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// mimalloc v3's options, by their index in its `mi_option_e` (the
-/// libmimalloc-sys 0.1.49 that Cargo.lock pins; `allocator_options_are_where_expected` checks them).
+/// libmimalloc-sys 0.1.49 that Cargo.toml pins exactly).
 mod mi {
     pub const PURGE_DELAY: std::ffi::c_int = 15;
     pub const ALLOW_THP: std::ffi::c_int = 43;
     unsafe extern "C" {
         pub fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+        #[cfg(test)]
         pub fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
     }
 }
@@ -31,17 +32,28 @@ mod mi {
 /// before 2000 idle connections came and went; with 0 it is back at once.
 /// Transparent huge pages make RSS grow in 2 MB steps for a proxy's many
 /// small objects. The `MIMALLOC_*` environment variables still win.
-fn tune_allocator() {
+///
+/// Run as an early ELF constructor: mimalloc reserves its first arena
+/// before `main`, with the options it had then.
+extern "C" fn tune_allocator() {
     for (var, option, value) in [
-        ("MIMALLOC_PURGE_DELAY", mi::PURGE_DELAY, 0),
-        ("MIMALLOC_ALLOW_THP", mi::ALLOW_THP, 0),
+        (c"MIMALLOC_PURGE_DELAY", mi::PURGE_DELAY, 0),
+        (c"MIMALLOC_ALLOW_THP", mi::ALLOW_THP, 0),
     ] {
-        if std::env::var_os(var).is_none() {
-            // SAFETY: setting a documented mimalloc option; no memory is touched.
-            unsafe { mi::mi_option_set(option, value) };
+        // SAFETY: getenv of a C string; setting a documented mimalloc
+        // option, which touches no allocated memory.
+        unsafe {
+            if libc::getenv(var.as_ptr()).is_null() {
+                mi::mi_option_set(option, value);
+            }
         }
     }
 }
+
+/// Priority 101: before constructors without one (mimalloc's own).
+#[used]
+#[unsafe(link_section = ".init_array.00101")]
+static TUNE_ALLOCATOR: extern "C" fn() = tune_allocator;
 
 /// A reverse proxy with nginx's limit_req.
 #[derive(Parser)]
@@ -87,7 +99,6 @@ struct Target {
 }
 
 fn main() -> ExitCode {
-    tune_allocator();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Check { config }) => check(&config),
@@ -181,10 +192,11 @@ fn signal(target: Target, signal: control::Signal) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    /// The option indices still name purge_delay (v3 default 1000 ms) and
-    /// allow_thp (default on): an updated mimalloc that moved them fails here.
+    /// The constructor ran before anything read the options (mimalloc's
+    /// defaults are 1000 ms and on). The indices themselves are those of
+    /// the libmimalloc-sys version Cargo.toml pins exactly.
     #[test]
-    fn allocator_options_are_where_expected() {
+    fn allocator_is_tuned_before_main() {
         // SAFETY: reading options.
         let (delay, thp) = unsafe {
             (
@@ -193,10 +205,10 @@ mod tests {
             )
         };
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-            assert_eq!(delay, 1000);
+            assert_eq!(delay, 0);
         }
         if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
-            assert_eq!(thp, 1);
+            assert_eq!(thp, 0);
         }
     }
 }
