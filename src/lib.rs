@@ -20,6 +20,8 @@
 //!   pid file, the file watcher, `sluice reload`.
 //! - [`http1`]: request heads and chunked bodies read with nginx's rules,
 //!   before hyper: what nginx refuses never reaches the upstream.
+//! - [`client_body`]: a request body read whole before it is forwarded
+//!   (nginx's `proxy_request_buffering`).
 //! - [`client_io`]: what a client connection is allowed: header, keep-alive
 //!   and send timeouts, body size.
 //! - [`metrics`]: Prometheus counters for the admin listener.
@@ -27,6 +29,7 @@
 pub mod accesslog;
 pub mod batch;
 pub mod check;
+pub mod client_body;
 pub mod client_io;
 pub mod config;
 pub mod connlimit;

@@ -1756,7 +1756,36 @@ async fn forward(
         host: &pp.authority,
         client: vars.remote.ip(),
     };
-    let failure = match upstream::send(&pp.authority, loc.timeouts, &head, body).await {
+    // nginx's proxy_request_buffering: nothing goes upstream before the
+    // body is whole, so a body nginx would refuse is never half-forwarded.
+    let sent = match &loc.request_buffering {
+        Some(b) if !hyper::body::Body::is_end_stream(&body) => {
+            use crate::client_body::{ReadError, read_whole};
+            match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
+                Ok(whole) => upstream::send(&pp.authority, loc.timeouts, &head, whole).await,
+                Err(ReadError::Timeout) => Err(upstream::Error::ClientBodyTimeout),
+                Err(ReadError::Body(e)) => Err(upstream::Error::Body(e)),
+                Err(ReadError::File(e)) => {
+                    log_req(
+                        Severity::Crit,
+                        conn,
+                        vars,
+                        format_args!(
+                            "write() to a temporary file in {} failed ({e})",
+                            b.temp_dir.display()
+                        ),
+                    );
+                    return Ok(respond::error_response(
+                        &loc.error_pages,
+                        Some(vars),
+                        &made(500, "The request body could not be kept."),
+                    ));
+                }
+            }
+        }
+        _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
+    };
+    let failure = match sent {
         Ok(resp) => return Ok(resp.map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => {
             log_req(

@@ -147,8 +147,20 @@ pub struct Location {
     pub timeouts: crate::upstream::Timeouts,
     /// Larger request bodies get 413; 0 = unlimited.
     pub client_max_body_size: u64,
+    /// `proxy_request_buffering`, `client_body_buffer_size`,
+    /// `client_body_temp_path`: see [`crate::client_body`].
+    pub request_buffering: Option<RequestBuffering>,
     pub access_log: Option<Arc<AccessLog>>,
 }
+
+/// Where a body waits until it is whole.
+pub struct RequestBuffering {
+    pub in_memory: usize,
+    pub temp_dir: Arc<std::path::PathBuf>,
+}
+
+/// nginx's `client_body_buffer_size` on 64-bit platforms.
+pub const DEFAULT_CLIENT_BODY_BUFFER_SIZE: usize = 16 * 1024;
 
 /// nginx's location lookup: exact, then the longest prefix (final if `^~`),
 /// then regexes in file order, else the longest prefix.
@@ -429,6 +441,17 @@ impl Runtime {
                         read: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
                         client_body: eff.client_body_timeout.unwrap_or(DEFAULT_TIMEOUT),
                     },
+                    request_buffering: eff.proxy_request_buffering.unwrap_or(true).then(|| {
+                        RequestBuffering {
+                            in_memory: eff
+                                .client_body_buffer_size
+                                .unwrap_or(DEFAULT_CLIENT_BODY_BUFFER_SIZE),
+                            temp_dir: eff
+                                .client_body_temp_path
+                                .clone()
+                                .unwrap_or_else(|| Arc::new(std::env::temp_dir())),
+                        }
+                    }),
                     client_max_body_size: eff
                         .client_max_body_size
                         .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),

@@ -269,8 +269,10 @@ where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
 {
     let length = body.size_hint().exact();
-    let chunked = head.headers.contains_key(header::TRANSFER_ENCODING)
-        || (length.is_none() && !body.is_end_stream());
+    // A body of known length (a whole, buffered one) goes with a
+    // Content-Length, as nginx sends it, whatever the client's framing was.
+    let chunked = length.is_none()
+        && (head.headers.contains_key(header::TRANSFER_ENCODING) || !body.is_end_stream());
     let has_body = chunked || length.is_some_and(|n| n > 0);
     let framing = if chunked {
         Framing::Chunked(Chunk::Size)
@@ -1254,14 +1256,16 @@ mod tests {
         ] {
             headers.append(HeaderName::from_static(n), HeaderValue::from_static(v));
         }
+        // A chunked request whose body is whole (read before it is sent, as
+        // proxy_request_buffering does) goes with a Content-Length, as nginx
+        // sends it.
         post(&up, &headers, b"hello").await;
         let got = String::from_utf8(up.received.lock().clone()).unwrap();
         assert_eq!(
             got,
             format!(
                 "POST /t?q=1 HTTP/1.1\r\nhost: {}\r\nx-keep: kept\r\n\
-                 x-forwarded-for: 1.2.3.4, 5.6.7.8, 127.0.0.9\r\ntransfer-encoding: chunked\r\n\r\n\
-                 5\r\nhello\r\n0\r\n\r\n",
+                 x-forwarded-for: 1.2.3.4, 5.6.7.8, 127.0.0.9\r\ncontent-length: 5\r\n\r\nhello",
                 up.key
             )
         );

@@ -242,6 +242,12 @@ pub struct Level {
     pub send_timeout: Option<Duration>,
     /// `client_max_body_size` in bytes; 0 = unlimited.
     pub client_max_body_size: Option<u64>,
+    /// `proxy_request_buffering`: read a body whole before forwarding it.
+    pub proxy_request_buffering: Option<bool>,
+    /// `client_body_buffer_size`: bytes of a body kept in memory.
+    pub client_body_buffer_size: Option<usize>,
+    /// `client_body_temp_path`: where larger bodies wait.
+    pub client_body_temp_path: Option<Arc<std::path::PathBuf>>,
     /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
     pub access_log: Option<Option<String>>,
     pub ratelimit_headers: Option<RateLimitHeaders>,
@@ -286,6 +292,16 @@ impl Level {
             keepalive_timeout: self.keepalive_timeout.or(parent.keepalive_timeout),
             send_timeout: self.send_timeout.or(parent.send_timeout),
             client_max_body_size: self.client_max_body_size.or(parent.client_max_body_size),
+            proxy_request_buffering: self
+                .proxy_request_buffering
+                .or(parent.proxy_request_buffering),
+            client_body_buffer_size: self
+                .client_body_buffer_size
+                .or(parent.client_body_buffer_size),
+            client_body_temp_path: self
+                .client_body_temp_path
+                .clone()
+                .or_else(|| parent.client_body_temp_path.clone()),
             access_log: self
                 .access_log
                 .clone()

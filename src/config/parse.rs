@@ -210,6 +210,9 @@ const LEVEL_KEYS: &[&str] = &[
     "access_log",
     "ratelimit_headers",
     "client_max_body_size",
+    "proxy_request_buffering",
+    "client_body_buffer_size",
+    "client_body_temp_path",
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -862,6 +865,29 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &Zones, at: Where) -> Level {
     }
     if let Some(v) = get(t, "client_body_timeout") {
         level.client_body_timeout = cx.duration(v, "client_body_timeout");
+    }
+    if let Some(v) = get(t, "proxy_request_buffering") {
+        level.proxy_request_buffering = cx.bool(v, "proxy_request_buffering");
+    }
+    if let Some(v) = get(t, "client_body_buffer_size") {
+        level.client_body_buffer_size =
+            cx.scalar_text(v, "client_body_buffer_size").and_then(|s| {
+                match values::parse_size(&s) {
+                    Ok(n) if (1..=1 << 30).contains(&n) => Some(n as usize),
+                    _ => {
+                        cx.err(
+                            v.span(),
+                            format!("\"client_body_buffer_size\": invalid size \"{s}\" (e.g. \"16k\", at most 1g)"),
+                        );
+                        None
+                    }
+                }
+            });
+    }
+    if let Some(v) = get(t, "client_body_temp_path") {
+        level.client_body_temp_path = cx
+            .str(v, "client_body_temp_path")
+            .map(|s| Arc::new(std::path::PathBuf::from(s)));
     }
     if let Some(v) = get(t, "client_max_body_size") {
         level.client_max_body_size = cx.scalar_text(v, "client_max_body_size").and_then(|s| {
