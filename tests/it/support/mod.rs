@@ -27,6 +27,9 @@ mod logs;
 mod nginx;
 mod ports;
 mod process;
+pub mod raw;
+pub mod readings;
+pub mod recorder;
 mod sluice;
 mod upstream;
 

@@ -1,0 +1,270 @@
+//! Several ways a backend may split a byte stream into HTTP/1.1 requests.
+//!
+//! A request smuggling desync is two parsers disagreeing on where one request ends. The
+//! conformance suite reads what a proxy sent its upstream under each [`Reading`] below: if they
+//! disagree on the number of requests, some backend would see a request the proxy never saw
+//! (never limited, never logged). These readers are deliberately simple and independent of
+//! sluice's own parser: each is the rule one family of backends applies.
+
+/// One way of reading request framing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// Forgiving: bare LF line ends, names and values trimmed, `chunked` anywhere in
+    /// Transfer-Encoding wins, Content-Length read as its leading digits (`+5`, `5 5`, `05`).
+    Lenient,
+    /// RFC framing with Content-Length winning when both are present (old servers).
+    ClFirst,
+    /// RFC 9112 §6.3: Transfer-Encoding with a final `chunked` wins over Content-Length.
+    TeFirst,
+    /// CGI-style stacks that map `_` to `-` in header names, then TE-first: `Content_Length`
+    /// and `Transfer_Encoding` frame the body.
+    UnderscoreTeFirst,
+    /// `_` mapped to `-`, then CL-first.
+    UnderscoreClFirst,
+}
+
+impl Reading {
+    pub const ALL: [Reading; 5] = [
+        Reading::Lenient,
+        Reading::ClFirst,
+        Reading::TeFirst,
+        Reading::UnderscoreTeFirst,
+        Reading::UnderscoreClFirst,
+    ];
+
+    fn lenient(self) -> bool {
+        self == Reading::Lenient
+    }
+
+    fn underscores(self) -> bool {
+        matches!(
+            self,
+            Reading::UnderscoreTeFirst | Reading::UnderscoreClFirst
+        )
+    }
+
+    fn cl_first(self) -> bool {
+        matches!(self, Reading::ClFirst | Reading::UnderscoreClFirst)
+    }
+}
+
+/// How a stream split under one reading.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// Requests whose head was complete (a complete or incomplete body still counts: the
+    /// backend acts on the head), plus one for non-blank bytes left over that do not form a
+    /// complete head (a backend would take them as the start of its next request).
+    pub count: usize,
+    /// The byte offset where each counted request starts.
+    pub starts: Vec<usize>,
+    /// Bytes at the end that were not consumed as a complete request.
+    pub leftover: usize,
+    /// Whether every request's body was complete.
+    pub complete: bool,
+}
+
+/// The request heads and bodies in `bytes` under `reading`.
+pub fn split(bytes: &[u8], reading: Reading) -> Split {
+    let mut out = Split {
+        complete: true,
+        ..Split::default()
+    };
+    let mut pos = 0;
+    loop {
+        // RFC 9112 §2.2: empty lines before a request line are ignored.
+        while pos < bytes.len() && (bytes[pos] == b'\r' || bytes[pos] == b'\n') {
+            pos += 1;
+        }
+        if pos >= bytes.len() {
+            break;
+        }
+        let Some((head_len, head)) = head(&bytes[pos..], reading) else {
+            out.count += 1;
+            out.starts.push(pos);
+            out.leftover = bytes.len() - pos;
+            out.complete = false;
+            break;
+        };
+        out.count += 1;
+        out.starts.push(pos);
+        pos += head_len;
+        match body(&bytes[pos..], &head, reading) {
+            Some(n) => pos += n,
+            None => {
+                out.leftover = bytes.len() - pos;
+                out.complete = false;
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The framing-relevant part of a request head.
+#[derive(Debug, Default)]
+struct Head {
+    content_length: Option<Option<u64>>,
+    chunked: bool,
+    has_te: bool,
+}
+
+/// Length of the head (through its blank line) and what it says about the body.
+fn head(bytes: &[u8], reading: Reading) -> Option<(usize, Head)> {
+    let end = if reading.lenient() {
+        let crlf = find(bytes, b"\r\n\r\n").map(|i| i + 4);
+        let lf = find(bytes, b"\n\n").map(|i| i + 2);
+        let lfcrlf = find(bytes, b"\n\r\n").map(|i| i + 3);
+        [crlf, lf, lfcrlf].into_iter().flatten().min()?
+    } else {
+        find(bytes, b"\r\n\r\n")? + 4
+    };
+    let text = &bytes[..end];
+    let lines: Vec<&[u8]> = if reading.lenient() {
+        text.split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+            .collect()
+    } else {
+        split_crlf(text)
+    };
+    let mut h = Head::default();
+    let mut te = Vec::new();
+    for line in lines.iter().skip(1) {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let mut name: Vec<u8> = line[..colon].to_ascii_lowercase();
+        if reading.lenient() || reading.underscores() {
+            name = trim(&name).to_vec();
+        }
+        if reading.underscores() {
+            for b in &mut name {
+                if *b == b'_' {
+                    *b = b'-';
+                }
+            }
+        }
+        let value = trim(&line[colon + 1..]);
+        match name.as_slice() {
+            b"content-length" if h.content_length.is_none() => {
+                h.content_length = Some(parse_length(value, reading.lenient()));
+            }
+            b"transfer-encoding" => {
+                h.has_te = true;
+                te.push(value.to_ascii_lowercase());
+            }
+            _ => {}
+        }
+    }
+    let te = te.join(&b","[..]);
+    h.chunked = if reading.lenient() {
+        find(&te, b"chunked").is_some()
+    } else {
+        te.split(|&b| b == b',').map(trim).rfind(|t| !t.is_empty()) == Some(&b"chunked"[..])
+    };
+    Some((end, h))
+}
+
+/// Bytes of `bytes` the body takes, None when it is incomplete or malformed.
+fn body(bytes: &[u8], h: &Head, reading: Reading) -> Option<usize> {
+    let by_length = |cl: Option<u64>| -> Option<usize> {
+        let n = usize::try_from(cl?).ok()?;
+        (n <= bytes.len()).then_some(n)
+    };
+    match (h.content_length, h.chunked) {
+        (Some(cl), true) if reading.cl_first() => by_length(cl),
+        (_, true) => chunked(bytes, reading.lenient()),
+        (Some(cl), false) => by_length(cl),
+        // A Transfer-Encoding without a final chunked: the body runs to the end of the
+        // connection (RFC 9112 §6.3 for responses; a request cannot be framed at all).
+        (None, false) if h.has_te => None,
+        (None, false) => Some(0),
+    }
+}
+
+/// A chunked body's length, None when incomplete or malformed.
+fn chunked(bytes: &[u8], lenient: bool) -> Option<usize> {
+    let mut pos = 0;
+    loop {
+        let (line, next) = line_at(bytes, pos, lenient)?;
+        let size_text = line.split(|&b| b == b';').next().unwrap_or(b"");
+        let size_text = if lenient { trim(size_text) } else { size_text };
+        if size_text.is_empty() || size_text.len() > 15 {
+            return None;
+        }
+        let size = usize::from_str_radix(std::str::from_utf8(size_text).ok()?, 16).ok()?;
+        if !size_text.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        pos = next;
+        if size == 0 {
+            // Trailer fields up to the empty line.
+            loop {
+                let (line, next) = line_at(bytes, pos, lenient)?;
+                pos = next;
+                if line.is_empty() {
+                    return Some(pos);
+                }
+            }
+        }
+        if bytes.len() < pos + size {
+            return None;
+        }
+        pos += size;
+        let (rest, next) = line_at(bytes, pos, lenient)?;
+        if !rest.is_empty() {
+            return None;
+        }
+        pos = next;
+    }
+}
+
+/// The line starting at `pos` (without its ending) and the offset after its ending.
+fn line_at(bytes: &[u8], pos: usize, lenient: bool) -> Option<(&[u8], usize)> {
+    let rest = bytes.get(pos..)?;
+    if lenient {
+        let i = rest.iter().position(|&b| b == b'\n')?;
+        let line = &rest[..i];
+        Some((line.strip_suffix(b"\r").unwrap_or(line), pos + i + 1))
+    } else {
+        let i = find(rest, b"\r\n")?;
+        Some((&rest[..i], pos + i + 2))
+    }
+}
+
+fn parse_length(v: &[u8], lenient: bool) -> Option<u64> {
+    if lenient {
+        let v = v.strip_prefix(b"+").unwrap_or(v);
+        let digits: Vec<u8> = v.iter().copied().take_while(u8::is_ascii_digit).collect();
+        std::str::from_utf8(&digits).ok()?.parse().ok()
+    } else if !v.is_empty() && v.iter().all(u8::is_ascii_digit) {
+        std::str::from_utf8(v).ok()?.parse().ok()
+    } else {
+        None
+    }
+}
+
+fn split_crlf(text: &[u8]) -> Vec<&[u8]> {
+    let mut lines = Vec::new();
+    let mut rest = text;
+    while let Some(i) = find(rest, b"\r\n") {
+        lines.push(&rest[..i]);
+        rest = &rest[i + 2..];
+    }
+    lines
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(start, |i| i + 1);
+    &v[start..end.max(start)]
+}
+
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
