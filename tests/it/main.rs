@@ -2,6 +2,7 @@ mod support;
 
 mod article;
 mod client_contract;
+mod conformance;
 mod nginx_diff;
 mod ops;
 mod proxy;
