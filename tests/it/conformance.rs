@@ -15,7 +15,7 @@
 //! nginx runs with its defaults (`proxy_http_version` stays 1.0: nginx buffers request bodies
 //! and sends them with Content-Length, so HTTP/1.1 towards the upstream is not needed for any
 //! case). Both proxies get the same configuration: per slot a server whose `/` proxies to the
-//! slot's recorder port, and `/limited/` behind a `$remote_port` zone at 1r/m (on one
+//! slot's recorder port, and `/limited/` behind a `$remote_addr:$remote_port` zone at 1r/m (on one
 //! connection, the first request passes and every later one is refused with 429) so that
 //! pipelined cases also check "requests the limiter passed = requests the upstream read".
 //!
@@ -48,6 +48,13 @@ const SLOTS: usize = 32;
 /// A connection still open after this much silence (after the client's last step) has said
 /// all it will: keep-alive after a response, or a proxy still waiting for more.
 const IDLE: Duration = Duration::from_millis(400);
+/// The idle wait when a mismatch is checked again: a loaded machine (two cores shared with
+/// builds) may take longer than [`IDLE`] to answer, and a late answer must not pass for "no
+/// answer". A mismatch counts only when it is seen twice.
+const IDLE_RECHECK: Duration = Duration::from_millis(1500);
+/// Above this many mismatches the suite fails without checking them again (the result would
+/// not change, only take longer).
+const RECHECK_MAX: usize = 150;
 /// The longest one case may take.
 const LIMIT: Duration = Duration::from_secs(5);
 /// After a case, before its upstream bytes and log lines are collected.
@@ -154,7 +161,7 @@ struct Side {
 }
 
 /// Runs every case against one proxy, `SLOTS` at a time. Returns outcomes in case order.
-async fn run(side: Arc<Side>, cases: Arc<Vec<Case>>) -> Vec<Outcome> {
+async fn run(side: Arc<Side>, cases: Arc<Vec<Case>>, idle: Duration) -> Vec<Outcome> {
     let next = Arc::new(Mutex::new(0usize));
     let out = Arc::new(Mutex::new(vec![Outcome::default(); cases.len()]));
     let tail = LogTail::start(side.log.clone());
@@ -185,7 +192,7 @@ async fn run(side: Arc<Side>, cases: Arc<Vec<Case>>) -> Vec<Outcome> {
                 // Leftovers of an earlier case on this slot (there should be none).
                 side.recorder.take(slot);
                 tail.take(source);
-                let ex = exchange(side.addrs[slot], source, &case.steps, IDLE, LIMIT).await;
+                let ex = exchange(side.addrs[slot], source, &case.steps, idle, LIMIT).await;
                 tokio::time::sleep(GRACE).await;
                 let o = Outcome {
                     responses: responses(&ex.bytes),
@@ -268,7 +275,7 @@ impl LogTail {
 /// The inside of nginx's `http { }` for the slots: nginx's defaults otherwise.
 fn nginx_http(ports: &[u16], recorder: &Recorder) -> String {
     let mut s = String::from(
-        "  limit_req_zone $remote_port zone=lim:1m rate=1r/m;\n  limit_req_status 429;\n",
+        "  limit_req_zone $remote_addr:$remote_port zone=lim:1m rate=1r/m;\n  limit_req_status 429;\n",
     );
     for (slot, port) in ports.iter().enumerate() {
         let up = recorder.addr(slot);
@@ -284,7 +291,7 @@ fn nginx_http(ports: &[u16], recorder: &Recorder) -> String {
 /// sluice's equivalent of [`nginx_http`].
 fn sluice_toml(ports: &[u16], recorder: &Recorder) -> String {
     let mut s = String::from(
-        "limit_req_status = 429\n\n[zones.lim]\nkey = \"$remote_port\"\nsize = \"1m\"\nrate = \"1r/m\"\n\n",
+        "limit_req_status = 429\n\n[zones.lim]\nkey = \"$remote_addr:$remote_port\"\nsize = \"1m\"\nrate = \"1r/m\"\n\n",
     );
     for (i, port) in ports.iter().enumerate() {
         let up = recorder.addr(i);
@@ -378,7 +385,7 @@ async fn nginx_table() {
         log: nginx.prefix().join("logs/error.log"),
         first_source: 10,
     });
-    let outcomes = run(side, Arc::clone(&cases)).await;
+    let outcomes = run(side, Arc::clone(&cases), IDLE).await;
     let elapsed = start.elapsed();
     let rec_ports: Vec<u16> = (0..SLOTS).map(|i| recorder.addr(i).port()).collect();
 
@@ -391,7 +398,7 @@ async fn nginx_table() {
          nginx: defaults (`large_client_header_buffers 4 8k`, `client_header_buffer_size 1k`, \
          `underscores_in_headers off`, `ignore_invalid_headers on`, `client_max_body_size 1m`, \
          `proxy_http_version 1.0`), `location / {{ proxy_pass http://UP; }}`, and \
-         `location /limited/ {{ limit_req zone=lim; ... }}` with `limit_req_zone $remote_port \
+         `location /limited/ {{ limit_req zone=lim; ... }}` with `limit_req_zone $remote_addr:$remote_port \
          zone=lim:1m rate=1r/m; limit_req_status 429;`. error_log at info.\n\n\
          Columns: **status** = statuses nginx sent in order (`none` = no response; `raw` = bytes \
          that are not an HTTP/1.x response, an HTTP/0.9 answer), then `closed` (nginx closed the \
@@ -497,19 +504,58 @@ async fn sluice_conforms_to_nginx() {
         first_source: 100,
     });
     let (n, s) = tokio::join!(
-        run(nginx_side, Arc::clone(&cases)),
-        run(sluice_side, Arc::clone(&cases))
+        run(Arc::clone(&nginx_side), Arc::clone(&cases), IDLE),
+        run(Arc::clone(&sluice_side), Arc::clone(&cases), IDLE)
     );
-    let elapsed = start.elapsed();
 
-    // The harness first: nginx must give the pinned answers and be in sync with its upstream
-    // under every reading, or the readings (not sluice) are wrong.
-    for (name, want) in PINNED {
-        let i = cases
-            .iter()
-            .position(|c| c.name == *name)
-            .unwrap_or_else(|| panic!("pinned case {name:?} is not a case"));
-        assert_eq!(n[i].verdict(), *want, "nginx on pinned case {name:?}");
+    // A case is suspect when nginx misses its pinned answer or is out of sync with its own
+    // upstream (a harness fault, or a stall on a loaded machine) or when sluice differs. Suspects
+    // run again, with a longer idle wait; only what is seen twice counts. With very many
+    // mismatches (sluice far from nginx), only nginx's suspects run again.
+    let pinned: Vec<(usize, &str)> = PINNED
+        .iter()
+        .map(|(name, want)| {
+            let i = cases
+                .iter()
+                .position(|c| c.name == *name)
+                .unwrap_or_else(|| panic!("pinned case {name:?} is not a case"));
+            (i, *want)
+        })
+        .collect();
+    let nginx_suspect = |i: usize, o: &Outcome| {
+        o.desync().is_some() || pinned.iter().any(|&(p, w)| p == i && o.verdict() != w)
+    };
+    let (mut n, mut s) = (n, s);
+    let differ = |i: usize, n: &[Outcome], s: &[Outcome]| !differences(&n[i], &s[i]).is_empty();
+    let mut again: Vec<usize> = (0..cases.len()).filter(|&i| differ(i, &n, &s)).collect();
+    if again.len() > RECHECK_MAX {
+        again.clear();
+    }
+    let extra: Vec<usize> = (0..cases.len())
+        .filter(|&i| nginx_suspect(i, &n[i]) && !again.contains(&i))
+        .collect();
+    again.extend(extra);
+    if !again.is_empty() {
+        let subset: Arc<Vec<Case>> = Arc::new(again.iter().map(|&i| cases[i].clone()).collect());
+        let (n2, s2) = tokio::join!(
+            run(Arc::clone(&nginx_side), Arc::clone(&subset), IDLE_RECHECK),
+            run(Arc::clone(&sluice_side), Arc::clone(&subset), IDLE_RECHECK)
+        );
+        for (k, &i) in again.iter().enumerate() {
+            n[i] = n2[k].clone();
+            s[i] = s2[k].clone();
+        }
+    }
+
+    // The harness: nginx must give the pinned answers and be in sync with its upstream under
+    // every reading, or the readings (not sluice) are wrong.
+    for &(i, want) in &pinned {
+        assert_eq!(
+            n[i].verdict(),
+            want,
+            "nginx on pinned case {:?}",
+            cases[i].name
+        );
     }
     let nginx_desync: Vec<String> = cases
         .iter()
@@ -521,14 +567,14 @@ async fn sluice_conforms_to_nginx() {
         "the readings disagree on nginx's own upstream bytes (a harness fault):\n{}",
         nginx_desync.join("\n")
     );
+    let differ: Vec<usize> = (0..cases.len()).filter(|&i| differ(i, &n, &s)).collect();
+    let elapsed = start.elapsed();
 
     let mut failed = Vec::new();
     let mut allowed = Vec::new();
-    for ((case, n), s) in cases.iter().zip(&n).zip(&s) {
+    for &i in &differ {
+        let (case, n, s) = (&cases[i], &n[i], &s[i]);
         let why = differences(n, s);
-        if why.is_empty() {
-            continue;
-        }
         let row = (case, n, s, why.join("; "));
         match STRICTER.iter().find(|(name, _)| *name == case.name) {
             Some(_) if n.forwarded() && s.upstream_answers() == 0 && s.upstream.is_empty() => {
