@@ -584,19 +584,37 @@ async fn sluice_conforms_to_nginx() {
         }
     }
     let table = |rows: &[(&Case, &Outcome, &Outcome, String)]| {
+        let mut per_group: Vec<(&str, usize)> = Vec::new();
+        for (case, ..) in rows {
+            match per_group.iter_mut().find(|(g, _)| *g == case.group) {
+                Some((_, n)) => *n += 1,
+                None => per_group.push((case.group, 1)),
+            }
+        }
+        let groups: Vec<String> = per_group.iter().map(|(g, n)| format!("{g} {n}")).collect();
         let mut t = format!(
-            "{:<44} {:<22} {:<22} why\n",
-            "case", "nginx (↑ upstream)", "sluice (↑ upstream)"
+            "by group: {}\n(verdict = statuses then open/closed; ↑N = requests the upstream read; \
+             below each row: the bytes sent, then the first lines of each error log)\n\n\
+             {:<44} {:<22} {:<22} why\n",
+            groups.join(", "),
+            "case",
+            "nginx (↑ upstream)",
+            "sluice (↑ upstream)"
         );
         for (case, n, s, why) in rows {
             let _ = writeln!(
                 t,
-                "{:<44} {:<22} {:<22} {why}\n    {}",
+                "{:<44} {:<22} {:<22} {why}\n    sent:   {}",
                 case.name,
                 n.summary(),
                 s.summary(),
                 case.describe(100)
             );
+            for (who, o) in [("nginx", n), ("sluice", s)] {
+                if let Some(line) = o.log.first() {
+                    let _ = writeln!(t, "    {who:<7} {}", short_log(line));
+                }
+            }
         }
         t
     };
@@ -657,4 +675,53 @@ fn assert_unique(cases: &[Case]) {
     for c in cases {
         assert!(seen.insert(c.name.as_str()), "two cases named {:?}", c.name);
     }
+}
+
+/// The comparison itself, on made-up outcomes: each of (a), (b), (c) is caught.
+#[test]
+fn differences_catch_refusals_smuggling_and_limits() {
+    let answer = |status, upstream| Response {
+        status,
+        upstream,
+        truncated: false,
+    };
+    let outcome = |responses: Vec<Response>, closed, upstream: &[&[u8]]| Outcome {
+        exchange: Exchange {
+            closed,
+            ..Exchange::default()
+        },
+        responses,
+        upstream: upstream.iter().map(|b| b.to_vec()).collect(),
+        log: Vec::new(),
+    };
+    let get: &[u8] = b"GET / HTTP/1.0\r\nHost: up\r\n\r\n";
+    let refused = outcome(vec![answer(400, false)], true, &[]);
+    let forwarded = outcome(vec![answer(200, true)], false, &[get]);
+    assert!(differences(&refused, &refused).is_empty());
+    assert!(differences(&forwarded, &forwarded).is_empty());
+
+    let why = differences(&refused, &forwarded);
+    assert_eq!(why[0], "verdict");
+    assert!(
+        why[1].starts_with("forwarded what nginx refused"),
+        "{why:?}"
+    );
+
+    // Refused alike, but left open: still a verdict mismatch.
+    let open = outcome(vec![answer(400, false)], false, &[]);
+    assert_eq!(differences(&refused, &open), vec!["verdict".to_owned()]);
+
+    // One answer, two requests upstream (a smuggled one): more than nginx, and a desync.
+    let smuggled = outcome(vec![answer(200, true)], false, &[&[get, get].concat()]);
+    let why = differences(&forwarded, &smuggled);
+    assert!(why[0].starts_with("upstream read 2"), "{why:?}");
+    assert!(why[1].starts_with("desync"), "{why:?}");
+
+    // A 429 without its error-log line.
+    let mut limited = outcome(vec![answer(200, true), answer(429, false)], false, &[get]);
+    assert!(differences(&limited, &limited)[0].contains("429"));
+    limited
+        .log
+        .push("limiting requests, excess: 1.000 by zone \"lim\"".to_owned());
+    assert!(differences(&limited, &limited).is_empty());
 }

@@ -268,3 +268,74 @@ fn trim(v: &[u8]) -> &[u8] {
 pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Reading, split};
+
+    fn counts(bytes: &[u8]) -> Vec<usize> {
+        Reading::ALL
+            .iter()
+            .map(|&r| split(bytes, r).count)
+            .collect()
+    }
+
+    #[test]
+    fn plain_pipeline_is_two_requests_under_every_reading() {
+        let two =
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+        assert_eq!(counts(two), vec![2; 5]);
+        let s = split(two, Reading::TeFirst);
+        assert_eq!(s.starts, vec![0, 27]);
+        assert!(s.complete);
+    }
+
+    #[test]
+    fn cl_te_smuggle_splits_differently_cl_first_and_te_first() {
+        // CL says the body is "0\r\n\r\nG" (one request, then "GET /x ..."); TE says the body
+        // ends after "0\r\n\r\n" and "GGET /x" begins the next request.
+        let b = b"POST / HTTP/1.1\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGGET /x HTTP/1.1\r\n\r\n";
+        assert_eq!(split(b, Reading::ClFirst).count, 2);
+        assert_eq!(split(b, Reading::TeFirst).count, 2);
+        assert_ne!(
+            split(b, Reading::ClFirst).starts,
+            split(b, Reading::TeFirst).starts
+        );
+        // Content-Length 0 beside a chunked body: CL-first reads the chunks as a second head.
+        let c = b"POST / HTTP/1.1\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+        assert_eq!(split(c, Reading::TeFirst).count, 1);
+        assert_eq!(split(c, Reading::ClFirst).count, 2);
+    }
+
+    #[test]
+    fn underscores_frame_only_under_the_underscore_readings() {
+        let b = b"POST / HTTP/1.1\r\nContent_Length: 24\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n";
+        assert_eq!(counts(b), vec![2, 2, 2, 1, 1]);
+        let t = b"POST / HTTP/1.1\r\nTransfer_Encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(split(t, Reading::TeFirst).count, 2, "'0' is read as a head");
+        assert_eq!(split(t, Reading::UnderscoreTeFirst).count, 1);
+    }
+
+    #[test]
+    fn lenient_accepts_bare_lf_and_loose_lengths() {
+        let b = b"POST / HTTP/1.1\nContent-Length: +5\n\nhelloGET / HTTP/1.1\n\n";
+        assert_eq!(split(b, Reading::Lenient).count, 2);
+        // Strictly, there is no complete head (no CRLF CRLF): one partial request.
+        let s = split(b, Reading::TeFirst);
+        assert_eq!((s.count, s.complete), (1, false));
+    }
+
+    #[test]
+    fn incomplete_and_malformed_bodies_stop_the_split() {
+        let b = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel";
+        let s = split(b, Reading::TeFirst);
+        assert_eq!((s.count, s.complete, s.leftover), (1, false, 6));
+        let bad = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n";
+        assert!(!split(bad, Reading::TeFirst).complete);
+        // A Transfer-Encoding without a final chunked cannot be framed.
+        let gz = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n";
+        assert!(!split(gz, Reading::TeFirst).complete);
+        assert_eq!(split(b"", Reading::TeFirst).count, 0);
+        assert_eq!(split(b"\r\n\r\n", Reading::TeFirst).count, 0);
+    }
+}
