@@ -10,7 +10,9 @@
 //! - (c) sluice's upstream bytes split into the same number of requests under every
 //!   [`Reading`] (lenient, CL-first, TE-first, `_` mapped to `-`), and that number is the
 //!   number of upstream answers the client received: no request that sluice did not see,
-//!   limit and log.
+//!   limit and log (and every 429 has its `limiting requests` error-log line);
+//! - (d) where both forwarded the same number of requests, each has the same method and target
+//!   as nginx's, and carries no client header that nginx dropped (`X_Foo`, `X.Foo`, ...).
 //!
 //! nginx runs with its defaults (`proxy_http_version` stays 1.0: nginx buffers request bodies
 //! and sends them with Content-Length, so HTTP/1.1 towards the upstream is not needed for any
@@ -38,7 +40,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::support::raw::{Exchange, Response, escape, exchange, responses};
-use crate::support::readings::{Reading, split};
+use crate::support::readings::{Reading, forwarded, split};
 use crate::support::recorder::Recorder;
 use crate::support::{Nginx, Sluice, free_port};
 use cases::Case;
@@ -661,11 +663,61 @@ fn differences(n: &Outcome, s: &Outcome) -> Vec<String> {
     if let Some(d) = s.desync() {
         why.push(format!("desync: {d}"));
     }
+    why.extend(forwarding(n, s));
     let (answers, logged) = s.limited();
     if answers != logged {
         why.push(format!(
             "{answers} answer(s) 429 but {logged} limiting line(s) logged"
         ));
+    }
+    why
+}
+
+/// Header names a proxy adds or rewrites for its own hop: their presence is a matter of each
+/// proxy's forwarding policy, not of parsing the client's request.
+const OWN_HOP: &[&str] = &[
+    "host",
+    "connection",
+    "keep-alive",
+    "content-length",
+    "transfer-encoding",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-real-ip",
+    "forwarded",
+    "via",
+];
+
+/// When both forwarded the same number of requests: the same method and target each (nginx
+/// passes the target as received, except that absolute-form becomes origin-form), and no
+/// client header that nginx dropped (underscores, invalid names) reaches sluice's upstream.
+fn forwarding(n: &Outcome, s: &Outcome) -> Vec<String> {
+    let nf: Vec<_> = n.upstream.iter().flat_map(|c| forwarded(c)).collect();
+    let sf: Vec<_> = s.upstream.iter().flat_map(|c| forwarded(c)).collect();
+    if nf.len() != sf.len() {
+        return Vec::new();
+    }
+    let mut why = Vec::new();
+    for (a, b) in nf.iter().zip(&sf) {
+        if (a.method.as_str(), a.target.as_str()) != (b.method.as_str(), b.target.as_str()) {
+            why.push(format!(
+                "forwarded {} {} where nginx forwards {} {}",
+                b.method, b.target, a.method, a.target
+            ));
+        }
+        let extra: Vec<&str> = b
+            .names
+            .iter()
+            .filter(|h| !OWN_HOP.contains(&h.as_str()) && !a.names.contains(h))
+            .map(String::as_str)
+            .collect();
+        if !extra.is_empty() {
+            why.push(format!(
+                "forwarded header(s) nginx drops: {}",
+                extra.join(", ")
+            ));
+        }
     }
     why
 }

@@ -100,6 +100,39 @@ pub fn split(bytes: &[u8], reading: Reading) -> Split {
     out
 }
 
+/// A forwarded request as the strict reading sees it: method, target, header names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Forwarded {
+    pub method: String,
+    pub target: String,
+    /// Lowercased, in order.
+    pub names: Vec<String>,
+}
+
+/// The requests in `bytes` under [`Reading::TeFirst`], with what a comparison of two proxies'
+/// forwarding needs.
+pub fn forwarded(bytes: &[u8]) -> Vec<Forwarded> {
+    let s = split(bytes, Reading::TeFirst);
+    s.starts
+        .iter()
+        .map(|&start| {
+            let rest = &bytes[start..];
+            let end = find(rest, b"\r\n\r\n").unwrap_or(rest.len());
+            let text = String::from_utf8_lossy(&rest[..end]).into_owned();
+            let mut lines = text.split("\r\n");
+            let line = lines.next().unwrap_or("");
+            let mut parts = line.splitn(3, ' ');
+            Forwarded {
+                method: parts.next().unwrap_or("").to_owned(),
+                target: parts.next().unwrap_or("").to_owned(),
+                names: lines
+                    .filter_map(|l| l.split_once(':').map(|(n, _)| n.to_ascii_lowercase()))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 /// The framing-relevant part of a request head.
 #[derive(Debug, Default)]
 struct Head {
