@@ -62,9 +62,36 @@ const LIMIT: Duration = Duration::from_secs(5);
 /// After a case, before its upstream bytes and log lines are collected.
 const GRACE: Duration = Duration::from_millis(60);
 
-/// Cases where sluice deliberately refuses what nginx forwards (never the other way round): the
-/// suite accepts them only when nginx forwarded and sluice refused and forwarded nothing.
-const STRICTER: &[(&str, &str)] = &[];
+/// Why sluice deliberately refuses a case that nginx forwards (never the other way round), or
+/// None. The suite accepts such a case only when nginx forwarded it, and sluice refused it and
+/// sent its upstream nothing; any other difference on it still fails. The reasons are
+/// src/http1/head.rs's and README "Security"'s.
+fn stricter(case: &str) -> Option<&'static str> {
+    const HTTP09: &str = "HTTP/0.9 is refused (nginx proxies it and answers without headers)";
+    const CONTROL: &str = "control bytes other than tab in a header value are refused (nginx \
+                           forwards them; hyper and most backends cannot represent them)";
+    const COUNT: &str = "at most 100 header fields (hyper's limit; nginx counts only bytes, \
+                         and this nginx build 1000 lines)";
+    match case {
+        "HTTP/0.9 simple request" | "HTTP/0.9 simple request space" | "HTTP/0.9 bare LF" => {
+            Some(HTTP09)
+        }
+        // `GET /a\nb HTTP/1.1`: the LF ends an HTTP/0.9 request line `GET /a`.
+        "target byte 0x0a" => Some(HTTP09),
+        "value SOH" | "value ESC" | "value DEL" => Some(CONTROL),
+        _ => {
+            if let Some(hex) = case.strip_prefix("header value byte 0x") {
+                let b = u8::from_str_radix(hex, 16).ok()?;
+                // LF ends the line and CR is refused by nginx too: neither is "stricter".
+                return ((b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')) || b == 0x7f)
+                    .then_some(CONTROL);
+            }
+            let n: usize = case.strip_suffix(" headers")?.parse().ok()?;
+            // The case sends Host and n more fields.
+            (n + 1 > 100).then_some(COUNT)
+        }
+    }
+}
 
 /// What one proxy did with one case.
 #[derive(Clone, Debug, Default)]
@@ -570,6 +597,11 @@ async fn sluice_conforms_to_nginx() {
         nginx_desync.join("\n")
     );
     let differ: Vec<usize> = (0..cases.len()).filter(|&i| differ(i, &n, &s)).collect();
+    let slow: Vec<&str> = again
+        .iter()
+        .filter(|i| !differ.contains(i))
+        .map(|&i| cases[i].name.as_str())
+        .collect();
     let elapsed = start.elapsed();
 
     let mut failed = Vec::new();
@@ -578,7 +610,7 @@ async fn sluice_conforms_to_nginx() {
         let (case, n, s) = (&cases[i], &n[i], &s[i]);
         let why = differences(n, s);
         let row = (case, n, s, why.join("; "));
-        match STRICTER.iter().find(|(name, _)| *name == case.name) {
+        match stricter(&case.name) {
             Some(_) if n.forwarded() && s.upstream_answers() == 0 && s.upstream.is_empty() => {
                 allowed.push(row)
             }
@@ -627,9 +659,16 @@ async fn sluice_conforms_to_nginx() {
         failed.len(),
         allowed.len()
     );
+    if !slow.is_empty() {
+        eprintln!(
+            "matched only when waited for {} ms (a loaded machine, or a proxy slow to answer): {}",
+            IDLE_RECHECK.as_millis(),
+            slow.join(" | ")
+        );
+    }
     if !allowed.is_empty() {
         eprintln!(
-            "allowed (sluice stricter, see STRICTER):\n{}",
+            "allowed (sluice deliberately stricter, see stricter()):\n{}",
             table(&allowed)
         );
     }
@@ -642,10 +681,22 @@ async fn sluice_conforms_to_nginx() {
     );
 }
 
+/// Equal verdicts; and where nginx refuses in HTTP/0.9 form (an error page without a status
+/// line, for `POST /\r\n`), any 4xx from sluice followed by a close: there is no status to
+/// compare.
+fn same_verdict(n: &Outcome, s: &Outcome) -> bool {
+    if n.verdict() == s.verdict() {
+        return true;
+    }
+    let raw_refusal = matches!(n.responses.as_slice(), [r] if r.status == 0 && !r.upstream);
+    let refusal = matches!(s.responses.as_slice(), [r] if (400..500).contains(&r.status));
+    raw_refusal && refusal && n.exchange.closed && s.exchange.closed
+}
+
 /// What makes sluice's outcome differ from nginx's, per the module's (a), (b), (c).
 fn differences(n: &Outcome, s: &Outcome) -> Vec<String> {
     let mut why = Vec::new();
-    if n.verdict() != s.verdict() {
+    if !same_verdict(n, s) {
         why.push("verdict".to_owned());
     }
     if n.upstream.iter().all(Vec::is_empty) && s.upstream.iter().any(|c| !c.is_empty()) {

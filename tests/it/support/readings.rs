@@ -104,6 +104,9 @@ pub fn split(bytes: &[u8], reading: Reading) -> Split {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Forwarded {
     pub method: String,
+    /// The target with the bytes RFC 3986 never allows raw (0x80-0xff and `"<>\\^`{|}`)
+    /// percent-encoded: `/a%60b` and `/a`b` name the same resource, and a proxy may send
+    /// either. Every other byte, `%` escape and `#` is kept as sent.
     pub target: String,
     /// Lowercased, in order.
     pub names: Vec<String>,
@@ -118,16 +121,26 @@ pub fn forwarded(bytes: &[u8]) -> Vec<Forwarded> {
         .map(|&start| {
             let rest = &bytes[start..];
             let end = find(rest, b"\r\n\r\n").unwrap_or(rest.len());
-            let text = String::from_utf8_lossy(&rest[..end]).into_owned();
-            let mut lines = text.split("\r\n");
-            let line = lines.next().unwrap_or("");
-            let mut parts = line.splitn(3, ' ');
+            let head = &rest[..end];
+            let line_end = find(head, b"\r\n").unwrap_or(head.len());
+            let mut parts = head[..line_end].splitn(3, |&b| b == b' ');
+            let method = String::from_utf8_lossy(parts.next().unwrap_or(b"")).into_owned();
+            let mut target = String::new();
+            for &b in parts.next().unwrap_or(b"") {
+                if b >= 0x80 || b"\"<>\\^`{|}".contains(&b) {
+                    target.push_str(&format!("%{b:02X}"));
+                } else {
+                    target.push(char::from(b));
+                }
+            }
+            let names = String::from_utf8_lossy(&head[line_end..])
+                .split("\r\n")
+                .filter_map(|l| l.split_once(':').map(|(n, _)| n.to_ascii_lowercase()))
+                .collect();
             Forwarded {
-                method: parts.next().unwrap_or("").to_owned(),
-                target: parts.next().unwrap_or("").to_owned(),
-                names: lines
-                    .filter_map(|l| l.split_once(':').map(|(n, _)| n.to_ascii_lowercase()))
-                    .collect(),
+                method,
+                target,
+                names,
             }
         })
         .collect()
@@ -356,6 +369,19 @@ mod tests {
         // Strictly, there is no complete head (no CRLF CRLF): one partial request.
         let s = split(b, Reading::TeFirst);
         assert_eq!((s.count, s.complete), (1, false));
+    }
+
+    #[test]
+    fn forwarded_targets_compare_modulo_encoding_of_never_raw_bytes() {
+        let raw = super::forwarded(b"GET /a`b\xff#f HTTP/1.0\r\nX-A: 1\r\n\r\n");
+        let enc = super::forwarded(b"GET /a%60b%FF#f HTTP/1.1\r\nx-a: 1\r\n\r\n");
+        assert_eq!(raw, enc);
+        assert_eq!(raw[0].names, vec!["x-a".to_owned()]);
+        let frag = super::forwarded(b"GET /a%60b%FF%23f HTTP/1.1\r\n\r\n");
+        assert_ne!(
+            raw[0].target, frag[0].target,
+            "# is a delimiter, %23 is not"
+        );
     }
 
     #[test]
