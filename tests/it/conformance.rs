@@ -42,7 +42,7 @@ use tokio::time::Instant;
 use crate::support::raw::{Exchange, Response, escape, exchange, responses};
 use crate::support::readings::{Reading, forwarded, split};
 use crate::support::recorder::Recorder;
-use crate::support::{Nginx, Sluice, free_port};
+use crate::support::{Nginx, Sluice, free_port, heavy};
 use cases::Case;
 
 /// Cases in flight at once, per proxy.
@@ -399,6 +399,7 @@ fn short_log(line: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "writes nginx's answers as a table: CONFORMANCE_NGINX_TABLE=FILE ... -- --ignored"]
 async fn nginx_table() {
+    let _heavy = heavy();
     let path = std::env::var_os("CONFORMANCE_NGINX_TABLE")
         .map(PathBuf::from)
         .expect("CONFORMANCE_NGINX_TABLE=FILE: where to write the table");
@@ -510,6 +511,8 @@ const PINNED: &[(&str, &str)] = &[
 /// The suite: every case against nginx and sluice at the same time; mismatches as a table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sluice_conforms_to_nginx() {
+    // 64 connections at a time through two proxies: no latency comparison may run meanwhile.
+    let _heavy = heavy();
     let cases = Arc::new(cases::all());
     assert_unique(&cases);
     assert!(cases.len() >= 300, "only {} cases", cases.len());
