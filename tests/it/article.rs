@@ -4,7 +4,9 @@
 //! nginx-limit-req.md §11. Each test starts its own sluice on free ports and uses its own client
 //! address, so the tests run in parallel without sharing a bucket.
 
-use crate::support::{Reply, Sluice, assert_expected, burst, client, expect, free_port};
+use crate::support::{
+    Reply, Sluice, Timing, assert_expected, burst, client, expect, free_port, timing,
+};
 
 /// The shipped example, config/sluice.toml (SPEC.md §2's configuration), with its two ports
 /// (7060 and the built-in upstream on 7070) moved to free ones.
@@ -16,9 +18,15 @@ fn article_toml(listen: u16, upstream: u16) -> String {
         .replace("127.0.0.1:7070", &format!("127.0.0.1:{upstream}"))
 }
 
-fn start_article() -> Sluice {
+/// sluice with the article's configuration, and the guard that keeps heavy tests away while
+/// its latencies are checked.
+fn start_article() -> (Sluice, Timing) {
+    let timing = timing();
     let (listen, upstream) = (free_port(), free_port());
-    Sluice::start(&article_toml(listen, upstream), &[listen, upstream])
+    (
+        Sluice::start(&article_toml(listen, upstream), &[listen, upstream]),
+        timing,
+    )
 }
 
 /// Every 200 came through the built-in upstream (`"ok\n"`); every 429 is the configured error
@@ -56,7 +64,7 @@ fn assert_bodies_and_error_pages(scenario: &str, replies: &[Reply]) {
 /// No burst: the first passes, the other nine are rejected at once (excess 1.000 > 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn article_plain_passes_one_and_rejects_nine() {
-    let sluice = start_article();
+    let (sluice, _timing) = start_article();
     let replies = burst(sluice.addr(), client(2), "/plain", 10).await;
     assert_expected(
         "sluice /plain (no burst)",
@@ -79,7 +87,7 @@ async fn article_plain_passes_one_and_rejects_nine() {
 /// burst=5: one at once, five queued at 500 ms steps (2r/s), four rejected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn article_burst_delays_five_in_500ms_steps_and_rejects_four() {
-    let sluice = start_article();
+    let (sluice, _timing) = start_article();
     let replies = burst(sluice.addr(), client(3), "/burst", 10).await;
     assert_expected(
         "sluice /burst (burst=5)",
@@ -93,7 +101,7 @@ async fn article_burst_delays_five_in_500ms_steps_and_rejects_four() {
 /// burst=5 nodelay: six pass at once, four rejected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn article_nodelay_passes_six_at_once_and_rejects_four() {
-    let sluice = start_article();
+    let (sluice, _timing) = start_article();
     let replies = burst(sluice.addr(), client(4), "/nodelay", 10).await;
     assert_expected(
         "sluice /nodelay (burst=5 nodelay)",
@@ -108,7 +116,7 @@ async fn article_nodelay_passes_six_at_once_and_rejects_four() {
 /// 500 ms steps, four rejected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn article_delay_passes_three_then_delays_three_and_rejects_four() {
-    let sluice = start_article();
+    let (sluice, _timing) = start_article();
     let replies = burst(sluice.addr(), client(5), "/delay", 10).await;
     assert_expected(
         "sluice /delay (burst=5 delay=2)",

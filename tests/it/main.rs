@@ -2,6 +2,7 @@ mod support;
 
 mod article;
 mod client_contract;
+mod conformance;
 mod limit_conn;
 mod nginx_diff;
 mod ops;

@@ -15,9 +15,9 @@ use std::process::Command;
 use tokio::time::{Duration, Instant, sleep_until};
 
 use crate::support::{
-    Event, Nginx, Reply, Request, Sluice, Upstream, assert_expected, assert_same,
+    Event, Nginx, Reply, Request, Sluice, Timing, Upstream, assert_expected, assert_same,
     assert_same_limit_lines, burst, client, expect, fire, free_port, group_by_source, limit_lines,
-    nginx_binary,
+    nginx_binary, timing,
 };
 
 /// `[zones.NAME]` keyed on the client address, 1m, at `rate`.
@@ -34,6 +34,8 @@ struct Pair {
     /// The servers' ports, in the order given to the configuration builders.
     nginx_ports: Vec<u16>,
     sluice_ports: Vec<u16>,
+    /// Latencies are compared: no heavy test may run meanwhile.
+    _timing: Timing,
 }
 
 impl Pair {
@@ -57,6 +59,7 @@ impl Pair {
         nginx_http: impl FnOnce(&[u16], SocketAddr) -> String,
         sluice_toml: impl FnOnce(&[u16], SocketAddr) -> String,
     ) -> Pair {
+        let timing = timing();
         let (nginx_upstream, sluice_upstream) = (Upstream::start(), Upstream::start());
         let nginx_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let nginx = Nginx::start(&nginx_http(&nginx_ports, nginx_upstream.addr), &nginx_ports);
@@ -72,6 +75,7 @@ impl Pair {
             sluice_upstream,
             nginx_ports,
             sluice_ports,
+            _timing: timing,
         }
     }
 
@@ -283,6 +287,7 @@ fn article_expected(path: &str) -> Vec<(u16, u64)> {
 /// nginx-limit-req.md §11 through this harness (bodies from html/ok.txt, the @too_many page).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_oracle_reproduces_the_reference_table() {
+    let _timing = timing();
     let port = free_port();
     let nginx = Nginx::start(&nginx_seed(port), &[port]);
     let addr = nginx.addr();

@@ -12,6 +12,10 @@
 //!   address (127.0.0.2, 127.0.0.3, … are different clients to a limiter keyed on the address).
 //! - [`compare`]: the status and latency comparisons (±[`TOLERANCE`]) with readable tables.
 //! - [`logs`]: parsing nginx-format `limiting requests` / `delaying request` error-log lines.
+//! - [`quiet`]: [`timing`] and [`heavy`], which keep latency comparisons and the conformance
+//!   suite's load apart.
+//! - [`raw`], [`readings`], [`recorder`]: raw byte exchanges, the ways a backend may split a
+//!   byte stream into requests, and an upstream that records every byte (the conformance suite).
 //!
 //! Rules every test follows: servers bind 127.0.0.1 on free ports, each test owns its processes
 //! (tests run in parallel), nothing is skipped silently (a missing nginx is a panic), and every
@@ -27,6 +31,10 @@ mod logs;
 mod nginx;
 mod ports;
 mod process;
+mod quiet;
+pub mod raw;
+pub mod readings;
+pub mod recorder;
 mod sluice;
 mod upstream;
 
@@ -37,6 +45,7 @@ pub use compare::{
 pub use logs::{Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines};
 pub use nginx::{Nginx, nginx_binary};
 pub use ports::free_port;
+pub use quiet::{Heavy, Timing, heavy, timing};
 pub use sluice::Sluice;
 pub use upstream::Upstream;
 

@@ -98,6 +98,11 @@ impl Sluice {
         read(&self.dir.path().join("stdout.log"))
     }
 
+    /// The file sluice's stderr (its error log) goes to, for tests that follow it as it grows.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("stderr.log")
+    }
+
     pub fn config_path(&self) -> &Path {
         &self.config
     }

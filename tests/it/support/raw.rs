@@ -1,0 +1,258 @@
+//! Raw byte exchanges: write exactly the given bytes (in steps, with pauses and a half-close),
+//! read everything that comes back, and split it into responses.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+use tokio::time::{Instant, sleep, timeout};
+
+use super::readings::find;
+
+/// One thing the client does, in order.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Write these bytes (one write call; the kernel may still split them).
+    Write(Vec<u8>),
+    /// Wait before the next step.
+    Pause(Duration),
+    /// `shutdown(SHUT_WR)`: the client's end of file, the connection stays open for reading.
+    ShutWrite,
+}
+
+/// How the exchange ended, seen from the client.
+#[derive(Clone, Debug, Default)]
+pub struct Exchange {
+    /// Everything the server sent.
+    pub bytes: Vec<u8>,
+    /// The server closed (end of file or reset) before the client gave up waiting.
+    pub closed: bool,
+    /// The whole exchange hit `limit` with the connection still open.
+    pub timed_out: bool,
+    /// A write that failed (the server had already closed), if any.
+    pub write_error: Option<String>,
+}
+
+/// Sends `steps` from `source` to `addr` and reads until the server closes, or nothing has
+/// arrived for `idle` after the last step, or `limit` passes.
+pub async fn exchange(
+    addr: SocketAddr,
+    source: IpAddr,
+    steps: &[Step],
+    idle: Duration,
+    limit: Duration,
+) -> Exchange {
+    let socket = match source {
+        IpAddr::V4(_) => TcpSocket::new_v4(),
+        IpAddr::V6(_) => TcpSocket::new_v6(),
+    }
+    .expect("create a TCP socket");
+    socket
+        .bind(SocketAddr::new(source, 0))
+        .unwrap_or_else(|e| panic!("cannot bind a client socket to {source}:0: {e}"));
+    let stream = timeout(Duration::from_secs(10), socket.connect(addr))
+        .await
+        .unwrap_or_else(|_| panic!("connecting to {addr} took over 10 s"))
+        .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
+    stream.set_nodelay(true).expect("TCP_NODELAY");
+    let (mut rd, mut wr) = stream.into_split();
+    let steps = steps.to_vec();
+    // The writer runs beside the reader: a server that answers and closes before reading a
+    // large request must not block the client's write forever.
+    let writer = tokio::spawn(async move {
+        for step in steps {
+            match step {
+                Step::Write(b) => {
+                    if let Err(e) = wr.write_all(&b).await {
+                        return (Some(e.to_string()), wr);
+                    }
+                }
+                Step::Pause(d) => sleep(d).await,
+                Step::ShutWrite => {
+                    if let Err(e) = wr.shutdown().await {
+                        return (Some(e.to_string()), wr);
+                    }
+                }
+            }
+        }
+        (None, wr)
+    });
+    let start = Instant::now();
+    let mut out = Exchange::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut writer = Some(writer);
+    let mut last = Instant::now();
+    let mut _kept_writer = None;
+    loop {
+        if let Some(w) = writer.as_ref().filter(|w| w.is_finished()) {
+            let _ = w;
+            let w = writer.take().expect("checked above");
+            let (err, half) = w.await.expect("writer task");
+            out.write_error = err;
+            // Keep the write half alive: dropping it would shut the socket down for writing.
+            _kept_writer = Some(half);
+            last = last.max(Instant::now());
+        }
+        let now = Instant::now();
+        if now >= start + limit {
+            out.timed_out = true;
+            break;
+        }
+        let wait = if writer.is_none() {
+            if now >= last + idle {
+                break;
+            }
+            (last + idle - now).min(start + limit - now)
+        } else {
+            Duration::from_millis(10).min(start + limit - now)
+        };
+        match timeout(wait, rd.read(&mut buf)).await {
+            Err(_) => {}
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                out.closed = true;
+                break;
+            }
+            Ok(Ok(n)) => {
+                out.bytes.extend_from_slice(&buf[..n]);
+                last = Instant::now();
+            }
+        }
+    }
+    if let Some(w) = writer {
+        w.abort();
+    }
+    out
+}
+
+/// One response read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// The status code; 0 for bytes that are not an HTTP/1.x response (an HTTP/0.9 answer).
+    pub status: u16,
+    /// It carries the recording upstream's `X-Recorder: hit`: the upstream answered it.
+    pub upstream: bool,
+    /// The body was cut short by the end of the data.
+    pub truncated: bool,
+}
+
+/// Splits what a server sent into responses (Content-Length, chunked or to the end).
+pub fn responses(bytes: &[u8]) -> Vec<Response> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        if !rest.starts_with(b"HTTP/") {
+            // An HTTP/0.9 answer is the bare body: the recorder's if it is exactly that.
+            out.push(Response {
+                status: 0,
+                upstream: rest == b"ok\n",
+                truncated: false,
+            });
+            break;
+        }
+        let Some(end) = find(rest, b"\r\n\r\n") else {
+            out.push(Response {
+                status: status_of(rest),
+                upstream: false,
+                truncated: true,
+            });
+            break;
+        };
+        let head = String::from_utf8_lossy(&rest[..end]).to_ascii_lowercase();
+        let status = status_of(rest);
+        let upstream = head.contains("\r\nx-recorder: hit");
+        let header = |name: &str| {
+            head.split("\r\n").skip(1).find_map(|l| {
+                l.split_once(':')
+                    .filter(|(n, _)| n.trim() == name)
+                    .map(|(_, v)| v.trim().to_owned())
+            })
+        };
+        let body_start = pos + end + 4;
+        let no_body = (100..200).contains(&status) || status == 204 || status == 304;
+        let (len, truncated) = if no_body {
+            (Some(0), false)
+        } else if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            match chunked_len(&bytes[body_start..]) {
+                Some(n) => (Some(n), false),
+                None => (None, true),
+            }
+        } else if let Some(cl) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            if body_start + cl <= bytes.len() {
+                (Some(cl), false)
+            } else {
+                (None, true)
+            }
+        } else {
+            (None, false)
+        };
+        out.push(Response {
+            status,
+            upstream,
+            truncated,
+        });
+        match len {
+            Some(n) => pos = body_start + n,
+            None => break,
+        }
+    }
+    out
+}
+
+fn status_of(rest: &[u8]) -> u16 {
+    rest.get(9..12)
+        .and_then(|s| std::str::from_utf8(s).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn chunked_len(b: &[u8]) -> Option<usize> {
+    let mut pos = 0;
+    loop {
+        let i = find(&b[pos..], b"\r\n")?;
+        let line = std::str::from_utf8(&b[pos..pos + i]).ok()?;
+        let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
+        pos += i + 2;
+        if size == 0 {
+            let j = find(&b[pos..], b"\r\n")?;
+            return Some(pos + j + 2);
+        }
+        pos += size + 2;
+        if pos > b.len() {
+            return None;
+        }
+    }
+}
+
+/// `bytes` as printable ASCII: `\r`, `\n`, `\t`, `\0`, `\xNN`, `\\`; runs of more than 12 equal
+/// bytes as `X{×N}`; at most `max` characters, then `…(N bytes)`.
+pub fn escape(bytes: &[u8], max: usize) -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if s.len() >= max {
+            s.push_str(&format!("…({} bytes)", bytes.len()));
+            break;
+        }
+        let b = bytes[i];
+        let run = bytes[i..].iter().take_while(|&&c| c == b).count();
+        let one = match b {
+            b'\r' => "\\r".to_owned(),
+            b'\n' => "\\n".to_owned(),
+            b'\t' => "\\t".to_owned(),
+            b'\0' => "\\0".to_owned(),
+            b'\\' => "\\\\".to_owned(),
+            0x20..=0x7e => (b as char).to_string(),
+            _ => format!("\\x{b:02x}"),
+        };
+        if run > 12 {
+            s.push_str(&format!("{one}{{×{run}}}"));
+            i += run;
+        } else {
+            s.push_str(&one);
+            i += 1;
+        }
+    }
+    s
+}
