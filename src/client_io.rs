@@ -93,6 +93,9 @@ pub struct ConnState {
     /// A read that waits for the request being served to end (a refused
     /// pipelined head is answered then): woken by [`ConnState::idle`].
     waiting_read: Mutex<Option<std::task::Waker>>,
+    /// What the chunked body being read has announced (see
+    /// [`LimitedBody`]).
+    declared_body: AtomicU64,
 }
 
 impl ConnState {
@@ -107,6 +110,7 @@ impl ConnState {
             with_body: AtomicBool::new(false),
             invalid_body: AtomicBool::new(false),
             waiting_read: Mutex::new(None),
+            declared_body: AtomicU64::new(0),
         })
     }
 
@@ -340,7 +344,13 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Filled>> {
         loop {
             match self.gate.process() {
-                Ok(Fill::Data) => return Poll::Ready(Ok(Filled::Data)),
+                Ok(Fill::Data) => {
+                    // (0 from each new head on: hyper may read a body ahead
+                    // of the request's handler.)
+                    let declared = self.gate.declared_body();
+                    self.state.declared_body.store(declared, Ordering::Relaxed);
+                    return Poll::Ready(Ok(Filled::Data));
+                }
                 Ok(Fill::Refused) => {
                     self.refused = true;
                     // The requests before it are answered first: a request
@@ -566,6 +576,9 @@ pub struct LimitedBody {
     max: u64,
     seen: u64,
     flag: BodyLimit,
+    /// Its connection, to see what a chunked body announces before its
+    /// bytes come.
+    conn: Option<Arc<ConnState>>,
 }
 
 /// Shared with the proxy: did the body go over the limit, and how far.
@@ -594,8 +607,13 @@ pub struct TooLarge {
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 impl LimitedBody {
-    /// `max` 0: unlimited, as nginx.
-    pub fn new(inner: Incoming, max: u64) -> (LimitedBody, BodyLimit) {
+    /// `max` 0: unlimited, as nginx. With `conn`, a chunked body is also
+    /// refused as soon as its chunk sizes announce more than `max`.
+    pub fn new(
+        inner: Incoming,
+        max: u64,
+        conn: Option<Arc<ConnState>>,
+    ) -> (LimitedBody, BodyLimit) {
         let flag = BodyLimit::default();
         (
             LimitedBody {
@@ -603,9 +621,16 @@ impl LimitedBody {
                 max,
                 seen: 0,
                 flag: flag.clone(),
+                conn,
             },
             flag,
         )
+    }
+
+    fn too_large(&mut self, size: u64) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.flag.0.1.store(size, Ordering::Relaxed);
+        self.flag.0.0.store(true, Ordering::Relaxed);
+        Poll::Ready(Some(Err(Box::new(TooLarge { max: self.max }))))
     }
 }
 
@@ -618,14 +643,20 @@ impl Body for LimitedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
-        match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let declared = this
+            .conn
+            .as_ref()
+            .map_or(0, |c| c.declared_body.load(Ordering::Relaxed));
+        if this.max > 0 && declared > this.max {
+            return this.too_large(declared);
+        }
+        match ready!(polled) {
             Some(Ok(frame)) => {
                 if let Some(d) = frame.data_ref() {
                     this.seen += d.len() as u64;
                     if this.max > 0 && this.seen > this.max {
-                        this.flag.0.1.store(this.seen, Ordering::Relaxed);
-                        this.flag.0.0.store(true, Ordering::Relaxed);
-                        return Poll::Ready(Some(Err(Box::new(TooLarge { max: this.max }))));
+                        return this.too_large(this.seen);
                     }
                 }
                 Poll::Ready(Some(Ok(frame)))

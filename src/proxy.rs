@@ -599,12 +599,6 @@ fn serve_client(
 ) {
     let local = stream.local_addr().unwrap_or(configured);
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let conn = Arc::new(Conn {
-        id,
-        remote,
-        local,
-        listen: configured,
-    });
     let (timeouts, server_name, head_rules) = shared
         .runtime()
         .servers
@@ -631,6 +625,13 @@ fn serve_client(
             crate::http1::HeadRules::default(),
         ));
     let state = ConnState::new(timeouts);
+    let conn = Arc::new(Conn {
+        id,
+        remote,
+        local,
+        listen: configured,
+        state: state.clone(),
+    });
     let mut io = TimedIo::new(stream, state.clone(), head_rules);
     let keepalive = !timeouts.keepalive.is_zero();
     io.park_when_idle(keepalive);
@@ -939,6 +940,8 @@ struct Conn {
     local: SocketAddr,
     /// The configured `listen` of its server.
     listen: SocketAddr,
+    /// Its phase and what its reader saw.
+    state: Arc<ConnState>,
 }
 
 /// Returned by the service to close the connection without a response:
@@ -1748,7 +1751,8 @@ async fn forward(
         zone,
         ..made(status, detail.to_string())
     };
-    let (body, body_limit) = LimitedBody::new(body, loc.client_max_body_size);
+    let (body, body_limit) =
+        LimitedBody::new(body, loc.client_max_body_size, Some(conn.state.clone()));
     let head = upstream::Head {
         method: &parts.method,
         target,

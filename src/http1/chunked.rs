@@ -48,6 +48,9 @@ pub struct Chunked {
     state: State,
     /// Size of the chunk being read; in [`State::Data`], what is left of it.
     size: u64,
+    /// The sizes of the chunks announced so far, added up (nginx refuses a
+    /// body whose announced size passes `client_max_body_size` at once).
+    declared: u64,
 }
 
 impl Default for Chunked {
@@ -61,7 +64,13 @@ impl Chunked {
         Chunked {
             state: State::Start,
             size: 0,
+            declared: 0,
         }
+    }
+
+    /// The body's size as its chunk size lines announced it so far.
+    pub fn declared(&self) -> u64 {
+        self.declared
     }
 
     /// The last chunk and the trailer have been read.
@@ -192,6 +201,7 @@ impl Chunked {
 
     /// A chunk's size line ended: its canonical size line.
     fn begin_data(&mut self, out: &mut Option<&mut Vec<u8>>) -> State {
+        self.declared = self.declared.saturating_add(self.size);
         if let Some(o) = out.as_deref_mut() {
             push_hex(o, self.size);
             o.extend_from_slice(b"\r\n");

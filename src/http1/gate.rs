@@ -111,6 +111,15 @@ impl Gate {
         matches!(&self.state, State::Head(p) if p.started()) || !self.input.is_empty()
     }
 
+    /// The size the current chunked body has announced so far (0 for any
+    /// other body).
+    pub fn declared_body(&self) -> u64 {
+        match &self.state {
+            State::Chunked(c) => c.declared(),
+            _ => 0,
+        }
+    }
+
     pub fn take_refusal(&mut self) -> Option<Refusal> {
         self.refusal.take()
     }

@@ -429,8 +429,19 @@ impl HeadParser {
             }
             return Ok(false);
         }
-        // sluice's own limits: what hyper and backends can represent.
-        if !token || value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        // sluice's own limits: what hyper and backends can represent. (A
+        // Transfer-Encoding with such bytes is no coding nginx knows: its 501
+        // comes when the head is whole, as in nginx.)
+        let control = value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f);
+        if control && name.eq_ignore_ascii_case(b"transfer-encoding") && token {
+            if self.transfer_encoding.is_some() {
+                return Err(self.refuse(400, "client sent duplicate header line", None));
+            }
+            self.seen |= 1 << 2;
+            self.transfer_encoding = Some(value.to_vec());
+            return Ok(false);
+        }
+        if !token || control {
             return Err(bad(self));
         }
         self.count += 1;
@@ -936,6 +947,7 @@ mod tests {
             (b"GET / HTTP/1.1\r\nHost: \r\n\r\n", 400),
             (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
             (b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+            (b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \x0bchunked\r\n\r\n", 501),
             (b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
             (b"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
             (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\n", 400),
