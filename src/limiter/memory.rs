@@ -398,10 +398,18 @@ impl Locked<'_> {
     }
 }
 
+/// States a shard's table has room for before it first grows.
+const INITIAL_TABLE: usize = 1024;
+
 impl Shard {
     fn new(capacity: usize, share: usize, hasher: foldhash::fast::RandomState) -> Shard {
         Shard {
-            table: HashTable::with_capacity(capacity),
+            // Grown as states come, not sized for `size` at once: a zone of
+            // "100000m" (a typo, or a hostile reload) must not take the
+            // machine's memory before it holds anything (found by
+            // fuzz/fuzz_targets/config.rs). nginx's zones are mapped, not
+            // touched, too.
+            table: HashTable::with_capacity(capacity.min(INITIAL_TABLE)),
             share,
             nodes: Vec::new(),
             free: NIL,
@@ -483,12 +491,14 @@ impl Shard {
             slot
         } else {
             if self.nodes.len() == self.nodes.capacity() {
-                // The even share at once (nginx preallocates the whole zone),
-                // then small steps, never past the hard limit.
+                // The even share at once (nginx preallocates the whole zone)
+                // up to a few thousand states, then small steps (at most
+                // doubling, so a huge zone grows with use), never past the
+                // hard limit.
                 let step = if self.nodes.is_empty() {
-                    self.share
+                    self.share.min(4 * INITIAL_TABLE)
                 } else {
-                    (self.share / 16).max(1)
+                    (self.share / 16).clamp(1, self.nodes.len())
                 };
                 let room = self.capacity - self.nodes.len();
                 self.nodes.reserve_exact(step.min(room).max(1));

@@ -529,3 +529,20 @@ fn long_keys_cost_their_bytes_against_the_size() {
     );
     assert!(m.evictions() > 0);
 }
+
+/// A huge `size` costs nothing until states come (found by the config
+/// fuzzer: a "10000000000m" zone took 7 GB at start, and growing).
+#[test]
+fn a_huge_zone_allocates_as_it_fills() {
+    let m = MemoryZone::with_size(1 << 50);
+    assert!(
+        m.memory_bytes() < 4 << 20,
+        "{} bytes before any state",
+        m.memory_bytes()
+    );
+    let r = r2();
+    for i in 0..10_000u32 {
+        m.lookup(&i.to_be_bytes(), T0, r, 0, true);
+    }
+    assert_eq!(m.len(), 10_000);
+}
