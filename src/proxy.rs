@@ -720,13 +720,14 @@ fn serve_client(
                 .map(|s| s.error_pages.clone())
                 .unwrap_or_default();
             shared.metrics.response(refusal.status, Duration::ZERO);
-            refuse(
+            // Boxed: every waiting connection's task would keep room for it.
+            Box::pin(refuse(
                 io,
                 &refusal,
                 &pages,
                 (id, remote, &server_name),
                 timeouts.send,
-            )
+            ))
             .await;
             shared.metrics.connection_closed();
             return;
