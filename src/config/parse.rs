@@ -541,38 +541,7 @@ fn parse_conn_zones(
             );
             continue;
         }
-        let key = match get(zt, "key") {
-            Some(k) => cx.template(k, "key", Context::Key),
-            None => {
-                cx.err(name.span(), format!("{what} must have a \"key\""));
-                None
-            }
-        };
-        let size = match get(zt, "size") {
-            Some(s) => cx.scalar_text(s, "size").and_then(|text| {
-                match values::parse_size(&text) {
-                    Ok(n) if n < values::MIN_ZONE_SIZE => {
-                        cx.err(
-                            s.span(),
-                            format!(
-                                "zone \"{}\" is too small: size \"{text}\" is below the minimum of 32k",
-                                name.get_ref()
-                            ),
-                        );
-                        None
-                    }
-                    Ok(n) => Some(n),
-                    Err(e) => {
-                        cx.err(s.span(), e);
-                        None
-                    }
-                }
-            }),
-            None => {
-                cx.err(name.span(), format!("{what} must have a \"size\" (e.g. \"10m\")"));
-                None
-            }
-        };
+        let (key, size) = zone_key_and_size(cx, zt, name, &what);
         if let (Some(key), Some(size)) = (key, size) {
             out.push((
                 ConnZoneSpec {
@@ -727,38 +696,7 @@ fn parse_zones(cx: &mut Cx, v: Option<&Val>, have_redis: bool) -> Vec<(ZoneSpec,
                 None => None,
             },
         };
-        let key = match get(zt, "key") {
-            Some(k) => cx.template(k, "key", Context::Key),
-            None => {
-                cx.err(name.span(), format!("{what} must have a \"key\""));
-                None
-            }
-        };
-        let size = match get(zt, "size") {
-            Some(s) => cx.scalar_text(s, "size").and_then(|text| {
-                match values::parse_size(&text) {
-                    Ok(n) if n < values::MIN_ZONE_SIZE => {
-                        cx.err(
-                            s.span(),
-                            format!(
-                                "zone \"{}\" is too small: size \"{text}\" is below the minimum of 32k",
-                                name.get_ref()
-                            ),
-                        );
-                        None
-                    }
-                    Ok(n) => Some(n),
-                    Err(e) => {
-                        cx.err(s.span(), e);
-                        None
-                    }
-                }
-            }),
-            None => {
-                cx.err(name.span(), format!("{what} must have a \"size\" (e.g. \"10m\")"));
-                None
-            }
-        };
+        let (key, size) = zone_key_and_size(cx, zt, name, &what);
         // nginx: rate absent = 1r/s.
         let rate = match get(zt, "rate") {
             Some(r) => cx.scalar_text(r, "rate").and_then(|text| {
@@ -1352,4 +1290,50 @@ fn parse_location(
         level,
         ret,
     })
+}
+
+/// A zone's `key` and `size` (limit_req's `[zones]` and limit_conn's
+/// `[conn_zones]` alike): both required, the size at least 32k.
+fn zone_key_and_size(
+    cx: &mut Cx,
+    zt: &DeTable,
+    name: &Spanned<std::borrow::Cow<'_, str>>,
+    what: &str,
+) -> (Option<Template>, Option<u64>) {
+    let key = match get(zt, "key") {
+        Some(k) => cx.template(k, "key", Context::Key),
+        None => {
+            cx.err(name.span(), format!("{what} must have a \"key\""));
+            None
+        }
+    };
+    let size = match get(zt, "size") {
+        Some(s) => cx
+            .scalar_text(s, "size")
+            .and_then(|text| match values::parse_size(&text) {
+                Ok(n) if n < values::MIN_ZONE_SIZE => {
+                    cx.err(
+                        s.span(),
+                        format!(
+                            "zone \"{}\" is too small: size \"{text}\" is below the minimum of 32k",
+                            name.get_ref()
+                        ),
+                    );
+                    None
+                }
+                Ok(n) => Some(n),
+                Err(e) => {
+                    cx.err(s.span(), e);
+                    None
+                }
+            }),
+        None => {
+            cx.err(
+                name.span(),
+                format!("{what} must have a \"size\" (e.g. \"10m\")"),
+            );
+            None
+        }
+    };
+    (key, size)
 }
