@@ -1,0 +1,732 @@
+//! The bodies of the fuzz targets in `fuzz/` (`scripts/fuzz.sh` runs them).
+//!
+//! Why the checks live here and not in `fuzz/fuzz_targets/`: the fuzz
+//! crate builds only on nightly with cargo-fuzz, but the committed corpora
+//! must also be replayed by `scripts/test.sh` on stable. Each target is one
+//! function of bytes that panics on a finding; `fuzz/fuzz_targets/NAME.rs`
+//! calls it, and the tests at the bottom run every file of
+//! `fuzz/corpus/NAME/` (and the crash reproducers in `fuzz/regressions/NAME/`)
+//! through the same function. The module is compiled only for tests and with
+//! the `fuzzing` feature (which the fuzz crate turns on), so it is no part of
+//! the proxy's API.
+//!
+//! An error is never a finding (most inputs are garbage); a panic is, and
+//! so is a broken invariant, asserted with `assert!` so that libFuzzer
+//! records the input.
+
+use crate::limiter::bucket::{self, Bucket, Rate};
+use crate::limiter::{Limit, MemoryZone, Outcome, Store, ZoneRef, evaluate};
+use bytes::BytesMut;
+use http::{Method, header};
+use std::sync::Arc;
+
+/// A target: bytes in, a panic on a finding.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name of its `fuzz/fuzz_targets/NAME.rs` and corpus
+/// directory.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("config", config),
+    ("upstream", upstream),
+    ("limiter", limiter),
+];
+
+/// Reads the structured part of an input: numbers off the front, zeros
+/// once it runs out (so every input decodes to something).
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+    }
+
+    fn u64(&mut self) -> u64 {
+        u64::from(self.u32()) | u64::from(self.u32()) << 32
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+// --- config ----------------------------------------------------------------------------------
+
+/// Zones larger than this in total are parsed but not built: a zone's
+/// table is allocated at its full size when it is built, and a fuzzed
+/// `size = "99999999m"` would take the machine's memory (finding F1 in the
+/// project's fuzz-findings notes; the limit is not the fuzzer's to fix).
+const FUZZ_MAX_ZONE_BYTES: u64 = 64 << 20;
+
+/// TOML text → [`crate::config::parse_str`], then, when it parses, the
+/// summary `sluice check` prints and [`crate::runtime::Runtime::build`]
+/// (twice: the second as a reload of the same file over the first).
+///
+/// Checked: no panic; errors are located inside the text; a configuration
+/// that builds also builds as a reload of itself (nginx reloads an
+/// unchanged file).
+pub fn config(data: &[u8]) {
+    // The file is read with `read_to_string`: text that is not UTF-8 never
+    // reaches the parser.
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let spec = match crate::config::parse_str("fuzz.toml", text) {
+        Ok(spec) => spec,
+        Err(errors) => {
+            assert!(!errors.0.is_empty(), "an error without a problem");
+            let lines = text.split('\n').count();
+            for e in &errors.0 {
+                assert!(e.line >= 1 && e.line <= lines, "line {} of {lines}", e.line);
+                assert!(e.col >= 1, "column {}", e.col);
+                assert!(!e.source_line.contains('\n'), "{e:?}");
+                assert!(e.to_string().starts_with("fuzz.toml:"), "{e}");
+            }
+            let _ = errors.to_string();
+            return;
+        }
+    };
+    let _ = crate::check::summary("fuzz.toml", &spec);
+    if spec.zones.iter().map(|z| z.size).sum::<u64>() > FUZZ_MAX_ZONE_BYTES {
+        return;
+    }
+    let Ok(first) = crate::runtime::Runtime::build(harmless(spec), None) else {
+        return;
+    };
+    let again = crate::config::parse_str("fuzz.toml", text)
+        .map_err(|e| e.to_string())
+        .expect("the same text parses again");
+    if let Err(e) = crate::runtime::Runtime::build(harmless(again), Some(&first)) {
+        panic!("a configuration that built does not build as a reload of itself: {e}");
+    }
+}
+
+/// `spec` without what would touch the file system when built: access logs
+/// go to stderr instead of a file (a fuzzed path would be created), and TLS
+/// files for Redis are ones that do not exist (a fuzzed `/dev/zero` would
+/// be read forever). The build errors for those stay reachable.
+fn harmless(mut spec: crate::config::Spec) -> crate::config::Spec {
+    fn level(l: &mut crate::config::Level) {
+        if let Some(Some(target)) = &mut l.access_log {
+            if target != "stdout" && target != "stderr" {
+                *target = "stderr".into();
+            }
+        }
+    }
+    level(&mut spec.http);
+    for s in &mut spec.servers {
+        level(&mut s.level);
+        for l in &mut s.locations {
+            level(&mut l.level);
+        }
+    }
+    if let Some(r) = &mut spec.redis {
+        for p in [&mut r.tls_ca, &mut r.tls_cert, &mut r.tls_key]
+            .into_iter()
+            .flatten()
+        {
+            *p = "/nonexistent/sluice-fuzz.pem".into();
+        }
+    }
+    spec
+}
+
+// --- upstream response -----------------------------------------------------------------------
+
+/// Bytes of response fed to the parser: libFuzzer's default `-max_len`. The
+/// body decoder refuses a chunk line longer than 4096 bytes only once that
+/// many are buffered without its end, which depends on how the bytes
+/// arrived; below it, how they arrive must not matter.
+const FUZZ_MAX_RESPONSE: usize = 4096;
+
+/// What reading a response head and body ended in, for comparing two ways
+/// of feeding the same bytes.
+#[derive(Debug, PartialEq)]
+enum Read {
+    /// Error text.
+    Failed(String),
+    /// The bytes ran out before the head was complete.
+    Partial,
+    Head {
+        interim: usize,
+        status: http::StatusCode,
+        headers: http::HeaderMap,
+        framing: crate::upstream::Framing,
+        keep: bool,
+        body: Vec<u8>,
+        /// The body broke off (invalid chunked, or truncated).
+        body_failed: bool,
+        /// Bytes after the body's end, never consumed (the next response on
+        /// a kept-alive connection).
+        rest: Vec<u8>,
+    },
+}
+
+/// One upstream response: byte 0 picks the request method, byte 1 how the
+/// bytes arrive (in pieces of a pseudo-random size, or at once), the rest is
+/// what the upstream sent. Runs the response head parser and body decoder of
+/// [`crate::upstream`] the way a connection does (parse when bytes come,
+/// skip 1xx, then take the body until its end or the bytes run out).
+///
+/// Checked: no panic; the same result whatever the pieces (head, framing,
+/// body bytes, error, and the bytes left after the body); hop-by-hop and
+/// framing headers never come out; a body never takes bytes past its end.
+pub fn upstream(data: &[u8]) {
+    let mut r = Reader(data);
+    let method = match r.u8() % 5 {
+        0 => Method::GET,
+        1 => Method::HEAD,
+        2 => Method::POST,
+        3 => Method::PUT,
+        _ => Method::DELETE,
+    };
+    let seed = r.u8();
+    let bytes = &r.0[..r.0.len().min(FUZZ_MAX_RESPONSE)];
+    let whole = read_response(bytes, &method, &[bytes.len()]);
+    let mut pieces = Vec::new();
+    let mut state = u32::from(seed) | 1;
+    let mut left = bytes.len();
+    while left > 0 {
+        // xorshift: sizes 1..=64, mostly small.
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        let n = (1 + (state % 64) as usize).min(left);
+        pieces.push(n);
+        left -= n;
+    }
+    let split = read_response(bytes, &method, &pieces);
+    assert_eq!(whole, split, "pieces {pieces:?} changed the result");
+
+    if let Read::Head {
+        status,
+        headers,
+        framing,
+        body,
+        body_failed,
+        rest,
+        ..
+    } = &whole
+    {
+        for name in [
+            header::CONNECTION,
+            header::TRANSFER_ENCODING,
+            header::TE,
+            header::TRAILER,
+            header::UPGRADE,
+            header::PROXY_AUTHENTICATE,
+        ] {
+            assert!(!headers.contains_key(&name), "{name} came out");
+        }
+        assert!(!headers.contains_key("keep-alive") && !headers.contains_key("proxy-connection"));
+        if method == Method::HEAD || *status == 204 || *status == 304 {
+            assert!(body.is_empty(), "a body where none may be");
+        }
+        if let crate::upstream::Framing::Chunked(_) = framing {
+            assert!(!headers.contains_key(header::CONTENT_LENGTH));
+        }
+        // Nothing is lost or invented: head, body and the rest came from
+        // the bytes, in order.
+        assert!(body.len() + rest.len() <= bytes.len());
+        assert!(bytes.ends_with(rest));
+        if !*body_failed {
+            match framing {
+                crate::upstream::Framing::UntilClose | crate::upstream::Framing::Length(_) => {
+                    let start = bytes.len() - rest.len() - body.len();
+                    assert_eq!(&bytes[start..bytes.len() - rest.len()], &body[..]);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Feed `bytes` in `pieces` as a connection would receive them.
+fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
+    use crate::upstream::{Framing, Parsed, parse_head, take_body};
+    let mut at = 0;
+    let mut next = |buf: &mut BytesMut, i: &mut usize| -> bool {
+        match pieces.get(*i) {
+            Some(&n) => {
+                buf.extend_from_slice(&bytes[at..at + n]);
+                at += n;
+                *i += 1;
+                true
+            }
+            None => false,
+        }
+    };
+    let mut buf = BytesMut::new();
+    let mut i = 0;
+    let mut interim = 0;
+    // The head, as `read_head` reads it.
+    let (resp, framing, keep) = 'head: loop {
+        while !buf.is_empty() {
+            match parse_head(&mut buf, method) {
+                Ok(Some(Parsed::Interim)) => interim += 1,
+                Ok(Some(Parsed::Final(resp, framing, keep))) => break 'head (resp, framing, keep),
+                Ok(None) => break,
+                Err(e) => return Read::Failed(e.to_string()),
+            }
+        }
+        if !next(&mut buf, &mut i) {
+            return Read::Partial;
+        }
+    };
+    // The body, as `UpstreamBody` takes it.
+    let mut state = framing;
+    let mut body = Vec::new();
+    let mut body_failed = false;
+    loop {
+        match take_body(&mut state, &mut buf) {
+            Ok(Some(piece)) => {
+                assert!(!piece.is_empty(), "an empty body piece");
+                body.extend_from_slice(&piece);
+                continue;
+            }
+            Ok(None) => {}
+            Err(_) => {
+                body_failed = true;
+                break;
+            }
+        }
+        if matches!(state, Framing::Length(0)) {
+            state = Framing::Done;
+        }
+        if state == Framing::Done {
+            break;
+        }
+        if !next(&mut buf, &mut i) {
+            // The upstream closed: the end of an unframed body, else a
+            // truncated one.
+            body_failed = state != Framing::UntilClose;
+            break;
+        }
+    }
+    let mut rest = buf.to_vec();
+    rest.extend_from_slice(&bytes[at..]);
+    Read::Head {
+        interim,
+        status: resp.status(),
+        headers: resp.headers().clone(),
+        framing,
+        keep,
+        body,
+        body_failed,
+        rest,
+    }
+}
+
+// --- limiter ---------------------------------------------------------------------------------
+
+const T0: u64 = 1_000_000_000;
+/// Keys per limit in one input (few, so that they meet again).
+const KEYS: u8 = 8;
+/// Requests per input: the rate bound is checked over every pair.
+const MAX_OPS: usize = 256;
+
+/// One location's limits and a sequence of requests through
+/// [`crate::limiter::evaluate`], with a fresh zone per limit (small ones,
+/// so that expiry and eviction happen).
+///
+/// Input: byte 0 the number of limits (1–3); per limit its rate, burst,
+/// delay and zone capacity; then per request a key (one of 8), which limits
+/// see an empty key, and the time step (`now` never goes back).
+///
+/// Checked, per request: nginx's step on each state (`excess`, `last`),
+/// exactly; an accepted request leaves every charged state at most its
+/// burst, with nginx's delay, and `RateLimit` figures that hold (what is
+/// left, and when one more is allowed); a rejection charges nothing, its
+/// excess is over the burst, and its wait (`Retry-After`) is exactly when
+/// that limit accepts again; over any interval of one state's life at most
+/// burst + 1 + rate·t requests pass; the same sequence decides the same.
+pub fn limiter(data: &[u8]) {
+    let first = run_limiter(data);
+    let second = run_limiter(data);
+    assert_eq!(first, second, "the same requests decided differently");
+}
+
+struct FuzzLimit {
+    limit: Limit,
+    zone: Arc<ZoneRef>,
+}
+
+impl FuzzLimit {
+    fn memory(&self) -> &MemoryZone {
+        self.zone.store.memory()
+    }
+
+    fn rate(&self) -> Rate {
+        self.zone.rate
+    }
+}
+
+fn fuzz_rate(r: &mut Reader<'_>) -> Rate {
+    let kind = r.u8();
+    let n = u64::from(r.u16());
+    let rate = match kind % 4 {
+        // What the configuration allows: Nr/s and Nr/m (0 is 1r/s below).
+        0 | 1 => Rate::per_second(n % 1000),
+        2 => Rate::per_minute(n),
+        // Any rate at all, huge ones included.
+        _ => Rate::from_milli(r.u64().max(16)),
+    };
+    rate.unwrap_or_else(|| Rate::per_second(1).expect("1r/s"))
+}
+
+fn run_limiter(data: &[u8]) -> Vec<Outcome> {
+    let mut r = Reader(data);
+    let n = 1 + usize::from(r.u8() % 3);
+    let limits: Vec<FuzzLimit> = (0..n)
+        .map(|i| {
+            let rate = fuzz_rate(&mut r);
+            let b = r.u8();
+            // The configuration's range: burst 0–4,000,000 requests.
+            let burst = if b < 200 {
+                u64::from(b % 20)
+            } else {
+                u64::from(r.u32() % 4_000_001)
+            } * bucket::ONE;
+            let delay = match r.u8() {
+                0..=99 => 0,
+                100..=199 => Limit::NODELAY,
+                d => u64::from(d - 199) * bucket::ONE,
+            };
+            let c = r.u8();
+            let capacity = if c < 200 {
+                1 + usize::from(c % 16)
+            } else {
+                // Below 1024: one shard, whose eviction order does not
+                // depend on the (random) hasher.
+                1 + usize::from(r.u16()) % 1023
+            };
+            let zone = Arc::new(ZoneRef::new(
+                format!("z{i}"),
+                rate,
+                Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
+            ));
+            FuzzLimit {
+                limit: Limit {
+                    zone: zone.clone(),
+                    burst,
+                    delay,
+                },
+                zone,
+            }
+        })
+        .collect();
+    let set: Vec<Limit> = limits
+        .iter()
+        .map(|l| Limit {
+            zone: l.zone.clone(),
+            burst: l.limit.burst,
+            delay: l.limit.delay,
+        })
+        .collect();
+
+    // Rate arithmetic on its own: `time_to_leak` is the least time that
+    // leaks at least that much.
+    let rate = limits[0].rate();
+    let milli = u64::from(r.u32());
+    let t = rate.time_to_leak(milli);
+    if t != u64::MAX {
+        assert!(rate.leaked(t) >= milli, "time_to_leak({milli}) at {rate:?}");
+        assert!(
+            t == 0 || rate.leaked(t - 1) < milli,
+            "time_to_leak({milli}) at {rate:?}"
+        );
+    }
+
+    let mut now = T0;
+    let mut outcomes = Vec::new();
+    // Admission times per (limit, key), over the current life of the state.
+    let mut admitted: Vec<Vec<Vec<u64>>> = vec![vec![Vec::new(); usize::from(KEYS)]; n];
+    while !r.is_empty() && outcomes.len() < MAX_OPS {
+        let k = r.u8();
+        let key = [k % KEYS];
+        // High bits: which limits see an empty key.
+        let empty = k >> 3;
+        let step = r.u8();
+        now += match step {
+            0..=127 => u64::from(step),
+            128..=249 => u64::from(step - 127) * 100,
+            _ => u64::from(r.u32()),
+        };
+        let keyed: Vec<bool> = (0..n).map(|i| empty & (1 << i) == 0).collect();
+        let before: Vec<Option<Bucket>> = limits.iter().map(|l| l.memory().peek(&key)).collect();
+        let outcome = evaluate(&set, now, |i| keyed[i].then_some(&key[..]));
+        let after: Vec<Option<Bucket>> = limits.iter().map(|l| l.memory().peek(&key)).collect();
+        check_outcome(&limits, &keyed, &before, &after, now, &outcome);
+
+        if let Outcome::Accepted { .. } = outcome {
+            for (i, l) in limits.iter().enumerate() {
+                if !keyed[i] {
+                    continue;
+                }
+                let times = &mut admitted[i][usize::from(key[0])];
+                times.push(now);
+                let rate = u128::from(l.rate().milli());
+                let burst = u128::from(l.limit.burst);
+                for (j, &t) in times.iter().enumerate() {
+                    let count = (times.len() - j) as u128;
+                    let span = u128::from(now - t);
+                    assert!(
+                        count * 1000 <= burst + 1000 + rate * span / 1000,
+                        "limit {i}: {count} admitted in {span} ms (burst {burst}, rate {rate})"
+                    );
+                }
+            }
+        }
+        // A state that expired or was evicted starts a new life.
+        for (i, l) in limits.iter().enumerate() {
+            for k in 0..KEYS {
+                if l.memory().peek(&[k]).is_none() {
+                    admitted[i][usize::from(k)].clear();
+                }
+            }
+        }
+        outcomes.push(outcome);
+    }
+    outcomes
+}
+
+/// The per-request checks of [`limiter`].
+fn check_outcome(
+    limits: &[FuzzLimit],
+    keyed: &[bool],
+    before: &[Option<Bucket>],
+    after: &[Option<Bucket>],
+    now: u64,
+    outcome: &Outcome,
+) {
+    let n = limits.len();
+    // nginx's step, from the state before (a new state starts empty).
+    let stepped = |i: usize| -> Bucket {
+        match before[i] {
+            Some(b) => {
+                let mut b2 = b;
+                b2.commit(b.step(now, limits[i].rate()), now);
+                b2
+            }
+            None => Bucket {
+                excess: 0,
+                last: now,
+            },
+        }
+    };
+    match *outcome {
+        Outcome::Unlimited => assert!(keyed.iter().all(|k| !k), "unlimited with a key"),
+        Outcome::Accepted {
+            delay_ms,
+            limit,
+            excess,
+            tightest,
+        } => {
+            let mut max_delay = 0;
+            let mut least_left = None;
+            for i in (0..n).filter(|&i| keyed[i]) {
+                let l = &limits[i];
+                let got = after[i].expect("an accepted request's state is stored");
+                assert_eq!(got, stepped(i), "limit {i}: not nginx's step");
+                assert!(
+                    got.excess <= l.limit.burst,
+                    "limit {i}: stored over the burst"
+                );
+                max_delay = max_delay.max(bucket::delay_ms(got.excess, l.limit.delay, l.rate()));
+                let left = l.limit.remaining(got.excess);
+                least_left = Some(least_left.map_or(left, |m: u64| m.min(left)));
+                // RateLimit: `left` more at once now, one more after
+                // next_unit_ms, not a millisecond earlier.
+                let wait = l.limit.next_unit_ms(got.excess);
+                assert_eq!(at_once(&l.limit, l.rate(), got.excess, 0), left);
+                assert!(at_once(&l.limit, l.rate(), got.excess, wait) > left);
+                assert!(wait > 0 && at_once(&l.limit, l.rate(), got.excess, wait - 1) == left);
+            }
+            assert!(keyed.iter().any(|&k| k), "accepted without a key");
+            assert_eq!(delay_ms, max_delay, "not the largest delay");
+            let l = &limits[limit];
+            assert!(excess <= l.limit.burst);
+            assert_eq!(delay_ms, bucket::delay_ms(excess, l.limit.delay, l.rate()));
+            let (t, e) = tightest;
+            assert!(keyed[t], "tightest limit {t} has no key");
+            assert_eq!(Some(e), after[t].map(|b| b.excess));
+            assert_eq!(Some(limits[t].limit.remaining(e)), least_left);
+        }
+        Outcome::Rejected {
+            limit,
+            excess,
+            wait_ms,
+        } => {
+            assert!(keyed[limit]);
+            let l = &limits[limit];
+            let b = before[limit].expect("a new state is never over its burst");
+            assert_eq!(excess, b.step(now, l.rate()).excess);
+            assert!(excess > l.limit.burst, "rejected at or under the burst");
+            for i in 0..n {
+                if before[i].is_some() {
+                    assert_eq!(before[i], after[i], "a rejection charged limit {i}");
+                }
+            }
+            // Retry-After: accepted by this limit exactly `wait_ms` later.
+            if let Some(then) = now.checked_add(wait_ms) {
+                assert!(b.step(then, l.rate()).excess <= l.limit.burst, "still over");
+                assert!(
+                    wait_ms > 0 && b.step(then - 1, l.rate()).excess > l.limit.burst,
+                    "accepted earlier than wait_ms = {wait_ms}"
+                );
+            }
+        }
+        Outcome::NoMemory { limit } => {
+            assert!(keyed[limit]);
+            assert!(before[limit].is_none(), "no memory for a state that exists");
+            for i in 0..n {
+                if i != limit && before[i].is_some() {
+                    assert_eq!(before[i], after[i], "no memory, yet limit {i} was charged");
+                }
+            }
+        }
+        Outcome::Unavailable { .. } => panic!("no Redis here"),
+    }
+}
+
+/// Requests `limit` accepts at once `t` ms after one stored `excess` at
+/// `last = now` (each after the first steps 0 ms: +1000).
+fn at_once(limit: &Limit, rate: Rate, excess: u64, t: u64) -> u64 {
+    let b = Bucket { excess, last: T0 };
+    let first = b.step(T0 + t, rate).excess;
+    if first > limit.burst {
+        0
+    } else {
+        (limit.burst - first) / bucket::ONE + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Every file under `dir` through `target`; the number run.
+    fn replay(dir: &Path, target: Target) -> usize {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        let mut n = 0;
+        let mut paths: Vec<_> = entries
+            .map(|e| e.expect("a readable directory entry").path())
+            .collect();
+        paths.sort();
+        for p in paths {
+            let data = std::fs::read(&p).expect("a readable corpus file");
+            if std::panic::catch_unwind(|| target(&data)).is_err() {
+                panic!("{} fails its target", p.display());
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// The harness reads what a connection reads: a chunked body up to its
+    /// end, whatever the pieces, and leaves the next response alone.
+    #[test]
+    fn upstream_harness_reads_like_a_connection() {
+        let bytes = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nHTTP/1.1 204";
+        for pieces in [vec![bytes.len()], vec![1; bytes.len()]] {
+            let Read::Head {
+                interim,
+                status,
+                body,
+                body_failed,
+                rest,
+                keep,
+                ..
+            } = read_response(bytes, &Method::GET, &pieces)
+            else {
+                panic!("no head")
+            };
+            assert_eq!((interim, status.as_u16(), keep), (1, 200, true));
+            assert_eq!((&body[..], body_failed), (&b"hello"[..], false));
+            assert_eq!(rest, b"HTTP/1.1 204");
+        }
+        let cut = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel";
+        let Read::Head { body_failed, .. } = read_response(cut, &Method::GET, &[cut.len()]) else {
+            panic!("no head")
+        };
+        assert!(body_failed, "a truncated body is a failure");
+        assert_eq!(
+            read_response(b"HTTP/1.1 200 OK\r\n", &Method::GET, &[17]),
+            Read::Partial
+        );
+    }
+
+    /// The limiter input decodes to the article's burst=5 example (10
+    /// requests at once at 2r/s): the first passes, five are delayed by
+    /// 500 ms steps, four are rejected.
+    #[test]
+    fn limiter_harness_decodes_the_article_example() {
+        let mut input = vec![
+            0, /* 2r/s */ 0, 2, 0, /* burst */ 5, /* delay 0 */ 0,
+        ];
+        input.extend([10, /* rate check */ 0, 0, 0, 0]);
+        input.extend([0u8; 20]); // ten requests, key 0, no time step
+        let got: Vec<(bool, u64)> = run_limiter(&input)
+            .iter()
+            .map(|o| match *o {
+                Outcome::Accepted { delay_ms, .. } => (true, delay_ms),
+                Outcome::Rejected { excess, .. } => (false, excess),
+                o => panic!("{o:?}"),
+            })
+            .collect();
+        let mut want = vec![(true, 0)];
+        want.extend((1..=5).map(|i| (true, i * 500)));
+        want.extend([(false, 6000); 4]);
+        assert_eq!(got, want);
+    }
+
+    /// A fuzzed configuration never writes a file: its access logs go to
+    /// stderr.
+    #[test]
+    fn config_harness_keeps_access_logs_off_the_disk() {
+        let text = r#"access_log = "/tmp/sluice-fuzz-must-not-exist.log"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+access_log = "/tmp/sluice-fuzz-must-not-exist-either.log"
+"#;
+        let spec = harmless(crate::config::parse_str("t.toml", text).expect("valid"));
+        assert_eq!(spec.http.access_log, Some(Some("stderr".into())));
+        assert_eq!(
+            spec.servers[0].level.access_log,
+            Some(Some("stderr".into()))
+        );
+        config(text.as_bytes());
+        assert!(!Path::new("/tmp/sluice-fuzz-must-not-exist.log").exists());
+    }
+
+    /// The committed corpora (`cargo fuzz cmin`-minimised) and crash
+    /// reproducers, on stable: what the fuzzers found interesting still
+    /// passes, and what they found broken stays fixed.
+    #[test]
+    fn fuzz_corpora_replay() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+        for (name, target) in TARGETS {
+            let corpus = replay(&root.join("corpus").join(name), *target);
+            let regressions = replay(&root.join("regressions").join(name), *target);
+            eprintln!("fuzz target {name}: {corpus} corpus files, {regressions} regressions");
+            assert!(corpus > 0, "fuzz/corpus/{name} is empty or missing");
+        }
+    }
+}
