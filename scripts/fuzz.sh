@@ -6,7 +6,8 @@
 #
 #   SECONDS          how long each target runs (libFuzzer's -max_total_time)
 #   --update-corpus  afterwards, merge what the run found into fuzz/corpus/TARGET,
-#                    minimised (libFuzzer's -merge=1, what `cargo fuzz cmin` does)
+#                    minimised (libFuzzer's -set_cover_merge=1, a smaller `cargo fuzz cmin`; edges only,
+#                    -use_counters=0, so that a few hundred files cover it)
 #   TARGET...        some of fuzz/fuzz_targets/*.rs: config upstream limiter http1 (default: all)
 #
 # The targets run one after another under `nice -n 19`. Each starts from its committed
@@ -77,7 +78,7 @@ for t in "${targets[@]}"; do
       merged="$scratch/$t.merged"
       mkdir -p "$merged"
       (cd fuzz && nice -n 19 cargo +nightly fuzz run "$t" "$merged" "corpus/$t" "$scratch/$t" -- \
-          -merge=1 -max_len=4096) >"$scratch/$t.merge.log" 2>&1
+          -set_cover_merge=1 -use_counters=0 -max_len=4096) >"$scratch/$t.merge.log" 2>&1
       rm -rf "fuzz/corpus/$t"
       mv "$merged" "fuzz/corpus/$t"
       echo "fuzz/corpus/$t: $(find "fuzz/corpus/$t" -type f | wc -l) files after merging"

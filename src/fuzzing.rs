@@ -363,9 +363,11 @@ pub fn http1(data: &[u8]) {
         large_header_buffers: if flags & 4 == 0 {
             HeadRules::default().large_header_buffers
         } else {
+            // Small ones, within what the configuration accepts (1–64
+            // buffers of 1k–1m), so that 4 KB inputs reach their limits.
             (
                 1 + usize::from(flags >> 6),
-                64 + usize::from(flags >> 3 & 7) * 128,
+                1024 + usize::from(flags >> 3 & 7) * 256,
             )
         },
     };
