@@ -83,12 +83,6 @@ fn pieces(seed: u8, len: usize, most: u32) -> Vec<usize> {
 
 // --- config ----------------------------------------------------------------------------------
 
-/// Zones larger than this in total are parsed but not built: a zone's
-/// table is allocated at its full size when it is built, and a fuzzed
-/// `size = "99999999m"` would take the machine's memory (finding F1 in the
-/// project's fuzz-findings notes; the limit is not the fuzzer's to fix).
-const FUZZ_MAX_ZONE_BYTES: u64 = 64 << 20;
-
 /// TOML text → [`crate::config::parse_str`], then, when it parses, the
 /// summary `sluice check` prints and [`crate::runtime::Runtime::build`]
 /// (twice: the second as a reload of the same file over the first).
@@ -118,9 +112,6 @@ pub fn config(data: &[u8]) {
         }
     };
     let _ = crate::check::summary("fuzz.toml", &spec);
-    if spec.zones.iter().map(|z| z.size).sum::<u64>() > FUZZ_MAX_ZONE_BYTES {
-        return;
-    }
     let Ok(first) = crate::runtime::Runtime::build(harmless(spec), None) else {
         return;
     };

@@ -286,6 +286,12 @@ impl HeadParser {
             };
             let line = &rest[..lf];
             if let Err(o) = self.buffers.take(lf + 1) {
+                // As when the line arrives in pieces: a byte that cannot be
+                // right is refused as such before the line is too long
+                // (nginx parses what fits first; found by the http1 fuzzer).
+                if let Some(r) = self.refuses_prefix(line) {
+                    return Parsed::Refused(r);
+                }
                 let detail = Some(line.to_vec());
                 return Parsed::Refused(self.overflow(o, detail));
             }
