@@ -25,6 +25,8 @@
 //! - [`client_io`]: what a client connection is allowed: header, keep-alive
 //!   and send timeouts, body size.
 //! - [`metrics`]: Prometheus counters for the admin listener.
+//! - `fuzzing` (tests and the `fuzzing` feature only): the checks of the
+//!   fuzz targets in `fuzz/`, shared with the corpus replay of the tests.
 
 pub mod accesslog;
 pub mod batch;
@@ -35,6 +37,8 @@ pub mod config;
 pub mod connlimit;
 pub mod control;
 pub mod errlog;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod http1;
 pub mod limiter;
 pub mod metrics;

@@ -576,14 +576,14 @@ async fn read_head<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-enum Parsed {
+pub(crate) enum Parsed {
     Interim,
     Final(Response<()>, Framing, bool),
 }
 
 /// Parses a complete head off the front of `buf`, or `None` if it is not
 /// all there yet.
-fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Error> {
+pub(crate) fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Error> {
     let mut lines = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut []);
     let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -708,7 +708,7 @@ fn parse_number(digits: &[u8], radix: u32) -> Option<u64> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Framing {
+pub(crate) enum Framing {
     /// This many bytes left.
     Length(u64),
     Chunked(Chunk),
@@ -718,7 +718,7 @@ enum Framing {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Chunk {
+pub(crate) enum Chunk {
     /// Expecting a chunk-size line.
     Size,
     /// Inside a chunk: bytes left.
@@ -774,74 +774,84 @@ impl UpstreamBody {
     /// The next piece of body out of the buffer, or `None` if more must
     /// be read first.
     fn take(&mut self) -> Result<Option<Bytes>, BodyError> {
-        let Some(conn) = self.conn.as_mut() else {
-            return Ok(None);
-        };
-        let buf = &mut conn.read;
-        loop {
-            match &mut self.framing {
-                Framing::Done | Framing::Length(0) => return Ok(None),
-                Framing::Length(left) => {
-                    if buf.is_empty() {
+        match self.conn.as_mut() {
+            Some(conn) => take_body(&mut self.framing, &mut conn.read),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The next piece of body framed by `framing` out of `buf` (advancing both),
+/// or `None` if more must be read first or the body is done. Never takes a
+/// byte past the body's end: what follows stays in `buf`. A free function,
+/// not a method of [`UpstreamBody`], so that it can be exercised on bytes
+/// alone (the fuzz target `upstream`, see `crate::fuzzing`).
+pub(crate) fn take_body(
+    framing: &mut Framing,
+    buf: &mut BytesMut,
+) -> Result<Option<Bytes>, BodyError> {
+    loop {
+        match framing {
+            Framing::Done | Framing::Length(0) => return Ok(None),
+            Framing::Length(left) => {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                let n = (*left).min(buf.len() as u64) as usize;
+                *left -= n as u64;
+                return Ok(Some(buf.split_to(n).freeze()));
+            }
+            Framing::UntilClose => {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                return Ok(Some(buf.split().freeze()));
+            }
+            Framing::Chunked(Chunk::Data(left)) => {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                let n = (*left).min(buf.len() as u64) as usize;
+                *left -= n as u64;
+                if *left == 0 {
+                    *framing = Framing::Chunked(Chunk::DataEnd);
+                }
+                return Ok(Some(buf.split_to(n).freeze()));
+            }
+            Framing::Chunked(state) => {
+                let state = *state;
+                // Lines end in CRLF, or a bare LF (nginx accepts both).
+                let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+                    if buf.len() > 4096 {
+                        return Err(Box::new(BodyFailure::InvalidChunked));
+                    }
+                    return Ok(None);
+                };
+                let line = buf.split_to(end + 1);
+                let line = line[..end].strip_suffix(b"\r").unwrap_or(&line[..end]);
+                let next = match state {
+                    Chunk::Size => {
+                        let size = line.split(|&b| b == b';').next().unwrap_or(b"");
+                        let size = parse_number(size.trim_ascii(), 16)
+                            .ok_or_else(|| Box::new(BodyFailure::InvalidChunked) as BodyError)?;
+                        if size == 0 {
+                            Chunk::Trailers
+                        } else {
+                            Chunk::Data(size)
+                        }
+                    }
+                    Chunk::DataEnd if line.is_empty() => Chunk::Size,
+                    Chunk::DataEnd => {
+                        return Err(Box::new(BodyFailure::InvalidChunked));
+                    }
+                    Chunk::Trailers if line.is_empty() => {
+                        *framing = Framing::Done;
                         return Ok(None);
                     }
-                    let n = (*left).min(buf.len() as u64) as usize;
-                    *left -= n as u64;
-                    return Ok(Some(buf.split_to(n).freeze()));
-                }
-                Framing::UntilClose => {
-                    if buf.is_empty() {
-                        return Ok(None);
-                    }
-                    return Ok(Some(buf.split().freeze()));
-                }
-                Framing::Chunked(Chunk::Data(left)) => {
-                    if buf.is_empty() {
-                        return Ok(None);
-                    }
-                    let n = (*left).min(buf.len() as u64) as usize;
-                    *left -= n as u64;
-                    if *left == 0 {
-                        self.framing = Framing::Chunked(Chunk::DataEnd);
-                    }
-                    return Ok(Some(buf.split_to(n).freeze()));
-                }
-                Framing::Chunked(state) => {
-                    let state = *state;
-                    // Lines end in CRLF, or a bare LF (nginx accepts both).
-                    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
-                        if buf.len() > 4096 {
-                            return Err(Box::new(BodyFailure::InvalidChunked));
-                        }
-                        return Ok(None);
-                    };
-                    let line = buf.split_to(end + 1);
-                    let line = line[..end].strip_suffix(b"\r").unwrap_or(&line[..end]);
-                    let next = match state {
-                        Chunk::Size => {
-                            let size = line.split(|&b| b == b';').next().unwrap_or(b"");
-                            let size = parse_number(size.trim_ascii(), 16).ok_or_else(|| {
-                                Box::new(BodyFailure::InvalidChunked) as BodyError
-                            })?;
-                            if size == 0 {
-                                Chunk::Trailers
-                            } else {
-                                Chunk::Data(size)
-                            }
-                        }
-                        Chunk::DataEnd if line.is_empty() => Chunk::Size,
-                        Chunk::DataEnd => {
-                            return Err(Box::new(BodyFailure::InvalidChunked));
-                        }
-                        Chunk::Trailers if line.is_empty() => {
-                            self.framing = Framing::Done;
-                            return Ok(None);
-                        }
-                        Chunk::Trailers => Chunk::Trailers,
-                        Chunk::Data(_) => unreachable!("handled above"),
-                    };
-                    self.framing = Framing::Chunked(next);
-                }
+                    Chunk::Trailers => Chunk::Trailers,
+                    Chunk::Data(_) => unreachable!("handled above"),
+                };
+                *framing = Framing::Chunked(next);
             }
         }
     }
