@@ -287,6 +287,7 @@ impl<T> TimedIo<T> {
 
     pub fn leave_hyper(&mut self) {
         self.in_hyper = false;
+        self.gate.release();
     }
 
     /// The refused head, once hyper has finished what came before it.

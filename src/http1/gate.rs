@@ -39,6 +39,9 @@ pub enum Fill {
 }
 
 /// The request stream of one connection.
+/// Input capacity a busy connection keeps between requests.
+const KEEP: usize = 4096;
+
 #[derive(Debug)]
 pub struct Gate {
     rules: HeadRules,
@@ -132,11 +135,23 @@ impl Gate {
     /// Moves what [`Gate::input`] holds on, as far as it goes.
     pub fn process(&mut self) -> Result<Fill, ChunkError> {
         let fill = self.step();
-        // Nothing held: give the memory back.
-        if self.input.is_empty() && self.input.capacity() > 0 {
+        // Nothing held: a large buffer goes back at once; a small one is
+        // kept for the next request of a busy connection (see
+        // [`Gate::release`]).
+        if self.input.is_empty() && self.input.capacity() > KEEP {
             self.input = BytesMut::new();
         }
         fill
+    }
+
+    /// A connection leaves hyper to wait: it keeps no buffer while it waits.
+    pub fn release(&mut self) {
+        if self.input.is_empty() {
+            self.input = BytesMut::new();
+        }
+        if self.output.is_empty() {
+            self.output = BytesMut::new();
+        }
     }
 
     fn step(&mut self) -> Result<Fill, ChunkError> {
@@ -156,7 +171,14 @@ impl Gate {
                     }
                     Parsed::Head(h) => {
                         self.input.advance(h.len);
-                        self.output.extend_from_slice(&h.canonical);
+                        if self.output.is_empty() {
+                            // The head's own buffer, not a copy of it.
+                            self.output = bytes::Bytes::from(h.canonical)
+                                .try_into_mut()
+                                .unwrap_or_else(|b| BytesMut::from(&b[..]));
+                        } else {
+                            self.output.extend_from_slice(&h.canonical);
+                        }
                         self.dropped = h.dropped;
                         self.state = match h.framing {
                             Framing::None | Framing::Length(0) => {
@@ -236,7 +258,8 @@ mod tests {
         let (out, _) = run(&mut g, b"st: x\r\n\r\n");
         assert_eq!(out, b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(g.idle());
-        assert_eq!(g.input.capacity(), 0, "an idle gate holds no buffer");
+        g.release();
+        assert_eq!(g.input.capacity(), 0, "a waiting gate holds no buffer");
     }
 
     #[test]

@@ -211,25 +211,30 @@ pub struct HeadParser {
     buffers: Buffers,
     /// The request line, once read.
     line: Option<RequestLine>,
-    /// The canonical header lines so far.
-    fields: Vec<u8>,
+    /// The canonical head so far, written as its lines are read (one
+    /// buffer per head: the request line, `Host` for an absolute-form
+    /// target, then the fields kept).
+    canonical: Vec<u8>,
     count: usize,
     /// Unique headers seen (bit i: `UNIQUE[i]`).
     seen: u16,
-    host: Option<Vec<u8>>,
-    content_length: Option<u64>,
-    transfer_encoding: Option<Vec<u8>>,
+    host: bool,
+    /// `Some(None)`: a `Content-Length` that is not a length.
+    content_length: Option<Option<u64>>,
+    /// `Some(true)`: exactly `chunked`.
+    transfer_encoding: Option<bool>,
     dropped: Vec<Vec<u8>>,
 }
 
 #[derive(Clone, Debug)]
 struct RequestLine {
-    raw: Vec<u8>,
-    method: Vec<u8>,
-    /// Origin-form target, canonical (see [`canonical_target`]).
-    target: Vec<u8>,
-    /// The authority of an absolute-form target (replaces `Host`).
-    authority: Option<Vec<u8>>,
+    /// The canonical request line's length in [`HeadParser::canonical`]
+    /// (without its CRLF), for log lines.
+    len: usize,
+    /// nginx answers CONNECT and TRACE with 405 once the head is read.
+    refused_method: Option<&'static str>,
+    /// Absolute-form: the target's authority replaces `Host`.
+    absolute: bool,
     http11: bool,
 }
 
@@ -240,10 +245,10 @@ impl HeadParser {
             pos: 0,
             buffers: Buffers::new(rules.large_header_buffers),
             line: None,
-            fields: Vec::new(),
+            canonical: Vec::new(),
             count: 0,
             seen: 0,
-            host: None,
+            host: false,
             content_length: None,
             transfer_encoding: None,
             dropped: Vec::new(),
@@ -297,7 +302,7 @@ impl HeadParser {
             }
             self.pos += lf + 1;
             let step = if self.line.is_none() {
-                self.request_line(line)
+                self.request_line(line, rest.len())
             } else {
                 self.header_line(line)
             };
@@ -361,13 +366,14 @@ impl HeadParser {
             status,
             reason,
             detail,
-            request_line: self.line.as_ref().map(|l| l.raw.clone()),
+            request_line: self.line.as_ref().map(|l| self.canonical[..l.len].to_vec()),
             in_headers: self.line.is_some(),
         }
     }
 
-    /// The request line (without its LF). Ok(false): go on with headers.
-    fn request_line(&mut self, line: &[u8]) -> Result<bool, Refusal> {
+    /// The request line (without its LF; `available` bytes from its start
+    /// are at hand). Ok(false): go on with headers.
+    fn request_line(&mut self, line: &[u8], available: usize) -> Result<bool, Refusal> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         // nginx's log line names the request line even when it is the fault.
         let parsed = parse_request_line(line).map_err(|(status, reason)| Refusal {
@@ -377,7 +383,34 @@ impl HeadParser {
             request_line: Some(line.to_vec()),
             in_headers: false,
         })?;
-        self.line = Some(parsed);
+        // Most heads arrive whole: room for all of it at once.
+        let c = &mut self.canonical;
+        c.reserve(available.min(8192) + 64);
+        c.extend_from_slice(parsed.method);
+        c.push(b' ');
+        canonical_target(c, parsed.path, parsed.query);
+        c.extend_from_slice(if parsed.http11 {
+            b" HTTP/1.1"
+        } else {
+            b" HTTP/1.0"
+        });
+        let len = c.len();
+        c.extend_from_slice(b"\r\n");
+        if let Some(a) = parsed.authority {
+            c.extend_from_slice(b"Host: ");
+            c.extend_from_slice(a);
+            c.extend_from_slice(b"\r\n");
+        }
+        self.line = Some(RequestLine {
+            len,
+            refused_method: match parsed.method {
+                b"CONNECT" => Some("client sent CONNECT method"),
+                b"TRACE" => Some("client sent TRACE method"),
+                _ => None,
+            },
+            absolute: parsed.authority.is_some(),
+            http11: parsed.http11,
+        });
         Ok(false)
     }
 
@@ -430,8 +463,16 @@ impl HeadParser {
         while let [rest @ .., b' '] = value {
             value = rest;
         }
-        if value.contains(&0) {
-            return Err(bad(self));
+        // One pass: a NUL is nginx's 400; other control bytes are sluice's
+        // own (below, for fields that are kept).
+        let mut control = false;
+        for &b in value {
+            if (b < 0x20 && b != b'\t') || b == 0x7f {
+                if b == 0 {
+                    return Err(bad(self));
+                }
+                control = true;
+            }
         }
         if invalid && self.rules.ignore_invalid_headers {
             if self.dropped.len() < 8 {
@@ -444,13 +485,12 @@ impl HeadParser {
         // sluice's own limits: what hyper and backends can represent. (A
         // Transfer-Encoding with such bytes is no coding nginx knows: its 501
         // comes when the head is whole, as in nginx.)
-        let control = value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f);
         if control && name.eq_ignore_ascii_case(b"transfer-encoding") && token {
             if self.transfer_encoding.is_some() {
                 return Err(self.refuse(400, "client sent duplicate header line", None));
             }
             self.seen |= 1 << 2;
-            self.transfer_encoding = Some(value.to_vec());
+            self.transfer_encoding = Some(false);
             return Ok(false);
         }
         if !token || control {
@@ -460,10 +500,7 @@ impl HeadParser {
         if self.count > MAX_HEADERS {
             return Err(self.refuse(400, "client sent too many header lines", None));
         }
-        if let Some(i) = UNIQUE
-            .iter()
-            .position(|u| u.eq_ignore_ascii_case_bytes(name))
-        {
+        if let Some(i) = unique_index(name) {
             if self.seen & (1 << i) != 0 {
                 let mut l = content.to_vec();
                 l.truncate(64);
@@ -480,21 +517,22 @@ impl HeadParser {
                     if !valid_host(value) {
                         return Err(self.refuse(400, "client sent invalid host header", None));
                     }
-                    self.host = Some(value.to_vec());
-                    if self.line.as_ref().is_some_and(|l| l.authority.is_some()) {
+                    self.host = true;
+                    if self.line.as_ref().is_some_and(|l| l.absolute) {
                         // Replaced by the target's authority (RFC 9112 §3.2.2).
                         return Ok(false);
                     }
                 }
-                1 => self.content_length = Some(parse_length(value).unwrap_or(u64::MAX)),
-                2 => self.transfer_encoding = Some(value.to_vec()),
+                1 => self.content_length = Some(parse_length(value)),
+                2 => self.transfer_encoding = Some(value.eq_ignore_ascii_case(b"chunked")),
                 _ => {}
             }
         }
-        self.fields.extend_from_slice(name);
-        self.fields.extend_from_slice(b": ");
-        self.fields.extend_from_slice(value);
-        self.fields.extend_from_slice(b"\r\n");
+        let c = &mut self.canonical;
+        c.extend_from_slice(name);
+        c.extend_from_slice(b": ");
+        c.extend_from_slice(value);
+        c.extend_from_slice(b"\r\n");
         Ok(false)
     }
 
@@ -504,33 +542,32 @@ impl HeadParser {
         let Some(line) = self.line.take() else {
             return Parsed::Partial;
         };
+        let request_line = Some(self.canonical[..line.len].to_vec());
         let refuse = |status: u16, reason: &'static str| {
             Parsed::Refused(Refusal {
                 status,
                 reason,
                 detail: None,
-                request_line: Some(line.raw.clone()),
+                request_line: request_line.clone(),
                 in_headers: true,
             })
         };
-        if self.host.is_none() && line.http11 {
+        if !self.host && line.http11 {
             return refuse(400, "client sent HTTP/1.1 request without \"Host\" header");
         }
-        if self.content_length == Some(u64::MAX) {
-            return refuse(400, "client sent invalid \"Content-Length\" header");
-        }
         let mut framing = match self.content_length {
-            Some(n) => Framing::Length(n),
+            Some(None) => return refuse(400, "client sent invalid \"Content-Length\" header"),
+            Some(Some(n)) => Framing::Length(n),
             None => Framing::None,
         };
-        if let Some(te) = &self.transfer_encoding {
+        if let Some(chunked) = self.transfer_encoding {
             if !line.http11 {
                 return refuse(
                     400,
                     "client sent HTTP/1.0 request with \"Transfer-Encoding\" header",
                 );
             }
-            if !te.eq_ignore_ascii_case(b"chunked") {
+            if !chunked {
                 return refuse(501, "client sent unknown \"Transfer-Encoding\"");
             }
             if self.content_length.is_some() {
@@ -541,27 +578,10 @@ impl HeadParser {
             }
             framing = Framing::Chunked;
         }
-        match line.method.as_slice() {
-            b"CONNECT" => return refuse(405, "client sent CONNECT method"),
-            b"TRACE" => return refuse(405, "client sent TRACE method"),
-            _ => {}
+        if let Some(reason) = line.refused_method {
+            return refuse(405, reason);
         }
-        let mut canonical =
-            Vec::with_capacity(line.method.len() + line.target.len() + self.fields.len() + 40);
-        canonical.extend_from_slice(&line.method);
-        canonical.push(b' ');
-        canonical.extend_from_slice(&line.target);
-        canonical.extend_from_slice(if line.http11 {
-            b" HTTP/1.1\r\n"
-        } else {
-            b" HTTP/1.0\r\n"
-        });
-        if let Some(a) = &line.authority {
-            canonical.extend_from_slice(b"Host: ");
-            canonical.extend_from_slice(a);
-            canonical.extend_from_slice(b"\r\n");
-        }
-        canonical.extend_from_slice(&self.fields);
+        let mut canonical = std::mem::take(&mut self.canonical);
         canonical.extend_from_slice(b"\r\n");
         Parsed::Head(Head {
             len: self.pos,
@@ -570,6 +590,16 @@ impl HeadParser {
             dropped: std::mem::take(&mut self.dropped),
         })
     }
+}
+
+/// Which of [`UNIQUE`] `name` is (the length first: most names are none).
+fn unique_index(name: &[u8]) -> Option<usize> {
+    if !matches!(name.len(), 4 | 6 | 8 | 13 | 14 | 17 | 19) {
+        return None;
+    }
+    UNIQUE
+        .iter()
+        .position(|u| u.eq_ignore_ascii_case_bytes(name))
 }
 
 trait EqBytes {
@@ -659,8 +689,17 @@ const INVALID_METHOD: LineError = (400, "client sent invalid method");
 const INVALID_REQUEST: LineError = (400, "client sent invalid request");
 const INVALID_VERSION: LineError = (505, "client sent invalid version");
 
+/// The parts of a request line, borrowed from it.
+struct LineParts<'a> {
+    method: &'a [u8],
+    path: &'a [u8],
+    query: Option<&'a [u8]>,
+    authority: Option<&'a [u8]>,
+    http11: bool,
+}
+
 /// The request line without its end of line.
-fn parse_request_line(l: &[u8]) -> Result<RequestLine, LineError> {
+fn parse_request_line(l: &[u8]) -> Result<LineParts<'_>, LineError> {
     let mut i = 0;
     while i < l.len() && l[i] != b' ' {
         if !(l[i].is_ascii_uppercase() || l[i] == b'_' || l[i] == b'-') {
@@ -766,14 +805,14 @@ fn parse_request_line(l: &[u8]) -> Result<RequestLine, LineError> {
             if !valid_host(&l[hs..he]) {
                 return Err((400, "client sent invalid host in request line"));
             }
-            Some(l[hs..end].to_vec())
+            Some(&l[hs..end])
         }
         None => None,
     };
-    Ok(RequestLine {
-        raw: l.to_vec(),
-        method: method.to_vec(),
-        target: canonical_target(path, query),
+    Ok(LineParts {
+        method,
+        path,
+        query,
         authority,
         http11,
     })
@@ -816,6 +855,10 @@ fn parse_version(v: &[u8]) -> Result<bool, LineError> {
 /// nginx's complex-URI check of a path: `%` escapes are two hex digits and
 /// not `%00`, and `..` never climbs above `/`.
 fn path_ok(path: &[u8]) -> bool {
+    // Most paths have no escape and no dot segment: nothing to decode.
+    if !path.contains(&b'%') && !path.windows(2).any(|w| w == b"/.") {
+        return true;
+    }
     let mut decoded = Vec::with_capacity(path.len());
     let mut i = 0;
     while i < path.len() {
@@ -848,8 +891,7 @@ fn path_ok(path: &[u8]) -> bool {
 /// The target as hyper's `http::Uri` accepts it: origin-form (an empty path
 /// is `/`), and bytes the URI grammar does not allow raw (non-ASCII, `<`,
 /// `\`, `^`, …) percent-encoded, which is what they mean.
-fn canonical_target(path: &[u8], query: Option<&[u8]>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(path.len() + query.map_or(0, |q| q.len() + 1) + 1);
+fn canonical_target(out: &mut Vec<u8>, path: &[u8], query: Option<&[u8]>) {
     if path.is_empty() {
         out.push(b'/');
     }
@@ -866,16 +908,15 @@ fn canonical_target(path: &[u8], query: Option<&[u8]>) -> Vec<u8> {
             || b == b'"'
             || b == b'{'
             || b == b'}';
-        push(&mut out, b, ok);
+        push(out, b, ok);
     }
     if let Some(q) = query {
         out.push(b'?');
         for &b in q {
             let ok = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E);
-            push(&mut out, b, ok);
+            push(out, b, ok);
         }
     }
-    out
 }
 
 #[cfg(test)]
