@@ -138,6 +138,8 @@ impl AccessLog {
 /// What a line needs about its request, owned so it can outlive the handler.
 pub struct Record {
     pub log: Arc<AccessLog>,
+    /// See [`RequestVars::raw_request_line`].
+    pub raw_request_line: Option<Vec<u8>>,
     pub remote: SocketAddr,
     pub local: SocketAddr,
     pub server_name: String,
@@ -165,6 +167,7 @@ impl Record {
     ) -> Record {
         Record {
             log,
+            raw_request_line: vars.raw_request_line.map(<[u8]>::to_vec),
             remote: vars.remote,
             local: vars.local,
             server_name: vars.server_name.to_string(),
@@ -194,6 +197,7 @@ impl Record {
             version: self.version,
             path: &self.path,
             headers: &self.headers,
+            raw_request_line: self.raw_request_line.as_deref(),
         };
         let log = LogVars {
             body_bytes_sent,

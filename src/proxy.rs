@@ -712,20 +712,19 @@ fn serve_client(
             }
         };
         if let Some(refusal) = io.take_refusal() {
-            let pages = shared
+            let server = shared
                 .runtime()
                 .servers
                 .iter()
                 .find(|s| s.listen == configured)
-                .map(|s| s.error_pages.clone())
-                .unwrap_or_default();
+                .cloned();
             shared.metrics.response(refusal.status, Duration::ZERO);
             // Boxed: every waiting connection's task would keep room for it.
             Box::pin(refuse(
                 io,
                 &refusal,
-                &pages,
-                (id, remote, &server_name),
+                server.as_deref(),
+                (id, remote, local, &server_name),
                 timeouts.send,
             ))
             .await;
@@ -784,10 +783,11 @@ fn log_dropped_headers(
 async fn refuse(
     mut io: TimedIo<tokio::net::TcpStream>,
     refusal: &crate::http1::Refusal,
-    pages: &crate::config::ErrorPages,
-    (id, remote, server): (u64, SocketAddr, &str),
+    srv: Option<&Server>,
+    (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
     send_timeout: Duration,
 ) {
+    let start = Instant::now();
     errlog::emit_with(Severity::Info, |out| {
         out.push(b'*');
         errlog::push_u64(out, id);
@@ -808,8 +808,13 @@ async fn refuse(
             out.push(b'"');
         }
     });
+    let no_pages = crate::config::ErrorPages::default();
+    let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
     let resp = respond::error_response(pages, None, &made(refusal.status, refusal.to_string()));
-    let bytes = Box::pin(serialize(resp)).await;
+    let (bytes, body_len) = Box::pin(serialize(resp)).await;
+    if let Some(log) = srv.and_then(|s| s.access_log.as_ref()) {
+        access_refused(log, refusal, (id, remote, local, server), start, body_len);
+    }
     let stream = io.get_mut();
     let _ = tokio::time::timeout(send_timeout, async {
         use tokio::io::AsyncWriteExt;
@@ -818,6 +823,39 @@ async fn refuse(
     })
     .await;
     Box::pin(linger(stream)).await;
+}
+
+/// The access-log line of a refused head, as nginx writes one: `$request`
+/// is the line as sent (nothing of it could be trusted further),
+/// `$request_method` its first word if that is a token.
+fn access_refused(
+    log: &Arc<AccessLog>,
+    refusal: &crate::http1::Refusal,
+    (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
+    start: Instant,
+    body_len: u64,
+) {
+    let line = refusal.request_line.as_deref().unwrap_or(b"");
+    let method = line
+        .split(|&b| b == b' ')
+        .next()
+        .and_then(|m| http::Method::from_bytes(m).ok())
+        .unwrap_or_else(|| http::Method::from_bytes(b"-").unwrap_or_default());
+    let (uri, headers) = (Uri::from_static("/"), HeaderMap::new());
+    let vars = RequestVars {
+        remote,
+        local,
+        server_name: server,
+        method: &method,
+        uri: &uri,
+        version: http::Version::HTTP_11,
+        path: "",
+        headers: &headers,
+        raw_request_line: Some(line),
+    };
+    let mut r = Record::new(log.clone(), &vars, id, start);
+    r.status = refusal.status;
+    r.write(body_len);
 }
 
 /// nginx's lingering close (`lingering_time` 30 s, `lingering_timeout` 5 s):
@@ -835,8 +873,9 @@ async fn linger(stream: &mut tokio::net::TcpStream) {
     }
 }
 
-/// A response sluice made, as HTTP/1.1 bytes that close the connection.
-async fn serialize(resp: Response<Body>) -> Vec<u8> {
+/// A response sluice made, as HTTP/1.1 bytes that close the connection,
+/// and the length of its body.
+async fn serialize(resp: Response<Body>) -> (Vec<u8>, u64) {
     let (parts, body) = resp.into_parts();
     let body = body
         .collect()
@@ -868,7 +907,7 @@ async fn serialize(resp: Response<Body>) -> Vec<u8> {
     errlog::push_u64(&mut out, body.len() as u64);
     out.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
     out.extend_from_slice(&body);
-    out
+    (out, body.len() as u64)
 }
 
 /// The upstream body failure behind a client connection's error, if that
@@ -1594,6 +1633,7 @@ fn request_vars<'a>(
         version: parts.version,
         path,
         headers: &parts.headers,
+        raw_request_line: None,
     }
 }
 

@@ -307,6 +307,9 @@ pub struct RequestVars<'a> {
     /// The normalised, decoded path (`$uri`).
     pub path: &'a str,
     pub headers: &'a HeaderMap,
+    /// The request line as the client sent it, for a request refused
+    /// before it could be parsed: `$request` shows it, as nginx's does.
+    pub raw_request_line: Option<&'a [u8]>,
 }
 
 /// What an error page or `return` adds.
@@ -379,6 +382,10 @@ impl RequestVars<'_> {
 
     /// The request line as nginx logs it: `GET /p?a=1 HTTP/1.1`.
     fn push_request_line(&self, out: &mut Vec<u8>) {
+        if let Some(raw) = self.raw_request_line {
+            out.extend_from_slice(raw);
+            return;
+        }
         out.extend_from_slice(self.method.as_str().as_bytes());
         out.push(b' ');
         out.extend_from_slice(
@@ -523,6 +530,7 @@ mod tests {
             version: Version::HTTP_11,
             path: uri.path(),
             headers,
+            raw_request_line: None,
         }
     }
 

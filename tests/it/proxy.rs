@@ -396,6 +396,7 @@ async fn malformed_requests_get_400() {
     let port = free_port();
     let toml = format!(
         r#"
+access_log = "stdout"
 [[servers]]
 listen = "127.0.0.1:{port}"
 [[servers.locations]]
@@ -413,6 +414,12 @@ return = {{ status = 200, body = "ok\n" }}
 
     let r = request(_s.addr(), client(2), "GET", "/a/../../etc", &[]).await;
     assert_eq!(r.status, 400, "a path above the root");
+
+    // Refused heads are logged as nginx logs them: the line as sent, 400.
+    tokio::time::sleep(crate::support::LOG_SETTLE).await;
+    let log = _s.stdout();
+    assert!(log.contains("\"GARBAGE\" 400 "), "{log}");
+    assert!(log.contains("\"GET /a/../../etc HTTP/1.1\" 400 "), "{log}");
 }
 
 #[tokio::test]
