@@ -402,7 +402,11 @@ listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
 return = {{ status = 200, body = "ok\n" }}
-"#
+[[servers.locations]]
+path = "/upload"
+proxy_pass = "http://127.0.0.1:{unused}"
+"#,
+        unused = free_port()
     );
     let _s = Sluice::start(&toml, &[port]);
     let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
@@ -414,6 +418,23 @@ return = {{ status = 200, body = "ok\n" }}
 
     let r = request(_s.addr(), client(2), "GET", "/a/../../etc", &[]).await;
     assert_eq!(r.status, 400, "a path above the root");
+
+    // A chunk size past client_max_body_size is a 413 at once, even with no
+    // data after it (nginx checks the size line).
+    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    c.write_all(b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .await
+        .unwrap();
+    // The size line comes while the body is already being waited for.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.write_all(b"100001\r\n").await.unwrap();
+    let mut out = vec![0; 64];
+    let n = tokio::time::timeout(Duration::from_secs(3), c.read(&mut out))
+        .await
+        .expect("an answer before client_body_timeout")
+        .unwrap();
+    let text = String::from_utf8_lossy(&out[..n]);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text:?}");
 
     // Refused heads are logged as nginx logs them: the line as sent, 400.
     tokio::time::sleep(crate::support::LOG_SETTLE).await;
