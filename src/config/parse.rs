@@ -559,20 +559,7 @@ fn parse_conn_zones(
 /// `limit_conn = { zone, conn }` or a list of them: nginx's `limit_conn
 /// ZONE NUMBER` lines of one level.
 fn parse_limit_conns(cx: &mut Cx, v: &Val, zones: &Zones) -> Option<Vec<ConnLimitSpec>> {
-    let items: Vec<&Val> = match v.get_ref() {
-        DeValue::Table(_) => vec![v],
-        DeValue::Array(a) => a.iter().collect(),
-        other => {
-            cx.err(
-                v.span(),
-                format!(
-                    "\"limit_conn\" must be a table or a list of tables, found {}",
-                    type_name(other)
-                ),
-            );
-            return None;
-        }
-    };
+    let items = tables(cx, v, "limit_conn")?;
     let mut out: Vec<ConnLimitSpec> = Vec::new();
     let mut ok = true;
     for item in items {
@@ -879,25 +866,31 @@ fn parse_level(cx: &mut Cx, t: &DeTable, zones: &Zones, at: Where) -> Level {
     level
 }
 
+/// One table or a list of them (`limit_req = {…}` or `[{…}, …]`): the
+/// items, or `None` (reported) for anything else.
+fn tables<'v, 'i>(cx: &mut Cx, v: &'v Val<'i>, key: &str) -> Option<Vec<&'v Val<'i>>> {
+    match v.get_ref() {
+        DeValue::Table(_) => Some(vec![v]),
+        DeValue::Array(a) => Some(a.iter().collect()),
+        other => {
+            cx.err(
+                v.span(),
+                format!(
+                    "\"{key}\" must be a table or a list of tables, found {}",
+                    type_name(other)
+                ),
+            );
+            None
+        }
+    }
+}
+
 fn parse_limit_reqs(
     cx: &mut Cx,
     v: &Val,
     zones: &[(ZoneSpec, Range<usize>)],
 ) -> Option<Vec<LimitSpec>> {
-    let items: Vec<&Val> = match v.get_ref() {
-        DeValue::Table(_) => vec![v],
-        DeValue::Array(a) => a.iter().collect(),
-        other => {
-            cx.err(
-                v.span(),
-                format!(
-                    "\"limit_req\" must be a table or a list of tables, found {}",
-                    type_name(other)
-                ),
-            );
-            return None;
-        }
-    };
+    let items = tables(cx, v, "limit_req")?;
     let mut out: Vec<LimitSpec> = Vec::new();
     let mut ok = true;
     for item in items {
