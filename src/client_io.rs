@@ -15,7 +15,7 @@
 //! and applies the right deadline for the connection's [`Phase`]: the
 //! service marks a request [`ConnState::busy`] when hyper hands it over, and
 //! the response body marks the connection idle when it ends
-//! ([`IdleOnEnd`]).
+//! ([`UntilEnd`] with [`Idle`]).
 
 use crate::http1::{Fill, Gate, HeadRules, Refusal};
 use bytes::Bytes;
@@ -514,29 +514,25 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 }
 
-/// A response body that marks its connection idle when it ends (or is
-/// dropped), so that `keepalive_timeout` starts then.
-pub struct IdleOnEnd<B> {
+/// A response body that keeps `G` until it ends (its last frame, or an
+/// error) or is dropped; `G`'s own `Drop` is the point: the connection turns
+/// idle ([`Idle`]: `keepalive_timeout` starts then), a request's limit_conn
+/// counts are released ([`crate::connlimit::Held`]).
+pub struct UntilEnd<B, G> {
     inner: B,
-    state: Option<Arc<ConnState>>,
+    guard: Option<G>,
 }
 
-impl<B> IdleOnEnd<B> {
-    pub fn new(inner: B, state: Arc<ConnState>) -> IdleOnEnd<B> {
-        IdleOnEnd {
+impl<B, G> UntilEnd<B, G> {
+    pub fn new(inner: B, guard: G) -> UntilEnd<B, G> {
+        UntilEnd {
             inner,
-            state: Some(state),
-        }
-    }
-
-    fn done(&mut self) {
-        if let Some(s) = self.state.take() {
-            s.idle();
+            guard: Some(guard),
         }
     }
 }
 
-impl<B: Body + Unpin> Body for IdleOnEnd<B> {
+impl<B: Body + Unpin, G: Unpin> Body for UntilEnd<B, G> {
     type Data = B::Data;
     type Error = B::Error;
 
@@ -547,8 +543,8 @@ impl<B: Body + Unpin> Body for IdleOnEnd<B> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.done(),
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.done(),
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.guard = None,
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.guard = None,
             _ => {}
         }
         polled
@@ -563,9 +559,12 @@ impl<B: Body + Unpin> Body for IdleOnEnd<B> {
     }
 }
 
-impl<B> Drop for IdleOnEnd<B> {
+/// Marks its connection idle when dropped (see [`UntilEnd`]).
+pub struct Idle(pub Arc<ConnState>);
+
+impl Drop for Idle {
     fn drop(&mut self) {
-        self.done();
+        self.0.idle();
     }
 }
 

@@ -21,8 +21,8 @@
 //! (nginx too takes its zone's mutex for each check and release), held for a
 //! hash-map update. A [`Held`] releases its counts when dropped, so every
 //! way a request ends (response done, client gone mid-body, error, a
-//! handler dropped) releases them; [`HeldBody`] keeps them until the
-//! response body is finished.
+//! handler dropped) releases them; [`Held::keep_until_sent`] keeps them
+//! until the response body is finished.
 //!
 //! # Zone size
 //! A zone holds as many keys as nginx's would in the same `size`: nginx
@@ -45,14 +45,10 @@
 
 use crate::respond::Body;
 use crate::vars::Template;
-use bytes::Bytes;
-use hyper::body::{Frame, SizeHint};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
 /// nginx's default `limit_conn_status`.
 pub const DEFAULT_STATUS: u16 = 503;
@@ -306,8 +302,8 @@ impl Held {
         if self.0.is_empty() {
             return resp;
         }
-        let (parts, body) = resp.into_parts();
-        http::Response::from_parts(parts, HeldBody::wrap(body, self))
+        use http_body_util::BodyExt;
+        resp.map(|body| crate::client_io::UntilEnd::new(body, self).boxed())
     }
 }
 
@@ -368,51 +364,6 @@ pub fn check<K: AsRef<[u8]>>(
             .fetch_add(1, Ordering::Relaxed);
     }
     Decision::Passed(Held(held.into_iter().map(|(_, s)| s).collect()))
-}
-
-/// A response body that holds a request's counts until it ends (or is
-/// dropped: the client went away, the connection broke).
-pub struct HeldBody {
-    inner: Body,
-    held: Option<Held>,
-}
-
-impl HeldBody {
-    pub fn wrap(inner: Body, held: Held) -> Body {
-        use http_body_util::BodyExt;
-        HeldBody {
-            inner,
-            held: Some(held),
-        }
-        .boxed()
-    }
-}
-
-impl hyper::body::Body for HeldBody {
-    type Data = Bytes;
-    type Error = crate::client_io::BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.held = None,
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.held = None,
-            _ => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }
 
 /// One open client connection of this worker thread, counted against

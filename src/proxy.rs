@@ -10,7 +10,9 @@
 //! that a state with `last = 0` is always long drained.
 
 use crate::accesslog::{AccessLog, LoggedBody, Record};
-use crate::client_io::{ConnState, Expired, Filled, IdleOnEnd, LimitedBody, TimedIo, Timeouts};
+use crate::client_io::{
+    ConnState, Expired, Filled, Idle, LimitedBody, TimedIo, Timeouts, UntilEnd,
+};
 use crate::config::{LoadError, LogLevel, Spec};
 use crate::connlimit::{self, Held, WorkerSlot};
 use crate::errlog::{self, Excess, Severity};
@@ -650,7 +652,7 @@ fn serve_client(
                     .as_ref()
                     .map_or_else(|c| c.status, |r| r.status().as_u16());
                 shared.metrics.response(status, start.elapsed());
-                resp.map(|r| r.map(|b| IdleOnEnd::new(b, state)))
+                resp.map(|r| r.map(|b| UntilEnd::new(b, Idle(state))))
             })
         })
     };

@@ -1,7 +1,11 @@
 use super::*;
 use crate::vars::Context as VarContext;
+use bytes::Bytes;
 use http_body_util::BodyExt;
+use hyper::body::Frame;
+use std::pin::Pin;
 use std::sync::Barrier;
+use std::task::{Context, Poll};
 
 fn zone(name: &str, size: u64) -> Arc<ConnZone> {
     let key = Template::parse("$binary_remote_addr", VarContext::Key).unwrap();
