@@ -88,8 +88,6 @@ pub struct ConnState {
     expired: Mutex<Option<Expired>>,
     /// The request being (or last) served came with a body.
     with_body: AtomicBool,
-    /// The request's chunked body was invalid (a 400, not a client gone).
-    invalid_body: AtomicBool,
     /// A read that waits for the request being served to end (a refused
     /// pipelined head is answered then): woken by [`ConnState::idle`].
     waiting_read: Mutex<Option<std::task::Waker>>,
@@ -108,7 +106,6 @@ impl ConnState {
             timeouts,
             expired: Mutex::new(None),
             with_body: AtomicBool::new(false),
-            invalid_body: AtomicBool::new(false),
             waiting_read: Mutex::new(None),
             declared_body: AtomicU64::new(0),
         })
@@ -152,11 +149,6 @@ impl ConnState {
     /// A request is being served (hyper holds it).
     pub fn serving(&self) -> bool {
         *self.phase.lock() == Phase::Busy
-    }
-
-    /// Whether the last request's chunked body broke nginx's grammar.
-    pub fn body_was_invalid(&self) -> bool {
-        self.invalid_body.load(Ordering::Relaxed)
     }
 
     pub fn phase(&self) -> Phase {
@@ -300,10 +292,6 @@ impl<T> TimedIo<T> {
         self.gate.take_dropped()
     }
 
-    pub fn get_ref(&self) -> &T {
-        &self.inner
-    }
-
     pub fn get_mut(&mut self) -> &mut T {
         &mut self.inner
     }
@@ -365,10 +353,8 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
                     return Poll::Ready(Ok(Filled::Refused));
                 }
                 Ok(Fill::NeedInput) => {}
-                Err(e) => {
-                    self.state.invalid_body.store(true, Ordering::Relaxed);
-                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
-                }
+                // (proxy::forward tells it from a client gone by the error.)
+                Err(e) => return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e))),
             }
             if self.eof {
                 return Poll::Ready(Ok(Filled::Eof));

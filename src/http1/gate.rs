@@ -103,17 +103,6 @@ impl Gate {
             && self.output.is_empty()
     }
 
-    /// A body is being read (an end of file now cuts a request short).
-    pub fn in_body(&self) -> bool {
-        matches!(self.state, State::Length(_) | State::Chunked(_))
-    }
-
-    /// Whether a head has begun arriving (its bytes count against
-    /// `client_header_timeout`).
-    pub fn head_started(&self) -> bool {
-        matches!(&self.state, State::Head(p) if p.started()) || !self.input.is_empty()
-    }
-
     /// The size the current chunked body has announced so far (0 for any
     /// other body).
     pub fn declared_body(&self) -> u64 {
