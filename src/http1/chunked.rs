@@ -10,6 +10,7 @@
 //! `SIZE CRLF data CRLF … 0 CRLF CRLF`, so that hyper ends the body exactly
 //! where this reader does.
 
+use bytes::BufMut;
 use std::fmt;
 
 /// Why a chunked body is invalid.
@@ -81,15 +82,15 @@ impl Chunked {
     /// Checks `data`; returns how many bytes belong to the body (after
     /// [`Chunked::done`], none: what follows is the next request).
     pub fn feed(&mut self, data: &[u8]) -> Result<usize, ChunkError> {
-        self.feed_into(data, None)
+        self.feed_into::<Vec<u8>>(data, None)
     }
 
     /// As [`Chunked::feed`], appending the canonical framing of what was read
     /// to `out`.
-    pub fn feed_into(
+    pub fn feed_into<O: BufMut>(
         &mut self,
         data: &[u8],
-        mut out: Option<&mut Vec<u8>>,
+        mut out: Option<&mut O>,
     ) -> Result<usize, ChunkError> {
         /// nginx refuses a size above `NGX_MAX_OFF_T_VALUE / 16` before
         /// taking another digit.
@@ -137,14 +138,14 @@ impl Chunked {
                 Data => {
                     let n = (data.len() - i).min(usize::try_from(self.size).unwrap_or(usize::MAX));
                     if let Some(o) = out.as_deref_mut() {
-                        o.extend_from_slice(&data[i..i + n]);
+                        o.put_slice(&data[i..i + n]);
                     }
                     self.size -= n as u64;
                     i += n;
                     if self.size == 0 {
                         self.state = AfterData;
                         if let Some(o) = out.as_deref_mut() {
-                            o.extend_from_slice(b"\r\n");
+                            o.put_slice(b"\r\n");
                         }
                     }
                     continue;
@@ -200,18 +201,18 @@ impl Chunked {
     }
 
     /// A chunk's size line ended: its canonical size line.
-    fn begin_data(&mut self, out: &mut Option<&mut Vec<u8>>) -> State {
+    fn begin_data<O: BufMut>(&mut self, out: &mut Option<&mut O>) -> State {
         self.declared = self.declared.saturating_add(self.size);
         if let Some(o) = out.as_deref_mut() {
             push_hex(o, self.size);
-            o.extend_from_slice(b"\r\n");
+            o.put_slice(b"\r\n");
         }
         State::Data
     }
 
-    fn finish(&mut self, out: &mut Option<&mut Vec<u8>>) {
+    fn finish<O: BufMut>(&mut self, out: &mut Option<&mut O>) {
         if let Some(o) = out.as_deref_mut() {
-            o.extend_from_slice(b"0\r\n\r\n");
+            o.put_slice(b"0\r\n\r\n");
         }
         self.state = State::Done;
     }
@@ -221,7 +222,7 @@ fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
-fn push_hex(out: &mut Vec<u8>, mut n: u64) {
+fn push_hex(out: &mut impl BufMut, mut n: u64) {
     let mut digits = [0u8; 16];
     let mut i = digits.len();
     loop {
@@ -232,7 +233,7 @@ fn push_hex(out: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[i..]);
+    out.put_slice(&digits[i..]);
 }
 
 #[cfg(test)]

@@ -51,7 +51,6 @@ pub struct Gate {
     refusal: Option<Refusal>,
     /// Invalid header lines of the last head, for nginx's info lines.
     dropped: Vec<Vec<u8>>,
-    scratch: Vec<u8>,
 }
 
 impl Gate {
@@ -63,7 +62,6 @@ impl Gate {
             output: BytesMut::new(),
             refusal: None,
             dropped: Vec::new(),
-            scratch: Vec::new(),
         }
     }
 
@@ -189,13 +187,11 @@ impl Gate {
                     }
                 }
                 State::Chunked(c) => {
-                    self.scratch.clear();
-                    let used = c.feed_into(&self.input, Some(&mut self.scratch))?;
+                    // (The output is empty here: straight into it.)
+                    let used = c.feed_into(&self.input, Some(&mut self.output))?;
                     self.input.advance(used);
-                    self.output.extend_from_slice(&self.scratch);
                     if c.done() {
                         self.state = State::Head(HeadParser::new(self.rules));
-                        self.scratch = Vec::new();
                     }
                 }
             }
