@@ -599,17 +599,7 @@ fn unique_index(name: &[u8]) -> Option<usize> {
     }
     UNIQUE
         .iter()
-        .position(|u| u.eq_ignore_ascii_case_bytes(name))
-}
-
-trait EqBytes {
-    fn eq_ignore_ascii_case_bytes(&self, other: &[u8]) -> bool;
-}
-
-impl EqBytes for &str {
-    fn eq_ignore_ascii_case_bytes(&self, other: &[u8]) -> bool {
-        self.as_bytes().eq_ignore_ascii_case(other)
-    }
+        .position(|u| u.as_bytes().eq_ignore_ascii_case(name))
 }
 
 fn memchr(b: u8, s: &[u8]) -> Option<usize> {
