@@ -96,7 +96,7 @@ pub fn summary(file: &str, spec: &Spec) -> String {
                 },
                 action,
                 eff.status
-                    .unwrap_or(crate::runtime::DEFAULT_LIMIT_REQ_STATUS),
+                    .unwrap_or(crate::config::DEFAULT_LIMIT_REQ_STATUS),
                 match eff.log_level {
                     Some(l) if l != LogLevel::Error => format!(", log {}", l.as_str()),
                     _ => String::new(),

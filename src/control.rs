@@ -11,7 +11,7 @@
 use crate::config::{self, LoadError};
 use crate::errlog::{self, Severity};
 use crate::proxy::{Command, Proxy, Shared};
-use crate::runtime::Runtime;
+use crate::config::Config;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +34,7 @@ pub enum RunError {
 
 /// Serve `runtime`, loaded from `config`, until a stop signal; reload on
 /// SIGHUP (and file changes with `watch = true`).
-pub async fn run(config: PathBuf, runtime: Runtime) -> Result<(), RunError> {
+pub async fn run(config: PathBuf, runtime: Config) -> Result<(), RunError> {
     // The pid file exists before any socket listens, so whoever sees the
     // port open can signal the process (removed again if binding fails).
     let _pid = match runtime.ops.pid_file.clone() {
@@ -59,7 +59,7 @@ pub async fn run(config: PathBuf, runtime: Runtime) -> Result<(), RunError> {
     // write there (an error log next to the configuration, say).
     let _watcher = proxy
         .shared()
-        .runtime()
+        .config()
         .ops
         .watch
         .then(|| watch_file(&config, tx, proxy.shared()))
@@ -283,7 +283,7 @@ pub fn watch_file(
     let watcher = match watcher {
         Ok(w) => w,
         Err(e) => {
-            if shared.runtime().ops.watch {
+            if shared.config().ops.watch {
                 errlog::emit(
                     Severity::Alert,
                     format_args!(
@@ -308,7 +308,7 @@ pub fn watch_file(
                 }
             }
             let now = std::fs::read(&path).ok();
-            if now.is_none() || now == last || !shared.runtime().ops.watch {
+            if now.is_none() || now == last || !shared.config().ops.watch {
                 continue;
             }
             last = now;

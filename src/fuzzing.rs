@@ -84,7 +84,7 @@ fn pieces(seed: u8, len: usize, most: u32) -> Vec<usize> {
 // --- config ----------------------------------------------------------------------------------
 
 /// TOML text → [`crate::config::parse_str`], then, when it parses, the
-/// summary `sluice check` prints and [`crate::runtime::Runtime::build`]
+/// summary `sluice check` prints and [`crate::config::Config::compile`]
 /// (twice: the second as a reload of the same file over the first).
 ///
 /// Checked: no panic; errors are located inside the text; a configuration
@@ -112,13 +112,13 @@ pub fn config(data: &[u8]) {
         }
     };
     let _ = crate::check::summary("fuzz.toml", &spec);
-    let Ok(first) = crate::runtime::Runtime::build(harmless(spec), None) else {
+    let Ok(first) = crate::config::Config::compile(harmless(spec), None) else {
         return;
     };
     let again = crate::config::parse_str("fuzz.toml", text)
         .map_err(|e| e.to_string())
         .expect("the same text parses again");
-    if let Err(e) = crate::runtime::Runtime::build(harmless(again), Some(&first)) {
+    if let Err(e) = crate::config::Config::compile(harmless(again), Some(&first)) {
         panic!("a configuration that built does not build as a reload of itself: {e}");
     }
 }

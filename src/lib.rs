@@ -2,9 +2,9 @@
 //!
 //! # Layout
 //! - [`config`]: the TOML file → a validated [`config::Spec`], every error
-//!   reported as `FILE:LINE:COL: message`.
-//! - [`runtime`]: the spec compiled for serving: inheritance resolved, zones
-//!   allocated, locations in nginx's lookup order.
+//!   reported as `FILE:LINE:COL: message` → the [`config::Config`] that
+//!   serves (inheritance resolved, zones allocated, locations in nginx's
+//!   lookup order).
 //! - [`connlimit`]: nginx's `limit_conn` (requests in flight per key) and
 //!   `worker_connections` (open connections per worker thread).
 //! - [`limiter`]: nginx's leaky bucket and multi-limit accounting, pure (time
@@ -45,6 +45,5 @@ pub mod metrics;
 pub mod proxy;
 pub mod realip;
 pub mod respond;
-pub mod runtime;
 pub mod upstream;
 pub mod vars;

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use sluice::config::{self, LoadError, LogLevel};
 use sluice::control;
 use sluice::errlog::Severity;
-use sluice::runtime::Runtime;
+use sluice::config::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -166,7 +166,7 @@ fn run(path: PathBuf) -> ExitCode {
 }
 
 fn serve(path: PathBuf, spec: config::Spec) -> anyhow::Result<()> {
-    let runtime = Runtime::build(spec, None)?;
+    let runtime = Config::compile(spec, None)?;
     // Signals, reloads and the admin listener; client connections are served
     // by the proxy's own worker threads (one per CPU).
     let rt = tokio::runtime::Builder::new_multi_thread()

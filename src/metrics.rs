@@ -8,7 +8,7 @@
 //! outcomes, error kinds, status codes — never a client key.
 
 use crate::limiter::{DecisionCounts, Store};
-use crate::runtime::Runtime;
+use crate::config::Config;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
@@ -183,7 +183,7 @@ impl Metrics {
     }
 
     /// The text exposition: the counters, then the zones of `rt`.
-    pub fn render(&self, rt: &Runtime) -> String {
+    pub fn render(&self, rt: &Config) -> String {
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry);
         let mut zones = Registry::default();
@@ -307,7 +307,7 @@ struct ZoneValues {
 }
 
 impl Zones {
-    fn of(rt: &Runtime) -> Zones {
+    fn of(rt: &Config) -> Zones {
         Zones(
             rt.zones
                 .iter()
@@ -425,7 +425,7 @@ impl Collector for Zones {
 struct ConnZones(Vec<(String, [u64; 3], u64, usize)>);
 
 impl ConnZones {
-    fn of(rt: &Runtime) -> ConnZones {
+    fn of(rt: &Config) -> ConnZones {
         ConnZones(
             rt.conn_zones
                 .iter()
@@ -518,7 +518,7 @@ return = { status = 200 }
 "#,
         )
         .unwrap();
-        let rt = Runtime::build(spec, None).unwrap();
+        let rt = Config::compile(spec, None).unwrap();
         let m = Metrics::new();
         let counts = &rt.zones[0].limiter.counts;
         counts.record("PASSED");

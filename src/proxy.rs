@@ -19,7 +19,7 @@ use crate::errlog::{self, Excess, Severity};
 use crate::limiter::{self, Outcome};
 use crate::metrics::{Metrics, UpstreamError};
 use crate::respond::{self, Body, Made};
-use crate::runtime::{Action, BuildError, Location, Runtime, Server};
+use crate::config::{Action, CompileError, Location, Config, Server};
 use crate::upstream;
 use crate::vars::RequestVars;
 use arc_swap::ArcSwap;
@@ -74,7 +74,7 @@ impl Default for Clock {
 /// State shared by every connection: the current configuration and the
 /// upstream connection pools.
 pub struct Shared {
-    runtime: ArcSwap<Runtime>,
+    config: ArcSwap<Config>,
     clock: Clock,
     /// The worker threads serving client connections (see [`Workers`]).
     workers: Workers,
@@ -86,9 +86,9 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(runtime: Runtime) -> Arc<Shared> {
+    pub fn new(config: Config) -> Arc<Shared> {
         Arc::new(Shared {
-            runtime: ArcSwap::from_pointee(runtime),
+            config: ArcSwap::from_pointee(config),
             clock: Clock::new(),
             workers: Workers::start(),
             connections: AtomicU64::new(0),
@@ -98,8 +98,8 @@ impl Shared {
     }
 
     /// The configuration generation new requests use.
-    pub fn runtime(&self) -> Arc<Runtime> {
-        self.runtime.load_full()
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
     }
 }
 
@@ -278,7 +278,7 @@ pub enum ReloadError {
     #[error("{0}")]
     Load(#[from] LoadError),
     #[error("{0}")]
-    Build(#[from] BuildError),
+    Build(#[from] CompileError),
     #[error("{0}")]
     Bind(#[from] std::io::Error),
 }
@@ -292,7 +292,7 @@ pub struct Proxy {
 impl Proxy {
     /// Bind every server's `listen` address and the admin listener. Fails
     /// before serving anything if one cannot be bound.
-    pub async fn bind(runtime: Runtime) -> std::io::Result<Proxy> {
+    pub async fn bind(runtime: Config) -> std::io::Result<Proxy> {
         let mut listeners = Vec::new();
         for (kind, addr) in wanted(&runtime) {
             listeners.push(Listener::bind(kind, addr).await?);
@@ -354,7 +354,7 @@ impl Proxy {
                 }
                 Command::Reopen => {
                     errlog::emit(Severity::Notice, format_args!("reopening logs"));
-                    if let Err(e) = self.shared.runtime().sinks.reopen_all() {
+                    if let Err(e) = self.shared.config().sinks.reopen_all() {
                         errlog::emit(Severity::Alert, format_args!("reopen() failed ({e})"));
                     }
                 }
@@ -379,8 +379,8 @@ impl Proxy {
     /// their requests, within `shutdown_timeout`. On any error nothing
     /// changes.
     pub async fn reload(&mut self, spec: Spec) -> Result<(), ReloadError> {
-        let old = self.shared.runtime();
-        let new = Runtime::build(spec, Some(&old))?;
+        let old = self.shared.config();
+        let new = Config::compile(spec, Some(&old))?;
         let want = wanted(&new);
         let mut added = Vec::new();
         for &(kind, addr) in &want {
@@ -412,7 +412,7 @@ impl Proxy {
         );
         let drain = Instant::now() + new.shutdown_timeout();
         errlog::set_level(new.ops.error_log_level.unwrap_or(LogLevel::Info));
-        self.shared.runtime.store(Arc::new(new));
+        self.shared.config.store(Arc::new(new));
 
         for mut l in added {
             l.start(&self.shared);
@@ -443,7 +443,7 @@ impl Proxy {
     /// connections are closed; the admin listener answers (`/healthz` 503)
     /// until then.
     pub async fn stop(mut self) {
-        let timeout = self.shared.runtime().shutdown_timeout();
+        let timeout = self.shared.config().shutdown_timeout();
         let deadline = Instant::now() + timeout;
         self.shared.draining.store(true, Ordering::Relaxed);
         errlog::emit(
@@ -481,7 +481,7 @@ impl Proxy {
 }
 
 /// The listeners a configuration asks for.
-fn wanted(rt: &Runtime) -> Vec<(Kind, SocketAddr)> {
+fn wanted(rt: &Config) -> Vec<(Kind, SocketAddr)> {
     rt.servers
         .iter()
         .map(|s| (Kind::Proxy, s.listen))
@@ -566,7 +566,7 @@ async fn accept_loop(
 /// worker thread, or `None` when it has them all open (nginx's alert, at
 /// most once a second per worker; every refusal counted).
 fn worker_slot(shared: &Shared) -> Option<WorkerSlot> {
-    let max = shared.runtime.load().worker_connections();
+    let max = shared.config.load().worker_connections();
     match WorkerSlot::take(max, shared.clock.now_ms() / 1000) {
         Ok(slot) => Some(slot),
         Err(refused) => {
@@ -602,7 +602,7 @@ fn serve_client(
     let local = stream.local_addr().unwrap_or(configured);
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     let (timeouts, server_name, head_rules) = shared
-        .runtime()
+        .config()
         .servers
         .iter()
         .find(|s| s.listen == configured)
@@ -619,9 +619,9 @@ fn serve_client(
         })
         .unwrap_or((
             Timeouts {
-                client_header: crate::runtime::DEFAULT_TIMEOUT,
-                keepalive: crate::runtime::DEFAULT_KEEPALIVE_TIMEOUT,
-                send: crate::runtime::DEFAULT_TIMEOUT,
+                client_header: crate::config::DEFAULT_TIMEOUT,
+                keepalive: crate::config::DEFAULT_KEEPALIVE_TIMEOUT,
+                send: crate::config::DEFAULT_TIMEOUT,
             },
             String::new(),
             crate::http1::HeadRules::default(),
@@ -715,7 +715,7 @@ fn serve_client(
         };
         if let Some(refusal) = io.take_refusal() {
             let server = shared
-                .runtime()
+                .config()
                 .servers
                 .iter()
                 .find(|s| s.listen == configured)
@@ -963,7 +963,7 @@ fn admin(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
         "/metrics" => text(
             StatusCode::OK,
             crate::metrics::CONTENT_TYPE,
-            shared.metrics.render(&shared.runtime()),
+            shared.metrics.render(&shared.config()),
         ),
         "/healthz" if shared.draining.load(Ordering::Relaxed) => text(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -1146,7 +1146,7 @@ async fn handle(
     req: Request<Incoming>,
     start: Instant,
 ) -> Result<Response<Body>, CloseConnection> {
-    let rt = shared.runtime();
+    let rt = shared.config();
     let Some(server) = rt.servers.iter().find(|s| s.listen == conn.listen) else {
         return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
     };

@@ -3,17 +3,19 @@
 //! 1. [`parse`]: TOML text → [`Spec`], a validated, declarative model. Every
 //!    problem in the file is collected and reported at once as
 //!    `FILE:LINE:COL: message`; nothing starts on a bad file.
-//! 2. [`crate::runtime::Runtime::build`]: [`Spec`] → runtime types, with
+//! 2. [`Config::compile`]: [`Spec`] → the [`Config`] that serves, with
 //!    nginx's inheritance (http → server → location) resolved and zones
 //!    allocated.
 //!
 //! The names of keys are the product's contract and follow nginx's
 //! directives (`limit_req_status`, `limit_req_log_level`, …).
 
+mod compiled;
 mod error;
 mod parse;
 pub mod values;
 
+pub use compiled::*;
 pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use values::{PathRule, ProxyPass};
 
@@ -51,7 +53,7 @@ pub struct OpsSpec {
     /// `watch = true`: reload when the file changes.
     pub watch: bool,
     /// `shutdown_timeout`: how long in-flight requests may take to finish on
-    /// SIGTERM (default [`crate::runtime::DEFAULT_SHUTDOWN_TIMEOUT`]).
+    /// SIGTERM (default [`crate::config::DEFAULT_SHUTDOWN_TIMEOUT`]).
     pub shutdown_timeout: Option<Duration>,
     /// `error_log_level`: the least severe error-log line written.
     pub error_log_level: Option<LogLevel>,
@@ -60,7 +62,7 @@ pub struct OpsSpec {
     /// `[admin] listen`: `/metrics` and `/healthz`.
     pub admin: Option<SocketAddr>,
     /// `worker_connections`: the most client connections one worker thread
-    /// keeps open (default [`crate::runtime::DEFAULT_WORKER_CONNECTIONS`]).
+    /// keeps open (default [`crate::config::DEFAULT_WORKER_CONNECTIONS`]).
     pub worker_connections: Option<usize>,
 }
 

@@ -492,7 +492,7 @@ path = "/inherited"
     // limit_req's settings are apart.
     assert_eq!(own.status, None);
 
-    let rt = crate::runtime::Runtime::build(spec, None).unwrap();
+    let rt = crate::config::Config::compile(spec, None).unwrap();
     assert_eq!(rt.worker_connections(), 5);
     let loc = rt.servers[0].locations.find("/own").unwrap();
     assert_eq!(loc.conn_limits.len(), 2);
@@ -547,14 +547,14 @@ fn a_reload_keeps_conn_zones_and_refuses_a_new_key() {
             "[conn_zones.addr]\nkey = \"{key}\"\nsize = \"{size}\"\n[[servers]]\nlisten = \"127.0.0.1:1\"\nproxy_pass = \"http://127.0.0.1:2\"\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n"
         ))
     };
-    use crate::runtime::{BuildError, Runtime};
-    let first = Runtime::build(conf("$binary_remote_addr", "1m"), None).unwrap();
-    let same = Runtime::build(conf("$binary_remote_addr", "1m"), Some(&first)).unwrap();
+    use crate::config::{CompileError, Config};
+    let first = Config::compile(conf("$binary_remote_addr", "1m"), None).unwrap();
+    let same = Config::compile(conf("$binary_remote_addr", "1m"), Some(&first)).unwrap();
     assert!(Arc::ptr_eq(&first.conn_zones[0], &same.conn_zones[0]));
-    let resized = Runtime::build(conf("$remote_addr", "2m"), Some(&first)).unwrap();
+    let resized = Config::compile(conf("$remote_addr", "2m"), Some(&first)).unwrap();
     assert!(!Arc::ptr_eq(&first.conn_zones[0], &resized.conn_zones[0]));
-    match Runtime::build(conf("$remote_addr", "1m"), Some(&first)) {
-        Err(e @ BuildError::ConnZoneKeyChanged { .. }) => assert_eq!(
+    match Config::compile(conf("$remote_addr", "1m"), Some(&first)) {
+        Err(e @ CompileError::ConnZoneKeyChanged { .. }) => assert_eq!(
             e.to_string(),
             "limit_conn_zone \"addr\" uses the \"$remote_addr\" key while previously it used the \"$binary_remote_addr\" key"
         ),

@@ -1,6 +1,6 @@
 //! The compiled configuration the proxy runs on: inheritance resolved, zones
 //! allocated, locations in nginx's lookup structure. Built from a [`Spec`];
-//! one `Runtime` is one consistent generation of the configuration.
+//! one `Config` is one consistent generation of the configuration.
 
 use crate::accesslog::{self, AccessLog, Sinks};
 use crate::config::{
@@ -67,7 +67,7 @@ impl Zone {
     }
 }
 
-pub struct Runtime {
+pub struct Config {
     pub zones: Vec<Arc<Zone>>,
     /// `[conn_zones]`, for `limit_conn`.
     pub conn_zones: Vec<Arc<crate::connlimit::ConnZone>>,
@@ -80,7 +80,7 @@ pub struct Runtime {
     pub redis: Option<Arc<RedisBackend>>,
 }
 
-impl Runtime {
+impl Config {
     pub fn shutdown_timeout(&self) -> Duration {
         self.ops
             .shutdown_timeout
@@ -197,7 +197,7 @@ impl Locations {
 
 /// Why a configuration cannot replace the running one.
 #[derive(Debug, thiserror::Error)]
-pub enum BuildError {
+pub enum CompileError {
     #[error(
         "limit_req \"{zone}\" uses the \"{new}\" key while previously it used the \"{old}\" key"
     )]
@@ -224,18 +224,18 @@ pub enum BuildError {
     Redis(String),
 }
 
-impl Runtime {
+impl Config {
     /// Compile `spec`. Zones of `previous` whose name, key and size are
     /// unchanged keep their states (a new rate applies to them at once), as
     /// nginx does on reload.
-    pub fn build(spec: Spec, previous: Option<&Runtime>) -> Result<Runtime, BuildError> {
+    pub fn compile(spec: Spec, previous: Option<&Config>) -> Result<Config, CompileError> {
         // One backend for every Redis zone; kept across a reload that does
         // not change `[redis]` (so is its connection).
         let redis = match &spec.redis {
             Some(cfg) if spec.zones.iter().any(|z| z.backend == Backend::Redis) => {
                 match previous.and_then(|p| p.redis.as_ref()) {
                     Some(old) if old.config() == cfg => Some(old.clone()),
-                    _ => Some(RedisBackend::new(cfg.clone()).map_err(BuildError::Redis)?),
+                    _ => Some(RedisBackend::new(cfg.clone()).map_err(CompileError::Redis)?),
                 }
             }
             _ => None,
@@ -251,7 +251,7 @@ impl Runtime {
             };
             let store = match old {
                 Some(o) if o.size == z.size && o.key.source() != z.key.source() => {
-                    return Err(BuildError::ZoneKeyChanged {
+                    return Err(CompileError::ZoneKeyChanged {
                         zone: z.name,
                         new: z.key.source().to_string(),
                         old: o.key.source().to_string(),
@@ -263,7 +263,7 @@ impl Runtime {
                         Arc::new(Store::Redis(RedisZone::new(b.clone(), &z.name, z.size)))
                     }
                     (Backend::Redis, None) => {
-                        return Err(BuildError::Redis(format!(
+                        return Err(CompileError::Redis(format!(
                             "zone \"{}\" has backend = \"redis\" and there is no [redis]",
                             z.name
                         )));
@@ -296,7 +296,7 @@ impl Runtime {
             let old = previous.and_then(|p| p.conn_zones.iter().find(|o| *o.name == *z.name));
             conn_zones.push(match old {
                 Some(o) if o.size == z.size && o.key.source() != z.key.source() => {
-                    return Err(BuildError::ConnZoneKeyChanged {
+                    return Err(CompileError::ConnZoneKeyChanged {
                         zone: z.name,
                         new: z.key.source().to_string(),
                         old: o.key.source().to_string(),
@@ -324,13 +324,13 @@ impl Runtime {
             .with_escape(escape),
         );
         let mut access_log =
-            |target: &Option<Option<String>>| -> Result<Option<Arc<AccessLog>>, BuildError> {
+            |target: &Option<Option<String>>| -> Result<Option<Arc<AccessLog>>, CompileError> {
                 let Some(Some(target)) = target else {
                     return Ok(None);
                 };
                 let sink = sinks
                     .get(target, previous.map(|p| &p.sinks))
-                    .map_err(|source| BuildError::AccessLog {
+                    .map_err(|source| CompileError::AccessLog {
                         path: target.clone(),
                         source,
                     })?;
@@ -487,7 +487,7 @@ impl Runtime {
                 },
             }));
         }
-        Ok(Runtime {
+        Ok(Config {
             zones,
             conn_zones,
             servers,
