@@ -6,7 +6,7 @@
 //! `$body_bytes_sent` and `$request_time` cover the whole streamed body; a
 //! client that goes away while delayed is logged with status 499, as nginx.
 
-use crate::respond::Body;
+use crate::body::Body;
 use crate::vars::{LogVars, RequestVars, ResponseVars, Template, Var};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri, Version};
@@ -272,7 +272,7 @@ impl LoggedBody {
 
 impl hyper::body::Body for LoggedBody {
     type Data = Bytes;
-    type Error = crate::client_io::BodyError;
+    type Error = crate::body::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

@@ -8,10 +8,10 @@
 //!
 //! [`run`] wires these to [`Proxy::run`], which does the work.
 
+use crate::config::Config;
 use crate::config::{self, LoadError};
 use crate::errlog::{self, Severity};
-use crate::proxy::{Command, Proxy, Shared};
-use crate::config::Config;
+use crate::server::{Command, Proxy, Shared};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

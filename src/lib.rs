@@ -30,10 +30,12 @@
 
 pub mod accesslog;
 pub mod batch;
+pub mod body;
 pub mod check;
 pub mod client_body;
-pub mod client_io;
+pub mod clock;
 pub mod config;
+pub mod conn;
 pub mod connlimit;
 pub mod control;
 pub mod errlog;
@@ -42,8 +44,9 @@ pub mod fuzzing;
 pub mod http1;
 pub mod limiter;
 pub mod metrics;
-pub mod proxy;
 pub mod realip;
+pub mod request;
 pub mod respond;
+pub mod server;
 pub mod upstream;
 pub mod vars;

@@ -1,14 +1,12 @@
 //! Responses sluice makes itself: rejections, `return`, 4xx/5xx, through the
 //! configured error pages or a default `application/problem+json` body.
 
+use crate::body::Body;
 use crate::config::{ErrorPage, ErrorPages, ReturnSpec};
 use crate::vars::{RequestVars, ResponseVars};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
-
-/// The body type of every response sluice sends.
-pub type Body = BoxBody<Bytes, crate::client_io::BodyError>;
+use http_body_util::{BodyExt, Full};
 
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).map_err(|never| match never {}).boxed()
@@ -26,6 +24,21 @@ pub struct Made<'a> {
     /// For a rejection: the policies (zones) that were exceeded; the default
     /// body is then the draft's `quota-exceeded` problem type.
     pub violated: Option<&'a str>,
+}
+
+impl Made<'static> {
+    /// A response about the request itself, before or without any limit
+    /// (`$limit_req_status` is `-`).
+    pub fn plain(status: u16, detail: String) -> Made<'static> {
+        Made {
+            status,
+            retry_after: None,
+            limit_req_status: "-",
+            zone: "",
+            detail,
+            violated: None,
+        }
+    }
 }
 
 fn status_code(s: u16) -> StatusCode {

@@ -17,7 +17,7 @@
 //! connection the upstream had closed is sent again on a new one (nginx
 //! retries cached connections too) — if it had no body to lose.
 
-use crate::client_io::BodyError;
+use crate::body::BodyError;
 use bytes::{Buf, Bytes, BytesMut};
 use http::uri::Authority;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
