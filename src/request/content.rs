@@ -1,21 +1,50 @@
 //! The content phase: a location's `return`, or the request forwarded to
-//! its upstream.
+//! its upstream (with its body read whole first, as nginx's
+//! `proxy_request_buffering`).
 
-use super::Env;
-use super::error::*;
-use super::log::*;
+use super::Ctx;
+use super::error::{ProxyError, invalid_chunked};
+use super::limit::Limited;
+use crate::accesslog::Record;
 use crate::body::Body;
-use crate::client_body::LimitedBody;
-use crate::config::Location;
-use crate::conn::Conn;
-use crate::errlog::{self, Severity};
-use crate::metrics::UpstreamError;
-use crate::respond::{self, Made};
+use crate::client_body::{LimitedBody, ReadError, read_whole};
+use crate::config::{Action, Location, ProxyPass};
+use crate::respond;
 use crate::upstream;
-use crate::vars::RequestVars;
-use http::{HeaderValue, Response, Uri, header};
+use http::{Response, Uri};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use tokio::time::Instant;
+
+/// The request's content: `return`'s answer, or the upstream's.
+pub(crate) async fn content<'l>(
+    cx: &Ctx<'_>,
+    loc: &'l Location,
+    (parts, body): (&'l http::request::Parts, Incoming),
+    path: &str,
+    limited: &Limited<'_>,
+    record: &mut Option<Record>,
+) -> Result<Response<Body>, ProxyError<'l>> {
+    match &loc.action {
+        Action::Return(ret) => Ok(respond::return_response(ret, &cx.vars, limited.decided.0)),
+        Action::Proxy(pp) => {
+            let target = upstream_target(pp, loc, &parts.uri, path);
+            let up_start = record.as_ref().map(|_| Instant::now());
+            let resp = forward(cx, loc, parts, body, &target, pp).await;
+            if let Some(r) = record.as_mut() {
+                r.upstream_ms = up_start.map(|t| t.elapsed().as_millis() as u64);
+            }
+            resp.map_err(|f| match f {
+                Failed::Client(e) => e,
+                Failed::Upstream(error) => ProxyError::Upstream {
+                    error,
+                    authority: pp.authority.as_str(),
+                    target,
+                },
+            })
+        }
+    }
+}
 
 /// nginx's `proxy_pass` URI rule: with a URI part, the matched location
 /// prefix is replaced by it; without one, the request URI goes unchanged.
@@ -53,146 +82,65 @@ pub(crate) fn escape_path(p: &str) -> String {
     out
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn forward(
-    shared: &Env,
-    loc: &Location,
-    conn: &Conn,
-    vars: &RequestVars<'_>,
-    (limit_req_status, zone): (&'static str, &str),
+/// Why forwarding failed: the client's doing, or the upstream's (which
+/// becomes a [`ProxyError::Upstream`] with the target it was sent).
+enum Failed<'l> {
+    Client(ProxyError<'l>),
+    Upstream(upstream::Error),
+}
+
+/// Send the request upstream: with its body read whole first when
+/// `proxy_request_buffering` is on (nothing goes upstream before it is, so
+/// a body nginx would refuse is never half-forwarded).
+async fn forward<'l>(
+    cx: &Ctx<'_>,
+    loc: &'l Location,
     parts: &http::request::Parts,
     body: Incoming,
     target: &str,
-    pp: &crate::config::ProxyPass,
-) -> Result<Response<Body>, CloseConnection> {
-    // Error pages after the limits know their decision ($limit_req_status).
-    let made = |status: u16, detail: &str| Made {
-        limit_req_status,
-        zone,
-        ..Made::plain(status, detail.to_string())
-    };
+    pp: &ProxyPass,
+) -> Result<Response<Body>, Failed<'l>> {
     let (body, body_limit) =
-        LimitedBody::new(body, loc.client_max_body_size, Some(conn.state.clone()));
+        LimitedBody::new(body, loc.client_max_body_size, Some(cx.conn.state.clone()));
     let head = upstream::Head {
         method: &parts.method,
         target,
         headers: &parts.headers,
         host: &pp.authority,
-        client: vars.remote.ip(),
+        client: cx.vars.remote.ip(),
     };
-    // nginx's proxy_request_buffering: nothing goes upstream before the
-    // body is whole, so a body nginx would refuse is never half-forwarded.
     let sent = match &loc.request_buffering {
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
-            use crate::client_body::{ReadError, read_whole};
             match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
                 Ok(whole) => upstream::send(&pp.authority, loc.timeouts, &head, whole).await,
                 Err(ReadError::Timeout) => Err(upstream::Error::ClientBodyTimeout),
                 Err(ReadError::Body(e)) => Err(upstream::Error::Body(e)),
-                Err(ReadError::File(e)) => {
-                    log_req(
-                        Severity::Crit,
-                        conn,
-                        vars,
-                        format_args!(
-                            "write() to a temporary file in {} failed ({e})",
-                            b.temp_dir.display()
-                        ),
-                    );
-                    return Ok(respond::error_response(
-                        &loc.error_pages,
-                        Some(vars),
-                        &made(500, "The request body could not be kept."),
-                    ));
+                Err(ReadError::File(error)) => {
+                    let dir = &b.temp_dir;
+                    return Err(Failed::Client(ProxyError::BodyFile { dir, error }));
                 }
             }
         }
         _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
     };
-    let failure = match sent {
-        Ok(resp) => return Ok(resp.map(BodyExt::boxed)),
-        Err(_) if body_limit.exceeded() => {
-            log_req(
-                Severity::Error,
-                conn,
-                vars,
-                format_args!(
-                    "client intended to send too large chunked body: {} bytes (client_max_body_size {})",
-                    body_limit.received(),
-                    loc.client_max_body_size
-                ),
-            );
-            return Ok(too_large(loc, vars));
-        }
-        Err(e) => e,
-    };
-    // The client's own failures: a broken chunked body (400, as nginx), too
-    // slow (408), or gone (499 in the logs, as nginx logs it; there is
-    // nobody to answer, so no response). Not the upstream's.
-    let client_failure = match &failure {
-        upstream::Error::ClientBodyTimeout => Some((
-            408,
-            "client timed out (110: Connection timed out) while reading client request body",
-        )),
-        upstream::Error::Body(e) if invalid_chunked(&**e) => {
-            Some((400, "client sent invalid chunked body"))
-        }
-        upstream::Error::Body(_) => Some((
-            499,
-            "client prematurely closed connection while sending request to upstream",
-        )),
-        _ => None,
-    };
-    if let Some((status, what)) = client_failure {
-        // nginx logs a broken chunked body as an error, the others at info.
-        let sev = if status == 400 {
-            Severity::Error
-        } else {
-            Severity::Info
-        };
-        errlog::emit_with(sev, |out| {
-            push_req_line(out, conn, vars, |out| {
-                out.extend_from_slice(what.as_bytes())
-            });
-        });
-        if status == 499 {
-            return Err(CloseConnection { status });
-        }
-        let mut resp = respond::error_response(
-            &loc.error_pages,
-            Some(vars),
-            &made(
-                status,
-                if status == 400 {
-                    "The chunked request body is invalid."
-                } else {
-                    "The request body did not arrive in time."
-                },
-            ),
-        );
-        resp.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return Ok(resp);
+    match sent {
+        Ok(resp) => Ok(resp.map(BodyExt::boxed)),
+        Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
+            received: body_limit.received(),
+        })),
+        Err(e) => Err(classify(e)),
     }
-    shared.metrics.upstream_error(match failure {
-        _ if failure.is_timeout() => UpstreamError::Timeout,
-        upstream::Error::Connect(_) => UpstreamError::Connect,
-        _ => UpstreamError::Other,
-    });
-    log_upstream(
-        conn,
-        vars,
-        (pp.authority.as_str(), target),
-        format_args!("{failure}"),
-    );
-    let (status, detail) = if failure.is_timeout() {
-        (504, "The upstream server did not answer in time.")
-    } else {
-        (502, "The upstream server could not be reached.")
-    };
-    Ok(respond::error_response(
-        &loc.error_pages,
-        Some(vars),
-        &made(status, detail),
-    ))
+}
+
+/// The client's own failures — a broken chunked body, too slow, or gone —
+/// are not the upstream's.
+fn classify<'l>(e: upstream::Error) -> Failed<'l> {
+    match &e {
+        upstream::Error::ClientBodyTimeout => Failed::Client(ProxyError::ClientBodyTimeout),
+        upstream::Error::Body(b) if invalid_chunked(&**b) => {
+            Failed::Client(ProxyError::InvalidChunked)
+        }
+        upstream::Error::Body(_) => Failed::Client(ProxyError::ClientGone),
+        _ => Failed::Upstream(e),
+    }
 }

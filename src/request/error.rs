@@ -1,12 +1,23 @@
-//! Everything that ends a request before its content: its status, its
-//! error-log line and severity, its response.
+//! Everything that ends a request before (or instead of) its content, in one
+//! place: [`ProxyError`] → its status, its error-log line and severity, its
+//! response.
+//!
+//! The limits' own lines ("limiting requests", "limiting connections",
+//! "could not allocate node") are the limit phases' to write: nginx writes
+//! them in dry-run too, when nothing is rejected. Everything else a request
+//! can fail with is logged here, once, as nginx logs it.
 
+use super::Ctx;
+use super::log::{log_req, log_upstream};
 use crate::body::Body;
-use crate::config::Location;
+use crate::config::{ErrorPages, Location};
+use crate::errlog::Severity;
+use crate::metrics::UpstreamError;
 use crate::respond::{self, Made};
-use crate::vars::RequestVars;
+use crate::upstream;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
+use std::path::Path;
 
 /// Returned by the service to close the connection without a response:
 /// nginx's 444, or a client that went away mid-request (logged 499).
@@ -28,6 +39,267 @@ impl std::fmt::Display for CloseConnection {
 
 impl std::error::Error for CloseConnection {}
 
+/// Why a request is answered by sluice rather than by its content.
+#[derive(Debug)]
+pub(crate) enum ProxyError<'a> {
+    /// The path climbs above the root or has a bad escape: 400.
+    InvalidPath,
+    /// No location matches the path: 404.
+    NoLocation(&'a str),
+    /// A Content-Length over `client_max_body_size`: 413.
+    BodyTooLarge { len: u64 },
+    /// A body that grew over `client_max_body_size` as it came: 413.
+    ChunkedBodyTooLarge { received: u64 },
+    /// `limit_req` rejected it: limit `limit`, admitted again in `wait_ms`.
+    Limited { limit: usize, wait_ms: u64 },
+    /// `limit_req`'s zone had no room for a new key.
+    ZoneFull { limit: usize },
+    /// A Redis zone could not decide and `on_error = "deny"`.
+    Unavailable { zone: &'a str },
+    /// `limit_conn` rejected it (`full`: its zone had no room).
+    TooManyConnections { limit: usize, full: bool },
+    /// The body could not be kept in `client_body_temp_path`: 500.
+    BodyFile {
+        dir: &'a Path,
+        error: std::io::Error,
+    },
+    /// The body stopped arriving for `client_body_timeout`: 408.
+    ClientBodyTimeout,
+    /// The chunked body broke nginx's grammar: 400.
+    InvalidChunked,
+    /// The client left while its body was being read or sent.
+    ClientGone,
+    /// The upstream failed: 502, or 504 for a timeout.
+    Upstream {
+        error: upstream::Error,
+        authority: &'a str,
+        target: std::borrow::Cow<'a, str>,
+    },
+}
+
+/// The `limit_req` decision a response reports (`$limit_req_status` and the
+/// deciding zone), "-" and "" before the limits.
+pub(crate) type Decided<'a> = (&'static str, &'a str);
+
+/// Before any limit was applied.
+pub(crate) const UNDECIDED: Decided<'static> = ("-", "");
+
+impl ProxyError<'_> {
+    /// The status it is answered (and logged) with; `loc` is where it
+    /// happened, once the location is known.
+    pub(crate) fn status(&self, loc: Option<&Location>) -> u16 {
+        let limit_req_status = loc.map_or(503, |l| l.status);
+        match self {
+            ProxyError::InvalidPath | ProxyError::InvalidChunked => 400,
+            ProxyError::NoLocation(_) => 404,
+            ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => 413,
+            ProxyError::Limited { .. }
+            | ProxyError::ZoneFull { .. }
+            | ProxyError::Unavailable { .. } => limit_req_status,
+            ProxyError::TooManyConnections { .. } => loc.map_or(503, |l| l.conn_status),
+            ProxyError::BodyFile { .. } => 500,
+            ProxyError::ClientBodyTimeout => 408,
+            ProxyError::ClientGone => 499,
+            ProxyError::Upstream { error, .. } if error.is_timeout() => 504,
+            ProxyError::Upstream { .. } => 502,
+        }
+    }
+
+    /// Its error-log line, if this module writes one (see the module doc).
+    fn log(&self, cx: &Ctx, loc: Option<&Location>) {
+        let max = loc.map_or(0, |l| l.client_max_body_size);
+        let (sev, msg) = match self {
+            ProxyError::BodyTooLarge { len } => (
+                Severity::Error,
+                format!("client intended to send too large body: {len} bytes"),
+            ),
+            ProxyError::ChunkedBodyTooLarge { received } => (
+                Severity::Error,
+                format!(
+                    "client intended to send too large chunked body: {received} bytes (client_max_body_size {max})"
+                ),
+            ),
+            ProxyError::BodyFile { dir, error } => (
+                Severity::Crit,
+                format!(
+                    "write() to a temporary file in {} failed ({error})",
+                    dir.display()
+                ),
+            ),
+            ProxyError::ClientBodyTimeout => (
+                Severity::Info,
+                "client timed out (110: Connection timed out) while reading client request body"
+                    .into(),
+            ),
+            // nginx logs a broken chunked body as an error.
+            ProxyError::InvalidChunked => {
+                (Severity::Error, "client sent invalid chunked body".into())
+            }
+            ProxyError::ClientGone => (
+                Severity::Info,
+                "client prematurely closed connection while sending request to upstream".into(),
+            ),
+            ProxyError::Upstream {
+                error,
+                authority,
+                target,
+            } => {
+                cx.env.metrics.upstream_error(match error {
+                    _ if error.is_timeout() => UpstreamError::Timeout,
+                    upstream::Error::Connect(_) => UpstreamError::Connect,
+                    _ => UpstreamError::Other,
+                });
+                log_upstream(
+                    cx.conn,
+                    &cx.vars,
+                    (authority, target),
+                    format_args!("{error}"),
+                );
+                return;
+            }
+            _ => return,
+        };
+        log_req(sev, cx.conn, &cx.vars, format_args!("{msg}"));
+    }
+
+    /// Log it and make its answer: `loc`'s error pages (the server's before
+    /// a location is found), or the problem body; `decided` is what the
+    /// limits decided, for `$limit_req_status` in error pages.
+    pub(crate) fn respond(
+        self,
+        cx: &Ctx,
+        pages: &ErrorPages,
+        loc: Option<&Location>,
+        decided: Decided,
+    ) -> Result<Response<Body>, CloseConnection> {
+        self.log(cx, loc);
+        let status = self.status(loc);
+        if status == 444 {
+            return Err(CloseConnection::NO_RESPONSE);
+        }
+        if status == 499 {
+            // Nobody to answer.
+            return Err(CloseConnection { status });
+        }
+        let made = |detail: String| Made {
+            limit_req_status: decided.0,
+            zone: decided.1,
+            ..Made::plain(status, detail)
+        };
+        let (resp, close) = match (&self, loc) {
+            (ProxyError::InvalidPath, _) => (
+                plain(cx, pages, status, "The request path is invalid.".into()),
+                false,
+            ),
+            (ProxyError::NoLocation(path), _) => (
+                plain(
+                    cx,
+                    pages,
+                    status,
+                    format!("No location matches \"{path}\"."),
+                ),
+                false,
+            ),
+            (ProxyError::Limited { limit, wait_ms }, Some(loc)) => {
+                (reject(cx, loc, *limit, Some(*wait_ms)), false)
+            }
+            (ProxyError::ZoneFull { limit }, Some(loc)) => (reject(cx, loc, *limit, None), false),
+            (ProxyError::Unavailable { zone }, Some(_)) => (
+                rejected(
+                    cx,
+                    pages,
+                    status,
+                    zone,
+                    format!(
+                        "The limit_req zone \"{zone}\" cannot decide (its Redis is unavailable)."
+                    ),
+                    (None, None),
+                ),
+                false,
+            ),
+            (ProxyError::TooManyConnections { limit, full }, Some(loc)) => {
+                let name = &*loc.conn_limits[*limit].zone.name;
+                let detail = if *full {
+                    format!("The limit_conn zone \"{name}\" is full.")
+                } else {
+                    format!(
+                        "Too many requests of this client are being processed at once (at most {} in limit_conn zone \"{name}\").",
+                        loc.conn_limits[*limit].conn
+                    )
+                };
+                (
+                    respond::error_response(pages, Some(&cx.vars), &made(detail)),
+                    false,
+                )
+            }
+            (ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. }, _) => {
+                // The rest of the body is not read.
+                let detail = format!(
+                    "The request body is larger than client_max_body_size ({} bytes).",
+                    loc.map_or(0, |l| l.client_max_body_size)
+                );
+                (plain(cx, pages, status, detail), true)
+            }
+            (ProxyError::BodyFile { .. }, _) => {
+                let made = made("The request body could not be kept.".into());
+                (respond::error_response(pages, Some(&cx.vars), &made), false)
+            }
+            (ProxyError::InvalidChunked, _) => {
+                let made = made("The chunked request body is invalid.".into());
+                (respond::error_response(pages, Some(&cx.vars), &made), true)
+            }
+            (ProxyError::ClientBodyTimeout, _) => {
+                let made = made("The request body did not arrive in time.".into());
+                (respond::error_response(pages, Some(&cx.vars), &made), true)
+            }
+            (ProxyError::Upstream { error, .. }, _) => {
+                let detail = if error.is_timeout() {
+                    "The upstream server did not answer in time."
+                } else {
+                    "The upstream server could not be reached."
+                };
+                let made = made(detail.into());
+                (respond::error_response(pages, Some(&cx.vars), &made), false)
+            }
+            // A limit's rejection without its location cannot happen: the
+            // limits are the location's.
+            _ => (plain_status(StatusCode::INTERNAL_SERVER_ERROR), false),
+        };
+        let mut resp = resp;
+        if close {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        Ok(resp)
+    }
+}
+
+/// An answer about the request itself (`$limit_req_status` `-`).
+fn plain(cx: &Ctx, pages: &ErrorPages, status: u16, detail: String) -> Response<Body> {
+    respond::error_response(pages, Some(&cx.vars), &Made::plain(status, detail))
+}
+
+/// A `limit_req` rejection through the error pages or the problem body.
+fn rejected(
+    cx: &Ctx,
+    pages: &ErrorPages,
+    status: u16,
+    zone: &str,
+    detail: String,
+    (retry_after, violated): (Option<u64>, Option<&str>),
+) -> Response<Body> {
+    let made = Made {
+        status,
+        retry_after,
+        limit_req_status: "REJECTED",
+        zone,
+        detail,
+        violated,
+    };
+    respond::error_response(pages, Some(&cx.vars), &made)
+}
+
+/// A response with only a status.
 pub(crate) fn plain_status(s: StatusCode) -> Response<Body> {
     let mut r = Response::new(respond::full(Bytes::new()));
     *r.status_mut() = s;
@@ -40,22 +312,15 @@ pub(crate) fn retry_after_secs(wait_ms: u64) -> u64 {
 }
 
 /// The answer to a rejected request: limit `limit`'s error page, or the
-/// quota-exceeded problem; `wait_ms` is until this key is accepted again.
-pub(crate) fn reject(
-    loc: &Location,
-    vars: &RequestVars,
-    limit: usize,
-    wait_ms: Option<u64>,
-) -> Result<Response<Body>, CloseConnection> {
-    if loc.status == 444 {
-        return Err(CloseConnection::NO_RESPONSE);
-    }
+/// quota-exceeded problem; `wait_ms` is until this key is accepted again
+/// (none when the zone had no room).
+fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Response<Body> {
     let l = &loc.limits[limit];
     let zone = &*l.zone.name;
     let retry_after = wait_ms.map(retry_after_secs);
     if let (Some(secs), false) = (retry_after, loc.error_pages.contains_key(&loc.status)) {
         // The common case, without formatting: the pre-rendered problem.
-        return Ok(loc.problems[limit].response(loc.status, secs));
+        return loc.problems[limit].response(loc.status, secs);
     }
     let detail = match retry_after {
         Some(s) => format!(
@@ -65,62 +330,15 @@ pub(crate) fn reject(
         ),
         None => format!("The limit_req zone \"{zone}\" is full."),
     };
-    Ok(respond::error_response(
+    let violated = Some(zone);
+    rejected(
+        cx,
         &loc.error_pages,
-        Some(vars),
-        &Made {
-            status: loc.status,
-            retry_after,
-            limit_req_status: "REJECTED",
-            zone,
-            detail,
-            violated: Some(zone),
-        },
-    ))
-}
-
-/// A rejection because the Redis zone could not decide (`on_error = "deny"`):
-/// `limit_req_status`, no `Retry-After` (there is no bucket to compute it from).
-pub(crate) fn reject_unavailable(
-    loc: &Location,
-    vars: &RequestVars,
-    zone: &str,
-) -> Result<Response<Body>, CloseConnection> {
-    if loc.status == 444 {
-        return Err(CloseConnection::NO_RESPONSE);
-    }
-    Ok(respond::error_response(
-        &loc.error_pages,
-        Some(vars),
-        &Made {
-            status: loc.status,
-            retry_after: None,
-            limit_req_status: "REJECTED",
-            zone,
-            detail: format!(
-                "The limit_req zone \"{zone}\" cannot decide (its Redis is unavailable)."
-            ),
-            violated: None,
-        },
-    ))
-}
-
-/// 413, closing the connection: the rest of the body is not read.
-pub(crate) fn too_large(loc: &Location, vars: &RequestVars) -> Response<Body> {
-    let mut resp = respond::error_response(
-        &loc.error_pages,
-        Some(vars),
-        &Made::plain(
-            413,
-            format!(
-                "The request body is larger than client_max_body_size ({} bytes).",
-                loc.client_max_body_size
-            ),
-        ),
-    );
-    resp.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    resp
+        loc.status,
+        zone,
+        detail,
+        (retry_after, violated),
+    )
 }
 
 /// Whether a request body failed because its chunked framing broke nginx's

@@ -1,24 +1,39 @@
 //! Finding what serves a request: the server, the client's address
-//! (realip), nginx's normalised `$uri`, the location, and the checks nginx
-//! makes when it has found it (`client_max_body_size`).
+//! (realip), nginx's normalised `$uri`, the location, and the check nginx
+//! makes once it has found it (`client_max_body_size`).
 
-use super::error::*;
-use super::log::*;
-use crate::body::Body;
-use crate::config::{Location, Server};
+use super::error::ProxyError;
+use crate::config::{Config, Location, Server};
 use crate::conn::Conn;
-use crate::errlog::Severity;
 use crate::vars::RequestVars;
-use http::{HeaderMap, Response, header};
+use http::{HeaderMap, header};
 use std::net::SocketAddr;
 
+/// The server of the connection's `listen` address (none after a reload
+/// that removed it: the connection's last requests get 503).
+pub(crate) fn server<'c>(config: &'c Config, conn: &Conn) -> Option<&'c Server> {
+    config
+        .servers
+        .iter()
+        .find(|s| s.listen == conn.listen)
+        .map(|s| &**s)
+}
+
+/// The request's variables: the client's address as `real_ip` resolves it,
+/// the normalised path (empty when it is invalid).
 pub(crate) fn request_vars<'a>(
-    remote: SocketAddr,
     conn: &Conn,
     server: &'a Server,
     parts: &'a http::request::Parts,
     path: &'a str,
 ) -> RequestVars<'a> {
+    let remote = match &server.real_ip {
+        Some(r) => SocketAddr::new(
+            r.resolve(conn.remote.ip(), &parts.headers),
+            conn.remote.port(),
+        ),
+        None => conn.remote,
+    };
     RequestVars {
         remote,
         local: conn.local,
@@ -30,6 +45,18 @@ pub(crate) fn request_vars<'a>(
         headers: &parts.headers,
         raw_request_line: None,
     }
+}
+
+/// The location for a normalised path (`None`: the path was invalid).
+pub(crate) fn location<'a>(
+    server: &'a Server,
+    path: Option<&'a str>,
+) -> Result<&'a std::sync::Arc<Location>, ProxyError<'a>> {
+    let path = path.ok_or(ProxyError::InvalidPath)?;
+    server
+        .locations
+        .find(path)
+        .ok_or(ProxyError::NoLocation(path))
 }
 
 /// nginx's `$uri`: percent-decoded, `//` merged, `.` and `..` resolved.
@@ -89,30 +116,19 @@ pub fn normalize_path(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
 /// nginx's find-config check: a request whose Content-Length exceeds
 /// `client_max_body_size` gets 413 before any limit is applied (so it is
 /// not counted by `limit_req`, as in nginx).
-pub(crate) fn body_too_large(
+pub(crate) fn check_body_size(
     loc: &Location,
-    conn: &Conn,
-    vars: &RequestVars,
     headers: &HeaderMap,
-) -> Option<Response<Body>> {
+) -> Result<(), ProxyError<'static>> {
     let max = loc.client_max_body_size;
-    let len: u64 = headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    if max == 0 || len <= max {
-        return None;
+    let len = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match len {
+        Some(len) if max != 0 && len > max => Err(ProxyError::BodyTooLarge { len }),
+        _ => Ok(()),
     }
-    log_req(
-        Severity::Error,
-        conn,
-        vars,
-        format_args!("client intended to send too large body: {len} bytes"),
-    );
-    Some(too_large(loc, vars))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The end of a request: its quota headers and its access record.
 
-use super::error::*;
+use super::error::{CloseConnection, Decided, retry_after_secs};
 use crate::accesslog::{LoggedBody, Record};
 use crate::body::Body;
 use crate::config::Location;
@@ -13,8 +13,7 @@ use http::Response;
 pub(crate) fn finish(
     resp: Result<Response<Body>, CloseConnection>,
     record: Option<Record>,
-    limit_req_status: &'static str,
-    zone: &str,
+    (limit_req_status, zone): Decided,
 ) -> Result<Response<Body>, CloseConnection> {
     let Some(mut r) = record else { return resp };
     r.limit_req_status = limit_req_status;

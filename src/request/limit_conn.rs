@@ -1,37 +1,26 @@
-//! nginx's `limit_conn` for a request `limit_req` let through.
+//! nginx's `limit_conn` for a request `limit_req` let through (after it,
+//! as in nginx's preaccess phase: a request limit_req rejected or still
+//! delays is not counted).
 
-use super::error::*;
-use super::limit::*;
-use super::log::*;
+use super::Ctx;
+use super::error::ProxyError;
+use super::limit::Key;
+use super::log::log_req;
 use crate::accesslog::Record;
-use crate::body::Body;
 use crate::config::Location;
-use crate::conn::Conn;
 use crate::connlimit::{self, Held};
 use crate::errlog::{self, Severity};
-use crate::respond::{self, Made};
-use crate::vars::RequestVars;
-use http::Response;
-
-/// What `limit_conn` made of a request.
-pub(crate) enum ConnCheck {
-    /// Go on, holding these counts.
-    Go(Held),
-    /// Rejected: answer this.
-    Answer(Result<Response<Body>, CloseConnection>),
-}
 
 /// nginx's `limit_conn` for a request `limit_req` let through: what the
 /// request holds, or its rejection. Sets `$limit_conn_status` in `record`.
-pub(crate) fn limit_conn(
-    loc: &Location,
-    conn: &Conn,
-    vars: &RequestVars,
+pub(crate) fn limit_conn<'l>(
+    cx: &Ctx,
+    loc: &'l Location,
     record: &mut Option<Record>,
-    (lrs, req_zone): (&'static str, &str),
-) -> ConnCheck {
+) -> Result<Held, ProxyError<'l>> {
+    let (conn, vars) = (cx.conn, &cx.vars);
     if loc.conn_limits.is_empty() {
-        return ConnCheck::Go(Held::default());
+        return Ok(Held::default());
     }
     thread_local! {
         static KEY_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -67,10 +56,10 @@ pub(crate) fn limit_conn(
         }
     };
     let (limit, full) = match decision {
-        connlimit::Decision::Unlimited => return ConnCheck::Go(Held::default()),
+        connlimit::Decision::Unlimited => return Ok(Held::default()),
         connlimit::Decision::Passed(held) => {
             set(record, connlimit::PASSED);
-            return ConnCheck::Go(held);
+            return Ok(held);
         }
         connlimit::Decision::Rejected { limit, full } => (limit, full),
     };
@@ -93,30 +82,8 @@ pub(crate) fn limit_conn(
     }
     if loc.conn_dry_run {
         set(record, connlimit::REJECTED_DRY_RUN);
-        return ConnCheck::Go(Held::default());
+        return Ok(Held::default());
     }
     set(record, connlimit::REJECTED);
-    if loc.conn_status == 444 {
-        return ConnCheck::Answer(Err(CloseConnection::NO_RESPONSE));
-    }
-    let detail = if full {
-        format!("The limit_conn zone \"{name}\" is full.")
-    } else {
-        format!(
-            "Too many requests of this client are being processed at once (at most {} in limit_conn zone \"{name}\").",
-            l.conn
-        )
-    };
-    ConnCheck::Answer(Ok(respond::error_response(
-        &loc.error_pages,
-        Some(vars),
-        &Made {
-            status: loc.conn_status,
-            retry_after: None,
-            limit_req_status: lrs,
-            zone: req_zone,
-            detail,
-            violated: None,
-        },
-    )))
+    Err(ProxyError::TooManyConnections { limit, full })
 }
