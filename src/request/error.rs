@@ -181,102 +181,90 @@ impl ProxyError<'_> {
             // Nobody to answer.
             return Err(CloseConnection { status });
         }
-        let made = |detail: String| Made {
-            limit_req_status: decided.0,
-            zone: decided.1,
-            ..Made::plain(status, detail)
-        };
-        let (resp, close) = match (&self, loc) {
-            (ProxyError::InvalidPath, _) => (
-                plain(cx, pages, status, "The request path is invalid.".into()),
-                false,
-            ),
-            (ProxyError::NoLocation(path), _) => (
-                plain(
-                    cx,
-                    pages,
-                    status,
-                    format!("No location matches \"{path}\"."),
-                ),
-                false,
-            ),
+        let mut resp = match (&self, loc) {
             (ProxyError::Limited { limit, wait_ms }, Some(loc)) => {
-                (reject(cx, loc, *limit, Some(*wait_ms)), false)
+                reject(cx, loc, *limit, Some(*wait_ms))
             }
-            (ProxyError::ZoneFull { limit }, Some(loc)) => (reject(cx, loc, *limit, None), false),
-            (ProxyError::Unavailable { zone }, Some(_)) => (
-                rejected(
-                    cx,
-                    pages,
-                    status,
-                    zone,
-                    format!(
-                        "The limit_req zone \"{zone}\" cannot decide (its Redis is unavailable)."
-                    ),
-                    (None, None),
-                ),
-                false,
-            ),
-            (ProxyError::TooManyConnections { limit, full }, Some(loc)) => {
-                let name = &*loc.conn_limits[*limit].zone.name;
-                let detail = if *full {
-                    format!("The limit_conn zone \"{name}\" is full.")
-                } else {
-                    format!(
-                        "Too many requests of this client are being processed at once (at most {} in limit_conn zone \"{name}\").",
-                        loc.conn_limits[*limit].conn
-                    )
-                };
-                (
-                    respond::error_response(pages, Some(&cx.vars), &made(detail)),
-                    false,
-                )
-            }
-            (ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. }, _) => {
-                // The rest of the body is not read.
+            (ProxyError::ZoneFull { limit }, Some(loc)) => reject(cx, loc, *limit, None),
+            (ProxyError::Unavailable { zone }, Some(_)) => {
                 let detail = format!(
-                    "The request body is larger than client_max_body_size ({} bytes).",
-                    loc.map_or(0, |l| l.client_max_body_size)
+                    "The limit_req zone \"{zone}\" cannot decide (its Redis is unavailable)."
                 );
-                (plain(cx, pages, status, detail), true)
+                rejected(cx, pages, status, zone, detail, (None, None))
             }
-            (ProxyError::BodyFile { .. }, _) => {
-                let made = made("The request body could not be kept.".into());
-                (respond::error_response(pages, Some(&cx.vars), &made), false)
-            }
-            (ProxyError::InvalidChunked, _) => {
-                let made = made("The chunked request body is invalid.".into());
-                (respond::error_response(pages, Some(&cx.vars), &made), true)
-            }
-            (ProxyError::ClientBodyTimeout, _) => {
-                let made = made("The request body did not arrive in time.".into());
-                (respond::error_response(pages, Some(&cx.vars), &made), true)
-            }
-            (ProxyError::Upstream { error, .. }, _) => {
-                let detail = if error.is_timeout() {
-                    "The upstream server did not answer in time."
-                } else {
-                    "The upstream server could not be reached."
+            _ => {
+                // Before the limits, `$limit_req_status` is `-` in any case;
+                // a 413 says `-` after them too, as it always has.
+                let decided = match self {
+                    ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => {
+                        UNDECIDED
+                    }
+                    _ => decided,
                 };
-                let made = made(detail.into());
-                (respond::error_response(pages, Some(&cx.vars), &made), false)
+                let made = Made {
+                    limit_req_status: decided.0,
+                    zone: decided.1,
+                    ..Made::plain(status, self.detail(loc))
+                };
+                respond::error_response(pages, Some(&cx.vars), &made)
             }
-            // A limit's rejection without its location cannot happen: the
-            // limits are the location's.
-            _ => (plain_status(StatusCode::INTERNAL_SERVER_ERROR), false),
         };
-        let mut resp = resp;
-        if close {
+        if self.closes() {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         Ok(resp)
     }
-}
 
-/// An answer about the request itself (`$limit_req_status` `-`).
-fn plain(cx: &Ctx, pages: &ErrorPages, status: u16, detail: String) -> Response<Body> {
-    respond::error_response(pages, Some(&cx.vars), &Made::plain(status, detail))
+    /// The problem `detail` of an answer that is not a `limit_req`
+    /// rejection.
+    fn detail(&self, loc: Option<&Location>) -> String {
+        match self {
+            ProxyError::InvalidPath => "The request path is invalid.".into(),
+            ProxyError::NoLocation(path) => format!("No location matches \"{path}\"."),
+            ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => format!(
+                "The request body is larger than client_max_body_size ({} bytes).",
+                loc.map_or(0, |l| l.client_max_body_size)
+            ),
+            ProxyError::TooManyConnections { limit, full } => {
+                let Some(l) = loc.map(|loc| &loc.conn_limits[*limit]) else {
+                    return String::new();
+                };
+                let name = &*l.zone.name;
+                if *full {
+                    format!("The limit_conn zone \"{name}\" is full.")
+                } else {
+                    format!(
+                        "Too many requests of this client are being processed at once (at most {} in limit_conn zone \"{name}\").",
+                        l.conn
+                    )
+                }
+            }
+            ProxyError::BodyFile { .. } => "The request body could not be kept.".into(),
+            ProxyError::InvalidChunked => "The chunked request body is invalid.".into(),
+            ProxyError::ClientBodyTimeout => "The request body did not arrive in time.".into(),
+            ProxyError::Upstream { error, .. } if error.is_timeout() => {
+                "The upstream server did not answer in time.".into()
+            }
+            ProxyError::Upstream { .. } => "The upstream server could not be reached.".into(),
+            ProxyError::Limited { .. }
+            | ProxyError::ZoneFull { .. }
+            | ProxyError::Unavailable { .. }
+            | ProxyError::ClientGone => String::new(),
+        }
+    }
+
+    /// Whether the answer closes the connection: the rest of the body is
+    /// not read (413), cannot be (a broken chunked body), or will not come.
+    fn closes(&self) -> bool {
+        matches!(
+            self,
+            ProxyError::BodyTooLarge { .. }
+                | ProxyError::ChunkedBodyTooLarge { .. }
+                | ProxyError::InvalidChunked
+                | ProxyError::ClientBodyTimeout
+        )
+    }
 }
 
 /// A `limit_req` rejection through the error pages or the problem body.

@@ -42,13 +42,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: Config) -> Arc<Shared> {
-        Arc::new(Shared {
+    fn new(config: Config, workers: usize) -> std::io::Result<Arc<Shared>> {
+        Ok(Arc::new(Shared {
             env: Arc::new(Env::new(config)),
-            workers: Workers::start(),
+            workers: Workers::start(workers)?,
             connections: AtomicU64::new(0),
             draining: AtomicBool::new(false),
-        })
+        }))
     }
 
     /// The configuration generation new requests use.
@@ -78,24 +78,51 @@ pub enum ReloadError {
     Build(#[from] CompileError),
     #[error("{0}")]
     Bind(#[from] std::io::Error),
+    /// Reading or compiling the configuration panicked (a bug).
+    #[error("reload failed ({0})")]
+    Task(#[from] tokio::task::JoinError),
 }
 
-/// Listeners bound for every `[[servers]]` (and `[admin]`), ready to serve.
-pub struct Proxy {
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A `listen` address (or `[admin]`'s) could not be bound.
+    #[error("{0}")]
+    Bind(std::io::Error),
+    /// A worker thread or its runtime could not be started.
+    #[error("cannot start the worker threads ({0})")]
+    Workers(std::io::Error),
+}
+
+/// A sluice server, embeddable: [`Server::bind`] binds every listener of a
+/// configuration and starts the worker threads; [`Server::serve`] (or
+/// [`Server::run`], with reloads) serves until told to stop, then stops
+/// gracefully and joins the workers.
+pub struct Server {
     pub(crate) shared: Arc<Shared>,
     pub(crate) listeners: Vec<Listener>,
 }
 
-impl Proxy {
-    /// Bind every server's `listen` address and the admin listener. Fails
-    /// before serving anything if one cannot be bound.
-    pub async fn bind(runtime: Config) -> std::io::Result<Proxy> {
+impl Server {
+    /// Bind every server's `listen` address and the admin listener, and
+    /// start one worker per CPU (or `SLUICE_WORKERS`). Fails before serving
+    /// anything if a listener cannot be bound or a worker started.
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        Self::bind_with_workers(config, 0).await
+    }
+
+    /// [`Server::bind`] with `workers` worker threads (0: the default).
+    pub async fn bind_with_workers(config: Config, workers: usize) -> Result<Server, ServerError> {
         let mut listeners = Vec::new();
-        for (kind, addr) in wanted(&runtime) {
-            listeners.push(Listener::bind(kind, addr).await?);
+        for (kind, addr) in wanted(&config) {
+            listeners.push(
+                Listener::bind(kind, addr)
+                    .await
+                    .map_err(ServerError::Bind)?,
+            );
         }
-        Ok(Proxy {
-            shared: Shared::new(runtime),
+        Ok(Server {
+            shared: Shared::new(config, workers).map_err(ServerError::Workers)?,
             listeners,
         })
     }
@@ -122,7 +149,7 @@ impl Proxy {
     }
 
     /// Serve until `shutdown` completes, then stop gracefully (see
-    /// [`Proxy::stop`]). No reloads: see [`Proxy::run`].
+    /// [`Server::stop`]). No reloads: see [`Server::run`].
     pub async fn serve(mut self, shutdown: impl Future<Output = ()>) {
         self.start_all();
         shutdown.await;
@@ -130,18 +157,23 @@ impl Proxy {
     }
 
     /// Serve and obey `commands` until [`Command::Stop`] (or the channel
-    /// closes); `load` reads the configuration for [`Command::Reload`].
+    /// closes); `load` reads the configuration for [`Command::Reload`], on
+    /// a blocking thread (so that file I/O never holds up `/healthz`).
     pub async fn run(
         mut self,
         mut commands: mpsc::UnboundedReceiver<Command>,
-        mut load: impl FnMut() -> Result<Spec, LoadError>,
+        load: impl Fn() -> Result<Spec, LoadError> + Send + Sync + 'static,
     ) {
         self.start_all();
+        let load = Arc::new(load);
         while let Some(cmd) = commands.recv().await {
             match cmd {
                 Command::Reload => {
-                    let result = match load() {
-                        Ok(spec) => self.reload(spec).await,
+                    let load = load.clone();
+                    let loaded = tokio::task::spawn_blocking(move || load()).await;
+                    let result = match loaded {
+                        Ok(Ok(spec)) => self.reload(spec).await,
+                        Ok(Err(e)) => Err(e.into()),
                         Err(e) => Err(e.into()),
                     };
                     self.shared.env.metrics.reload(result.is_ok());
@@ -177,7 +209,11 @@ impl Proxy {
     /// changes.
     pub async fn reload(&mut self, spec: Spec) -> Result<(), ReloadError> {
         let old = self.shared.config();
-        let new = Config::compile(spec, Some(&old))?;
+        // Compiling opens log files (and reads certificates): not on the
+        // threads that serve /healthz.
+        let previous = old.clone();
+        let new =
+            tokio::task::spawn_blocking(move || Config::compile(spec, Some(&previous))).await??;
         let want = wanted(&new);
         let mut added = Vec::new();
         for &(kind, addr) in &want {
@@ -190,23 +226,7 @@ impl Proxy {
                 added.push(Listener::bind(kind, addr).await?);
             }
         }
-        let kept_zones: Vec<&str> = new
-            .zones
-            .iter()
-            .filter(|z| {
-                old.zones
-                    .iter()
-                    .any(|o| Arc::ptr_eq(&o.limiter.store, &z.limiter.store))
-            })
-            .map(|z| z.name())
-            .collect();
-        let summary = format!(
-            "reconfigured: {} zone(s), {} kept with their state{}{}",
-            new.zones.len(),
-            kept_zones.len(),
-            if kept_zones.is_empty() { "" } else { ": " },
-            kept_zones.join(", ")
-        );
+        let summary = reconfigured(&old, &new);
         let drain = Instant::now() + new.shutdown_timeout();
         errlog::set_level(new.ops.error_log_level.unwrap_or(LogLevel::Info));
         self.shared.env.switch(Arc::new(new));
@@ -274,7 +294,29 @@ impl Proxy {
         }
         // The last requests' log lines, before the process exits.
         self.shared.workers.flush_logs().await;
+        self.shared.workers.join().await;
     }
+}
+
+/// nginx-style notice of a reload: how many zones, which kept their state.
+fn reconfigured(old: &Config, new: &Config) -> String {
+    let kept_zones: Vec<&str> = new
+        .zones
+        .iter()
+        .filter(|z| {
+            old.zones
+                .iter()
+                .any(|o| Arc::ptr_eq(&o.limiter.store, &z.limiter.store))
+        })
+        .map(|z| z.name())
+        .collect();
+    format!(
+        "reconfigured: {} zone(s), {} kept with their state{}{}",
+        new.zones.len(),
+        kept_zones.len(),
+        if kept_zones.is_empty() { "" } else { ": " },
+        kept_zones.join(", ")
+    )
 }
 
 /// The listeners a configuration asks for.
