@@ -37,6 +37,7 @@ pub mod config;
 pub mod connlimit;
 pub mod control;
 pub mod errlog;
+pub mod fmt;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod http1;

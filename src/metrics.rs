@@ -7,8 +7,8 @@
 //! time. Labels are bounded by the configuration: zone names,
 //! outcomes, error kinds, status codes — never a client key.
 
-use crate::limiter::{DecisionCounts, Store};
 use crate::config::Config;
+use crate::limiter::{DecisionCounts, Store};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,

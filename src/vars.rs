@@ -6,7 +6,7 @@
 //! request only walks a short list of parts.
 
 use crate::config::LogEscape;
-use crate::errlog::{push_fmt, push_ip, push_u64};
+use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
 use std::net::{IpAddr, SocketAddr};
 
@@ -340,7 +340,7 @@ pub struct LogVars {
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
 /// same thousandths as an excess.
 fn push_secs(out: &mut Vec<u8>, ms: u64) {
-    crate::errlog::push_excess(out, ms);
+    push_excess(out, ms);
 }
 
 /// `$time_local` or `$time_iso8601` of `unix_ms`, rendered once a second
@@ -354,7 +354,7 @@ fn push_time(out: &mut Vec<u8>, unix_ms: u64, iso: bool) {
     CACHE.with_borrow_mut(|c| {
         let slot = &mut c[iso as usize];
         if slot.0 != secs {
-            let t = crate::errlog::Timestamp::from_ms(unix_ms);
+            let t = Timestamp::from_ms(unix_ms);
             *slot = (secs, if iso { t.iso8601() } else { t.clf() });
         }
         out.extend_from_slice(slot.1.as_bytes());
