@@ -8,7 +8,7 @@
 //! outcomes, error kinds, status codes — never a client key.
 
 use crate::config::Config;
-use crate::limiter::{DecisionCounts, Store};
+use crate::limiter::{LimitReqStatus, Store};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
@@ -302,7 +302,7 @@ struct ZoneValues {
     evictions: u64,
     /// Redis zones: failed decisions, and decisions made by `on_error` instead.
     store: Option<(u64, u64)>,
-    /// Decisions by status, [`DecisionCounts::STATUSES`] order.
+    /// Decisions by status, in [`LimitReqStatus::ALL`] order.
     decisions: [u64; 5],
 }
 
@@ -327,7 +327,7 @@ impl Zones {
                         capacity: m.capacity(),
                         evictions: m.evictions(),
                         store: remote,
-                        decisions: std::array::from_fn(|i| z.limiter.counts.get(i)),
+                        decisions: LimitReqStatus::ALL.map(|s| z.limiter.counts.get(s)),
                     }
                 })
                 .collect(),
@@ -346,9 +346,12 @@ impl Collector for Zones {
                 ConstCounter::new(0u64).metric_type(),
             )?;
             for z in &self.0 {
-                for (i, status) in DecisionCounts::STATUSES.iter().enumerate() {
-                    let l = [("zone", z.name.clone()), ("status", status.to_string())];
-                    ConstCounter::new(z.decisions[i]).encode(family.encode_family(&l)?)?;
+                for (status, n) in LimitReqStatus::ALL.iter().zip(z.decisions) {
+                    let l = [
+                        ("zone", z.name.clone()),
+                        ("status", status.label().to_string()),
+                    ];
+                    ConstCounter::new(n).encode(family.encode_family(&l)?)?;
                 }
             }
         }
@@ -521,10 +524,9 @@ return = { status = 200 }
         let rt = Config::compile(spec, None).unwrap();
         let m = Metrics::new();
         let counts = &rt.zones[0].limiter.counts;
-        counts.record("PASSED");
-        counts.record("PASSED");
-        counts.record("REJECTED_DRY_RUN");
-        counts.record("-");
+        counts.record(LimitReqStatus::Passed);
+        counts.record(LimitReqStatus::Passed);
+        counts.record(LimitReqStatus::RejectedDryRun);
         m.upstream_error(UpstreamError::Timeout);
         m.response(200, Duration::from_millis(3));
         m.reload(false);

@@ -16,7 +16,7 @@ use crate::client_io::{
 use crate::config::{LoadError, LogLevel, Spec};
 use crate::connlimit::{self, Held, WorkerSlot};
 use crate::errlog::{self, Excess, Severity};
-use crate::limiter::{self, Outcome};
+use crate::limiter::{self, LimitReqStatus, Outcome};
 use crate::metrics::{Metrics, UpstreamError};
 use crate::respond::{self, Body, Made};
 use crate::config::{Action, CompileError, Location, Config, Server};
@@ -1006,18 +1006,6 @@ impl std::fmt::Display for CloseConnection {
 
 impl std::error::Error for CloseConnection {}
 
-/// `$limit_req_status`.
-fn status_name(o: &Outcome, dry_run: bool) -> &'static str {
-    match (o, dry_run) {
-        (Outcome::Unlimited, _) => "-",
-        (Outcome::Accepted { delay_ms: 0, .. }, _) => "PASSED",
-        (Outcome::Accepted { .. }, false) => "DELAYED",
-        (Outcome::Accepted { .. }, true) => "DELAYED_DRY_RUN",
-        (_, false) => "REJECTED",
-        (_, true) => "REJECTED_DRY_RUN",
-    }
-}
-
 /// Appends `, client: …, server: …, request: "…", host: "…"`: nginx's
 /// context of a line about a request.
 fn push_context(out: &mut Vec<u8>, r: &RequestVars) {
@@ -1120,7 +1108,7 @@ impl Drop for DelayGuard<'_> {
 fn finish(
     resp: Result<Response<Body>, CloseConnection>,
     record: Option<Record>,
-    limit_req_status: &'static str,
+    limit_req_status: Option<LimitReqStatus>,
     zone: &str,
 ) -> Result<Response<Body>, CloseConnection> {
     let Some(mut r) = record else { return resp };
@@ -1170,7 +1158,7 @@ async fn handle(
             Some(&vars),
             &made(400, "The request path is invalid.".into()),
         );
-        return finish(Ok(resp), record(&server.access_log), "-", "");
+        return finish(Ok(resp), record(&server.access_log), None, "");
     };
     let Some(loc) = server.locations.find(path) else {
         let resp = respond::error_response(
@@ -1178,11 +1166,11 @@ async fn handle(
             Some(&vars),
             &made(404, format!("No location matches \"{path}\".")),
         );
-        return finish(Ok(resp), record(&server.access_log), "-", "");
+        return finish(Ok(resp), record(&server.access_log), None, "");
     };
     let mut record = record(&loc.access_log);
     if let Some(resp) = body_too_large(loc, &conn, &vars, &parts.headers) {
-        return finish(Ok(resp), record, "-", "");
+        return finish(Ok(resp), record, None, "");
     }
 
     // Limits (nginx's preaccess phase).
@@ -1224,7 +1212,7 @@ async fn handle(
         })
     })
     .await;
-    let lrs = status_name(&outcome, loc.dry_run);
+    let lrs = LimitReqStatus::of(&outcome, loc.dry_run);
     let dry = if loc.dry_run { ", dry run" } else { "" };
     let decided_by = match outcome {
         Outcome::Unlimited => None,
@@ -1234,8 +1222,8 @@ async fn handle(
         | Outcome::Unavailable { limit } => Some(&loc.limits[limit].zone),
     };
     let zone: &str = decided_by.map_or("", |z| &z.name);
-    if let Some(z) = decided_by {
-        z.counts.record(lrs);
+    if let (Some(z), Some(s)) = (decided_by, lrs) {
+        z.counts.record(s);
     }
     match outcome {
         Outcome::Unlimited | Outcome::Accepted { delay_ms: 0, .. } => {}
@@ -1372,7 +1360,7 @@ fn limit_conn(
     conn: &Conn,
     vars: &RequestVars,
     record: &mut Option<Record>,
-    (lrs, req_zone): (&'static str, &str),
+    (lrs, req_zone): (Option<LimitReqStatus>, &str),
 ) -> ConnCheck {
     if loc.conn_limits.is_empty() {
         return ConnCheck::Go(Held::default());
@@ -1512,7 +1500,7 @@ fn made(status: u16, detail: String) -> Made<'static> {
     Made {
         status,
         retry_after: None,
-        limit_req_status: "-",
+        limit_req_status: None,
         zone: "",
         detail,
         violated: None,
@@ -1562,7 +1550,7 @@ fn reject(
         &Made {
             status: loc.status,
             retry_after,
-            limit_req_status: "REJECTED",
+            limit_req_status: Some(LimitReqStatus::Rejected),
             zone,
             detail,
             violated: Some(zone),
@@ -1609,7 +1597,7 @@ fn reject_unavailable(
         &Made {
             status: loc.status,
             retry_after: None,
-            limit_req_status: "REJECTED",
+            limit_req_status: Some(LimitReqStatus::Rejected),
             zone,
             detail: format!(
                 "The limit_req zone \"{zone}\" cannot decide (its Redis is unavailable)."
@@ -1782,7 +1770,7 @@ async fn forward(
     loc: &Location,
     conn: &Conn,
     vars: &RequestVars<'_>,
-    (limit_req_status, zone): (&'static str, &str),
+    (limit_req_status, zone): (Option<LimitReqStatus>, &str),
     parts: &http::request::Parts,
     body: Incoming,
     target: &str,

@@ -2,6 +2,7 @@
 //! configured error pages or a default `application/problem+json` body.
 
 use crate::config::{ErrorPage, ErrorPages, ReturnSpec};
+use crate::limiter::LimitReqStatus;
 use crate::vars::{RequestVars, ResponseVars};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -19,7 +20,7 @@ pub struct Made<'a> {
     pub status: u16,
     /// Whole seconds until the client may retry (rejections only).
     pub retry_after: Option<u64>,
-    pub limit_req_status: &'a str,
+    pub limit_req_status: Option<LimitReqStatus>,
     pub zone: &'a str,
     /// The problem `detail` when no error page is configured.
     pub detail: String,
@@ -156,7 +157,7 @@ pub fn json_string(s: &str) -> String {
 pub fn return_response(
     ret: &ReturnSpec,
     req: &RequestVars,
-    limit_req_status: &str,
+    limit_req_status: Option<LimitReqStatus>,
 ) -> Response<Body> {
     let vars = ResponseVars {
         status: ret.status,
@@ -343,7 +344,7 @@ mod tests {
                 &Made {
                     status: 429,
                     retry_after: Some(secs),
-                    limit_req_status: "REJECTED",
+                    limit_req_status: Some(LimitReqStatus::Rejected),
                     zone,
                     detail: format!(
                         "{} (zone \"{zone}\"). Retry after {secs} second{}.",

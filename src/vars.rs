@@ -7,6 +7,7 @@
 
 use crate::config::LogEscape;
 use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
+use crate::limiter::LimitReqStatus;
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
 use std::net::{IpAddr, SocketAddr};
 
@@ -317,7 +318,8 @@ pub struct RequestVars<'a> {
 pub struct ResponseVars<'a> {
     pub status: u16,
     pub retry_after: Option<u64>,
-    pub limit_req_status: &'a str,
+    /// `None` prints `-`.
+    pub limit_req_status: Option<LimitReqStatus>,
     pub limit_req_zone: &'a str,
     /// Access log only.
     pub log: Option<&'a LogVars>,
@@ -464,7 +466,8 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
             }
         }
         Var::LimitReqStatus => {
-            out.extend_from_slice(resp.map(|r| r.limit_req_status).unwrap_or("-").as_bytes())
+            let status = resp.and_then(|r| r.limit_req_status);
+            out.extend_from_slice(status.map_or("-", LimitReqStatus::as_str).as_bytes())
         }
         Var::LimitReqZone => {
             if let Some(r) = resp {

@@ -25,10 +25,12 @@
 pub mod bucket;
 pub mod memory;
 pub mod redis;
+pub mod status;
 
 pub use bucket::{Bucket, Rate};
 pub use memory::{Held, Locked, Lookup, MemoryZone};
 pub use redis::{OnError, RedisBackend, RedisConfig, RedisZone};
+pub use status::{DecisionCounts, LimitReqStatus};
 
 use std::sync::Arc;
 
@@ -82,40 +84,6 @@ impl ZoneRef {
             store,
             counts: Default::default(),
         }
-    }
-}
-
-/// How many decisions a zone made, by `$limit_req_status` (NGINX Plus's
-/// `limit_reqs` counters): one relaxed atomic add per request.
-#[derive(Debug, Default)]
-pub struct DecisionCounts([std::sync::atomic::AtomicU64; 5]);
-
-impl DecisionCounts {
-    /// The statuses counted, as metric label values.
-    pub const STATUSES: [&'static str; 5] = [
-        "passed",
-        "delayed",
-        "rejected",
-        "delayed_dry_run",
-        "rejected_dry_run",
-    ];
-
-    /// Count one decision; `status` is `$limit_req_status` (`-` is not counted).
-    pub fn record(&self, status: &str) {
-        let i = match status {
-            "PASSED" => 0,
-            "DELAYED" => 1,
-            "REJECTED" => 2,
-            "DELAYED_DRY_RUN" => 3,
-            "REJECTED_DRY_RUN" => 4,
-            _ => return,
-        };
-        self.0[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The count of `STATUSES[i]`.
-    pub fn get(&self, i: usize) -> u64 {
-        self.0[i].load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
