@@ -3,11 +3,14 @@
 //! Layers, innermost first:
 //! - [`bucket`]: the leaky-bucket arithmetic, pure functions of `now`.
 //! - [`memory`]: a zone's per-key states with nginx's expiry and eviction.
+//! - `protocol`: nginx's handling of several `limit_req` lines in one
+//!   location (lookup order, which limit is charged when, release on a
+//!   refusal, maximum delay), written once for both stores.
 //! - [`redis`]: zones shared by several instances through Redis, the same
 //!   arithmetic in one Lua script per decision.
-//! - this module: [`Store`], the seam a zone's states live behind, and
-//!   [`evaluate`], nginx's handling of several `limit_req` lines in one
-//!   location (lookup order, which limit is charged when, maximum delay).
+//! - [`status`]: `$limit_req_status` and the per-zone counts of it.
+//! - this module: [`Store`], the seam a zone's states live behind, and the
+//!   entry points [`evaluate`] and [`decide`].
 //!
 //! No clock here: the caller passes `now` in milliseconds (Redis zones use
 //! the Redis server's clock). A rejection is an [`Outcome`], not an error.
@@ -20,7 +23,11 @@
 //! The memory store does them under a shard lock. A remote store (Redis)
 //! answers the same three questions; [`Store`] is an enum so that adding it
 //! is a new variant here, not a change to the proxy, which only calls
-//! [`LimitSet::decide`].
+//! [`decide`].
+//!
+//! The limiter imports nothing from the rest of the crate (what it reports,
+//! it reports as values: [`redis::RedisEvent`]), so that it could be a crate
+//! of its own.
 
 pub mod bucket;
 pub mod memory;
@@ -162,7 +169,7 @@ pub type LimitSet = [Limit];
 /// too long (that limit is skipped). Limits are looked up in order; only the
 /// last configured one is charged at lookup, earlier ones are held and then
 /// charged in reverse order once all passed; a rejection charges nothing
-/// (see [`protocol`]).
+/// (see `protocol`).
 ///
 /// The decision is atomic, as in nginx where one worker decides a request
 /// without interruption: every shard it touches is locked first, in a global

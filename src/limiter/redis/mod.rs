@@ -4,7 +4,7 @@
 //! ([`SCRIPT`], `limit_req.lua`): time from the server's `TIME` (one clock for
 //! every instance), milli-requests, strict `excess > burst`, nothing stored on
 //! a rejection, `last` moved only when time was credited. The script is sent
-//! with `EVALSHA` and loaded on `NOSCRIPT` ([`script`]).
+//! with `EVALSHA` and loaded on `NOSCRIPT` (`script`).
 //!
 //! Keys: `PREFIX:ZONE:{HEX}`, one hash `{e, l}` per zone and client key, the
 //! client key hex-encoded (binary keys such as `$binary_remote_addr` are safe)
@@ -15,7 +15,7 @@
 //!
 //! Several limits in one location keep nginx's accounting (look up in order,
 //! stop at the first over its burst, charge nothing on a rejection, charge
-//! every limit on acceptance, the largest delay wins; [`decide`]):
+//! every limit on acceptance, the largest delay wins; `decide`):
 //! - memory limits are looked up first and held (not charged);
 //! - the Redis limits before the first memory rejection are decided by one
 //!   script per slot group: every group but the last is checked (`check`),
@@ -32,13 +32,13 @@
 //! decision is made by `on_error`: `allow` (the Redis limits are skipped),
 //! `deny` ([`super::Outcome::Unavailable`]) or `local` (an in-memory zone of the same
 //! size, per instance). The connection manager reconnects by itself; the
-//! first call after the breaker closes tries Redis again ([`connection`]).
+//! first call after the breaker closes tries Redis again (`connection`).
 //! Connection events are values ([`RedisEvent`]) given to the sink the
 //! backend was built with: the limiter writes no log itself.
 //!
-//! Files: [`connection`] (the backend: client, reconnection, breaker),
-//! [`script`] (the Lua script and its replies), [`zone`] (keys, slots,
-//! counters), [`decide`] (the decision), [`events`].
+//! Files: `connection` (the backend: client, reconnection, breaker),
+//! `script` (the Lua script and its replies), `zone` (keys, slots,
+//! counters), `decide` (the decision), [`events`].
 
 mod connection;
 mod decide;
