@@ -246,8 +246,8 @@ impl Holds for EachLocked {
 /// zones act on their local in-memory zone here (`on_error = "local"`).
 pub(crate) struct AllLocked<'z> {
     locks: Vec<Locked<'z>>,
-    /// Per limit: its lock and key hash (`None`: no key).
-    spots: Vec<Option<(usize, u64)>>,
+    /// Per limit: (its lock, its shard, its key's hash); `None`: no key.
+    spots: Vec<Option<(usize, usize, u64)>>,
 }
 
 impl<'z> AllLocked<'z> {
@@ -256,31 +256,33 @@ impl<'z> AllLocked<'z> {
         limits: &'z LimitSet,
         keys: &[Option<K>],
     ) -> Option<AllLocked<'z>> {
+        // (zone address, shard, zone) of every shard touched, once each.
         let mut zones: Vec<(usize, usize, &'z MemoryZone)> = Vec::with_capacity(keys.len());
-        let mut located = Vec::with_capacity(keys.len());
+        // First the zone's address in place of the lock, then the lock.
+        let mut spots = Vec::with_capacity(keys.len());
         for (limit, key) in limits.iter().zip(keys) {
             let Some(key) = key else {
-                located.push(None);
+                spots.push(None);
                 continue;
             };
             let m = limit.zone.store.memory();
             let (shard, hash) = m.locate(key.as_ref());
-            let id = (zone_id(m), shard);
-            if !zones.iter().any(|z| (z.0, z.1) == id) {
-                zones.push((id.0, id.1, m));
+            if !zones.iter().any(|z| (z.0, z.1) == (zone_id(m), shard)) {
+                zones.push((zone_id(m), shard, m));
             }
-            located.push(Some((id, hash)));
+            spots.push(Some((zone_id(m), shard, hash)));
         }
         if zones.is_empty() {
             return None;
         }
         zones.sort_by_key(|z| (z.0, z.1));
-        // Every located id is in `zones`: the position always exists.
-        let index = |id| zones.iter().position(|z| (z.0, z.1) == id).unwrap_or(0);
-        let spots = located
-            .iter()
-            .map(|l| l.map(|(id, hash)| (index(id), hash)))
-            .collect();
+        for spot in spots.iter_mut().flatten() {
+            // Every spot's shard is in `zones`: the position always exists.
+            spot.0 = zones
+                .iter()
+                .position(|z| (z.0, z.1) == (spot.0, spot.1))
+                .unwrap_or(0);
+        }
         let locks = zones.iter().map(|z| z.2.lock(z.1)).collect();
         Some(AllLocked { locks, spots })
     }
@@ -306,7 +308,7 @@ impl Holds for AllLocked<'_> {
         now: u64,
         charge: bool,
     ) -> Option<Lookup> {
-        let (g, hash) = self.spots[i]?;
+        let (g, _, hash) = self.spots[i]?;
         let (rate, burst) = (limit.zone.rate, limit.burst);
         Some(self.locks[g].lookup(hash, key, now, rate, burst, charge))
     }
