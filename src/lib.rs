@@ -14,6 +14,8 @@
 //!   limits, delay, `return` or upstream.
 //! - [`respond`]: responses sluice makes itself (error pages, problem+json).
 //! - [`errlog`]: nginx-format error-log lines through `tracing`.
+//! - [`fmt`]: nginx's renderings of numbers, addresses and times, shared
+//!   by the logs and the variables (a leaf: it imports nothing).
 //! - [`batch`]: log lines written per worker in batches, not one write each.
 //! - [`check`]: the summary `sluice check` prints.
 //! - [`control`]: running the process: signals (reload, reopen, stop), the
@@ -39,6 +41,7 @@ pub mod conn;
 pub mod connlimit;
 pub mod control;
 pub mod errlog;
+pub mod fmt;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod http1;

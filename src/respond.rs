@@ -3,6 +3,7 @@
 
 use crate::body::Body;
 use crate::config::{ErrorPage, ErrorPages, ReturnSpec};
+use crate::limiter::LimitReqStatus;
 use crate::vars::{RequestVars, ResponseVars};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -17,7 +18,7 @@ pub struct Made<'a> {
     pub status: u16,
     /// Whole seconds until the client may retry (rejections only).
     pub retry_after: Option<u64>,
-    pub limit_req_status: &'a str,
+    pub limit_req_status: Option<LimitReqStatus>,
     pub zone: &'a str,
     /// The problem `detail` when no error page is configured.
     pub detail: String,
@@ -33,7 +34,7 @@ impl Made<'static> {
         Made {
             status,
             retry_after: None,
-            limit_req_status: "-",
+            limit_req_status: None,
             zone: "",
             detail,
             violated: None,
@@ -169,7 +170,7 @@ pub fn json_string(s: &str) -> String {
 pub fn return_response(
     ret: &ReturnSpec,
     req: &RequestVars,
-    limit_req_status: &str,
+    limit_req_status: Option<LimitReqStatus>,
 ) -> Response<Body> {
     let vars = ResponseVars {
         status: ret.status,
@@ -356,7 +357,7 @@ mod tests {
                 &Made {
                     status: 429,
                     retry_after: Some(secs),
-                    limit_req_status: "REJECTED",
+                    limit_req_status: Some(LimitReqStatus::Rejected),
                     zone,
                     detail: format!(
                         "{} (zone \"{zone}\"). Retry after {secs} second{}.",

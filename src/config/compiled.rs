@@ -7,6 +7,8 @@ use crate::config::{
     Backend, ErrorPages, LocationSpec, LogEscape, LogLevel, OpsSpec, PathRule, ProxyPass,
     RateLimitHeaders, ReturnSpec, Spec,
 };
+use crate::errlog::{self, Severity};
+use crate::limiter::redis::{EventSink, RedisEvent};
 use crate::limiter::{Limit, MemoryZone, RedisBackend, RedisZone, Store, ZoneRef};
 use crate::vars::{Context, Template};
 use std::collections::HashMap;
@@ -235,7 +237,9 @@ impl Config {
             Some(cfg) if spec.zones.iter().any(|z| z.backend == Backend::Redis) => {
                 match previous.and_then(|p| p.redis.as_ref()) {
                     Some(old) if old.config() == cfg => Some(old.clone()),
-                    _ => Some(RedisBackend::new(cfg.clone()).map_err(CompileError::Redis)?),
+                    _ => Some(
+                        RedisBackend::new(cfg.clone(), redis_log()).map_err(CompileError::Redis)?,
+                    ),
                 }
             }
             _ => None,
@@ -504,4 +508,16 @@ impl Config {
             b.connect_in_background();
         }
     }
+}
+
+/// The Redis backend's events as error-log lines, each at its severity.
+fn redis_log() -> EventSink {
+    Arc::new(|e: RedisEvent<'_>| {
+        let sev = match e {
+            RedisEvent::Reachable { .. } | RedisEvent::Recovered { .. } => Severity::Notice,
+            RedisEvent::Unreachable { .. } => Severity::Warn,
+            RedisEvent::ZoneError { .. } => Severity::Error,
+        };
+        errlog::emit(sev, format_args!("{e}"));
+    })
 }

@@ -12,6 +12,7 @@ use super::log::{log_req, log_upstream};
 use crate::body::Body;
 use crate::config::{ErrorPages, Location};
 use crate::errlog::Severity;
+use crate::limiter::LimitReqStatus;
 use crate::metrics::UpstreamError;
 use crate::respond::{self, Made};
 use crate::upstream;
@@ -78,11 +79,11 @@ pub(crate) enum ProxyError<'a> {
 }
 
 /// The `limit_req` decision a response reports (`$limit_req_status` and the
-/// deciding zone), "-" and "" before the limits.
-pub(crate) type Decided<'a> = (&'static str, &'a str);
+/// deciding zone), none before the limits.
+pub(crate) type Decided<'a> = (Option<LimitReqStatus>, &'a str);
 
 /// Before any limit was applied.
-pub(crate) const UNDECIDED: Decided<'static> = ("-", "");
+pub(crate) const UNDECIDED: Decided<'static> = (None, "");
 
 impl ProxyError<'_> {
     /// The status it is answered (and logged) with; `loc` is where it
@@ -279,7 +280,7 @@ fn rejected(
     let made = Made {
         status,
         retry_after,
-        limit_req_status: "REJECTED",
+        limit_req_status: Some(LimitReqStatus::Rejected),
         zone,
         detail,
         violated,

@@ -9,7 +9,7 @@ use super::log::{log_req, push_req_line};
 use crate::accesslog::Record;
 use crate::config::Location;
 use crate::errlog::{self, Excess, Severity};
-use crate::limiter::{self, Outcome};
+use crate::limiter::{self, LimitReqStatus, Outcome};
 use crate::metrics::Metrics;
 use crate::vars::RequestVars;
 use std::net::SocketAddr;
@@ -23,18 +23,6 @@ pub(crate) struct Limited<'a> {
     pub(crate) decided: Decided<'a>,
 }
 
-/// `$limit_req_status`.
-pub(crate) fn status_name(o: &Outcome, dry_run: bool) -> &'static str {
-    match (o, dry_run) {
-        (Outcome::Unlimited, _) => "-",
-        (Outcome::Accepted { delay_ms: 0, .. }, _) => "PASSED",
-        (Outcome::Accepted { .. }, false) => "DELAYED",
-        (Outcome::Accepted { .. }, true) => "DELAYED_DRY_RUN",
-        (_, false) => "REJECTED",
-        (_, true) => "REJECTED_DRY_RUN",
-    }
-}
-
 /// Apply `loc`'s limits to the request: decide, count, log, and delay a
 /// request the bucket delays. A rejection comes back as the error that
 /// answers it, with what was decided.
@@ -45,7 +33,7 @@ pub(crate) async fn limit_req<'l>(
 ) -> Result<Limited<'l>, (ProxyError<'l>, Limited<'l>)> {
     let now = cx.env.clock.ms_at(cx.start);
     let outcome = limiter::decide(&loc.limits, now, |i| key(cx, loc, i)).await;
-    let status = status_name(&outcome, loc.dry_run);
+    let status = LimitReqStatus::of(&outcome, loc.dry_run);
     let zone = match outcome {
         Outcome::Unlimited => None,
         Outcome::Accepted { limit, .. }
@@ -53,8 +41,8 @@ pub(crate) async fn limit_req<'l>(
         | Outcome::NoMemory { limit }
         | Outcome::Unavailable { limit } => Some(&loc.limits[limit].zone),
     };
-    if let Some(z) = zone {
-        z.counts.record(status);
+    if let (Some(z), Some(s)) = (zone, status) {
+        z.counts.record(s);
     }
     let limited = Limited {
         outcome,
