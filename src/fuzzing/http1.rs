@@ -23,24 +23,11 @@ use super::{Reader, pieces};
 /// checker consumes at most what it is given, nothing once done, and the
 /// same bytes whatever the pieces (so it never reads into the next request).
 pub fn http1(data: &[u8]) {
-    use crate::http1::{HeadRules, Parsed, parse_head};
+    use crate::http1::{Parsed, parse_head};
     let mut r = Reader(data);
     let flags = r.u8();
     let seed = r.u8();
-    let rules = HeadRules {
-        underscores_in_headers: flags & 1 != 0,
-        ignore_invalid_headers: flags & 2 == 0,
-        large_header_buffers: if flags & 4 == 0 {
-            HeadRules::default().large_header_buffers
-        } else {
-            // Small ones, within what the configuration accepts (1–64
-            // buffers of 1k–1m), so that 4 KB inputs reach their limits.
-            (
-                1 + usize::from(flags >> 6),
-                1024 + usize::from(flags >> 3 & 7) * 256,
-            )
-        },
-    };
+    let rules = fuzz_rules(flags);
     let buf = r.0;
     stream(rules, buf, seed);
     let head = match parse_head(buf, &rules) {
@@ -56,13 +43,48 @@ pub fn http1(data: &[u8]) {
         }
         Parsed::Head(head) => head,
     };
+    check_head_alone(&rules, buf, &head);
+    check_canonical_head(&rules, &head);
+    if let crate::http1::Framing::Chunked = head.framing {
+        let body = &buf[head.len..];
+        let whole = check_chunked(body, &[body.len()]);
+        let pieces = pieces(seed, body.len(), 16);
+        let split = check_chunked(body, &pieces);
+        assert_eq!(whole, split, "pieces {pieces:?} changed the chunked body");
+    }
+}
+
+/// The rules byte 0 of an input picks: bit 0 `underscores_in_headers`, bit
+/// 1 `ignore_invalid_headers` off, bit 2 small buffers sized by the rest.
+fn fuzz_rules(flags: u8) -> crate::http1::HeadRules {
+    use crate::http1::HeadRules;
+    HeadRules {
+        underscores_in_headers: flags & 1 != 0,
+        ignore_invalid_headers: flags & 2 == 0,
+        large_header_buffers: if flags & 4 == 0 {
+            HeadRules::default().large_header_buffers
+        } else {
+            // Small ones, within what the configuration accepts (1–64
+            // buffers of 1k–1m), so that 4 KB inputs reach their limits.
+            (
+                1 + usize::from(flags >> 6),
+                1024 + usize::from(flags >> 3 & 7) * 256,
+            )
+        },
+    }
+}
+
+/// A head takes at most the bytes given, and reads the same without the
+/// bytes after it: what follows a head cannot change it.
+fn check_head_alone(rules: &crate::http1::HeadRules, buf: &[u8], head: &crate::http1::Head) {
+    use crate::http1::{Parsed, parse_head};
     assert!(
         head.len > 0 && head.len <= buf.len(),
         "head of {} bytes in {}",
         head.len,
         buf.len()
     );
-    match parse_head(&buf[..head.len], &rules) {
+    match parse_head(&buf[..head.len], rules) {
         Parsed::Head(h) => {
             assert_eq!(h.len, head.len);
             assert_eq!(
@@ -73,13 +95,20 @@ pub fn http1(data: &[u8]) {
         }
         _ => panic!("the head alone is not a head"),
     }
+}
+
+/// The canonical head hyper is given is again a head, the same bytes and
+/// framing when read again (a fixed point), and one complete request for
+/// `httparse`.
+fn check_canonical_head(rules: &crate::http1::HeadRules, head: &crate::http1::Head) {
+    use crate::http1::{HeadRules, Parsed, parse_head};
     // The canonical head goes to hyper (whose limit is about 400 KB), not
     // through these buffers again: it may be longer than the head it came
     // from (bytes of the target above 0x7e are %-escaped, three for one),
     // so it is read again with the largest buffers the configuration allows.
     let roomy = HeadRules {
         large_header_buffers: (64, 1 << 20),
-        ..rules
+        ..*rules
     };
     match parse_head(&head.canonical, &roomy) {
         Parsed::Head(again) => {
@@ -118,14 +147,6 @@ pub fn http1(data: &[u8]) {
             "httparse reads the canonical head as {other:?}: {:?}",
             String::from_utf8_lossy(&head.canonical)
         ),
-    }
-
-    if let crate::http1::Framing::Chunked = head.framing {
-        let body = &buf[head.len..];
-        let whole = check_chunked(body, &[body.len()]);
-        let pieces = pieces(seed, body.len(), 16);
-        let split = check_chunked(body, &pieces);
-        assert_eq!(whole, split, "pieces {pieces:?} changed the chunked body");
     }
 }
 
