@@ -278,39 +278,21 @@ fn thread_number() -> u64 {
     ID.with(|id| *id)
 }
 
-/// The wall clock, read here rather than in the leaf [`crate::fmt`] that
-/// formats it: reading a clock is not formatting.
+/// The wall clock (read by [`crate::clock`]) as the logs' timestamps.
 impl Timestamp {
     pub fn now() -> Timestamp {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Timestamp::from_secs(secs)
+        Timestamp::from_secs(crate::clock::unix_secs())
     }
 
-    /// The wall clock to the second, from `CLOCK_REALTIME_COARSE` (no
-    /// hardware clock read).
+    /// The wall clock to the second, without a hardware clock read.
     pub fn coarse_now() -> Timestamp {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid timespec to write to.
-        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0 {
-            Timestamp::from_secs(ts.tv_sec.max(0) as u64)
-        } else {
-            Timestamp::now()
-        }
+        Timestamp::from_secs(crate::clock::coarse_unix_secs())
     }
 }
 
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::clock::unix_ms()
 }
 
 /// The least severe line written (`error_log_level`), as a rank of

@@ -23,7 +23,8 @@ use sluice::limiter::{
     self, Limit, MemoryZone, OnError, Outcome, RedisBackend, RedisConfig, RedisZone, Store, ZoneRef,
 };
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 #[derive(Parser)]
 #[command(about = "The seed article's Redis race, and the cost of a Redis decision")]

@@ -294,7 +294,7 @@ async fn a_stalled_body_times_out_after_proxy_read_timeout() {
     let resp = send(&up.key, timeouts(read_timeout), &h, empty())
         .await
         .unwrap();
-    let start = std::time::Instant::now();
+    let start = tokio::time::Instant::now();
     let Err(e) = resp.into_body().collect().await else {
         panic!("a stalled body completed");
     };
@@ -408,7 +408,7 @@ async fn an_early_answer_during_a_large_upload_is_heard() {
     let method = Method::POST;
     let h = head(&method, &headers, &key);
     let timeouts = timeouts(Duration::from_secs(2));
-    let start = std::time::Instant::now();
+    let start = tokio::time::Instant::now();
     let resp = send(&key, timeouts, &h, body).await.expect("the 401");
     assert_eq!(resp.status(), 401);
     assert!(
@@ -579,7 +579,7 @@ async fn a_slow_upload_is_not_a_read_timeout() {
         timer: None,
     };
     let timeouts = timeouts(Duration::from_millis(300));
-    let start = std::time::Instant::now();
+    let start = tokio::time::Instant::now();
     let resp = send(&key, timeouts, &h, body).await.expect("answered");
     assert_eq!(resp.status(), 200);
     assert!(
@@ -622,7 +622,7 @@ async fn a_slow_steady_upstream_is_not_a_send_timeout() {
         send: Duration::from_millis(200),
         ..timeouts(Duration::from_secs(60))
     };
-    let start = std::time::Instant::now();
+    let start = tokio::time::Instant::now();
     let resp = send(&key, timeouts, &h, body).await.expect("answered");
     assert_eq!(resp.status(), 200);
     assert!(
