@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 /// The body of every response sluice sends.
 pub type Body = BoxBody<Bytes, BodyError>;
 
-/// The error type of a [`LimitedBody`].
+/// The error of a body sluice passes on (a client body that broke off or
+/// grew too large, an upstream body that failed).
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A response body that keeps `G` until it ends (its last frame, or an

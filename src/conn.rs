@@ -63,7 +63,7 @@ pub struct ConnState {
     /// pipelined head is answered then): woken by [`ConnState::idle`].
     pub(crate) waiting_read: Mutex<Option<std::task::Waker>>,
     /// What the chunked body being read has announced (see
-    /// [`LimitedBody`]).
+    /// [`crate::client_body::LimitedBody`]).
     pub(crate) declared_body: AtomicU64,
 }
 

@@ -6,7 +6,7 @@
 //!   `reopen`, `stop`) send the signal to the pid it names;
 //! - `watch = true`: reload when the configuration file changes.
 //!
-//! [`run`] wires these to [`Proxy::run`], which does the work.
+//! [`run`] wires these to [`crate::server::Server::run`], which does the work.
 
 use crate::config::Config;
 use crate::config::{self, LoadError};
