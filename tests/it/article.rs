@@ -4,9 +4,8 @@
 //! nginx-limit-req.md §11. Each test starts its own sluice on free ports and uses its own client
 //! address, so the tests run in parallel without sharing a bucket.
 
-use crate::support::{
-    Reply, Sluice, Timing, assert_expected, burst, client, expect, free_port, timing,
-};
+use crate::support::legacy::{Sluice, free_port};
+use crate::support::{Reply, Timing, assert_expected, burst, client, expect, timing};
 
 /// The shipped example, config/sluice.toml (SPEC.md §2's configuration), with its two ports
 /// (7060 and the built-in upstream on 7070) moved to free ones.

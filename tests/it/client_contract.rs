@@ -2,7 +2,8 @@
 //! agree with it, a quota-exceeded problem body, fair keys (IPv6 prefixes,
 //! exemptions), and a polite client that never hits the limit twice in a row.
 
-use crate::support::{Reply, Sluice, burst, client, free_port, request};
+use crate::support::legacy::{Sluice, free_port};
+use crate::support::{Reply, burst, client, request};
 use std::time::{Duration, Instant};
 
 fn config(port: u16, zone_extra: &str, rate: &str, limit: &str, top: &str) -> String {

@@ -40,10 +40,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::support::heavy;
+use crate::support::legacy::{Nginx, Sluice, free_port};
 use crate::support::raw::{Exchange, Response, escape, exchange, responses};
 use crate::support::readings::{Reading, forwarded, split};
 use crate::support::recorder::Recorder;
-use crate::support::{Nginx, Sluice, free_port, heavy};
 use cases::Case;
 
 /// Cases in flight at once, per proxy.

@@ -16,9 +16,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::support::legacy::{Nginx, Sluice, free_port};
 use crate::support::{
-    Nginx, Reply, Request, Sluice, Upstream, assert_expected, assert_same, client, conn_lines,
-    expect, fire, free_port, group_by_source, request,
+    Reply, Request, Upstream, assert_expected, assert_same, client, conn_lines, expect, fire,
+    group_by_source, request,
 };
 
 /// How long the upstreams hold each response.

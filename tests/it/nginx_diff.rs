@@ -14,10 +14,10 @@ use std::process::Command;
 
 use tokio::time::{Duration, Instant, sleep_until};
 
+use crate::support::legacy::{Nginx, Sluice, free_port};
 use crate::support::{
-    Event, Nginx, Reply, Request, Sluice, Timing, Upstream, assert_expected, assert_same,
-    assert_same_limit_lines, burst, client, expect, fire, free_port, group_by_source, limit_lines,
-    nginx_binary, timing,
+    Event, Reply, Request, Timing, Upstream, assert_expected, assert_same, assert_same_limit_lines,
+    burst, client, expect, fire, group_by_source, limit_lines, nginx_binary, timing,
 };
 
 /// `[zones.NAME]` keyed on the client address, 1m, at `rate`.

@@ -2,7 +2,8 @@
 //! 502/504, 444, streaming, timeouts, malformed requests, error pages, and
 //! the places where sluice differs from nginx on purpose.
 
-use crate::support::{Sluice, Upstream, burst, client, free_port, limit_lines, request};
+use crate::support::legacy::{Sluice, free_port};
+use crate::support::{Upstream, burst, client, limit_lines, request};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

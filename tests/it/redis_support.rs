@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Ports come from the shared harness, so no two tests of this binary get the same one.
-pub use crate::support::free_port;
+pub use crate::support::legacy::free_port;
 
 /// Poll `f` every 10 ms until it returns `Some`, or panic after `limit`.
 pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Ports come from the shared harness, so no two tests of this binary get the same one.
-pub use crate::support::free_port;
+pub use crate::support::legacy::free_port;
 
 pub fn addr(port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
