@@ -8,9 +8,7 @@
 //!   request held past `timeout`, recovery without restart.
 //! - `[redis]` configuration errors, located.
 
-#[path = "redis_support.rs"]
-mod support;
-
+use crate::support::{Port, RedisServer, Reply, Sluice, TlsFiles, client, eventually, request};
 use sluice::limiter::redis::{TimeSource, key_slot};
 use sluice::limiter::{
     self, Limit, MemoryZone, OnError, Outcome, Rate, RedisBackend, RedisConfig, RedisZone, Store,
@@ -18,7 +16,16 @@ use sluice::limiter::{
 };
 use std::sync::Arc;
 use std::time::Duration;
-use support::{RedisServer, Sluice, TlsFiles, get, get_async, poll};
+
+/// sluice on `config`, with the error log at info (the Redis tests read its info lines).
+fn start_sluice(config: &str) -> Sluice {
+    Sluice::builder(config).env("RUST_LOG", "info").start()
+}
+
+/// `GET /` with the header `name: value`, from 127.0.0.1.
+async fn get_with(s: &Sluice, name: &str, value: &str) -> Reply {
+    request(s.addr(), client(1), "GET", "/", &[(name, value)]).await
+}
 
 const T0: u64 = 1_000_000_000;
 const NODELAY: u64 = Limit::NODELAY;
@@ -530,8 +537,6 @@ rate    = "1r/m"
 backend = "{backend}"
 
 [[servers]]
-listen = "127.0.0.1:{{PORT}}"
-
 [[servers.locations]]
 path      = "/"
 limit_req = {{ zone = "shared", burst = 9, nodelay = true }}
@@ -551,7 +556,8 @@ async fn race(addrs: &[std::net::SocketAddr], run: &str) -> (usize, usize) {
             let mut seen = Vec::new();
             for j in 0..4 {
                 let addr = addrs[(c + j) % addrs.len()];
-                seen.push(get_async(addr, "/", &[("X-Run", &run)]).await.status);
+                let r = request(addr, client(1), "GET", "/", &[("X-Run", &run)]).await;
+                seen.push(r.status);
             }
             seen
         });
@@ -574,10 +580,10 @@ async fn race(addrs: &[std::net::SocketAddr], run: &str) -> (usize, usize) {
 async fn two_instances_admit_exactly_what_one_would() {
     let redis = RedisServer::start();
     let config = shared_zone_config(&redis.url(), "redis");
-    let a = Sluice::start(&config);
-    let b = Sluice::start(&config);
+    let a = start_sluice(&config);
+    let b = start_sluice(&config);
     for run in 1..=3 {
-        let (ok, limited) = race(&[a.addr, b.addr], &format!("run-{run}")).await;
+        let (ok, limited) = race(&[a.addr(), b.addr()], &format!("run-{run}")).await;
         assert_eq!(
             (ok, limited),
             (10, 190),
@@ -586,9 +592,9 @@ async fn two_instances_admit_exactly_what_one_would() {
     }
     // The control: the same zone in memory admits 10 per instance.
     let config = shared_zone_config(&redis.url(), "memory");
-    let a = Sluice::start(&config);
-    let b = Sluice::start(&config);
-    assert_eq!(race(&[a.addr, b.addr], "control").await, (20, 180));
+    let a = start_sluice(&config);
+    let b = start_sluice(&config);
+    assert_eq!(race(&[a.addr(), b.addr()], "control").await, (20, 180));
 }
 
 // === failures ===
@@ -611,8 +617,6 @@ rate    = "1r/m"
 backend = "redis"
 
 [[servers]]
-listen = "127.0.0.1:{{PORT}}"
-
 [[servers.locations]]
 path      = "/"
 limit_req = {{ zone = "z" }}
@@ -623,14 +627,14 @@ return    = {{ status = 200, body = "ok\n" }}
 
 /// Two requests with key `key`: their statuses. Each must be answered well
 /// within the timeout plus the proxy's own time.
-fn twice(s: &Sluice, key: &str) -> (u16, u16) {
-    let a = get(s.addr, "/", &[("X-Key", key)]);
-    let b = get(s.addr, "/", &[("X-Key", key)]);
+async fn twice(s: &Sluice, key: &str) -> (u16, u16) {
+    let a = get_with(s, "X-Key", key).await;
+    let b = get_with(s, "X-Key", key).await;
     for r in [&a, &b] {
         assert!(
-            r.took < Duration::from_millis(1000),
+            r.elapsed < Duration::from_millis(1000),
             "a request took {:?}",
-            r.took
+            r.elapsed
         );
     }
     (a.status, b.status)
@@ -647,35 +651,35 @@ fn key_in_redis(redis: &RedisServer, key: &str) -> bool {
 
 /// Limited through Redis, then Redis killed (each policy), then frozen (each
 /// request still bounded by the timeout), then back on the same port.
-fn outage(policy: &str) {
+async fn outage(policy: &str) {
     let mut redis = RedisServer::start();
-    let mut s = Sluice::start(&policy_config(&redis.url(), policy));
-    assert_eq!(twice(&s, "before"), (200, 429));
+    let mut s = start_sluice(&policy_config(&redis.url(), policy));
+    assert_eq!(twice(&s, "before").await, (200, 429));
     assert!(key_in_redis(&redis, "before"));
     // Retry-After from the Redis bucket: 1r/m leaks one request in 62.5 s.
-    let r = get(s.addr, "/", &[("X-Key", "before")]);
+    let r = get_with(&s, "X-Key", "before").await;
     assert_eq!((r.status, r.header("retry-after")), (429, Some("63")));
 
     redis.kill();
     let during = match policy {
         // fail open: even the key limited in Redis passes
         "allow" => {
-            assert_eq!(twice(&s, "before"), (200, 200));
-            assert_eq!(twice(&s, "new"), (200, 200));
+            assert_eq!(twice(&s, "before").await, (200, 200));
+            assert_eq!(twice(&s, "new").await, (200, 200));
             "allow"
         }
         // fail closed, without Retry-After (no bucket to compute it from)
         "deny" => {
-            let r = get(s.addr, "/", &[("X-Key", "new")]);
+            let r = get_with(&s, "X-Key", "new").await;
             assert_eq!(r.status, 429);
             assert_eq!(r.header("retry-after"), None);
-            assert_eq!(twice(&s, "new"), (429, 429));
+            assert_eq!(twice(&s, "new").await, (429, 429));
             "deny"
         }
         // per-instance limiting: a fresh bucket here, then limited
         "local" => {
-            assert_eq!(twice(&s, "before"), (200, 429));
-            assert_eq!(twice(&s, "new"), (200, 429));
+            assert_eq!(twice(&s, "before").await, (200, 429));
+            assert_eq!(twice(&s, "new").await, (200, 429));
             "local"
         }
         _ => unreachable!(),
@@ -691,65 +695,72 @@ fn outage(policy: &str) {
     redis.restart();
     // Recovery without restart: requests are decided in Redis again.
     let mut n = 0;
-    poll("decisions in Redis again", Duration::from_secs(20), || {
-        n += 1;
-        let key = format!("after-{n}");
-        let _ = get(s.addr, "/", &[("X-Key", &key)]);
-        key_in_redis(&redis, &key).then_some(())
-    });
-    assert_eq!(twice(&s, "fresh"), (200, 429));
+    eventually(
+        "decisions in Redis again",
+        Duration::from_secs(20),
+        async || {
+            n += 1;
+            let key = format!("after-{n}");
+            let _ = get_with(&s, "X-Key", &key).await;
+            key_in_redis(&redis, &key).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(twice(&s, "fresh").await, (200, 429));
     assert!(s.log().contains("answers again"), "{}", s.log());
 
     // A Redis that accepts connections but does not answer: each request is
     // decided by on_error within the timeout, never held.
-    redis.signal("-STOP");
+    redis.signal(libc::SIGSTOP);
     for i in 0..5 {
-        let r = get(s.addr, "/", &[("X-Key", &format!("frozen-{i}"))]);
-        assert!(r.took < Duration::from_millis(500), "{:?}", r.took);
+        let r = get_with(&s, "X-Key", &format!("frozen-{i}")).await;
+        assert!(r.elapsed < Duration::from_millis(500), "{:?}", r.elapsed);
         let want = if policy == "deny" { 429 } else { 200 };
         assert_eq!(r.status, want, "{policy} while frozen");
     }
-    redis.signal("-CONT");
+    redis.signal(libc::SIGCONT);
     assert!(s.alive());
 }
 
-#[test]
-fn outage_allow() {
-    outage("allow");
+#[tokio::test]
+async fn outage_allow() {
+    outage("allow").await;
 }
 
-#[test]
-fn outage_deny() {
-    outage("deny");
+#[tokio::test]
+async fn outage_deny() {
+    outage("deny").await;
 }
 
-#[test]
-fn outage_local() {
-    outage("local");
+#[tokio::test]
+async fn outage_local() {
+    outage("local").await;
 }
 
-#[test]
-fn starts_while_redis_is_down_and_connects_later() {
-    // A port with nothing on it yet.
-    let port = support::free_port();
-    let url = format!("redis://127.0.0.1:{port}");
-    let s = Sluice::start(&policy_config(&url, "local"));
-    let r = get(s.addr, "/", &[("X-Key", "a")]);
+#[tokio::test]
+async fn starts_while_redis_is_down_and_connects_later() {
+    // A port with nothing on it yet, reserved until Redis starts there.
+    let port = Port::reserve();
+    let url = format!("redis://{}", port.addr());
+    let s = start_sluice(&policy_config(&url, "local"));
+    let r = get_with(&s, "X-Key", "a").await;
     assert_eq!(r.status, 200);
-    assert!(r.took < Duration::from_millis(1000), "{:?}", r.took);
-    poll("the startup warning", Duration::from_secs(10), || {
+    assert!(r.elapsed < Duration::from_millis(1000), "{:?}", r.elapsed);
+    eventually("the startup warning", Duration::from_secs(10), async || {
         s.log().contains("is not reachable yet").then_some(())
-    });
+    })
+    .await;
 
     // Now start Redis on that port.
     let redis = RedisServer::start_on(port);
     let mut n = 0;
-    poll("sluice to use Redis", Duration::from_secs(20), || {
+    eventually("sluice to use Redis", Duration::from_secs(20), async || {
         n += 1;
         let key = format!("late-{n}");
-        let _ = get(s.addr, "/", &[("X-Key", &key)]);
+        let _ = get_with(&s, "X-Key", &key).await;
         key_in_redis(&redis, &key).then_some(())
-    });
+    })
+    .await;
 }
 
 // === TLS ===
@@ -781,8 +792,6 @@ rate    = "1r/m"
 backend = "redis"
 
 [[servers]]
-listen = "127.0.0.1:{{PORT}}"
-
 [[servers.locations]]
 path      = "/"
 limit_req = {{ zone = "z" }}
@@ -793,29 +802,30 @@ return    = {{ status = 200, body = "ok\n" }}
     )
 }
 
-#[test]
-fn rediss_with_a_private_ca_and_a_client_certificate() {
+#[tokio::test]
+async fn rediss_with_a_private_ca_and_a_client_certificate() {
     let certs = TlsFiles::generate();
-    let tls_port = support::free_port();
-    let redis = RedisServer::start_tls(&certs, tls_port);
-    let s = Sluice::start(&tls_config(tls_port, &certs, true));
-    assert_eq!(twice(&s, "tls"), (200, 429));
+    let redis = RedisServer::start_tls(&certs);
+    let tls_port = redis.tls_port();
+    let s = start_sluice(&tls_config(tls_port, &certs, true));
+    assert_eq!(twice(&s, "tls").await, (200, 429));
     assert!(key_in_redis(&redis, "tls"), "the state is in Redis");
 
     // Without the CA, the server's certificate is not trusted: no decision
     // from Redis, on_error = "deny" answers.
-    let s = Sluice::start(&tls_config(tls_port, &certs, false));
-    assert_eq!(twice(&s, "untrusted"), (429, 429));
+    let s = start_sluice(&tls_config(tls_port, &certs, false));
+    assert_eq!(twice(&s, "untrusted").await, (429, 429));
     assert!(!key_in_redis(&redis, "untrusted"));
-    poll(
+    eventually(
         "the TLS failure in the log",
         Duration::from_secs(10),
-        || {
+        async || {
             s.log()
                 .contains("redis error in limit_req zone")
                 .then_some(())
         },
-    );
+    )
+    .await;
 }
 
 // === configuration ===
