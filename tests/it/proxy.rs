@@ -2,32 +2,26 @@
 //! 502/504, 444, streaming, timeouts, malformed requests, error pages, and
 //! the places where sluice differs from nginx on purpose.
 
-use crate::support::legacy::{Sluice, free_port};
-use crate::support::{Upstream, burst, client, limit_lines, request};
+use crate::support::{Port, Sluice, Upstream, burst, client, limit_lines, request};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
-/// One server on `port` whose every path answers 200 `ok` under zone `z`:
-/// one request per minute per client, no burst.
-fn one_per_minute(port: u16) -> String {
-    format!(
-        r#"
+/// One server whose every path answers 200 `ok` under zone `z`: one request
+/// per minute per client, no burst.
+const ONE_PER_MINUTE: &str = r#"
 [zones.z]
 key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/m"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
-limit_req = {{ zone = "z" }}
-return = {{ status = 200, body = "ok\n" }}
-"#
-    )
-}
+limit_req = { zone = "z" }
+return = { status = 200, body = "ok\n" }
+"#;
 
 /// An upstream that accepts connections, reads, and never answers.
 async fn silent_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
@@ -89,11 +83,9 @@ async fn counting_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
 #[tokio::test]
 async fn proxy_pass_rewrites_uri_and_headers_as_nginx() {
     let up = Upstream::start();
-    let port = free_port();
     let toml = format!(
         r#"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/api/"
 proxy_pass = "http://{up}/base/"
@@ -103,7 +95,7 @@ proxy_pass = "http://{up}"
 "#,
         up = up.addr
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&toml);
     let r = request(
         s.addr(),
         client(2),
@@ -144,9 +136,8 @@ proxy_pass = "http://{up}"
 
 #[tokio::test]
 async fn dead_upstream_is_502_and_slow_upstream_is_504() {
-    let dead = free_port(); // nothing listens there
+    let dead = Port::reserve(); // nothing listens there
     let (slow, _task) = silent_upstream().await;
-    let port = free_port();
     let toml = format!(
         r#"
 [zones.z]
@@ -154,13 +145,12 @@ key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/s"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/dead"
-proxy_pass = "http://127.0.0.1:{dead}"
+proxy_pass = "http://{dead}"
 [[servers.locations]]
 path = "/dead-limited"
-proxy_pass = "http://127.0.0.1:{dead}"
+proxy_pass = "http://{dead}"
 limit_req = {{ zone = "z", burst = 5 }}
 [servers.locations.error_pages.502]
 body = "upstream down after $limit_req_status by $limit_req_zone\n"
@@ -168,9 +158,10 @@ body = "upstream down after $limit_req_status by $limit_req_zone\n"
 path = "/slow"
 proxy_pass = "http://{slow}"
 proxy_read_timeout = "300ms"
-"#
+"#,
+        dead = dead.addr()
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&toml);
     let r = request(s.addr(), client(2), "GET", "/dead", &[]).await;
     assert_eq!(r.status, 502);
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
@@ -195,7 +186,8 @@ proxy_read_timeout = "300ms"
     // nginx's wording and field order: the upstream after the request.
     let refused = format!(
         "connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.2, \
-         server: , request: \"GET /dead HTTP/1.1\", upstream: \"http://127.0.0.1:{dead}/dead\", host: "
+         server: , request: \"GET /dead HTTP/1.1\", upstream: \"http://{dead}/dead\", host: ",
+        dead = dead.addr()
     );
     assert!(log.contains(&refused), "{log}");
     let timed_out = format!(
@@ -211,12 +203,10 @@ proxy_read_timeout = "300ms"
 #[tokio::test]
 async fn stalled_uploads_time_out_as_configured() {
     let (up, _task) = silent_upstream().await;
-    let port = free_port();
     let toml = format!(
         r#"
 client_max_body_size = "64m"
 [[servers]]
-listen = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 client_body_timeout = "300ms"
 [[servers.locations]]
@@ -225,10 +215,10 @@ proxy_send_timeout = "300ms"
 client_body_timeout = "10s"
 "#
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&toml);
 
     // Three bytes of ten, then nothing.
-    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     c.write_all(b"POST /slow-client HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
         .await
         .unwrap();
@@ -245,7 +235,7 @@ client_body_timeout = "10s"
 
     // An upstream that never reads: 64 MB cannot fit in the socket buffers.
     let body = vec![b'x'; 64 * 1024 * 1024];
-    let c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let c = TcpStream::connect(s.addr()).await.unwrap();
     let (mut rd, mut wr) = c.into_split();
     let head = format!(
         "POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
@@ -307,21 +297,18 @@ async fn a_closing_connection_gets_its_whole_response() {
             });
         }
     });
-    let (port, port0) = (free_port(), free_port());
     let toml = format!(
         r#"
 [[servers]]
-listen = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 [[servers]]
-listen = "127.0.0.1:{port0}"
 proxy_pass = "http://{up}"
 keepalive_timeout = 0
 "#
     );
-    let _s = Sluice::start(&toml, &[port, port0]);
-    for (port, close) in [(port, "Connection: close\r\n"), (port0, "")] {
-        let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let s = Sluice::start(&toml);
+    for (addr, close) in [(s.addr_of(0), "Connection: close\r\n"), (s.addr_of(1), "")] {
+        let mut c = TcpStream::connect(addr).await.unwrap();
         let req = format!("GET /big HTTP/1.1\r\nHost: x\r\n{close}\r\n");
         c.write_all(req.as_bytes()).await.unwrap();
         // The client reads late: sluice's last writes wait for room.
@@ -336,29 +323,23 @@ keepalive_timeout = 0
             .position(|w| w == b"\r\n\r\n")
             .expect("a head")
             + 4;
-        assert_eq!(
-            got.len() - head_end,
-            SIZE,
-            "port {port}: the body was cut short"
-        );
+        assert_eq!(got.len() - head_end, SIZE, "{addr}: the body was cut short");
     }
 }
 
 #[tokio::test]
 async fn bodies_stream_both_ways() {
     let (up, _task) = counting_upstream().await;
-    let port = free_port();
     let toml = format!(
         r#"
 client_max_body_size = "8m"    # the default 1m would answer 413, as nginx
 [[servers]]
-listen = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 "#
     );
-    let _s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&toml);
     let body = vec![b'x'; 4 * 1024 * 1024];
-    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     let head = format!(
         "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -394,35 +375,34 @@ proxy_pass = "http://{up}"
 /// sends nothing is dropped after client_header_timeout: tests/it/ops.rs.)
 #[tokio::test]
 async fn malformed_requests_get_400() {
-    let port = free_port();
+    let unused = Port::reserve();
     let toml = format!(
         r#"
 access_log = "stdout"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
 return = {{ status = 200, body = "ok\n" }}
 [[servers.locations]]
 path = "/upload"
-proxy_pass = "http://127.0.0.1:{unused}"
+proxy_pass = "http://{unused}"
 "#,
-        unused = free_port()
+        unused = unused.addr()
     );
-    let _s = Sluice::start(&toml, &[port]);
-    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let s = Sluice::start(&toml);
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     c.write_all(b"GARBAGE\r\n\r\n").await.unwrap();
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut out)).await;
     let text = String::from_utf8_lossy(&out);
     assert!(text.starts_with("HTTP/1.1 400"), "{text:?}");
 
-    let r = request(_s.addr(), client(2), "GET", "/a/../../etc", &[]).await;
+    let r = request(s.addr(), client(2), "GET", "/a/../../etc", &[]).await;
     assert_eq!(r.status, 400, "a path above the root");
 
     // A chunk size past client_max_body_size is a 413 at once, even with no
     // data after it (nginx checks the size line).
-    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     c.write_all(b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
         .await
         .unwrap();
@@ -439,16 +419,15 @@ proxy_pass = "http://127.0.0.1:{unused}"
 
     // Refused heads are logged as nginx logs them: the line as sent, 400.
     tokio::time::sleep(crate::support::LOG_SETTLE).await;
-    let log = _s.stdout();
+    let log = s.stdout();
     assert!(log.contains("\"GARBAGE\" 400 "), "{log}");
     assert!(log.contains("\"GET /a/../../etc HTTP/1.1\" 400 "), "{log}");
 }
 
 #[tokio::test]
 async fn status_444_closes_the_connection_without_a_response() {
-    let port = free_port();
-    let toml = format!("limit_req_status = 444\n{}", one_per_minute(port));
-    let s = Sluice::start(&toml, &[port]);
+    let toml = format!("limit_req_status = 444\n{ONE_PER_MINUTE}");
+    let s = Sluice::start(&toml);
     let a = request(s.addr(), client(2), "GET", "/", &[]).await;
     let b = request(s.addr(), client(2), "GET", "/", &[]).await;
     assert_eq!(a.status, 200);
@@ -459,9 +438,7 @@ async fn status_444_closes_the_connection_without_a_response() {
 /// And with no error page, a rejection is problem+json with an exact Retry-After.
 #[tokio::test]
 async fn return_is_limited_and_rejections_carry_retry_after() {
-    let port = free_port();
-    let toml = format!(
-        r#"
+    let toml = r#"
 limit_req_status = 429
 [zones.z]
 key = "$binary_remote_addr"
@@ -472,18 +449,16 @@ key = "$binary_remote_addr"
 size = "1m"
 rate = "6r/m"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/r"
-limit_req = {{ zone = "z" }}
-return = {{ status = 200, body = "ok $limit_req_status\n" }}
+limit_req = { zone = "z" }
+return = { status = 200, body = "ok $limit_req_status\n" }
 [[servers.locations]]
 path = "/six"
-limit_req = {{ zone = "slow" }}
-return = {{ status = 200 }}
-"#
-    );
-    let s = Sluice::start(&toml, &[port]);
+limit_req = { zone = "slow" }
+return = { status = 200 }
+"#;
+    let s = Sluice::start(toml);
     let replies = crate::support::burst(s.addr(), client(2), "/r", 3).await;
     let ok: Vec<_> = replies.iter().filter(|r| r.status == 200).collect();
     assert_eq!(ok.len(), 1, "one passes, the rest are limited");
@@ -514,32 +489,26 @@ return = {{ status = 200 }}
 /// stays charged: the next request is delayed as if it had stayed.
 #[tokio::test]
 async fn a_delayed_client_that_leaves_keeps_its_slot() {
-    let port = free_port();
-    let admin = free_port();
-    let toml = format!(
-        r#"
+    let toml = r#"
 access_log = "stdout"
 [admin]
-listen = "127.0.0.1:{admin}"
 [zones.z]
 key = "$binary_remote_addr"
 size = "1m"
 rate = "2r/s"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
-limit_req = {{ zone = "z", burst = 5 }}
-return = {{ status = 200 }}
-"#
-    );
-    let s = Sluice::start(&toml, &[port, admin]);
+limit_req = { zone = "z", burst = 5 }
+return = { status = 200 }
+"#;
+    let s = Sluice::start(toml);
     // The raw connection below comes from 127.0.0.1: use that client throughout.
     let me = "127.0.0.1".parse().unwrap();
     let first = request(s.addr(), me, "GET", "/", &[]).await;
     assert_eq!(first.status, 200);
     // Second: delayed ~500 ms; leave after 100 ms.
-    let mut c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
@@ -562,7 +531,7 @@ return = {{ status = 200 }}
     );
     let access = s.stdout();
     assert!(access.contains("\" 499 0 "), "{access}");
-    let metrics = request(s.addr_of(admin), me, "GET", "/metrics", &[]).await;
+    let metrics = request(s.admin_addr(), me, "GET", "/metrics", &[]).await;
     assert!(
         metrics
             .body_text()
@@ -580,14 +549,13 @@ return = {{ status = 200 }}
 
 #[tokio::test]
 async fn locations_match_in_nginx_order() {
-    let port = free_port();
     let loc = |path: &str, name: &str| {
         format!(
             "[[servers.locations]]\npath = '{path}'\nreturn = {{ status = 200, body = \"{name}\" }}\n"
         )
     };
     let toml = format!(
-        "[[servers]]\nlisten = \"127.0.0.1:{port}\"\n{}{}{}{}{}{}",
+        "[[servers]]\n{}{}{}{}{}{}",
         loc("/", "root"),
         loc("= /exact", "exact"),
         loc("^~ /static/", "static"),
@@ -595,7 +563,7 @@ async fn locations_match_in_nginx_order() {
         loc("~* \\.JPG$", "jpg"),
         loc("/images/", "images"),
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&toml);
     for (path, want) in [
         ("/exact", "exact"),
         ("/exact/more", "root"),
@@ -621,38 +589,30 @@ key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/m"
 "#;
-    let server = |port: u16| {
-        format!(
-            r#"
+    let server = r#"
 [[servers]]
-listen = "127.0.0.1:{port}"
 limit_req_status = 429
 [[servers.locations]]
 path = "/"
-limit_req = {{ zone = "z" }}
-return = {{ status = 200, body = "$remote_addr\n" }}
-"#
-        )
-    };
+limit_req = { zone = "z" }
+return = { status = 200, body = "$remote_addr\n" }
+"#;
     let via = |s: &Sluice, peer: u8, xff: &'static str| {
         let addr = s.addr();
         async move { request(addr, client(peer), "GET", "/", &[("X-Forwarded-For", xff)]).await }
     };
     // Default: the header is ignored, the peer is the client.
-    let port = free_port();
-    let s = Sluice::start(&format!("{zone}{}", server(port)), &[port]);
+    let s = Sluice::start(&format!("{zone}{server}"));
     let a = via(&s, 2, "1.1.1.1").await;
     let b = via(&s, 2, "2.2.2.2").await;
     assert_eq!((a.status, b.status), (200, 429));
     assert_eq!(a.body_text(), "127.0.0.2\n");
 
     // Trusted peer, recursive: the rightmost untrusted address is the client.
-    let port = free_port();
     let toml = format!(
-        "real_ip = {{ from = [\"127.0.0.0/8\", \"10.0.0.0/8\"], header = \"X-Forwarded-For\", recursive = true }}\n{zone}{}",
-        server(port)
+        "real_ip = {{ from = [\"127.0.0.0/8\", \"10.0.0.0/8\"], header = \"X-Forwarded-For\", recursive = true }}\n{zone}{server}"
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::start(&toml);
     let a = via(&s, 2, "1.1.1.1, 10.0.0.9").await;
     let b = via(&s, 2, "2.2.2.2").await;
     let c = via(&s, 3, "9.9.9.9, 1.1.1.1").await;
@@ -665,9 +625,7 @@ return = {{ status = 200, body = "$remote_addr\n" }}
 /// delays log one level below `limit_req_log_level`.
 #[tokio::test]
 async fn dry_run_statuses_and_log_levels() {
-    let port = free_port();
-    let toml = format!(
-        r#"
+    let toml = r#"
 access_log = "stdout"
 log_format = "$status $limit_req_status $request_uri"
 limit_req_log_level = "warn"
@@ -676,19 +634,17 @@ key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/m"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/dry"
 limit_req_dry_run = true
-limit_req = {{ zone = "z", burst = 1 }}
-return = {{ status = 200 }}
+limit_req = { zone = "z", burst = 1 }
+return = { status = 200 }
 [[servers.locations]]
 path = "/real"
-limit_req = {{ zone = "z", burst = 1 }}
-return = {{ status = 200 }}
-"#
-    );
-    let s = Sluice::start(&toml, &[port]);
+limit_req = { zone = "z", burst = 1 }
+return = { status = 200 }
+"#;
+    let s = Sluice::start(toml);
     let replies = crate::support::burst(s.addr(), client(2), "/dry", 4).await;
     assert!(
         replies.iter().all(|r| r.status == 200 && r.ms() < 300),
@@ -732,10 +688,9 @@ return = {{ status = 200 }}
 /// rejection, written by the time the responses are out.
 #[tokio::test]
 async fn a_flood_of_rejections_logs_every_line_whole() {
-    let port = free_port();
     // An access log too: batched like the error log, every line whole.
-    let toml = format!("access_log = \"stdout\"\n{}", one_per_minute(port));
-    let s = Sluice::start(&toml, &[port]);
+    let toml = format!("access_log = \"stdout\"\n{ONE_PER_MINUTE}");
+    let s = Sluice::start(&toml);
     let n = 300;
     let replies = burst(s.addr(), client(3), "/flood", n).await;
     let rejected = replies.iter().filter(|r| r.status == 503).count();
