@@ -14,10 +14,10 @@ use std::process::Command;
 
 use tokio::time::{Duration, Instant, sleep_until};
 
-use crate::support::legacy::{Nginx, Sluice, free_port};
 use crate::support::{
-    Event, Reply, Request, Timing, Upstream, assert_expected, assert_same, assert_same_limit_lines,
-    burst, client, expect, fire, group_by_source, limit_lines, nginx_binary, timing,
+    Event, Nginx, Reply, Request, Sluice, Timing, Upstream, assert_expected, assert_same,
+    assert_same_limit_lines, burst, client, expect, fire, group_by_source, limit_lines,
+    nginx_binary, timing,
 };
 
 /// `[zones.NAME]` keyed on the client address, 1m, at `rate`.
@@ -31,50 +31,27 @@ struct Pair {
     sluice: Sluice,
     nginx_upstream: Upstream,
     sluice_upstream: Upstream,
-    /// The servers' ports, in the order given to the configuration builders.
-    nginx_ports: Vec<u16>,
-    sluice_ports: Vec<u16>,
     /// Latencies are compared: no heavy test may run meanwhile.
     _timing: Timing,
 }
 
 impl Pair {
-    /// `nginx_http(port, upstream)` is the inside of nginx's `http { }`; `sluice_toml(port,
-    /// upstream)` the sluice configuration. Both must listen on 127.0.0.1:`port`.
+    /// `nginx_http(upstream)` is the inside of nginx's `http { }`; `sluice_toml(upstream)` the
+    /// sluice configuration. Their servers name no `listen`: the harness gives each one a port,
+    /// server `i` of one side is server `i` of the other.
     fn start(
-        nginx_http: impl FnOnce(u16, SocketAddr) -> String,
-        sluice_toml: impl FnOnce(u16, SocketAddr) -> String,
-    ) -> Pair {
-        Pair::start_servers(
-            1,
-            |ports, up| nginx_http(ports[0], up),
-            |ports, up| sluice_toml(ports[0], up),
-        )
-    }
-
-    /// Like [`Pair::start`] with `n` servers: each builder gets `n` free ports, server `i` must
-    /// listen on 127.0.0.1:`ports[i]`.
-    fn start_servers(
-        n: usize,
-        nginx_http: impl FnOnce(&[u16], SocketAddr) -> String,
-        sluice_toml: impl FnOnce(&[u16], SocketAddr) -> String,
+        nginx_http: impl FnOnce(SocketAddr) -> String,
+        sluice_toml: impl FnOnce(SocketAddr) -> String,
     ) -> Pair {
         let timing = timing();
         let (nginx_upstream, sluice_upstream) = (Upstream::start(), Upstream::start());
-        let nginx_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let nginx = Nginx::start(&nginx_http(&nginx_ports, nginx_upstream.addr), &nginx_ports);
-        let sluice_ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let sluice = Sluice::start(
-            &sluice_toml(&sluice_ports, sluice_upstream.addr),
-            &sluice_ports,
-        );
+        let nginx = Nginx::start(&nginx_http(nginx_upstream.addr));
+        let sluice = Sluice::start(&sluice_toml(sluice_upstream.addr));
         Pair {
             nginx,
             sluice,
             nginx_upstream,
             sluice_upstream,
-            nginx_ports,
-            sluice_ports,
             _timing: timing,
         }
     }
@@ -82,8 +59,8 @@ impl Pair {
     /// The same requests to server `i` of both at the same time.
     async fn fire_on(&self, i: usize, requests: Vec<Request>) -> (Vec<Reply>, Vec<Reply>) {
         tokio::join!(
-            fire(self.nginx.addr_of(self.nginx_ports[i]), requests.clone()),
-            fire(self.sluice.addr_of(self.sluice_ports[i]), requests)
+            fire(self.nginx.addr_of(i), requests.clone()),
+            fire(self.sluice.addr_of(i), requests)
         )
     }
 
@@ -204,11 +181,10 @@ const NGINX_ARTICLE_ZONES: &str = "
   limit_req_status 429;";
 
 /// config/nginx/seed.conf's server, answering from html/ok.txt as in the article.
-fn nginx_seed(port: u16) -> String {
+fn nginx_seed() -> String {
     format!(
         "{NGINX_ARTICLE_ZONES}
   server {{
-    listen 127.0.0.1:{port};
     root html;
     location /plain   {{ limit_req zone=z_plain;                   try_files /ok.txt =404; }}
     location /burst   {{ limit_req zone=z_burst burst=5;           try_files /ok.txt =404; }}
@@ -220,11 +196,10 @@ fn nginx_seed(port: u16) -> String {
 }
 
 /// The article's server with proxy_pass to `upstream`.
-fn nginx_article(port: u16, upstream: SocketAddr) -> String {
+fn nginx_article(upstream: SocketAddr) -> String {
     format!(
         "{NGINX_ARTICLE_ZONES}
   server {{
-    listen 127.0.0.1:{port};
     location /plain   {{ limit_req zone=z_plain;                   proxy_pass http://{upstream}; }}
     location /burst   {{ limit_req zone=z_burst burst=5;           proxy_pass http://{upstream}; }}
     location /nodelay {{ limit_req zone=z_nodelay burst=5 nodelay; proxy_pass http://{upstream}; }}
@@ -235,7 +210,7 @@ fn nginx_article(port: u16, upstream: SocketAddr) -> String {
 }
 
 /// SPEC.md §2's server, proxying to `upstream`.
-fn sluice_article(port: u16, upstream: SocketAddr) -> String {
+fn sluice_article(upstream: SocketAddr) -> String {
     let zones: String = ["z_plain", "z_burst", "z_nodelay", "z_delay"]
         .iter()
         .map(|z| zone(z, "2r/s"))
@@ -245,7 +220,6 @@ fn sluice_article(port: u16, upstream: SocketAddr) -> String {
 limit_req_log_level = "error"
 
 {zones}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{upstream}"
 
 [[servers.locations]]
@@ -288,8 +262,7 @@ fn article_expected(path: &str) -> Vec<(u16, u64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_oracle_reproduces_the_reference_table() {
     let _timing = timing();
-    let port = free_port();
-    let nginx = Nginx::start(&nginx_seed(port), &[port]);
+    let nginx = Nginx::start(&nginx_seed());
     let addr = nginx.addr();
     let (plain, burst_, nodelay, delay) = tokio::join!(
         burst(addr, client(2), "/plain", 10),
@@ -372,14 +345,13 @@ async fn diff_article_delay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_two_limits_nodelay_zone_then_delaying_zone() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_a:1m rate=2r/s;
   limit_req_zone $binary_remote_addr zone=z_b:1m rate=1r/s;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     location /two {{
       limit_req zone=z_a burst=3 nodelay;
       limit_req zone=z_b burst=3;
@@ -388,12 +360,11 @@ async fn diff_two_limits_nodelay_zone_then_delaying_zone() {
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
 {}{}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -459,23 +430,21 @@ limit_req = [{{ zone = "z_a", burst = 3, nodelay = true }}, {{ zone = "z_b", bur
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_two_clients_get_separate_buckets() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_shared:1m rate=2r/s;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     location /shared {{ limit_req zone=z_shared burst=2; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
 {}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -511,23 +480,21 @@ limit_req = {{ zone = "z_shared", burst = 2 }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_leak_between_two_bursts() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_leak:1m rate=2r/s;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     location /leak {{ limit_req zone=z_leak burst=2 nodelay; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
 {}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -573,20 +540,18 @@ limit_req = {{ zone = "z_leak", burst = 2, nodelay = true }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_default_limit_req_status_is_503() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_default:1m rate=2r/s;
   server {{
-    listen 127.0.0.1:{port};
     location /default {{ limit_req zone=z_default; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"{}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -620,23 +585,21 @@ limit_req = {{ zone = "z_default" }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_limit_req_status_444_closes_without_response() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_close:1m rate=2r/s;
   limit_req_status 444;
   server {{
-    listen 127.0.0.1:{port};
     location /close {{ limit_req zone=z_close; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 444
 
 {}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -666,26 +629,24 @@ limit_req = {{ zone = "z_close" }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_location_limit_req_hides_the_server_list() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_server:1m rate=2r/s;
   limit_req_zone $binary_remote_addr zone=z_own:1m rate=2r/s;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     limit_req zone=z_server burst=1 nodelay;
     location /inherit {{ proxy_pass http://{up}; }}
     location /own {{ limit_req zone=z_own burst=3 nodelay; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
 {}{}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 limit_req  = [{{ zone = "z_server", burst = 1, nodelay = true }}]
 
@@ -738,25 +699,23 @@ limit_req = {{ zone = "z_own", burst = 3, nodelay = true }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_rate_30r_m_rejects_and_delays() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=m30:1m rate=30r/m;
   limit_req_zone $binary_remote_addr zone=m30d:1m rate=30r/m;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     location /m30  {{ limit_req zone=m30;          proxy_pass http://{up}; }}
     location /m30d {{ limit_req zone=m30d burst=1; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
 {}{}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -818,25 +777,23 @@ limit_req = {{ zone = "m30d", burst = 1 }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_rate_1r_m_and_7r_m_leak_little() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=m1:1m rate=1r/m;
   limit_req_zone $binary_remote_addr zone=m7:1m rate=7r/m;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     location /m1 {{ limit_req zone=m1 burst=2 nodelay; proxy_pass http://{up}; }}
     location /m7 {{ limit_req zone=m7 burst=3 nodelay; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
 {}{}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -902,9 +859,8 @@ limit_req = {{ zone = "m7", burst = 3, nodelay = true }}
 /// fewer pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_http_and_server_level_limit_req_are_inherited() {
-    let pair = Pair::start_servers(
-        2,
-        |p, up| {
+    let pair = Pair::start(
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_http:1m rate=2r/s;
@@ -913,11 +869,9 @@ async fn diff_http_and_server_level_limit_req_are_inherited() {
   limit_req_status 429;
   limit_req zone=z_http burst=1 nodelay;
   server {{
-    listen 127.0.0.1:{};
     location /a {{ proxy_pass http://{up}; }}
   }}
   server {{
-    listen 127.0.0.1:{};
     limit_req zone=z_srv burst=2 nodelay;
     limit_req_status 503;
     location /b {{ proxy_pass http://{up}; }}
@@ -927,23 +881,20 @@ async fn diff_http_and_server_level_limit_req_are_inherited() {
       proxy_pass http://{up};
     }}
   }}",
-                p[0], p[1]
             )
         },
-        |p, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 limit_req        = {{ zone = "z_http", burst = 1, nodelay = true }}
 
 {}{}{}[[servers]]
-listen     = "127.0.0.1:{}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
 path = "/a"
 
 [[servers]]
-listen           = "127.0.0.1:{}"
 proxy_pass       = "http://{up}"
 limit_req        = [{{ zone = "z_srv", burst = 2, nodelay = true }}]
 limit_req_status = 503
@@ -958,9 +909,7 @@ limit_req_status = 429
 "#,
                 zone("z_http", "2r/s"),
                 zone("z_srv", "2r/s"),
-                zone("z_loc", "2r/s"),
-                p[0],
-                p[1]
+                zone("z_loc", "2r/s")
             )
         },
     );
@@ -1015,28 +964,26 @@ limit_req_status = 429
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_dry_run_charges_delays_not_rejections() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z:1m rate=1r/m;
   limit_req_status 429;
   log_format lrs '$status $limit_req_status $uri';
   server {{
-    listen 127.0.0.1:{port};
     access_log logs/lrs.log lrs;
     location /dry  {{ limit_req_dry_run on; limit_req zone=z burst=1; proxy_pass http://{up}; }}
     location /real {{ limit_req zone=z burst=2 nodelay;               proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 log_format       = "$status $limit_req_status $uri"
 access_log       = "stdout"
 
 {}[[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -1127,18 +1074,17 @@ limit_req = {{ zone = "z", burst = 2, nodelay = true }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_empty_key_is_never_limited() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $http_x_key zone=z_key:1m rate=1r/m;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     location /k {{ limit_req zone=z_key burst=1 nodelay; proxy_pass http://{up}; }}
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
@@ -1148,7 +1094,6 @@ size = "1m"
 rate = "1r/m"
 
 [[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -1274,7 +1219,7 @@ async fn diff_delay_thresholds_and_nodelay_order() {
         .collect();
     let sluice_zones: String = cases.iter().map(|c| zone(c.1, "2r/s")).collect();
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             let locations: String = cases
                 .iter()
                 .map(|(path, z, params, _, _)| {
@@ -1286,11 +1231,10 @@ async fn diff_delay_thresholds_and_nodelay_order() {
             format!(
                 "{nginx_zones}  limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
 {locations}  }}"
             )
         },
-        |port, up| {
+        |up| {
             let locations: String = cases
                 .iter()
                 .map(|(path, z, _, table, _)| {
@@ -1300,7 +1244,7 @@ async fn diff_delay_thresholds_and_nodelay_order() {
                 })
                 .collect();
             format!(
-                "limit_req_status = 429\n\n{sluice_zones}[[servers]]\nlisten     = \"127.0.0.1:{port}\"\nproxy_pass = \"http://{up}\"\n\n{locations}"
+                "limit_req_status = 429\n\n{sluice_zones}[[servers]]\nproxy_pass = \"http://{up}\"\n\n{locations}"
             )
         },
     );
@@ -1452,7 +1396,7 @@ async fn diff_exact_prefix_and_regex_locations_pick_their_own_limits() {
         (b, false) => format!(", burst = {b}, nodelay = true"),
     };
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             let zones: String = locations
                 .iter()
                 .map(|l| {
@@ -1474,11 +1418,10 @@ async fn diff_exact_prefix_and_regex_locations_pick_their_own_limits() {
             format!(
                 "{zones}  limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
 {locs}  }}"
             )
         },
-        |port, up| {
+        |up| {
             let zones: String = locations.iter().map(|l| zone(l.1, "2r/s")).collect();
             let locs: String = locations
                 .iter()
@@ -1490,7 +1433,7 @@ async fn diff_exact_prefix_and_regex_locations_pick_their_own_limits() {
                 })
                 .collect();
             format!(
-                "limit_req_status = 429\n\n{zones}[[servers]]\nlisten     = \"127.0.0.1:{port}\"\nproxy_pass = \"http://{up}\"\n\n{locs}"
+                "limit_req_status = 429\n\n{zones}[[servers]]\nproxy_pass = \"http://{up}\"\n\n{locs}"
             )
         },
     );
@@ -1532,9 +1475,8 @@ async fn diff_exact_prefix_and_regex_locations_pick_their_own_limits() {
 /// The error-log `client:` field is the real address on both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_realip_x_forwarded_for_selects_the_bucket() {
-    let pair = Pair::start_servers(
-        3,
-        |p, up| {
+    let pair = Pair::start(
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_rr:1m rate=1r/m;
@@ -1542,31 +1484,26 @@ async fn diff_realip_x_forwarded_for_selects_the_bucket() {
   limit_req_zone $binary_remote_addr zone=z_nr:1m rate=1r/m;
   limit_req_status 429;
   server {{
-    listen 127.0.0.1:{};
     set_real_ip_from 127.0.0.0/8;
     real_ip_header X-Forwarded-For;
     real_ip_recursive on;
     location /rr {{ limit_req zone=z_rr burst=1 nodelay; proxy_pass http://{up}; }}
   }}
   server {{
-    listen 127.0.0.1:{};
     location /none {{ limit_req zone=z_none burst=1 nodelay; proxy_pass http://{up}; }}
   }}
   server {{
-    listen 127.0.0.1:{};
     set_real_ip_from 127.0.0.0/8;
     real_ip_header X-Forwarded-For;
     location /nr {{ limit_req zone=z_nr burst=1 nodelay; proxy_pass http://{up}; }}
   }}",
-                p[0], p[1], p[2]
             )
         },
-        |p, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 
 {}{}{}[[servers]]
-listen     = "127.0.0.1:{}"
 proxy_pass = "http://{up}"
 real_ip    = {{ from = ["127.0.0.0/8"], header = "X-Forwarded-For", recursive = true }}
 
@@ -1575,7 +1512,6 @@ path      = "/rr"
 limit_req = {{ zone = "z_rr", burst = 1, nodelay = true }}
 
 [[servers]]
-listen     = "127.0.0.1:{}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -1583,7 +1519,6 @@ path      = "/none"
 limit_req = {{ zone = "z_none", burst = 1, nodelay = true }}
 
 [[servers]]
-listen     = "127.0.0.1:{}"
 proxy_pass = "http://{up}"
 real_ip    = {{ from = ["127.0.0.0/8"], header = "X-Forwarded-For", recursive = false }}
 
@@ -1593,10 +1528,7 @@ limit_req = {{ zone = "z_nr", burst = 1, nodelay = true }}
 "#,
                 zone("z_rr", "1r/m"),
                 zone("z_none", "1r/m"),
-                zone("z_nr", "1r/m"),
-                p[0],
-                p[1],
-                p[2]
+                zone("z_nr", "1r/m")
             )
         },
     );
@@ -1706,7 +1638,7 @@ limit_req = {{ zone = "z_nr", burst = 1, nodelay = true }}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_limit_req_status_in_the_access_log() {
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             format!(
                 "
   limit_req_zone $binary_remote_addr zone=z_lrs:1m rate=2r/s;
@@ -1714,7 +1646,6 @@ async fn diff_limit_req_status_in_the_access_log() {
   limit_req_status 429;
   log_format lrs '$status $limit_req_status $uri';
   server {{
-    listen 127.0.0.1:{port};
     access_log logs/lrs.log lrs;
     location /lrs   {{ limit_req zone=z_lrs burst=3 delay=1; proxy_pass http://{up}; }}
     location /free  {{ proxy_pass http://{up}; }}
@@ -1722,7 +1653,7 @@ async fn diff_limit_req_status_in_the_access_log() {
   }}"
             )
         },
-        |port, up| {
+        |up| {
             format!(
                 r#"limit_req_status = 429
 log_format       = "$status $limit_req_status $uri"
@@ -1734,7 +1665,6 @@ size = "1m"
 rate = "2r/s"
 
 [[servers]]
-listen     = "127.0.0.1:{port}"
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -1812,7 +1742,7 @@ async fn diff_limit_req_log_level_sets_rejection_and_delay_levels() {
     ];
     let zone_of = |path: &str| format!("z_{}", &path[1..]);
     let pair = Pair::start(
-        |port, up| {
+        |up| {
             let zones: String = cases
                 .iter()
                 .map(|c| {
@@ -1837,12 +1767,11 @@ async fn diff_limit_req_log_level_sets_rejection_and_delay_levels() {
             format!(
                 "{zones}  limit_req_status 429;
   server {{
-    listen 127.0.0.1:{port};
     limit_req_log_level warn;
 {locs}  }}"
             )
         },
-        |port, up| {
+        |up| {
             let zones: String = cases.iter().map(|c| zone(&zone_of(c.0), "2r/s")).collect();
             let locs: String = cases
                 .iter()
@@ -1857,7 +1786,7 @@ async fn diff_limit_req_log_level_sets_rejection_and_delay_levels() {
                 })
                 .collect();
             format!(
-                "limit_req_status = 429\n\n{zones}[[servers]]\nlisten              = \"127.0.0.1:{port}\"\nproxy_pass          = \"http://{up}\"\nlimit_req_log_level = \"warn\"\n\n{locs}"
+                "limit_req_status = 429\n\n{zones}[[servers]]\nproxy_pass          = \"http://{up}\"\nlimit_req_log_level = \"warn\"\n\n{locs}"
             )
         },
     );

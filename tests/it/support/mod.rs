@@ -37,7 +37,6 @@
 mod client;
 mod compare;
 mod config;
-pub mod legacy;
 mod logs;
 mod nginx;
 mod ports;
