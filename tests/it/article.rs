@@ -4,19 +4,21 @@
 //! nginx-limit-req.md §11. Each test starts its own sluice on free ports and uses its own client
 //! address, so the tests run in parallel without sharing a bucket.
 
-use crate::support::{Reply, Sluice, Timing, assert_expected, burst, client, expect, timing};
+use crate::support::{
+    InProcess, Reply, Sluice, Timing, assert_expected, burst, client, expect, timing,
+};
 
 /// sluice with the shipped example, config/sluice.toml (SPEC.md §2's configuration), its two
 /// ports (7060 and the built-in upstream on 7070) moved to reserved ones; and the guard that
 /// keeps heavy tests away while its latencies are checked.
-fn start_article() -> (Sluice, Timing) {
+fn start_article() -> (InProcess, Timing) {
     let timing = timing();
     let shipped = include_str!("../../config/sluice.toml");
     assert!(shipped.contains("127.0.0.1:7060") && shipped.contains("127.0.0.1:7070"));
     let sluice = Sluice::builder(shipped)
         .relocate("127.0.0.1:7060")
         .relocate("127.0.0.1:7070")
-        .start();
+        .in_process();
     (sluice, timing)
 }
 

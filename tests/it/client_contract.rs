@@ -36,7 +36,7 @@ async fn retry_after_is_exact() {
         ),
         ("1r/m", "{ zone = \"z\" }", 2, "63"),
     ] {
-        let s = Sluice::start(&config("", rate, limit, ""));
+        let s = Sluice::in_process(&config("", rate, limit, ""));
         let replies = burst(s.addr(), client(2), "/", n).await;
         let rejected: Vec<&Reply> = replies.iter().filter(|r| r.status == 429).collect();
         assert_eq!(rejected.len(), 1, "{rate} {limit}: {replies:?}");
@@ -56,7 +56,7 @@ async fn draft_headers_agree_with_retry_after() {
         "{ zone = \"z\", burst = 5, nodelay = true }",
         "ratelimit_headers = \"draft\"",
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let first = request(s.addr(), client(2), "GET", "/", &[]).await;
     assert_eq!(first.status, 200);
     assert_eq!(first.header("ratelimit-policy"), Some("\"z\";q=6;w=3"));
@@ -104,7 +104,7 @@ async fn legacy_headers_and_delayed_responses() {
         "{ zone = \"z\", burst = 2 }",
         "ratelimit_headers = \"legacy\"",
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let replies = burst(s.addr(), client(2), "/", 4).await;
     // pass, delayed 1 s, delayed 2 s, rejected: every one carries the trio.
     for r in &replies {
@@ -133,7 +133,7 @@ async fn the_default_rejection_is_a_quota_exceeded_problem() {
         "{ zone = \"z\", burst = 5, nodelay = true }",
         "",
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let replies = burst(s.addr(), client(2), "/", 7).await;
     let r = replies.iter().find(|r| r.status == 429).unwrap();
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
@@ -159,7 +159,7 @@ async fn ipv6_prefixes_and_exemptions() {
         "{ zone = \"z\" }",
         "real_ip = { from = [\"127.0.0.0/8\"] }",
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let from = |ip: &'static str| {
         let addr = s.addr();
         async move {
@@ -195,7 +195,7 @@ async fn the_polite_client_never_hits_the_limit_twice_in_a_row() {
         "{ zone = \"z\", burst = 2, nodelay = true }",
         "",
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/polite-client.sh");
     let url = format!("http://{}/", s.addr());
     let start = Instant::now();

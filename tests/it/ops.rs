@@ -341,7 +341,7 @@ proxy_pass = "http://{dead}"
 "#,
         dead = dead.addr()
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let a = s.addr();
     for _ in 0..4 {
         status(a, "/z").await;

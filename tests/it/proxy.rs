@@ -2,7 +2,7 @@
 //! 502/504, 444, streaming, timeouts, malformed requests, error pages, and
 //! the places where sluice differs from nginx on purpose.
 
-use crate::support::{Port, Sluice, Upstream, burst, client, limit_lines, request};
+use crate::support::{InProcess, Port, Sluice, Upstream, burst, client, limit_lines, request};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -95,7 +95,7 @@ proxy_pass = "http://{up}"
 "#,
         up = up.addr
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let r = request(
         s.addr(),
         client(2),
@@ -306,7 +306,7 @@ proxy_pass = "http://{up}"
 keepalive_timeout = 0
 "#
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     for (addr, close) in [(s.addr_of(0), "Connection: close\r\n"), (s.addr_of(1), "")] {
         let mut c = TcpStream::connect(addr).await.unwrap();
         let req = format!("GET /big HTTP/1.1\r\nHost: x\r\n{close}\r\n");
@@ -337,7 +337,7 @@ client_max_body_size = "8m"    # the default 1m would answer 413, as nginx
 proxy_pass = "http://{up}"
 "#
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let body = vec![b'x'; 4 * 1024 * 1024];
     let mut c = TcpStream::connect(s.addr()).await.unwrap();
     let head = format!(
@@ -427,7 +427,7 @@ proxy_pass = "http://{unused}"
 #[tokio::test]
 async fn status_444_closes_the_connection_without_a_response() {
     let toml = format!("limit_req_status = 444\n{ONE_PER_MINUTE}");
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let a = request(s.addr(), client(2), "GET", "/", &[]).await;
     let b = request(s.addr(), client(2), "GET", "/", &[]).await;
     assert_eq!(a.status, 200);
@@ -458,7 +458,7 @@ path = "/six"
 limit_req = { zone = "slow" }
 return = { status = 200 }
 "#;
-    let s = Sluice::start(toml);
+    let s = Sluice::in_process(toml);
     let replies = crate::support::burst(s.addr(), client(2), "/r", 3).await;
     let ok: Vec<_> = replies.iter().filter(|r| r.status == 200).collect();
     assert_eq!(ok.len(), 1, "one passes, the rest are limited");
@@ -563,7 +563,7 @@ async fn locations_match_in_nginx_order() {
         loc("~* \\.JPG$", "jpg"),
         loc("/images/", "images"),
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     for (path, want) in [
         ("/exact", "exact"),
         ("/exact/more", "root"),
@@ -597,12 +597,12 @@ path = "/"
 limit_req = { zone = "z" }
 return = { status = 200, body = "$remote_addr\n" }
 "#;
-    let via = |s: &Sluice, peer: u8, xff: &'static str| {
+    let via = |s: &InProcess, peer: u8, xff: &'static str| {
         let addr = s.addr();
         async move { request(addr, client(peer), "GET", "/", &[("X-Forwarded-For", xff)]).await }
     };
     // Default: the header is ignored, the peer is the client.
-    let s = Sluice::start(&format!("{zone}{server}"));
+    let s = Sluice::in_process(&format!("{zone}{server}"));
     let a = via(&s, 2, "1.1.1.1").await;
     let b = via(&s, 2, "2.2.2.2").await;
     assert_eq!((a.status, b.status), (200, 429));
@@ -612,7 +612,7 @@ return = { status = 200, body = "$remote_addr\n" }
     let toml = format!(
         "real_ip = {{ from = [\"127.0.0.0/8\", \"10.0.0.0/8\"], header = \"X-Forwarded-For\", recursive = true }}\n{zone}{server}"
     );
-    let s = Sluice::start(&toml);
+    let s = Sluice::in_process(&toml);
     let a = via(&s, 2, "1.1.1.1, 10.0.0.9").await;
     let b = via(&s, 2, "2.2.2.2").await;
     let c = via(&s, 3, "9.9.9.9, 1.1.1.1").await;

@@ -580,8 +580,8 @@ async fn race(addrs: &[std::net::SocketAddr], run: &str) -> (usize, usize) {
 async fn two_instances_admit_exactly_what_one_would() {
     let redis = RedisServer::start();
     let config = shared_zone_config(&redis.url(), "redis");
-    let a = start_sluice(&config);
-    let b = start_sluice(&config);
+    let a = Sluice::in_process(&config);
+    let b = Sluice::in_process(&config);
     for run in 1..=3 {
         let (ok, limited) = race(&[a.addr(), b.addr()], &format!("run-{run}")).await;
         assert_eq!(
@@ -592,8 +592,8 @@ async fn two_instances_admit_exactly_what_one_would() {
     }
     // The control: the same zone in memory admits 10 per instance.
     let config = shared_zone_config(&redis.url(), "memory");
-    let a = start_sluice(&config);
-    let b = start_sluice(&config);
+    let a = Sluice::in_process(&config);
+    let b = Sluice::in_process(&config);
     assert_eq!(race(&[a.addr(), b.addr()], "control").await, (20, 180));
 }
 

@@ -37,6 +37,7 @@
 mod client;
 mod compare;
 mod config;
+mod inproc;
 mod logs;
 mod nginx;
 mod ports;
@@ -59,7 +60,7 @@ pub use nginx::{Nginx, nginx_binary};
 pub use ports::Port;
 pub use quiet::{Heavy, Timing, heavy, timing};
 pub use redis::{RedisServer, TlsFiles};
-pub use sluice::{Sluice, SluiceBuilder};
+pub use sluice::{InProcess, Sluice, SluiceBuilder};
 pub use spawn::{Process, StartError, Stop, with_ports};
 pub use upstream::Upstream;
 pub use wait::eventually;

@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use super::config::{complete_toml, toml_holes};
+use super::config::{TomlHoles, complete_toml, toml_holes};
+use super::inproc::{Served, serve};
 use super::ports::Port;
 use super::spawn::{Process, StartError, Stop, read, with_ports};
 use super::wait::within;
@@ -49,20 +50,9 @@ impl SluiceBuilder {
     /// found taken, again on others. Panics with sluice's output if it fails otherwise.
     pub fn start(self) -> Sluice {
         let holes = toml_holes(&self.toml);
-        let n = holes.servers + usize::from(holes.admin) + self.relocate.len();
-        assert!(
-            n > 0,
-            "a sluice configuration with no server: {}",
-            self.toml
-        );
+        let n = self.addresses_needed(holes);
         let ((process, dir, text), mut ports) = with_ports("sluice", n, |ports| {
-            let (servers, rest) = ports.split_at(holes.servers);
-            let (admin, relocated) = rest.split_at(usize::from(holes.admin));
-            let mut text =
-                complete_toml(&self.toml, &addrs(servers), admin.first().map(Port::addr));
-            for (from, to) in self.relocate.iter().zip(relocated) {
-                text = text.replace(from.as_str(), &to.addr().to_string());
-            }
+            let text = self.complete(holes, &addrs(ports));
             self.spawn(&text, ports).map(|(p, d)| (p, d, text))
         });
         let relocated = ports.split_off(holes.servers + usize::from(holes.admin));
@@ -75,6 +65,63 @@ impl SluiceBuilder {
             relocated,
             text: Mutex::new(text),
         }
+    }
+
+    /// Serves the configuration in this process instead (see [`super::inproc`]): for the tests
+    /// that read no error-log line and send no signal. Listeners bind port 0, unless there are
+    /// several servers (sluice refuses two equal `listen` addresses) or relocated addresses,
+    /// which get reserved ports. Panics if the configuration is refused.
+    pub fn in_process(self) -> InProcess {
+        assert!(
+            self.env.is_empty(),
+            "an in-process sluice shares the test binary's environment: start a process"
+        );
+        let holes = toml_holes(&self.toml);
+        let n = self.addresses_needed(holes);
+        if holes.servers <= 1 && self.relocate.is_empty() {
+            let zero = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+            let text = self.complete(holes, &vec![zero; n]);
+            let served = serve("sluice.toml", &text).unwrap_or_else(|e| match e {
+                StartError::AddrInUse(why) | StartError::Failed(why) => {
+                    panic!("the in-process sluice did not start: {why}")
+                }
+            });
+            return InProcess {
+                served,
+                _ports: Vec::new(),
+            };
+        }
+        let (served, ports) = with_ports("the in-process sluice", n, |ports| {
+            serve("sluice.toml", &self.complete(holes, &addrs(ports)))
+        });
+        InProcess {
+            served,
+            _ports: ports,
+        }
+    }
+
+    /// How many addresses the configuration needs: its servers and admin without `listen`,
+    /// and the relocated ones.
+    fn addresses_needed(&self, holes: TomlHoles) -> usize {
+        let n = holes.servers + usize::from(holes.admin) + self.relocate.len();
+        assert!(
+            n > 0,
+            "a sluice configuration with no server: {}",
+            self.toml
+        );
+        n
+    }
+
+    /// The configuration with `addrs` in it: the servers without `listen` first, then the
+    /// admin listener, then the relocated addresses.
+    fn complete(&self, holes: TomlHoles, addrs: &[SocketAddr]) -> String {
+        let (servers, rest) = addrs.split_at(holes.servers);
+        let (admin, relocated) = rest.split_at(usize::from(holes.admin));
+        let mut text = complete_toml(&self.toml, servers, admin.first().copied());
+        for (from, to) in self.relocate.iter().zip(relocated) {
+            text = text.replace(from.as_str(), &to.to_string());
+        }
+        text
     }
 
     /// One attempt: a new directory, the configuration, the process.
@@ -128,6 +175,11 @@ impl Sluice {
     /// Starts sluice with `toml` (see [`SluiceBuilder::start`]).
     pub fn start(toml: &str) -> Sluice {
         Sluice::builder(toml).start()
+    }
+
+    /// Serves `toml` in this process (see [`SluiceBuilder::in_process`]).
+    pub fn in_process(toml: &str) -> InProcess {
+        Sluice::builder(toml).in_process()
     }
 
     /// A start with more to say than the configuration.
@@ -314,5 +366,32 @@ impl Sluice {
     /// Still running (no panic, no exit).
     pub fn alive(&mut self) -> bool {
         self.process.exited().is_none()
+    }
+}
+
+/// A sluice serving in the test process ([`SluiceBuilder::in_process`]): the addresses of a
+/// [`Sluice`], none of its process.
+pub struct InProcess {
+    served: Served,
+    /// Reserved ports the listeners are on (none when they bound port 0).
+    _ports: Vec<Port>,
+}
+
+impl InProcess {
+    /// The first server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr_of(0)
+    }
+
+    /// Server `i`'s address, numbered as [`Sluice::addr_of`] numbers them.
+    pub fn addr_of(&self, i: usize) -> SocketAddr {
+        self.served.addrs[i]
+    }
+
+    /// The `[admin]` listener's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.served
+            .admin
+            .expect("the configuration has an [admin] table")
     }
 }
