@@ -21,6 +21,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::ports::Port;
+use super::wait::within;
 
 /// How long a child may take to listen on its ports.
 const START_LIMIT: Duration = Duration::from_secs(20);
@@ -130,16 +131,7 @@ impl Process {
 
     /// Waits up to `limit` for the process to exit.
     pub async fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.exited() {
-                return Some(status);
-            }
-            if start.elapsed() > limit {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        within(limit, async || self.exited()).await
     }
 
     /// Sends `signal` (`libc::SIGHUP`, …). Panics if the process is gone.
