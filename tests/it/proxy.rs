@@ -699,10 +699,14 @@ async fn a_flood_of_rejections_logs_every_line_whole() {
     assert_eq!(rejected, n - 1, "one passes, the rest are rejected");
     // Batched lines may trail the responses: wait until all have arrived, then check that
     // there are no more (one each).
-    eventually("a line per rejection", Duration::from_millis(500), async || {
-        let lines = limit_lines(&s.log()).expect("every line in nginx's format");
-        (lines.len() >= rejected).then_some(())
-    })
+    eventually(
+        "a line per rejection",
+        Duration::from_millis(500),
+        async || {
+            let lines = limit_lines(&s.log()).expect("every line in nginx's format");
+            (lines.len() >= rejected).then_some(())
+        },
+    )
     .await;
     let lines = limit_lines(&s.log()).expect("every line in nginx's format");
     assert_eq!(lines.len(), rejected, "one line per rejection");

@@ -12,7 +12,10 @@
 //!   tables, and nginx `server { }` blocks, without `listen` get one.
 //! - [`sluice`]: [`Sluice`] (built by [`SluiceBuilder`]), the binary under test in its own
 //!   directory: error log (read, wait for a line), access log, reload (SIGHUP or `sluice
-//!   reload`), signals, exit.
+//!   reload`), signals, exit; or [`InProcess`], the same configuration served in the test
+//!   process, for tests that read no error-log line and send no signal.
+//! - [`inproc`]: the one function that serves a configuration in-process, and the only use of
+//!   sluice's library API in the harness (the file to adapt when the server's API moves).
 //! - [`nginx`]: [`Nginx`], a real nginx in a temporary prefix; [`nginx_binary`] finds it or panics.
 //! - [`redis`]: [`RedisServer`], a real redis-server; [`TlsFiles`], throw-away certificates.
 //! - [`upstream`]: [`Upstream`], an in-process echo server that counts the requests it answers.
