@@ -10,7 +10,7 @@
 //! make room ("reusing connections"), so there is no like-for-like nginx run (README,
 //! "limit_conn and worker_connections").
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::support::{
     Nginx, Reply, Request, Sluice, Upstream, assert_expected, assert_same, client, conn_lines,
-    expect, fire, group_by_source, request,
+    connect, expect, fire, group_by_source, request,
 };
 
 /// How long the upstreams hold each response.
@@ -406,7 +406,7 @@ async fn a_client_gone_midway_releases_its_count() {
     );
     let c = client(4);
     for addr in [pair.nginx.addr(), pair.sluice.addr()] {
-        let mut s = connect_from(addr, c).await;
+        let mut s = connect(addr, c).await;
         s.write_all(b"GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
             .await
             .unwrap();
@@ -429,12 +429,6 @@ async fn a_client_gone_midway_releases_its_count() {
         (pair.nginx_upstream.hits(), pair.sluice_upstream.hits()),
         (2, 2)
     );
-}
-
-async fn connect_from(addr: SocketAddr, source: IpAddr) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::new(source, 0)).unwrap();
-    socket.connect(addr).await.unwrap()
 }
 
 /// One keep-alive request on `s`; the status.

@@ -213,7 +213,9 @@ pub async fn fire(addr: SocketAddr, requests: Vec<Request>) -> Vec<Reply> {
     replies
 }
 
-async fn connect(addr: SocketAddr, source: IpAddr) -> TcpStream {
+/// A connection to `addr` from `source` (port 0), for a test that writes on it itself (a
+/// keep-alive connection, a client that leaves early). `TCP_NODELAY` is on.
+pub async fn connect(addr: SocketAddr, source: IpAddr) -> TcpStream {
     let socket = match source {
         IpAddr::V4(_) => TcpSocket::new_v4(),
         IpAddr::V6(_) => TcpSocket::new_v6(),

@@ -20,7 +20,8 @@
 //! - [`redis`]: [`RedisServer`], a real redis-server; [`TlsFiles`], throw-away certificates.
 //! - [`upstream`]: [`Upstream`], an in-process echo server that counts the requests it answers.
 //! - [`client`]: the one client: [`request`], [`get`], [`exchange`], [`burst`] and [`fire`], all
-//!   answering a [`Reply`]; the source address is bound (see [`client()`]).
+//!   answering a [`Reply`], and [`connect`] for a connection the test writes on itself; the
+//!   source address is bound (see [`client()`]).
 //! - [`wait`]: [`eventually`], the one polling loop.
 //! - [`compare`]: the status and latency comparisons (±[`TOLERANCE`]) with readable tables.
 //! - [`logs`]: parsing nginx-format `limiting requests` / `delaying request` error-log lines.
@@ -54,7 +55,7 @@ mod spawn;
 mod upstream;
 mod wait;
 
-pub use client::{Reply, Request, burst, exchange, fire, get, request};
+pub use client::{Reply, Request, burst, connect, exchange, fire, get, request};
 pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
 };
