@@ -5,28 +5,21 @@
 //! address, so the tests run in parallel without sharing a bucket.
 
 use crate::support::{
-    Reply, Sluice, Timing, assert_expected, burst, client, expect, free_port, timing,
+    InProcess, Reply, Sluice, Timing, assert_expected, burst, client, expect, timing,
 };
 
-/// The shipped example, config/sluice.toml (SPEC.md §2's configuration), with its two ports
-/// (7060 and the built-in upstream on 7070) moved to free ones.
-fn article_toml(listen: u16, upstream: u16) -> String {
+/// sluice with the shipped example, config/sluice.toml (SPEC.md §2's configuration), its two
+/// ports (7060 and the built-in upstream on 7070) moved to reserved ones; and the guard that
+/// keeps heavy tests away while its latencies are checked.
+fn start_article() -> (InProcess, Timing) {
+    let timing = timing();
     let shipped = include_str!("../../config/sluice.toml");
     assert!(shipped.contains("127.0.0.1:7060") && shipped.contains("127.0.0.1:7070"));
-    shipped
-        .replace("127.0.0.1:7060", &format!("127.0.0.1:{listen}"))
-        .replace("127.0.0.1:7070", &format!("127.0.0.1:{upstream}"))
-}
-
-/// sluice with the article's configuration, and the guard that keeps heavy tests away while
-/// its latencies are checked.
-fn start_article() -> (Sluice, Timing) {
-    let timing = timing();
-    let (listen, upstream) = (free_port(), free_port());
-    (
-        Sluice::start(&article_toml(listen, upstream), &[listen, upstream]),
-        timing,
-    )
+    let sluice = Sluice::builder(shipped)
+        .relocate("127.0.0.1:7060")
+        .relocate("127.0.0.1:7070")
+        .in_process();
+    (sluice, timing)
 }
 
 /// Every 200 came through the built-in upstream (`"ok\n"`); every 429 is the configured error

@@ -2,10 +2,10 @@
 //! agree with it, a quota-exceeded problem body, fair keys (IPv6 prefixes,
 //! exemptions), and a polite client that never hits the limit twice in a row.
 
-use crate::support::{Reply, Sluice, burst, client, free_port, request};
+use crate::support::{Reply, Sluice, burst, client, request};
 use std::time::{Duration, Instant};
 
-fn config(port: u16, zone_extra: &str, rate: &str, limit: &str, top: &str) -> String {
+fn config(zone_extra: &str, rate: &str, limit: &str, top: &str) -> String {
     format!(
         r#"{top}
 limit_req_status = 429
@@ -15,7 +15,6 @@ size = "1m"
 rate = "{rate}"
 {zone_extra}
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
 limit_req = {limit}
@@ -37,8 +36,7 @@ async fn retry_after_is_exact() {
         ),
         ("1r/m", "{ zone = \"z\" }", 2, "63"),
     ] {
-        let port = free_port();
-        let s = Sluice::start(&config(port, "", rate, limit, ""), &[port]);
+        let s = Sluice::in_process(&config("", rate, limit, ""));
         let replies = burst(s.addr(), client(2), "/", n).await;
         let rejected: Vec<&Reply> = replies.iter().filter(|r| r.status == 429).collect();
         assert_eq!(rejected.len(), 1, "{rate} {limit}: {replies:?}");
@@ -52,15 +50,13 @@ async fn retry_after_is_exact() {
 
 #[tokio::test]
 async fn draft_headers_agree_with_retry_after() {
-    let port = free_port();
     let toml = config(
-        port,
         "",
         "2r/s",
         "{ zone = \"z\", burst = 5, nodelay = true }",
         "ratelimit_headers = \"draft\"",
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::in_process(&toml);
     let first = request(s.addr(), client(2), "GET", "/", &[]).await;
     assert_eq!(first.status, 200);
     assert_eq!(first.header("ratelimit-policy"), Some("\"z\";q=6;w=3"));
@@ -102,15 +98,13 @@ async fn draft_headers_agree_with_retry_after() {
 
 #[tokio::test]
 async fn legacy_headers_and_delayed_responses() {
-    let port = free_port();
     let toml = config(
-        port,
         "",
         "1r/s",
         "{ zone = \"z\", burst = 2 }",
         "ratelimit_headers = \"legacy\"",
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::in_process(&toml);
     let replies = burst(s.addr(), client(2), "/", 4).await;
     // pass, delayed 1 s, delayed 2 s, rejected: every one carries the trio.
     for r in &replies {
@@ -133,15 +127,13 @@ async fn legacy_headers_and_delayed_responses() {
 
 #[tokio::test]
 async fn the_default_rejection_is_a_quota_exceeded_problem() {
-    let port = free_port();
     let toml = config(
-        port,
         "",
         "2r/s",
         "{ zone = \"z\", burst = 5, nodelay = true }",
         "",
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::in_process(&toml);
     let replies = burst(s.addr(), client(2), "/", 7).await;
     let r = replies.iter().find(|r| r.status == 429).unwrap();
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
@@ -161,15 +153,13 @@ async fn the_default_rejection_is_a_quota_exceeded_problem() {
 /// addresses of one /64 share a bucket; `exempt` clients are never limited.
 #[tokio::test]
 async fn ipv6_prefixes_and_exemptions() {
-    let port = free_port();
     let toml = config(
-        port,
         "ipv6_prefix = 64\nexempt = [\"10.0.0.0/8\", \"2001:db8:ffff::/48\"]",
         "1r/m",
         "{ zone = \"z\" }",
         "real_ip = { from = [\"127.0.0.0/8\"] }",
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::in_process(&toml);
     let from = |ip: &'static str| {
         let addr = s.addr();
         async move {
@@ -199,15 +189,13 @@ async fn ipv6_prefixes_and_exemptions() {
 /// followed, after the advertised wait, by a success.
 #[tokio::test]
 async fn the_polite_client_never_hits_the_limit_twice_in_a_row() {
-    let port = free_port();
     let toml = config(
-        port,
         "",
         "1r/s",
         "{ zone = \"z\", burst = 2, nodelay = true }",
         "",
     );
-    let s = Sluice::start(&toml, &[port]);
+    let s = Sluice::in_process(&toml);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/polite-client.sh");
     let url = format!("http://{}/", s.addr());
     let start = Instant::now();

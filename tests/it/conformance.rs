@@ -43,7 +43,7 @@ use tokio::time::Instant;
 use crate::support::raw::{Exchange, Response, escape, exchange, responses};
 use crate::support::readings::{Reading, forwarded, split};
 use crate::support::recorder::Recorder;
-use crate::support::{Nginx, Sluice, free_port, heavy};
+use crate::support::{Nginx, Sluice, heavy};
 use cases::Case;
 
 /// Cases in flight at once, per proxy.
@@ -322,16 +322,17 @@ impl LogTail {
     }
 }
 
-/// The inside of nginx's `http { }` for the slots: nginx's defaults otherwise.
-fn nginx_http(ports: &[u16], recorder: &Recorder) -> String {
+/// The inside of nginx's `http { }` for the slots (one server each, the harness gives them
+/// their ports in slot order): nginx's defaults otherwise.
+fn nginx_http(recorder: &Recorder) -> String {
     let mut s = String::from(
         "  limit_req_zone $remote_addr:$remote_port zone=lim:1m rate=1r/m;\n  limit_req_status 429;\n",
     );
-    for (slot, port) in ports.iter().enumerate() {
+    for slot in 0..SLOTS {
         let up = recorder.addr(slot);
         let _ = writeln!(
             s,
-            "  server {{ listen 127.0.0.1:{port};\n    location / {{ proxy_pass http://{up}; }}\n    \
+            "  server {{\n    location / {{ proxy_pass http://{up}; }}\n    \
              location /limited/ {{ limit_req zone=lim; proxy_pass http://{up}; }}\n  }}"
         );
     }
@@ -339,24 +340,20 @@ fn nginx_http(ports: &[u16], recorder: &Recorder) -> String {
 }
 
 /// sluice's equivalent of [`nginx_http`].
-fn sluice_toml(ports: &[u16], recorder: &Recorder) -> String {
+fn sluice_toml(recorder: &Recorder) -> String {
     let mut s = String::from(
         "limit_req_status = 429\n\n[zones.lim]\nkey = \"$remote_addr:$remote_port\"\nsize = \"1m\"\nrate = \"1r/m\"\n\n",
     );
-    for (i, port) in ports.iter().enumerate() {
+    for i in 0..SLOTS {
         let up = recorder.addr(i);
         let _ = write!(
             s,
-            "[[servers]]\nlisten = \"127.0.0.1:{port}\"\nproxy_pass = \"http://{up}\"\n\
+            "[[servers]]\nproxy_pass = \"http://{up}\"\n\
              [[servers.locations]]\npath = \"/\"\n\
              [[servers.locations]]\npath = \"/limited/\"\nlimit_req = {{ zone = \"lim\" }}\n\n"
         );
     }
     s
-}
-
-fn ports(n: usize) -> Vec<u16> {
-    (0..n).map(|_| free_port()).collect()
 }
 
 /// `bytes` for a table cell: escaped, the recorder's port replaced by `UP` so that rows do
@@ -439,11 +436,10 @@ async fn nginx_table() {
     let cases = Arc::new(cases::all());
     assert_unique(&cases);
     let recorder = Arc::new(Recorder::start(SLOTS));
-    let nginx_ports = ports(SLOTS);
-    let nginx = Nginx::start(&nginx_http(&nginx_ports, &recorder), &nginx_ports);
+    let nginx = Nginx::start(&nginx_http(&recorder));
     let start = Instant::now();
     let side = Arc::new(Side {
-        addrs: nginx_ports.iter().map(|&p| nginx.addr_of(p)).collect(),
+        addrs: nginx.addrs(),
         recorder: Arc::clone(&recorder),
         log: nginx.prefix().join("logs/error.log"),
         first_source: 10,
@@ -551,19 +547,17 @@ async fn sluice_conforms_to_nginx() {
     assert!(cases.len() >= 300, "only {} cases", cases.len());
     let nginx_rec = Arc::new(Recorder::start(SLOTS));
     let sluice_rec = Arc::new(Recorder::start(SLOTS));
-    let nginx_ports = ports(SLOTS);
-    let sluice_ports = ports(SLOTS);
-    let nginx = Nginx::start(&nginx_http(&nginx_ports, &nginx_rec), &nginx_ports);
-    let sluice = Sluice::start(&sluice_toml(&sluice_ports, &sluice_rec), &sluice_ports);
+    let nginx = Nginx::start(&nginx_http(&nginx_rec));
+    let sluice = Sluice::start(&sluice_toml(&sluice_rec));
     let start = Instant::now();
     let nginx_side = Arc::new(Side {
-        addrs: nginx_ports.iter().map(|&p| nginx.addr_of(p)).collect(),
+        addrs: nginx.addrs(),
         recorder: nginx_rec,
         log: nginx.prefix().join("logs/error.log"),
         first_source: 10,
     });
     let sluice_side = Arc::new(Side {
-        addrs: sluice_ports.iter().map(|&p| sluice.addr_of(p)).collect(),
+        addrs: sluice.addrs(),
         recorder: sluice_rec,
         log: sluice.log_path(),
         first_source: 100,

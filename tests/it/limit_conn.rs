@@ -10,7 +10,7 @@
 //! make room ("reusing connections"), so there is no like-for-like nginx run (README,
 //! "limit_conn and worker_connections").
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::support::{
     Nginx, Reply, Request, Sluice, Upstream, assert_expected, assert_same, client, conn_lines,
-    expect, fire, free_port, group_by_source, request,
+    connect, expect, fire, group_by_source, request,
 };
 
 /// How long the upstreams hold each response.
@@ -36,33 +36,30 @@ struct Pair {
 }
 
 impl Pair {
-    /// `nginx_http` is the inside of nginx's `server { }` after `listen` (its `location`s; the
-    /// upstream is `UPSTREAM`); `nginx_zones` goes before the server; `sluice_toml` is everything
-    /// of sluice's file but `[[servers]]`'s `listen` and `proxy_pass` (its own
-    /// `[[servers.locations]]` follow `SERVER`, replaced by them).
-    fn start(nginx_zones: &str, nginx_locations: &str, sluice_toml: &str) -> Pair {
+    /// `nginx_locations` is the inside of nginx's `server { }` (its `location`s, which
+    /// `proxy_pass http://backend`, the upstream block of nginx's upstream); `nginx_zones` goes
+    /// before the server. `sluice_toml(server)` is sluice's file, `server` the `[[servers]]`
+    /// header with the `proxy_pass` to sluice's upstream and the access log (the server's own
+    /// keys and `[[servers.locations]]` follow it).
+    fn start(
+        nginx_zones: &str,
+        nginx_locations: &str,
+        sluice_toml: impl FnOnce(&str) -> String,
+    ) -> Pair {
         let (nginx_upstream, sluice_upstream) =
             (Upstream::start_slow(HOLD), Upstream::start_slow(HOLD));
-        let port = free_port();
-        let nginx = Nginx::start(
-            &format!(
-                "  log_format lc '{LOG_FORMAT}';\n{nginx_zones}\n  server {{\n    listen 127.0.0.1:{port};\n    access_log logs/lc.log lc;\n{}\n  }}\n",
-                nginx_locations.replace("UPSTREAM", &nginx_upstream.addr.to_string())
-            ),
-            &[port],
-        );
-        let port = free_port();
+        let nginx = Nginx::start(&format!(
+            "  log_format lc '{LOG_FORMAT}';\n  upstream backend {{ server {}; }}\n{nginx_zones}\n  server {{\n    access_log logs/lc.log lc;\n{nginx_locations}\n  }}\n",
+            nginx_upstream.addr
+        ));
         let server = format!(
-            "[[servers]]\nlisten = \"127.0.0.1:{port}\"\nproxy_pass = \"http://{}\"\naccess_log = \"stdout\"\n",
+            "[[servers]]\nproxy_pass = \"http://{}\"\naccess_log = \"stdout\"\n",
             sluice_upstream.addr
         );
-        let sluice = Sluice::start(
-            &format!(
-                "log_format = '{LOG_FORMAT}'\n{}",
-                sluice_toml.replace("SERVER\n", &server)
-            ),
-            &[port],
-        );
+        let sluice = Sluice::start(&format!(
+            "log_format = '{LOG_FORMAT}'\n{}",
+            sluice_toml(&server)
+        ));
         Pair {
             nginx,
             sluice,
@@ -161,8 +158,8 @@ fn line(level: &str, dry: bool, zone: &str, source: IpAddr, path: &str) -> Strin
 async fn one_request_at_a_time_per_client() {
     let pair = Pair::start(
         ZONE_NGINX,
-        "    location / { limit_conn addr 1; proxy_pass http://UPSTREAM; }",
-        &format!("{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n"),
+        "    location / { limit_conn addr 1; proxy_pass http://backend; }",
+        |server| format!("{ZONE_SLUICE}{server}limit_conn = {{ zone = \"addr\", conn = 1 }}\n"),
     );
     let c = client(2);
     let (nginx, sluice) = pair.fire(gets(c, "/one", 3)).await;
@@ -203,8 +200,8 @@ async fn one_request_at_a_time_per_client() {
 async fn clients_are_counted_apart() {
     let pair = Pair::start(
         ZONE_NGINX,
-        "    location / { limit_conn addr 2; proxy_pass http://UPSTREAM; }",
-        &format!("{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 2 }}\n"),
+        "    location / { limit_conn addr 2; proxy_pass http://backend; }",
+        |server| format!("{ZONE_SLUICE}{server}limit_conn = {{ zone = \"addr\", conn = 2 }}\n"),
     );
     let (a, b) = (client(2), client(3));
     let mut reqs = gets(a, "/a", 3);
@@ -245,10 +242,12 @@ async fn clients_are_counted_apart() {
 async fn dry_run_logs_and_lets_through() {
     let pair = Pair::start(
         ZONE_NGINX,
-        "    location / { limit_conn addr 1; limit_conn_dry_run on; limit_conn_log_level warn; proxy_pass http://UPSTREAM; }",
-        &format!(
-            "{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\nlimit_conn_dry_run = true\nlimit_conn_log_level = \"warn\"\n"
-        ),
+        "    location / { limit_conn addr 1; limit_conn_dry_run on; limit_conn_log_level warn; proxy_pass http://backend; }",
+        |server| {
+            format!(
+                "{ZONE_SLUICE}{server}limit_conn = {{ zone = \"addr\", conn = 1 }}\nlimit_conn_dry_run = true\nlimit_conn_log_level = \"warn\"\n"
+            )
+        },
     );
     let c = client(2);
     let (nginx, sluice) = pair.fire(gets(c, "/dry", 3)).await;
@@ -278,10 +277,12 @@ async fn dry_run_logs_and_lets_through() {
 async fn limit_conn_status_429_and_unlimited_locations() {
     let pair = Pair::start(
         &format!("{ZONE_NGINX}\n  limit_conn_status 429;"),
-        "    location / { limit_conn addr 1; proxy_pass http://UPSTREAM; }\n    location /free { proxy_pass http://UPSTREAM; }",
-        &format!(
-            "limit_conn_status = 429\n{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n[[servers.locations]]\npath = \"/free\"\nlimit_conn = []\n"
-        ),
+        "    location / { limit_conn addr 1; proxy_pass http://backend; }\n    location /free { proxy_pass http://backend; }",
+        |server| {
+            format!(
+                "limit_conn_status = 429\n{ZONE_SLUICE}{server}limit_conn = {{ zone = \"addr\", conn = 1 }}\n[[servers.locations]]\npath = \"/free\"\nlimit_conn = []\n"
+            )
+        },
     );
     let c = client(2);
     let mut reqs = gets(c, "/limited", 2);
@@ -314,9 +315,10 @@ async fn limit_req_runs_first() {
         &format!(
             "{ZONE_NGINX}\n  limit_req_zone $binary_remote_addr zone=rq:1m rate=1r/s;\n  limit_req_zone $binary_remote_addr zone=nd:1m rate=1r/s;"
         ),
-        "    location /delayed { limit_req zone=rq burst=5; limit_conn addr 1; proxy_pass http://UPSTREAM; }\n    location /nodelay { limit_req zone=nd; limit_conn addr 1; proxy_pass http://UPSTREAM; }\n    location /conn { limit_conn addr 1; proxy_pass http://UPSTREAM; }",
-        &format!(
-            r#"{ZONE_SLUICE}
+        "    location /delayed { limit_req zone=rq burst=5; limit_conn addr 1; proxy_pass http://backend; }\n    location /nodelay { limit_req zone=nd; limit_conn addr 1; proxy_pass http://backend; }\n    location /conn { limit_conn addr 1; proxy_pass http://backend; }",
+        |server| {
+            format!(
+                r#"{ZONE_SLUICE}
 [zones.rq]
 key = "$binary_remote_addr"
 size = "1m"
@@ -325,8 +327,7 @@ rate = "1r/s"
 key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/s"
-SERVER
-[[servers.locations]]
+{server}[[servers.locations]]
 path = "/delayed"
 limit_req = {{ zone = "rq", burst = 5 }}
 limit_conn = {{ zone = "addr", conn = 1 }}
@@ -338,7 +339,8 @@ limit_conn = {{ zone = "addr", conn = 1 }}
 path = "/conn"
 limit_conn = {{ zone = "addr", conn = 1 }}
 "#
-        ),
+            )
+        },
     );
     let c = client(2);
     // Two to /delayed at once: the first is processed (0–300 ms), the second delayed 1 s; a
@@ -399,12 +401,12 @@ limit_conn = {{ zone = "addr", conn = 1 }}
 async fn a_client_gone_midway_releases_its_count() {
     let pair = Pair::start(
         ZONE_NGINX,
-        "    location / { limit_conn addr 1; proxy_pass http://UPSTREAM; }",
-        &format!("{ZONE_SLUICE}SERVER\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n"),
+        "    location / { limit_conn addr 1; proxy_pass http://backend; }",
+        |server| format!("{ZONE_SLUICE}{server}limit_conn = {{ zone = \"addr\", conn = 1 }}\n"),
     );
     let c = client(4);
     for addr in [pair.nginx.addr(), pair.sluice.addr()] {
-        let mut s = connect_from(addr, c).await;
+        let mut s = connect(addr, c).await;
         s.write_all(b"GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
             .await
             .unwrap();
@@ -427,12 +429,6 @@ async fn a_client_gone_midway_releases_its_count() {
         (pair.nginx_upstream.hits(), pair.sluice_upstream.hits()),
         (2, 2)
     );
-}
-
-async fn connect_from(addr: SocketAddr, source: IpAddr) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::new(source, 0)).unwrap();
-    socket.connect(addr).await.unwrap()
 }
 
 /// One keep-alive request on `s`; the status.
@@ -471,14 +467,11 @@ async fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
 /// close, new connections are served again; the refusals are counted in /metrics.
 #[tokio::test(flavor = "multi_thread")]
 async fn worker_connections_caps_open_connections() {
-    let (port, admin) = (free_port(), free_port());
-    let sluice = Sluice::start_with_env(
-        &format!(
-            "worker_connections = 5\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[[servers]]\nlisten = \"127.0.0.1:{port}\"\n[[servers.locations]]\npath = \"/fast\"\nreturn = {{ status = 200, body = \"ok\\n\" }}\n"
-        ),
-        &[port, admin],
-        &[("SLUICE_WORKERS", "1")],
-    );
+    let sluice = Sluice::builder(
+        "worker_connections = 5\n[admin]\n[[servers]]\n[[servers.locations]]\npath = \"/fast\"\nreturn = { status = 200, body = \"ok\\n\" }\n",
+    )
+    .env("SLUICE_WORKERS", "1")
+    .start();
     // wait_for_ports connected once to each port; let those probes close.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let addr = sluice.addr();
@@ -519,14 +512,7 @@ async fn worker_connections_caps_open_connections() {
         );
         open.push(s);
     }
-    let metrics = request(
-        SocketAddr::from(([127, 0, 0, 1], admin)),
-        client(1),
-        "GET",
-        "/metrics",
-        &[],
-    )
-    .await;
+    let metrics = request(sluice.admin_addr(), client(1), "GET", "/metrics", &[]).await;
     assert!(
         metrics
             .body_text()

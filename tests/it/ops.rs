@@ -1,9 +1,8 @@
 //! Operating sluice on the real binary: reload (SIGHUP, `sluice reload`),
 //! graceful stop (SIGTERM), `/metrics`, timeouts and body size.
 
-mod harness;
-
-use harness::{Sluice, addr, exchange, free_port, get, status};
+use crate::support::{Port, Reply, Sluice, client, eventually, exchange, get};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -11,10 +10,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
-/// One server on `port` with a zone `z` (`rate`, burst 1 nodelay) on
-/// `/limited` and an unlimited `/free`; `extra` is appended (more
-/// locations).
-fn limited(port: u16, rate: &str, extra: &str) -> String {
+/// The status of `GET path` from 127.0.0.1, 0 when there was no response.
+async fn status(to: SocketAddr, path: &str) -> u16 {
+    get(to, path).await.status
+}
+
+/// One server with a zone `z` (`rate`, burst 1 nodelay) on `/limited` and
+/// an unlimited `/free`; `extra` is appended (more locations).
+fn limited(rate: &str, extra: &str) -> String {
     format!(
         r#"
 limit_req_status = 429
@@ -24,7 +27,6 @@ size = "1m"
 rate = "{rate}"
 
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/limited"
 limit_req = {{ zone = "z", burst = 1, nodelay = true }}
@@ -39,9 +41,8 @@ return = {{ status = 200, body = "free\n" }}
 
 #[tokio::test]
 async fn reload_under_load_loses_no_request_and_keeps_the_zone() {
-    let port = free_port();
-    let s = Sluice::start(&limited(port, "1r/m", ""), port);
-    let a = addr(port);
+    let s = Sluice::start(&limited("1r/m", ""));
+    let a = s.addr();
     // burst 1: two pass, the third is over.
     assert_eq!(status(a, "/limited").await, 200);
     assert_eq!(status(a, "/limited").await, 200);
@@ -55,13 +56,13 @@ async fn reload_under_load_loses_no_request_and_keeps_the_zone() {
         let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
         load.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
-                match get(a, "/free").await {
-                    Some(r) if r.status == 200 => ok.fetch_add(1, Ordering::Relaxed),
-                    other => {
-                        eprintln!("failed during reload: {other:?}");
-                        failed.fetch_add(1, Ordering::Relaxed)
-                    }
-                };
+                let r = get(a, "/free").await;
+                if r.status == 200 {
+                    ok.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    eprintln!("failed during reload: {r:?}");
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }));
     }
@@ -69,11 +70,11 @@ async fn reload_under_load_loses_no_request_and_keeps_the_zone() {
         let extra = format!(
             "[[servers.locations]]\npath = \"/gen\"\nreturn = {{ status = 200, body = \"gen {i}\\n\" }}\n"
         );
-        let log = s.reload(&limited(port, "1r/m", &extra)).await;
+        let log = s.reload(&limited("1r/m", &extra)).await;
         assert!(log.contains("reconfigured:"), "{log}");
         assert!(log.contains("1 kept with their state: z"), "{log}");
-        let r = get(a, "/gen").await.unwrap();
-        assert_eq!(r.body, format!("gen {i}\n"));
+        let r = get(a, "/gen").await;
+        assert_eq!(r.body_text(), format!("gen {i}\n"));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     stop.store(true, Ordering::Relaxed);
@@ -88,15 +89,14 @@ async fn reload_under_load_loses_no_request_and_keeps_the_zone() {
 
 #[tokio::test]
 async fn a_new_rate_applies_at_once_to_the_kept_state() {
-    let port = free_port();
-    let s = Sluice::start(&limited(port, "1r/m", ""), port);
-    let a = addr(port);
+    let s = Sluice::start(&limited("1r/m", ""));
+    let a = s.addr();
     assert_eq!(status(a, "/limited").await, 200);
     assert_eq!(status(a, "/limited").await, 200);
     let charged = Instant::now();
     assert_eq!(status(a, "/limited").await, 429);
 
-    let log = s.reload(&limited(port, "1r/s", "")).await;
+    let log = s.reload(&limited("1r/s", "")).await;
     assert!(log.contains("reconfigured:"), "{log}");
     // Kept: excess 1.000 stored; at 1r/s it leaks 1 per second.
     assert!(charged.elapsed() < Duration::from_millis(800));
@@ -108,15 +108,9 @@ async fn a_new_rate_applies_at_once_to_the_kept_state() {
 
 #[tokio::test]
 async fn a_bad_reload_changes_nothing_and_says_where() {
-    let port = free_port();
-    let admin = free_port();
-    let good = limited(
-        port,
-        "1r/m",
-        &format!("[admin]\nlisten = \"127.0.0.1:{admin}\"\n"),
-    );
-    let s = Sluice::start(&good, port);
-    let a = addr(port);
+    let good = limited("1r/m", "[admin]\n");
+    let s = Sluice::start(&good);
+    let a = s.addr();
     assert_eq!(status(a, "/limited").await, 200);
 
     // Two problems: both reported with file, line and column.
@@ -125,7 +119,9 @@ async fn a_bad_reload_changes_nothing_and_says_where() {
         .replace("path = \"/free\"", "path = \"/gone\"");
     let log = s.reload(&bad).await;
     let file = s.config_path().display().to_string();
-    let line_of = |needle: &str| bad.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    // Lines as written: the harness added the listen addresses.
+    let written = s.config_text();
+    let line_of = |needle: &str| written.lines().position(|l| l.contains(needle)).unwrap() + 1;
     assert!(log.contains("[emerg]"), "{log}");
     let rate = format!("{file}:{}:8: invalid rate \"1r/h\"", line_of("1r/h"));
     assert!(log.contains(&rate), "{rate} in {log}");
@@ -150,7 +146,7 @@ async fn a_bad_reload_changes_nothing_and_says_where() {
     );
     assert_eq!(status(a, "/limited").await, 429);
 
-    let metrics = get(addr(admin), "/metrics").await.unwrap().body;
+    let metrics = get(s.admin_addr(), "/metrics").await.body_text();
     assert!(
         metrics.contains("sluice_config_reloads_total{result=\"failed\"} 2"),
         "{metrics}"
@@ -160,69 +156,63 @@ async fn a_bad_reload_changes_nothing_and_says_where() {
     // A good one again.
     let log = s.reload(&good).await;
     assert!(log.contains("reconfigured:"), "{log}");
-    let metrics = get(addr(admin), "/metrics").await.unwrap().body;
+    let metrics = get(s.admin_addr(), "/metrics").await.body_text();
     assert!(metrics.contains("sluice_config_reloads_total{result=\"ok\"} 1"));
     assert!(metrics.contains("sluice_config_last_reload_successful 1"));
 }
 
-fn server(port: u16, body: &str) -> String {
+/// One server answering `body` on every path; the harness gives it its port.
+fn server(body: &str) -> String {
     format!(
-        "[[servers]]\nlisten = \"127.0.0.1:{port}\"\n[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200, body = \"{body}\" }}\n"
+        "[[servers]]\n[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200, body = \"{body}\" }}\n"
+    )
+}
+
+/// [`server`] on a given address: one listener that a reload keeps.
+fn server_at(addr: SocketAddr, body: &str) -> String {
+    server(body).replacen(
+        "[[servers]]\n",
+        &format!("[[servers]]\nlisten = \"{addr}\"\n"),
+        1,
     )
 }
 
 #[tokio::test]
 async fn reload_adds_and_removes_listeners() {
-    let (p1, p2) = (free_port(), free_port());
-    let pid_file = "pid_file = \"{dir}/sluice.pid\"\n";
-    let s = Sluice::start(&format!("{pid_file}{}", server(p1, "one")), p1);
+    let pid_file = "pid_file = \"sluice.pid\"\n";
+    let s = Sluice::start(&format!("{pid_file}{}", server("one")));
+    let p1 = s.addr();
     let pid_path = s.dir().join("sluice.pid");
     assert_eq!(
         std::fs::read_to_string(&pid_path).unwrap().trim(),
         s.pid().to_string()
     );
     // A keep-alive connection to p1, open across the reloads.
-    let mut kept = TcpStream::connect(addr(p1)).await.unwrap();
+    let mut kept = TcpStream::connect(p1).await.unwrap();
     let one = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
     kept.write_all(one).await.unwrap();
     let mut buf = [0u8; 1024];
     let n = kept.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).ends_with("one"));
 
-    // Added: p2. `sluice reload --pid-file` sends the SIGHUP.
-    s.rewrite(&format!(
-        "{pid_file}{}{}",
-        server(p1, "one again"),
-        server(p2, "two")
-    ));
-    let before = s.log().len();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["reload", "--pid-file"])
-        .arg(&pid_path)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let log = s
-        .wait_log_after(before, |l| l.contains("reconfigured:"))
-        .await;
-    assert!(
-        log.contains(&format!("listening on 127.0.0.1:{p2}")),
-        "{log}"
-    );
-    assert_eq!(get(addr(p2), "/").await.unwrap().body, "two");
+    // Added: p2 (the second server gets a new port). `sluice reload --pid-file` sends the
+    // SIGHUP.
+    let two = format!("{pid_file}{}{}", server("one again"), server("two"));
+    let log = s.reload_by_command(&two, &pid_path).await;
+    assert!(log.contains("reconfigured:"), "{log}");
+    let p2 = s.addr_of(1);
+    assert!(log.contains(&format!("listening on {p2}")), "{log}");
+    assert_eq!(get(p2, "/").await.body_text(), "two");
     // p1 kept its listener and serves the new configuration.
-    assert_eq!(get(addr(p1), "/").await.unwrap().body, "one again");
+    assert_eq!(get(p1, "/").await.body_text(), "one again");
 
     // Removed: p1.
     let log = s
-        .reload(&format!("{pid_file}{}", server(p2, "two again")))
+        .reload(&format!("{pid_file}{}", server_at(p2, "two again")))
         .await;
-    assert!(
-        log.contains(&format!("stopped listening on 127.0.0.1:{p1}")),
-        "{log}"
-    );
-    assert!(TcpStream::connect(addr(p1)).await.is_err(), "p1 closed");
-    assert_eq!(get(addr(p2), "/").await.unwrap().body, "two again");
+    assert!(log.contains(&format!("stopped listening on {p1}")), "{log}");
+    assert!(TcpStream::connect(p1).await.is_err(), "p1 closed");
+    assert_eq!(get(p2, "/").await.body_text(), "two again");
     // The idle keep-alive connection of the removed listener was closed.
     let n = tokio::time::timeout(Duration::from_secs(5), kept.read(&mut buf))
         .await
@@ -233,32 +223,28 @@ async fn reload_adds_and_removes_listeners() {
 
 #[tokio::test]
 async fn sigterm_lets_delayed_requests_finish_then_exits_0() {
-    let port = free_port();
-    let toml = format!(
-        r#"
-pid_file = "{{dir}}/sluice.pid"
-access_log = "{{dir}}/access.log"
+    let toml = r#"
+pid_file = "sluice.pid"
+access_log = "access.log"
 [zones.z]
 key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/s"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
-limit_req = {{ zone = "z", burst = 5 }}
-return = {{ status = 200, body = "done\n" }}
-"#
-    );
-    let mut s = Sluice::start(&toml, port);
-    let a = addr(port);
+limit_req = { zone = "z", burst = 5 }
+return = { status = 200, body = "done\n" }
+"#;
+    let mut s = Sluice::start(toml);
+    let a = s.addr();
     // Three at once: delays 0, 1 s and 2 s.
     let start = Instant::now();
     let reqs: Vec<_> = (0..3)
         .map(|_| tokio::spawn(async move { (get(a, "/").await, start.elapsed()) }))
         .collect();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    s.kill("TERM");
+    s.signal(libc::SIGTERM);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         TcpStream::connect(a).await.is_err(),
@@ -267,9 +253,8 @@ return = {{ status = 200, body = "done\n" }}
     let mut took = Vec::new();
     for r in reqs {
         let (reply, elapsed) = r.await.unwrap();
-        let reply = reply.expect("answered");
-        assert_eq!(reply.status, 200);
-        assert_eq!(reply.body, "done\n");
+        assert_eq!(reply.status, 200, "answered");
+        assert_eq!(reply.body_text(), "done\n");
         took.push(elapsed);
     }
     took.sort();
@@ -282,7 +267,7 @@ return = {{ status = 200, body = "done\n" }}
     assert!(log.contains("gracefully shutting down"), "{log}");
     // Every request's access-log line is written before the exit, the one
     // that finished last in the drain included (lines are batched per worker).
-    let access = std::fs::read_to_string(s.dir().join("access.log")).unwrap_or_default();
+    let access = s.file("access.log");
     assert_eq!(access.lines().count(), 3, "{access}");
     assert!(
         access
@@ -294,30 +279,26 @@ return = {{ status = 200, body = "done\n" }}
 
 #[tokio::test]
 async fn shutdown_timeout_bounds_the_drain() {
-    let port = free_port();
-    let toml = format!(
-        r#"
+    let toml = r#"
 shutdown_timeout = "500ms"
 [zones.z]
 key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/m"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
-limit_req = {{ zone = "z", burst = 5 }}
-return = {{ status = 200 }}
-"#
-    );
-    let mut s = Sluice::start(&toml, port);
-    let a = addr(port);
+limit_req = { zone = "z", burst = 5 }
+return = { status = 200 }
+"#;
+    let mut s = Sluice::start(toml);
+    let a = s.addr();
     assert_eq!(status(a, "/").await, 200);
     // Delayed by a minute.
     let slow = tokio::spawn(async move { get(a, "/").await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let start = Instant::now();
-    s.kill("TERM");
+    s.signal(libc::SIGTERM);
     let code = s.wait_exit(Duration::from_secs(5)).await.expect("exited");
     assert_eq!(code.code(), Some(0));
     assert!(
@@ -325,20 +306,17 @@ return = {{ status = 200 }}
         "{:?}",
         start.elapsed()
     );
-    assert!(slow.await.unwrap().is_none(), "cut off, no response");
+    assert!(slow.await.unwrap().no_response(), "cut off, no response");
     assert!(s.log().contains("still open after shutdown_timeout"));
 }
 
 #[tokio::test]
 async fn metrics_count_what_was_sent() {
-    let port = free_port();
-    let admin = free_port();
-    let dead = free_port(); // nothing listens there: connect errors
+    let dead = Port::reserve(); // nothing listens there: connect errors
     let toml = format!(
         r#"
 limit_req_status = 429
 [admin]
-listen = "127.0.0.1:{admin}"
 [zones.z]
 key = "$binary_remote_addr"
 size = "1m"
@@ -348,7 +326,6 @@ key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/m"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/z"
 limit_req = {{ zone = "z" }}
@@ -360,11 +337,12 @@ limit_req_dry_run = true
 return = {{ status = 200 }}
 [[servers.locations]]
 path = "/dead"
-proxy_pass = "http://127.0.0.1:{dead}"
-"#
+proxy_pass = "http://{dead}"
+"#,
+        dead = dead.addr()
     );
-    let s = Sluice::start(&toml, port);
-    let a = addr(port);
+    let s = Sluice::in_process(&toml);
+    let a = s.addr();
     for _ in 0..4 {
         status(a, "/z").await;
     }
@@ -374,14 +352,14 @@ proxy_pass = "http://127.0.0.1:{dead}"
     assert_eq!(status(a, "/dead").await, 502);
     assert_eq!(status(a, "/nowhere").await, 404);
 
-    let r = get(addr(admin), "/metrics").await.unwrap();
+    let r = get(s.admin_addr(), "/metrics").await;
     assert_eq!(r.status, 200);
     assert!(
-        r.head
-            .to_ascii_lowercase()
-            .contains("content-type: application/openmetrics-text")
+        r.header("content-type")
+            .is_some_and(|v| v.starts_with("application/openmetrics-text")),
+        "{r:?}"
     );
-    let m = r.body;
+    let m = r.body_text();
     for line in [
         "sluice_limit_req_requests_total{zone=\"z\",status=\"passed\"} 1",
         "sluice_limit_req_requests_total{zone=\"z\",status=\"rejected\"} 3",
@@ -400,28 +378,24 @@ proxy_pass = "http://127.0.0.1:{dead}"
         assert!(m.contains(line), "missing {line:?} in\n{m}");
     }
     assert!(!m.contains("127.0.0.1\""), "never a label per client");
-    let h = get(addr(admin), "/healthz").await.unwrap();
-    assert_eq!((h.status, h.body.as_str()), (200, "ok\n"));
+    let h = get(s.admin_addr(), "/healthz").await;
+    assert_eq!((h.status, h.body_text().as_str()), (200, "ok\n"));
     drop(s);
 }
 
 #[tokio::test]
 async fn silent_and_idle_clients_are_dropped() {
-    let port = free_port();
-    let toml = format!(
-        r#"
+    let toml = r#"
 client_header_timeout = "1s"
 keepalive_timeout = "600ms"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
-return = {{ status = 200, body = "ok" }}
-"#
-    );
-    let s = Sluice::start(&toml, port);
+return = { status = 200, body = "ok" }
+"#;
+    let s = Sluice::start(toml);
     // Connects and sends nothing: dropped after client_header_timeout.
-    let mut c = TcpStream::connect(addr(port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     let start = Instant::now();
     let mut buf = [0u8; 1024];
     let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
@@ -437,7 +411,7 @@ return = {{ status = 200, body = "ok" }}
 
     // Idle after a response: dropped after keepalive_timeout, which is
     // shorter than client_header_timeout here.
-    let mut c = TcpStream::connect(addr(port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
         .await
         .unwrap();
@@ -456,7 +430,7 @@ return = {{ status = 200, body = "ok" }}
     );
 
     // A keep-alive connection is reusable within keepalive_timeout.
-    let mut c = TcpStream::connect(addr(port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     for _ in 0..3 {
         c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
             .await
@@ -469,9 +443,9 @@ return = {{ status = 200, body = "ok" }}
 }
 
 /// An upstream that reads requests forever and never answers.
-async fn reading_upstream() -> u16 {
+async fn reading_upstream() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
+    let addr = l.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = l.accept().await {
             tokio::spawn(async move {
@@ -480,53 +454,50 @@ async fn reading_upstream() -> u16 {
             });
         }
     });
-    port
+    addr
 }
 
 #[tokio::test]
 async fn bodies_over_client_max_body_size_get_413() {
-    let port = free_port();
     let up = reading_upstream().await;
     let toml = format!(
         r#"
 client_max_body_size = "1k"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
 return = {{ status = 200, body = "ok" }}
 [[servers.locations]]
 path = "/up"
-proxy_pass = "http://127.0.0.1:{up}"
+proxy_pass = "http://{up}"
 [[servers.locations]]
 path = "/big"
 client_max_body_size = 0
 return = {{ status = 200, body = "any size" }}
 "#
     );
-    let s = Sluice::start(&toml, port);
-    let a = addr(port);
+    let s = Sluice::start(&toml);
+    let a = s.addr();
     let post = |path: &str, len: usize| {
         format!(
             "POST {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n{}",
             "x".repeat(len)
         )
     };
+    let me = client(1);
     assert_eq!(
-        exchange(a, post("/", 1024).as_bytes())
-            .await
-            .unwrap()
-            .status,
+        exchange(a, me, post("/", 1024).as_bytes()).await.status,
         200
     );
-    let r = exchange(a, post("/", 1025).as_bytes()).await.unwrap();
+    let r = exchange(a, me, post("/", 1025).as_bytes()).await;
     assert_eq!(r.status, 413);
-    assert!(r.head.to_ascii_lowercase().contains("connection: close"));
+    assert!(
+        r.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close")),
+        "{r:?}"
+    );
     assert_eq!(
-        exchange(a, post("/big", 5000).as_bytes())
-            .await
-            .unwrap()
-            .status,
+        exchange(a, me, post("/big", 5000).as_bytes()).await.status,
         200
     );
 
@@ -544,7 +515,7 @@ return = {{ status = 200, body = "any size" }}
     }
     let mut buf = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf)).await;
-    let r = harness::parse(&buf).expect("a response");
+    let r = Reply::parse(&buf).expect("a response");
     assert_eq!(r.status, 413);
     assert!(
         s.log()
@@ -554,58 +525,45 @@ return = {{ status = 200, body = "any size" }}
 
 #[tokio::test]
 async fn watch_reloads_when_the_file_changes() {
-    let port = free_port();
-    let conf = |body: &str| format!("watch = true\n{}", server(port, body));
-    let s = Sluice::start(&conf("before"), port);
-    let a = addr(port);
-    assert_eq!(get(a, "/").await.unwrap().body, "before");
+    let conf = |body: &str| format!("watch = true\n{}", server(body));
+    let s = Sluice::start(&conf("before"));
+    let a = s.addr();
+    assert_eq!(get(a, "/").await.body_text(), "before");
     // Written to a temporary file and renamed over, as editors do.
     s.rewrite(&conf("after"));
-    let start = Instant::now();
-    while get(a, "/").await.unwrap().body != "after" {
-        assert!(start.elapsed() < Duration::from_secs(5), "{}", s.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the watched file's change to apply",
+        Duration::from_secs(5),
+        async || (get(a, "/").await.body_text() == "after").then_some(()),
+    )
+    .await;
     assert!(s.log().contains("changed, reconfiguring"));
     // Turned off by a reload: later changes are ignored.
-    s.rewrite(&server(port, "unwatched"));
+    s.rewrite(&server("unwatched"));
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(get(a, "/").await.unwrap().body, "unwatched");
-    s.rewrite(&server(port, "ignored"));
+    assert_eq!(get(a, "/").await.body_text(), "unwatched");
+    s.rewrite(&server("ignored"));
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(get(a, "/").await.unwrap().body, "unwatched");
+    assert_eq!(get(a, "/").await.body_text(), "unwatched");
 }
 
 #[tokio::test]
 async fn json_access_log_reopens_on_sigusr1_and_error_log_level_filters() {
-    let port = free_port();
-    let toml = format!(
-        r#"
+    let toml = r#"
 error_log_level = "warn"
 log_format_escape = "json"
-access_log = "{{dir}}/access.log"
+access_log = "access.log"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
-return = {{ status = 200 }}
-"#
-    );
-    let s = Sluice::start(&toml, port);
-    let a = addr(port);
+return = { status = 200 }
+"#;
+    let s = Sluice::start(toml);
+    let a = s.addr();
     let req = b"GET /x HTTP/1.1\r\nHost: t\r\nUser-Agent: a\"b\r\nConnection: close\r\n\r\n";
-    assert_eq!(exchange(a, req).await.unwrap().status, 200);
+    assert_eq!(exchange(a, client(1), req).await.status, 200);
     let log_path = s.dir().join("access.log");
-    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
-    let wait_lines = |p: std::path::PathBuf, n: usize| async move {
-        let start = Instant::now();
-        while read(&p).lines().count() < n {
-            assert!(start.elapsed() < Duration::from_secs(5), "{}", p.display());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        read(&p)
-    };
-    let first = wait_lines(log_path.clone(), 1).await;
+    let first = s.wait_lines("access.log", 1).await;
     assert!(first.starts_with("{\"time\":\""), "{first}");
     assert!(
         first.contains("\"request\":\"GET /x HTTP/1.1\",\"status\":200,"),
@@ -621,14 +579,14 @@ return = {{ status = 200 }}
     // Rotation: rename, SIGUSR1, the next line goes to a new file.
     let rotated = s.dir().join("access.log.1");
     std::fs::rename(&log_path, &rotated).unwrap();
-    s.kill("USR1");
+    s.signal(libc::SIGUSR1);
     // Lines written before the signal is handled still go to the old file.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(exchange(a, req).await.unwrap().status, 200);
-    let second = wait_lines(log_path.clone(), 1).await;
+    assert_eq!(exchange(a, client(1), req).await.status, 200);
+    let second = s.wait_lines("access.log", 1).await;
     assert!(second.contains("\"status\":200"), "{second}");
     assert_eq!(
-        read(&rotated).lines().count(),
+        s.file("access.log.1").lines().count(),
         1,
         "the old file got no more"
     );
@@ -658,20 +616,16 @@ async fn read_ok(c: &mut TcpStream) -> String {
 /// after keepalive_timeout, and a stop closes it at once.
 #[tokio::test]
 async fn an_idle_keepalive_connection_is_parked_and_still_behaves() {
-    let port = free_port();
-    let toml = format!(
-        r#"
+    let toml = r#"
 keepalive_timeout = "3s"
 [[servers]]
-listen = "127.0.0.1:{port}"
 [[servers.locations]]
 path = "/"
-return = {{ status = 200, body = "ok\n" }}
-"#
-    );
-    let mut s = Sluice::start(&toml, port);
+return = { status = 200, body = "ok\n" }
+"#;
+    let mut s = Sluice::start(toml);
     let req = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
-    let mut c = TcpStream::connect(addr(port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     for _ in 0..3 {
         c.write_all(req).await.unwrap();
         assert!(read_ok(&mut c).await.starts_with("HTTP/1.1 200"));
@@ -700,12 +654,12 @@ return = {{ status = 200, body = "ok\n" }}
     );
 
     // A parked connection does not hold up a stop.
-    let mut c = TcpStream::connect(addr(port)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     c.write_all(req).await.unwrap();
     read_ok(&mut c).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stop = Instant::now();
-    s.kill("TERM");
+    s.signal(libc::SIGTERM);
     let status = s.wait_exit(Duration::from_secs(5)).await.expect("exited");
     assert_eq!(status.code(), Some(0), "log:\n{}", s.log());
     assert!(

@@ -1,5 +1,8 @@
-//! A raw HTTP/1.1 client for bursts: one connection per request, bound to a chosen source
-//! address, `Connection: close`, the answer read until the server closes.
+//! The one HTTP/1.1 client of the tests: one connection per request, bound to a chosen source
+//! address (127.0.0.2, 127.0.0.3, … are different clients to a limiter keyed on the address),
+//! `Connection: close`, the answer read until the server closes, parsed into a [`Reply`].
+//! [`request`] and [`get`] send one request, [`burst`] and [`fire`] many at once, [`exchange`]
+//! sends bytes as given (a body, a malformed head).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -94,6 +97,20 @@ impl Reply {
         u64::try_from(self.elapsed.as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// Parses `bytes`, an answer received on a connection of the test's own.
+    pub fn parse(bytes: &[u8]) -> Result<Reply, String> {
+        let (status, reason, headers, body) = parse(bytes, false)?;
+        Ok(Reply {
+            status,
+            reason,
+            headers,
+            body,
+            elapsed: Duration::ZERO,
+            source: super::client(1),
+            path: String::new(),
+        })
+    }
+
     /// True when the connection was closed without a response.
     pub fn no_response(&self) -> bool {
         self.status == 0
@@ -140,6 +157,31 @@ pub async fn request(
     read_reply(stream, addr, req, start).await
 }
 
+/// `GET path` from 127.0.0.1, the address a plain `connect` comes from.
+pub async fn get(addr: SocketAddr, path: &str) -> Reply {
+    request(addr, super::client(1), "GET", path, &[]).await
+}
+
+/// `raw` (one whole request, as bytes) from `source` on a new connection; the answer read until
+/// the server closes.
+pub async fn exchange(addr: SocketAddr, source: IpAddr, raw: &[u8]) -> Reply {
+    let text = String::from_utf8_lossy(raw);
+    let mut line = text.lines().next().unwrap_or_default().split(' ');
+    let req = Request {
+        source,
+        method: line.next().unwrap_or_default().to_owned(),
+        path: line.next().unwrap_or_default().to_owned(),
+        headers: Vec::new(),
+    };
+    let mut stream = connect(addr, source).await;
+    let start = Instant::now();
+    stream
+        .write_all(raw)
+        .await
+        .unwrap_or_else(|e| panic!("cannot send {} {} to {addr}: {e}", req.method, req.path));
+    read_reply(stream, addr, req, start).await
+}
+
 /// `n` simultaneous `GET path` from `source_ip`, sorted by latency.
 pub async fn burst(addr: SocketAddr, source_ip: IpAddr, path: &str, n: usize) -> Vec<Reply> {
     fire(addr, vec![Request::get(source_ip, path); n]).await
@@ -171,7 +213,9 @@ pub async fn fire(addr: SocketAddr, requests: Vec<Request>) -> Vec<Reply> {
     replies
 }
 
-async fn connect(addr: SocketAddr, source: IpAddr) -> TcpStream {
+/// A connection to `addr` from `source` (port 0), for a test that writes on it itself (a
+/// keep-alive connection, a client that leaves early). `TCP_NODELAY` is on.
+pub async fn connect(addr: SocketAddr, source: IpAddr) -> TcpStream {
     let socket = match source {
         IpAddr::V4(_) => TcpSocket::new_v4(),
         IpAddr::V6(_) => TcpSocket::new_v6(),

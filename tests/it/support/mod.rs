@@ -1,15 +1,28 @@
-//! The integration-test harness: real nginx, the real sluice binary, a raw HTTP/1.1 client and an
-//! echo upstream, all on 127.0.0.1.
+//! The integration-test harness: real nginx, real redis-server, the real sluice binary (or
+//! sluice in-process), a raw HTTP/1.1 client and an echo upstream, all on 127.0.0.1.
 //!
 //! # Layout
-//! - [`ports`]: [`free_port`], never the same port twice in one test binary.
-//! - [`process`]: child processes that stop on Drop (and when the test binary dies), and the wait
-//!   until a child's ports accept connections.
+//! - [`spawn`]: the one process spawner. A [`Process`] is stopped on Drop and when the test
+//!   binary dies (parent-death signal), writes stdout and stderr to files, and is waited for
+//!   until it accepts on its ports or exits; [`with_ports`] retries a start whose ports were
+//!   taken on new ones.
+//! - [`ports`]: [`Port`], a port reserved for the test (bound, never listening) that a server
+//!   can still listen on: no probe-and-release race with other processes.
+//! - [`config`]: completes configurations with the reserved ports: `[[servers]]` and `[admin]`
+//!   tables, and nginx `server { }` blocks, without `listen` get one.
+//! - [`sluice`]: [`Sluice`] (built by [`SluiceBuilder`]), the binary under test in its own
+//!   directory: error log (read, wait for a line), access log, reload (SIGHUP or `sluice
+//!   reload`), signals, exit; or [`InProcess`], the same configuration served in the test
+//!   process, for tests that read no error-log line and send no signal.
+//! - [`inproc`]: the one function that serves a configuration in-process, and the only use of
+//!   sluice's library API in the harness (the file to adapt when the server's API moves).
 //! - [`nginx`]: [`Nginx`], a real nginx in a temporary prefix; [`nginx_binary`] finds it or panics.
-//! - [`sluice`]: [`Sluice`], the binary under test with a temporary config file.
+//! - [`redis`]: [`RedisServer`], a real redis-server; [`TlsFiles`], throw-away certificates.
 //! - [`upstream`]: [`Upstream`], an in-process echo server that counts the requests it answers.
-//! - [`client`]: [`request`], [`burst`] and [`fire`], a raw HTTP/1.1 client that binds its source
-//!   address (127.0.0.2, 127.0.0.3, … are different clients to a limiter keyed on the address).
+//! - [`client`]: the one client: [`request`], [`get`], [`exchange`], [`burst`] and [`fire`], all
+//!   answering a [`Reply`], and [`connect`] for a connection the test writes on itself; the
+//!   source address is bound (see [`client()`]).
+//! - [`wait`]: [`eventually`], the one polling loop.
 //! - [`compare`]: the status and latency comparisons (±[`TOLERANCE`]) with readable tables.
 //! - [`logs`]: parsing nginx-format `limiting requests` / `delaying request` error-log lines.
 //! - [`quiet`]: [`timing`] and [`heavy`], which keep latency comparisons and the conformance
@@ -17,37 +30,44 @@
 //! - [`raw`], [`readings`], [`recorder`]: raw byte exchanges, the ways a backend may split a
 //!   byte stream into requests, and an upstream that records every byte (the conformance suite).
 //!
-//! Rules every test follows: servers bind 127.0.0.1 on free ports, each test owns its processes
-//! (tests run in parallel), nothing is skipped silently (a missing nginx is a panic), and every
-//! scenario also checks nginx against the reference's absolute numbers, so a broken harness
-//! cannot make both sides agree on nonsense.
+//! Rules every test follows: servers bind 127.0.0.1 on reserved ports, each test owns its
+//! processes (tests run in parallel), nothing is skipped silently (a missing nginx is a panic),
+//! and every scenario also checks nginx against the reference's absolute numbers, so a broken
+//! harness cannot make both sides agree on nonsense.
 
 // Each test module uses a different part of the harness; not every helper is used by a test yet.
 #![allow(dead_code, unused_imports)]
 
 mod client;
 mod compare;
+mod config;
+mod inproc;
 mod logs;
 mod nginx;
 mod ports;
-mod process;
 mod quiet;
 pub mod raw;
 pub mod readings;
 pub mod recorder;
+mod redis;
 mod sluice;
+mod spawn;
 mod upstream;
+mod wait;
 
-pub use client::{Reply, Request, burst, fire, request};
+pub use client::{Reply, Request, burst, connect, exchange, fire, get, request};
 pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
 };
 pub use logs::{Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines};
 pub use nginx::{Nginx, nginx_binary};
-pub use ports::free_port;
+pub use ports::Port;
 pub use quiet::{Heavy, Timing, heavy, timing};
-pub use sluice::Sluice;
+pub use redis::{RedisServer, TlsFiles};
+pub use sluice::{InProcess, Sluice, SluiceBuilder};
+pub use spawn::{Process, StartError, Stop, with_ports};
 pub use upstream::Upstream;
+pub use wait::eventually;
 
 use std::net::{IpAddr, Ipv4Addr};
 

@@ -1,110 +1,67 @@
 //! Real nginx, the oracle, in a temporary prefix.
 
 use std::env;
-use std::fs::{self, File};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::fs;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use tempfile::TempDir;
 
-use super::process::{Child, Stop};
+use super::config::{complete_nginx, nginx_holes};
+use super::ports::Port;
+use super::spawn::{Process, StartError, Stop, read, with_ports};
 
 /// A running nginx (`daemon off`, one worker) in its own temporary prefix:
 /// `conf/nginx.conf`, `html/ok.txt` (`"ok\n"`), `logs/{error,access}.log`, `temp/*`.
 /// Stopped on Drop (SIGTERM to the master, which stops the worker), prefix deleted.
 pub struct Nginx {
     // Field order is drop order: stop the process before deleting its prefix.
-    child: Child,
+    process: Process,
     prefix: TempDir,
-    ports: Vec<u16>,
+    ports: Vec<Port>,
     conf: String,
 }
 
 impl Nginx {
     /// Writes `conf/nginx.conf` around `http_block` (the inside of `http { }`: zones,
-    /// `limit_req_status`, servers with their `listen 127.0.0.1:PORT`), starts nginx, and waits
-    /// until every port in `ports` accepts connections. Panics, with the configuration and the
-    /// error log, if nginx is missing, rejects the configuration, or does not listen.
-    pub fn start(http_block: &str, ports: &[u16]) -> Nginx {
-        assert!(
-            !ports.is_empty(),
-            "Nginx::start needs the listen ports to wait for"
-        );
+    /// `limit_req_status`, `server { }` blocks without `listen`, which the harness adds on
+    /// reserved ports, see [`super::config`]), starts nginx through the harness's spawner, and
+    /// waits until every server accepts connections (on a port found taken, again on others).
+    /// Panics, with the configuration and the error log, if nginx is missing, rejects the
+    /// configuration, or does not listen.
+    pub fn start(http_block: &str) -> Nginx {
         let bin = nginx_binary();
-        let prefix = tempfile::Builder::new()
-            .prefix("sluice-it-nginx-")
-            .tempdir()
-            .expect("temporary directory for the nginx prefix");
-        let p = prefix.path();
-        for dir in ["conf", "html", "logs", "temp"] {
-            fs::create_dir_all(p.join(dir)).expect("nginx prefix directory");
-        }
-        fs::write(p.join("html/ok.txt"), "ok\n").expect("write html/ok.txt");
-        let d = p.display();
-        let conf = format!(
-            "user root;
-worker_processes 1;
-daemon off;
-pid {d}/nginx.pid;
-error_log {d}/logs/error.log info;
-events {{ worker_connections 1024; }}
-http {{
-  access_log {d}/logs/access.log;
-  client_body_temp_path {d}/temp/client_body;
-  proxy_temp_path {d}/temp/proxy;
-  fastcgi_temp_path {d}/temp/fastcgi;
-  uwsgi_temp_path {d}/temp/uwsgi;
-  scgi_temp_path {d}/temp/scgi;
-{http_block}
-}}
-"
-        );
-        let conf_path = p.join("conf/nginx.conf");
-        fs::write(&conf_path, &conf).expect("write conf/nginx.conf");
-        let out = File::create(p.join("logs/stdout.log")).expect("create logs/stdout.log");
-        let err = File::create(p.join("logs/stderr.log")).expect("create logs/stderr.log");
-
-        let mut cmd = Command::new(&bin);
-        cmd.arg("-p")
-            .arg(format!("{d}/"))
-            .arg("-e")
-            .arg(p.join("logs/error.log"))
-            .arg("-c")
-            .arg(&conf_path)
-            .current_dir(p)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        let mut child = Child::spawn("nginx", cmd, Stop::TermThenKill(Duration::from_secs(5)));
-        let nginx_ports = ports.to_vec();
-        if let Err(why) = child.wait_for_ports(&nginx_ports, Duration::from_secs(20)) {
-            let error_log = read(&p.join("logs/error.log"));
-            let stderr = read(&p.join("logs/stderr.log"));
-            drop(child);
-            panic!(
-                "nginx ({}) did not start: {why}\n--- conf/nginx.conf ---\n{conf}\n--- \
-                 logs/error.log ---\n{error_log}\n--- stderr ---\n{stderr}",
-                bin.display()
-            );
-        }
+        let n = nginx_holes(http_block);
+        assert!(n > 0, "an nginx configuration with no server: {http_block}");
+        let ((process, prefix, conf), ports) = with_ports("nginx", n, |ports| {
+            let addrs: Vec<SocketAddr> = ports.iter().map(Port::addr).collect();
+            let block = complete_nginx(http_block, &addrs);
+            let numbers: Vec<u16> = ports.iter().map(Port::number).collect();
+            spawn(&bin, &block, &numbers)
+        });
         Nginx {
-            child,
+            process,
             prefix,
-            ports: nginx_ports,
+            ports,
             conf,
         }
     }
 
-    /// `127.0.0.1:` the first port given to [`Nginx::start`].
+    /// The first server's address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr_of(self.ports[0])
+        self.addr_of(0)
     }
 
-    /// `127.0.0.1:port`.
-    pub fn addr_of(&self, port: u16) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+    /// The address of the `i`-th `server { }` block without `listen`.
+    pub fn addr_of(&self, i: usize) -> SocketAddr {
+        self.ports[i].addr()
+    }
+
+    /// Every server's address, in order.
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.ports.iter().map(Port::addr).collect()
     }
 
     /// The content of `logs/error.log` so far.
@@ -127,7 +84,62 @@ http {{
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
+    }
+}
+
+/// One attempt: a new prefix, its configuration, the process.
+fn spawn(
+    bin: &Path,
+    http_block: &str,
+    ports: &[u16],
+) -> Result<(Process, TempDir, String), StartError> {
+    let prefix = tempfile::Builder::new()
+        .prefix("sluice-it-nginx-")
+        .tempdir()
+        .expect("temporary directory for the nginx prefix");
+    let p = prefix.path();
+    for dir in ["conf", "html", "logs", "temp"] {
+        fs::create_dir_all(p.join(dir)).expect("nginx prefix directory");
+    }
+    fs::write(p.join("html/ok.txt"), "ok\n").expect("write html/ok.txt");
+    let d = p.display();
+    let conf = format!(
+        "user root;
+worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/logs/error.log info;
+events {{ worker_connections 1024; }}
+http {{
+  access_log {d}/logs/access.log;
+  client_body_temp_path {d}/temp/client_body;
+  proxy_temp_path {d}/temp/proxy;
+  fastcgi_temp_path {d}/temp/fastcgi;
+  uwsgi_temp_path {d}/temp/uwsgi;
+  scgi_temp_path {d}/temp/scgi;
+{http_block}
+}}
+"
+    );
+    let conf_path = p.join("conf/nginx.conf");
+    fs::write(&conf_path, &conf).expect("write conf/nginx.conf");
+    let mut cmd = Command::new(bin);
+    cmd.arg("-p")
+        .arg(format!("{d}/"))
+        .arg("-e")
+        .arg(p.join("logs/error.log"))
+        .arg("-c")
+        .arg(&conf_path)
+        .current_dir(p);
+    let stop = Stop::TermThenKill(Duration::from_secs(5));
+    let logs = [p.join("logs/error.log")];
+    match Process::start("nginx", cmd, p, ports, stop, &logs) {
+        Ok(process) => Ok((process, prefix, conf)),
+        Err(StartError::AddrInUse(out)) => Err(StartError::AddrInUse(out)),
+        Err(StartError::Failed(out)) => Err(StartError::Failed(format!(
+            "{out}\n--- conf/nginx.conf ---\n{conf}"
+        ))),
     }
 }
 
@@ -173,10 +185,4 @@ pub fn nginx_binary() -> PathBuf {
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-fn read(p: &Path) -> String {
-    fs::read(p)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_else(|e| format!("(cannot read {}: {e})", p.display()))
 }

@@ -1,27 +1,48 @@
-//! Free TCP ports on 127.0.0.1.
+//! Ports on 127.0.0.1 that no one else takes.
+//!
+//! A [`Port`] is a socket bound to `127.0.0.1:0` with `SO_REUSEADDR`, that never listens. While
+//! it is held, the kernel hands the port to no one else (neither a `bind` to port 0 nor an
+//! outgoing connection's source port), a connection to it is refused (a "dead" upstream), and a
+//! server that binds with `SO_REUSEADDR` — sluice (tokio), nginx and redis-server all do — can
+//! still listen on it. So there is no window between picking a port and the child binding it:
+//! the old probe-and-release `free_port` raced with every other process on the machine.
+//! [`super::spawn::with_ports`] still retries on `EADDRINUSE`, for anything that slips through.
 
-use std::collections::HashSet;
-use std::net::{Ipv4Addr, TcpListener};
-use std::sync::{Mutex, OnceLock};
+use std::net::{Ipv4Addr, SocketAddr};
 
-/// A TCP port on 127.0.0.1 that nothing listens on right now.
-///
-/// The kernel picks it (bind to port 0); the listener is closed before returning so a child
-/// process can bind it. Tests run in parallel in one binary, so ports already handed out by this
-/// process are never handed out again.
-pub fn free_port() -> u16 {
-    static GIVEN: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
-    let given = GIVEN.get_or_init(|| Mutex::new(HashSet::new()));
-    for _ in 0..1000 {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0 to find a free port: {e}"));
-        let port = listener
+/// A reserved port; released on Drop.
+pub struct Port {
+    socket: tokio::net::TcpSocket,
+    addr: SocketAddr,
+}
+
+impl Port {
+    /// A port the kernel picks, reserved for this test.
+    pub fn reserve() -> Port {
+        let socket = tokio::net::TcpSocket::new_v4().expect("create a TCP socket");
+        socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+        socket
+            .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0 to reserve a port: {e}"));
+        let addr = socket
             .local_addr()
-            .expect("local address of a bound listener")
-            .port();
-        if given.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
-            return port;
-        }
+            .expect("local address of a bound socket");
+        Port { socket, addr }
     }
-    panic!("no free port found on 127.0.0.1 after 1000 attempts");
+
+    pub fn number(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let _ = &self.socket;
+        write!(f, "Port({})", self.addr)
+    }
 }

@@ -1,0 +1,89 @@
+//! Zones in Redis (SPEC §5), against a real `redis-server` each test starts.
+//!
+//! - The nginx vectors (nginx-limit-req.md §11 and §3) as one table that
+//!   drives every backend: memory, Redis, and locations mixing both, in one
+//!   slot or several; plus random sequences compared decision by decision.
+//! - Two sluice instances sharing a zone admit exactly what one would.
+//! - Redis killed, frozen, or down at startup: each `on_error` policy, no
+//!   request held past `timeout`, recovery without restart.
+//! - `[redis]` configuration errors, located.
+//!
+//! # Layout
+//! - [`vectors`]: the vector table on every layout of memory and Redis zones, and random
+//!   sequences against the memory core.
+//! - [`script`]: the Lua script itself: keys, expiry, the server's clock, concurrency.
+//! - [`instances`]: two instances sharing one zone.
+//! - [`outages`]: Redis killed, frozen, down at startup; TLS to Redis.
+//! - [`config`]: the `[redis]` table and its errors.
+
+mod config;
+mod instances;
+mod outages;
+mod script;
+mod vectors;
+
+use crate::support::{Port, RedisServer, Reply, Sluice, TlsFiles, client, eventually, request};
+use sluice::limiter::redis::{TimeSource, key_slot};
+use sluice::limiter::{
+    self, Limit, MemoryZone, OnError, Outcome, Rate, RedisBackend, RedisConfig, RedisZone, Store,
+    ZoneRef,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// sluice on `config`, with the error log at info (the Redis tests read its info lines).
+fn start_sluice(config: &str) -> Sluice {
+    Sluice::builder(config).env("RUST_LOG", "info").start()
+}
+
+/// `GET /` with the header `name: value`, from 127.0.0.1.
+async fn get_with(s: &Sluice, name: &str, value: &str) -> Reply {
+    request(s.addr(), client(1), "GET", "/", &[(name, value)]).await
+}
+
+const T0: u64 = 1_000_000_000;
+
+const NODELAY: u64 = Limit::NODELAY;
+
+fn backend(url: &str, time: TimeSource, prefix: &str, on_error: OnError) -> Arc<RedisBackend> {
+    RedisBackend::with_time_source(
+        RedisConfig {
+            url: url.to_string(),
+            // generous: a loaded test machine must not turn into on_error
+            timeout: Duration::from_secs(5),
+            on_error,
+            prefix: prefix.to_string(),
+            ..Default::default()
+        },
+        time,
+    )
+    .unwrap()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Two requests with key `key`: their statuses. Each must be answered well
+/// within the timeout plus the proxy's own time.
+async fn twice(s: &Sluice, key: &str) -> (u16, u16) {
+    let a = get_with(s, "X-Key", key).await;
+    let b = get_with(s, "X-Key", key).await;
+    for r in [&a, &b] {
+        assert!(
+            r.elapsed < Duration::from_millis(1000),
+            "a request took {:?}",
+            r.elapsed
+        );
+    }
+    (a.status, b.status)
+}
+
+fn key_in_redis(redis: &RedisServer, key: &str) -> bool {
+    let mut c = redis.client();
+    redis::cmd("EXISTS")
+        .arg(format!("t:z:{{{}}}", hex(key.as_bytes())))
+        .query::<i64>(&mut c)
+        .unwrap()
+        == 1
+}
