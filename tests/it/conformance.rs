@@ -66,7 +66,7 @@ const GRACE: Duration = Duration::from_millis(60);
 /// Why sluice deliberately refuses a case that nginx forwards (never the other way round), or
 /// None. The suite accepts such a case only when nginx forwarded it, and sluice refused it and
 /// sent its upstream nothing; any other difference on it still fails. The reasons are
-/// src/http1/head.rs's and README "Security"'s.
+/// src/http1/head/'s and README "Security"'s.
 fn stricter(case: &str) -> Option<&'static str> {
     const HTTP09: &str = "HTTP/0.9 is refused (nginx proxies it and answers without headers)";
     const CONTROL: &str = "control bytes other than tab in a header value are refused (nginx \
@@ -803,7 +803,7 @@ fn forwarding(n: &Outcome, s: &Outcome) -> Vec<String> {
     let mut why = Vec::new();
     for (a, b) in nf.iter().zip(&sf) {
         // Deliberate: sluice cuts a fragment that nginx passes on raw (hyper's URI cannot carry
-        // `#`, and `%23` would name another resource; src/http1/head.rs). Cutting sends less,
+        // `#`, and `%23` would name another resource; src/http1/head/). Cutting sends less,
         // never a request nginx refuses.
         let cut = a.target.split('#').next().unwrap_or("");
         if a.method != b.method || (a.target != b.target && cut != b.target) {

@@ -50,7 +50,7 @@ pub fn serve(file: &str, text: &str) -> Result<Served, StartError> {
                 .expect("a tokio runtime for the in-process sluice");
             rt.block_on(async move {
                 config.start_backends();
-                let proxy = match sluice::proxy::Proxy::bind(config).await {
+                let proxy = match sluice::server::Server::bind(config).await {
                     Ok(p) => p,
                     Err(e) => {
                         let _ = bound_tx.send(Err(e.to_string()));
