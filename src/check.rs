@@ -1,6 +1,7 @@
 //! `sluice check`: a one-screen summary of a valid configuration.
 
-use crate::config::{LogLevel, Spec};
+use crate::config::Spec;
+use crate::errlog::Severity;
 use crate::limiter::Limit;
 use std::fmt::Write as _;
 
@@ -98,7 +99,7 @@ pub fn summary(file: &str, spec: &Spec) -> String {
                 eff.status
                     .unwrap_or(crate::config::DEFAULT_LIMIT_REQ_STATUS),
                 match eff.log_level {
-                    Some(l) if l != LogLevel::Error => format!(", log {}", l.as_str()),
+                    Some(l) if l != Severity::Error => format!(", log {}", l.name()),
                     _ => String::new(),
                 },
                 if eff.dry_run == Some(true) {

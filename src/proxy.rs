@@ -13,7 +13,7 @@ use crate::accesslog::{AccessLog, LoggedBody, Record};
 use crate::client_io::{
     ConnState, Expired, Filled, Idle, LimitedBody, TimedIo, Timeouts, UntilEnd,
 };
-use crate::config::{LoadError, LogLevel, Spec};
+use crate::config::{LoadError, Spec};
 use crate::connlimit::{self, Held, WorkerSlot};
 use crate::errlog::{self, Excess, Severity};
 use crate::limiter::{self, Outcome};
@@ -411,7 +411,7 @@ impl Proxy {
             kept_zones.join(", ")
         );
         let drain = Instant::now() + new.shutdown_timeout();
-        errlog::set_level(new.ops.error_log_level.unwrap_or(LogLevel::Info));
+        errlog::set_level(new.ops.error_log_level.unwrap_or(Severity::Info));
         self.shared.config.store(Arc::new(new));
 
         for mut l in added {
@@ -810,7 +810,7 @@ async fn refuse(
             out.push(b'"');
         }
     });
-    let no_pages = crate::config::ErrorPages::default();
+    let no_pages = crate::respond::ErrorPages::default();
     let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
     let resp = respond::error_response(pages, None, &made(refusal.status, refusal.to_string()));
     let (bytes, body_len) = Box::pin(serialize(resp)).await;
@@ -1243,7 +1243,7 @@ async fn handle(
             delay_ms, excess, ..
         } => {
             log_req(
-                Severity::from(loc.log_level.lower()),
+                loc.log_level.lower(),
                 &conn,
                 &vars,
                 format_args!(
@@ -1279,7 +1279,7 @@ async fn handle(
             wait_ms,
         } => {
             // The hottest line of all: written piece by piece.
-            errlog::emit_with(Severity::from(loc.log_level), |out| {
+            errlog::emit_with(loc.log_level, |out| {
                 push_req_line(out, &conn, &vars, |out| {
                     out.extend_from_slice(b"limiting requests");
                     out.extend_from_slice(dry.as_bytes());
@@ -1429,7 +1429,7 @@ fn limit_conn(
     } else {
         let dry = if loc.conn_dry_run { ", dry run," } else { "" };
         log_req(
-            Severity::from(loc.conn_log_level),
+            loc.conn_log_level,
             conn,
             vars,
             format_args!("limiting connections{dry} by zone \"{name}\""),
@@ -1495,7 +1495,7 @@ impl AsRef<[u8]> for Key {
 }
 
 fn with_quota(mut resp: Response<Body>, loc: &Location, outcome: &Outcome) -> Response<Body> {
-    if loc.ratelimit_headers != crate::config::RateLimitHeaders::Off {
+    if loc.ratelimit_headers != crate::respond::RateLimitHeaders::Off {
         if let Some(state) = quota_state(loc, outcome) {
             respond::add_quota_headers(
                 resp.headers_mut(),

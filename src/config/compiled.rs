@@ -3,12 +3,11 @@
 //! one `Config` is one consistent generation of the configuration.
 
 use crate::accesslog::{self, AccessLog, Sinks};
-use crate::config::{
-    Backend, ErrorPages, LocationSpec, LogEscape, LogLevel, OpsSpec, PathRule, ProxyPass,
-    RateLimitHeaders, ReturnSpec, Spec,
-};
+use crate::config::{Backend, LocationSpec, OpsSpec, PathRule, ProxyPass, Spec};
+use crate::errlog::Severity;
 use crate::limiter::{Limit, MemoryZone, RedisBackend, RedisZone, Store, ZoneRef};
-use crate::vars::{Context, Template};
+use crate::respond::{ErrorPages, RateLimitHeaders, ReturnSpec};
+use crate::vars::{Context, LogEscape, Template};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -133,12 +132,12 @@ pub struct Location {
     pub zones: Vec<Arc<Zone>>,
     pub ratelimit_headers: RateLimitHeaders,
     pub status: u16,
-    pub log_level: LogLevel,
+    pub log_level: Severity,
     pub dry_run: bool,
     /// `limit_conn`, checked after `limit_req`, and its settings.
     pub conn_limits: Vec<crate::connlimit::ConnLimit>,
     pub conn_status: u16,
-    pub conn_log_level: LogLevel,
+    pub conn_log_level: Severity,
     pub conn_dry_run: bool,
     pub error_pages: Arc<ErrorPages>,
     pub action: Action,
@@ -427,11 +426,11 @@ impl Config {
                     zones: limit_zones,
                     ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
                     status,
-                    log_level: eff.log_level.unwrap_or(LogLevel::Error),
+                    log_level: eff.log_level.unwrap_or(Severity::Error),
                     dry_run: eff.dry_run.unwrap_or(false),
                     conn_limits,
                     conn_status: eff.conn_status.unwrap_or(crate::connlimit::DEFAULT_STATUS),
-                    conn_log_level: eff.conn_log_level.unwrap_or(LogLevel::Error),
+                    conn_log_level: eff.conn_log_level.unwrap_or(Severity::Error),
                     conn_dry_run: eff.conn_dry_run.unwrap_or(false),
                     error_pages: eff.error_pages.clone().unwrap_or_default(),
                     action,

@@ -19,11 +19,11 @@ pub use compiled::*;
 pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use values::{PathRule, ProxyPass};
 
+use crate::errlog::Severity;
 use crate::limiter::{Limit, Rate};
 pub use crate::limiter::{OnError, RedisConfig};
-use crate::vars::Template;
-use http::HeaderName;
-use std::collections::BTreeMap;
+use crate::respond::{ErrorPages, RateLimitHeaders, ReturnSpec};
+use crate::vars::{LogEscape, Template};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ pub struct OpsSpec {
     /// SIGTERM (default [`crate::config::DEFAULT_SHUTDOWN_TIMEOUT`]).
     pub shutdown_timeout: Option<Duration>,
     /// `error_log_level`: the least severe error-log line written.
-    pub error_log_level: Option<LogLevel>,
+    pub error_log_level: Option<Severity>,
     /// `log_format_escape`: nginx's `log_format … escape=`.
     pub log_escape: LogEscape,
     /// `[admin] listen`: `/metrics` and `/healthz`.
@@ -64,19 +64,6 @@ pub struct OpsSpec {
     /// `worker_connections`: the most client connections one worker thread
     /// keeps open (default [`crate::config::DEFAULT_WORKER_CONNECTIONS`]).
     pub worker_connections: Option<usize>,
-}
-
-/// How variable values are escaped in access-log lines (nginx's
-/// `log_format name escape=default|json|none`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LogEscape {
-    /// `"`, `\` and bytes outside 32–126 as `\xHH`; empty values as `-`.
-    #[default]
-    Default,
-    /// JSON string escapes; empty values stay empty.
-    Json,
-    /// Nothing escaped.
-    None,
 }
 
 /// Where a zone keeps its states.
@@ -142,76 +129,6 @@ impl LimitSpec {
     }
 }
 
-/// nginx's `limit_req_log_level` and `limit_conn_log_level`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    Info,
-    Notice,
-    Warn,
-    Error,
-}
-
-impl LogLevel {
-    pub fn parse(s: &str) -> Option<LogLevel> {
-        Some(match s {
-            "info" => LogLevel::Info,
-            "notice" => LogLevel::Notice,
-            "warn" => LogLevel::Warn,
-            "error" => LogLevel::Error,
-            _ => return None,
-        })
-    }
-
-    /// Delays are logged one level lower than rejections.
-    pub fn lower(self) -> LogLevel {
-        match self {
-            LogLevel::Error => LogLevel::Warn,
-            LogLevel::Warn => LogLevel::Notice,
-            LogLevel::Notice | LogLevel::Info => LogLevel::Info,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogLevel::Info => "info",
-            LogLevel::Notice => "notice",
-            LogLevel::Warn => "warn",
-            LogLevel::Error => "error",
-        }
-    }
-}
-
-/// `ratelimit_headers`: which quota headers limited responses carry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RateLimitHeaders {
-    #[default]
-    Off,
-    /// `RateLimit-Policy` and `RateLimit` of draft-ietf-httpapi-ratelimit-headers.
-    Draft,
-    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
-    Legacy,
-}
-
-/// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
-#[derive(Debug)]
-pub struct ErrorPage {
-    /// The status sent (defaults to `CODE`; nginx's `error_page 429 =200`).
-    pub status: u16,
-    pub headers: Vec<(HeaderName, Template)>,
-    /// `None`: the default body for that status.
-    pub body: Option<Template>,
-}
-
-pub type ErrorPages = BTreeMap<u16, ErrorPage>;
-
-/// `return = { status, body, headers }`: answer from sluice itself.
-#[derive(Debug)]
-pub struct ReturnSpec {
-    pub status: u16,
-    pub headers: Vec<(HeaderName, Template)>,
-    pub body: Option<Template>,
-}
-
 /// Settings that http, server and location levels share; `None` = not set
 /// here, inherit.
 #[derive(Clone, Default)]
@@ -219,12 +136,12 @@ pub struct Level {
     /// nginx: a level with its own `limit_req` lines hides its parent's.
     pub limit_req: Option<Vec<LimitSpec>>,
     pub status: Option<u16>,
-    pub log_level: Option<LogLevel>,
+    pub log_level: Option<Severity>,
     pub dry_run: Option<bool>,
     /// nginx: a level with its own `limit_conn` lines hides its parent's.
     pub limit_conn: Option<Vec<ConnLimitSpec>>,
     pub conn_status: Option<u16>,
-    pub conn_log_level: Option<LogLevel>,
+    pub conn_log_level: Option<Severity>,
     pub conn_dry_run: Option<bool>,
     /// Like nginx's `error_page`: a level with its own hides its parent's.
     pub error_pages: Option<Arc<ErrorPages>>,

@@ -7,7 +7,10 @@
 use super::error::Diagnostics;
 use super::values::{self, PathRule};
 use super::*;
-use crate::vars::{Context, Template};
+use crate::errlog::Severity;
+use crate::respond::{ErrorPage, ErrorPages, RateLimitHeaders, ReturnSpec};
+use crate::vars::{Context, LogEscape, Template};
+use http::HeaderName;
 use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -141,9 +144,9 @@ impl Cx {
     }
 
     /// `info`, `notice`, `warn` or `error`.
-    fn log_level(&mut self, v: &Val, key: &str) -> Option<LogLevel> {
+    fn log_level(&mut self, v: &Val, key: &str) -> Option<Severity> {
         let s = self.str(v, key)?;
-        let level = LogLevel::parse(s);
+        let level = Severity::from_name(s).filter(|l| LIMIT_LEVELS.contains(l));
         if level.is_none() {
             self.err(
                 v.span(),
@@ -185,6 +188,15 @@ impl Cx {
             .ok()
     }
 }
+
+/// The levels nginx's `limit_req_log_level` accepts (and so
+/// `error_log_level` here).
+const LIMIT_LEVELS: [Severity; 4] = [
+    Severity::Info,
+    Severity::Notice,
+    Severity::Warn,
+    Severity::Error,
+];
 
 fn get<'a, 'i>(t: &'a DeTable<'i>, key: &str) -> Option<&'a Val<'i>> {
     t.iter()
