@@ -77,14 +77,13 @@ pub fn summary(file: &str, spec: &Spec) -> String {
                     t
                 })
                 .collect::<Vec<_>>();
-            let action = match (&loc.ret, &eff.proxy_pass) {
-                (Some(r), _) => format!("return {}", r.status),
-                (None, Some(p)) => format!(
+            let action = match &loc.action {
+                crate::config::Action::Return(r) => format!("return {}", r.status),
+                crate::config::Action::Proxy(p) => format!(
                     "proxy_pass http://{}{}",
                     p.authority,
                     p.uri.as_deref().unwrap_or("")
                 ),
-                (None, None) => "-".into(),
             };
             let _ = writeln!(
                 s,

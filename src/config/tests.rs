@@ -1,6 +1,8 @@
 use super::*;
 use crate::errlog::Severity;
 use crate::vars::LogEscape;
+use std::sync::Arc;
+use std::time::Duration;
 
 fn errors(text: &str) -> Vec<String> {
     match parse_str("t.toml", text) {

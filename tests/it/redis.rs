@@ -820,8 +820,9 @@ fn rediss_with_a_private_ca_and_a_client_certificate() {
 
 // === configuration ===
 
+/// As `load` reports them: the TLS files named are read too.
 fn config_errors(text: &str) -> Vec<String> {
-    match sluice::config::parse_str("t.toml", text) {
+    match sluice::config::load_text("t.toml", text) {
         Ok(_) => vec![],
         Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
     }
