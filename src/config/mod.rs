@@ -74,6 +74,6 @@ fn stages(file: &str, text: &str, read_files: bool) -> Result<Spec, ConfigErrors
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod stage_tests;
+#[cfg(test)]
+mod tests;

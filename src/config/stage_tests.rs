@@ -26,7 +26,9 @@ fn only_loading_reads_the_files_the_text_names() {
     assert!(parse_str("t.toml", &tls).is_ok());
     assert_eq!(
         messages(load_text("t.toml", &tls)),
-        ["t.toml:3:10: \"tls_ca\": cannot read \"/nonexistent/sluice-ca.pem\": No such file or directory (os error 2)"]
+        [
+            "t.toml:3:10: \"tls_ca\": cannot read \"/nonexistent/sluice-ca.pem\": No such file or directory (os error 2)"
+        ]
     );
     let plain = tls.replace("rediss://", "redis://");
     assert_eq!(
@@ -101,6 +103,8 @@ fn unknown_keys_list_the_section_schema() {
     ));
     assert_eq!(
         e,
-        ["t.toml:6:1: unknown key \"listen\" in [[servers.locations]] (expected one of: path, proxy_pass, return, limit_req, limit_req_status, limit_req_log_level, limit_req_dry_run, limit_conn, limit_conn_status, limit_conn_log_level, limit_conn_dry_run, error_pages, proxy_connect_timeout, proxy_read_timeout, proxy_send_timeout, client_body_timeout, access_log, ratelimit_headers, client_max_body_size, proxy_request_buffering, client_body_buffer_size, client_body_temp_path)"]
+        [
+            "t.toml:6:1: unknown key \"listen\" in [[servers.locations]] (expected one of: path, proxy_pass, return, limit_req, limit_req_status, limit_req_log_level, limit_req_dry_run, limit_conn, limit_conn_status, limit_conn_log_level, limit_conn_dry_run, error_pages, proxy_connect_timeout, proxy_read_timeout, proxy_send_timeout, client_body_timeout, access_log, ratelimit_headers, client_max_body_size, proxy_request_buffering, client_body_buffer_size, client_body_temp_path)"
+        ]
     );
 }

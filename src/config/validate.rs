@@ -16,8 +16,7 @@ use super::parse::read::Reported;
 use super::parse::redis::{RedisDraft, TlsFile};
 use super::parse::servers::{LocationDraft, ServerDraft};
 use super::spec::{
-    Action, ConnLimitSpec, ConnZoneSpec, Level, LimitSpec, LocationSpec, PathMatch, ServerSpec,
-    Spec, ZoneSpec,
+    Action, ConnLimitSpec, ConnZoneSpec, Level, LimitSpec, LocationSpec, ServerSpec, Spec, ZoneSpec,
 };
 use super::values::{PathRule, ProxyPass};
 use crate::limiter::RedisConfig;
@@ -268,14 +267,9 @@ fn location(
         Some(ret) => Action::Return(ret.ok()?),
         None => Action::Proxy(proxy?.clone()),
     };
-    let rule = match path.rule {
-        PathRule::Exact(p) => PathMatch::Exact(p),
-        PathRule::Prefix { prefix, stop_regex } => PathMatch::Prefix { prefix, stop_regex },
-        PathRule::Regex { .. } => PathMatch::Regex(path.regex?),
-    };
     Some(LocationSpec {
         path: path.text,
-        rule,
+        rule: path.matcher.ok()?,
         level,
         action,
     })

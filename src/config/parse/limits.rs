@@ -5,7 +5,7 @@
 //! the names once every zone is known, with the rules that need the whole
 //! list (a zone twice at one level).
 
-use super::read::{Cx, Key, Named, Schema, Val, has};
+use super::read::{Cx, Key, Named, Schema, Val, get, has};
 use crate::limiter::Limit;
 use toml::de::{DeTable, DeValue};
 
@@ -105,10 +105,10 @@ fn limit_req(cx: &mut Cx, t: &DeTable, span: std::ops::Range<usize>) -> LimitUse
     // nginx's `limit_req` takes at most three arguments: zone, burst and
     // one of nodelay/delay. Without burst both fit, and the later wins.
     let nodelay_on = matches!(
-        super::read::get(t, "nodelay").map(|v| v.get_ref()),
+        get(t, "nodelay").map(|v| v.get_ref()),
         Some(DeValue::Boolean(true))
     );
-    if let (true, Some(d), true) = (has(t, "burst"), super::read::get(t, "delay"), nodelay_on) {
+    if let (true, Some(d), true) = (has(t, "burst"), get(t, "delay"), nodelay_on) {
         cx.err(
             d.span(),
             "invalid number of arguments in \"limit_req\" directive: with \"burst\", set either \"nodelay\" or \"delay\", not both",

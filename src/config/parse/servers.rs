@@ -5,6 +5,7 @@
 //! server, duplicate paths and listen addresses) is validation's: here
 //! each table is read on its own.
 
+use super::super::spec::PathMatch;
 use super::super::values::{self, PathRule, ProxyPass};
 use super::level::{self, LevelDraft, Leveled};
 use super::read::{Cx, Key, Reported, Schema, Val, has};
@@ -46,10 +47,10 @@ pub(in crate::config) struct PathDraft {
     /// As written, e.g. `"= /api"`.
     pub text: String,
     pub span: Range<usize>,
+    /// The rule as written, to compare locations.
     pub rule: PathRule,
-    /// The compiled regex of a regex location; `None` otherwise, or when it
-    /// does not compile (reported).
-    pub regex: Option<regex::Regex>,
+    /// The rule to match with: a regex compiled (or reported).
+    pub matcher: Result<PathMatch, Reported>,
 }
 
 impl Leveled for LocationDraft {
@@ -181,13 +182,17 @@ fn path(cx: &mut Cx, k: &str, v: &Val) -> Result<PathDraft, Reported> {
         cx.err(v.span(), e);
         Reported
     })?;
-    let regex = match &rule {
-        PathRule::Regex { pattern, caseless } => match regex::RegexBuilder::new(pattern)
+    let matcher = match &rule {
+        PathRule::Exact(p) => Ok(PathMatch::Exact(p.clone())),
+        PathRule::Prefix { prefix, stop_regex } => Ok(PathMatch::Prefix {
+            prefix: prefix.clone(),
+            stop_regex: *stop_regex,
+        }),
+        PathRule::Regex { pattern, caseless } => regex::RegexBuilder::new(pattern)
             .case_insensitive(*caseless)
             .build()
-        {
-            Ok(r) => Some(r),
-            Err(e) => {
+            .map(PathMatch::Regex)
+            .map_err(|e| {
                 cx.err(
                     v.span(),
                     format!(
@@ -195,16 +200,14 @@ fn path(cx: &mut Cx, k: &str, v: &Val) -> Result<PathDraft, Reported> {
                         e.to_string().lines().last().unwrap_or("")
                     ),
                 );
-                None
-            }
-        },
-        _ => None,
+                Reported
+            }),
     };
     Ok(PathDraft {
         text: s.to_string(),
         span: v.span(),
         rule,
-        regex,
+        matcher,
     })
 }
 
