@@ -16,7 +16,7 @@
 # stops that target: libFuzzer prints the input and its backtrace, and the input is saved
 # in fuzz/artifacts/TARGET/ (reproduce with `cargo +nightly fuzz run TARGET FILE`; commit
 # it to fuzz/regressions/TARGET/ once fixed: scripts/test.sh replays that directory).
-# The checks themselves live in src/fuzzing.rs.
+# The checks themselves live in src/fuzzing/.
 #
 # Installs cargo-fuzz (`cargo install cargo-fuzz`) when it is missing; needs the nightly
 # toolchain (`rustup toolchain install nightly`). Exits 0 only if no target found anything.
@@ -64,7 +64,7 @@ for t in "${targets[@]}"; do
   echo "=================== fuzz target $t: ${seconds} s"
   mkdir -p "fuzz/corpus/$t" "$scratch/$t"
   rc=0
-  # -max_len: src/fuzzing.rs's inputs are read up to 4096 bytes; -timeout: a hang is a finding.
+  # -max_len: src/fuzzing/'s inputs are read up to 4096 bytes; -timeout: a hang is a finding.
   (cd fuzz && nice -n 19 cargo +nightly fuzz run "$t" "$scratch/$t" "corpus/$t" -- \
       -max_total_time="$seconds" -max_len=4096 -timeout=10 -print_final_stats=1) \
     >"$scratch/$t.log" 2>&1 || rc=$?

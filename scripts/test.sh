@@ -10,7 +10,7 @@
 #   2. cargo build --release;
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
 #      sluice themselves; the unit tests include the replay of the fuzz corpora, fuzz/corpus and
-#      fuzz/regressions, through src/fuzzing.rs);
+#      fuzz/regressions, through src/fuzzing/);
 #   4. scripts/compare-nginx.sh --check: the article's burst test against real nginx and against
 #      sluice, statuses identical and delays within ±100 ms;
 #   5. `sluice check` on a copy of config/sluice.toml with an unknown key `bogus = 1` on line 2:

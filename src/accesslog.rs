@@ -6,7 +6,8 @@
 //! `$body_bytes_sent` and `$request_time` cover the whole streamed body; a
 //! client that goes away while delayed is logged with status 499, as nginx.
 
-use crate::respond::Body;
+use crate::body::Body;
+use crate::limiter::LimitReqStatus;
 use crate::vars::{LogVars, RequestVars, ResponseVars, Template, Var};
 use bytes::Bytes;
 use http::{HeaderMap, Method, Uri, Version};
@@ -151,7 +152,7 @@ pub struct Record {
     pub start: tokio::time::Instant,
     pub connection: u64,
     pub status: u16,
-    pub limit_req_status: &'static str,
+    pub limit_req_status: Option<LimitReqStatus>,
     pub zone: String,
     pub upstream_ms: Option<u64>,
     /// `$limit_conn_status`.
@@ -179,7 +180,7 @@ impl Record {
             start,
             connection,
             status: 0,
-            limit_req_status: "-",
+            limit_req_status: None,
             zone: String::new(),
             upstream_ms: None,
             limit_conn_status: "-",
@@ -272,7 +273,7 @@ impl LoggedBody {
 
 impl hyper::body::Body for LoggedBody {
     type Data = Bytes;
-    type Error = crate::client_io::BodyError;
+    type Error = crate::body::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

@@ -43,7 +43,7 @@
 //! flood must not turn into a flood of log lines). Every refusal is counted
 //! in `sluice_connections_refused_total`.
 
-use crate::respond::Body;
+use crate::body::Body;
 use crate::vars::Template;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -303,7 +303,7 @@ impl Held {
             return resp;
         }
         use http_body_util::BodyExt;
-        resp.map(|body| crate::client_io::UntilEnd::new(body, self).boxed())
+        resp.map(|body| crate::body::UntilEnd::new(body, self).boxed())
     }
 }
 

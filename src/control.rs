@@ -6,12 +6,12 @@
 //!   `reopen`, `stop`) send the signal to the pid it names;
 //! - `watch = true`: reload when the configuration file changes.
 //!
-//! [`run`] wires these to [`Proxy::run`], which does the work.
+//! [`run`] wires these to [`crate::server::Server::run`], which does the work.
 
+use crate::config::Config;
 use crate::config::{self, LoadError};
 use crate::errlog::{self, Severity};
-use crate::proxy::{Command, Proxy, Shared};
-use crate::config::Config;
+use crate::server::{Command, Server, Shared};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use tokio::sync::mpsc::{self, UnboundedSender};
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("{0}")]
-    Bind(std::io::Error),
+    Server(#[from] crate::server::ServerError),
     #[error("open() \"{path}\" failed ({source})")]
     PidFile {
         path: String,
@@ -43,7 +43,7 @@ pub async fn run(config: PathBuf, runtime: Config) -> Result<(), RunError> {
     };
     // Redis connects in the background: sluice serves while it is down.
     runtime.start_backends();
-    let proxy = Proxy::bind(runtime).await.map_err(RunError::Bind)?;
+    let proxy = Server::bind(runtime).await?;
     for a in proxy.local_addrs() {
         errlog::emit(Severity::Notice, format_args!("listening on {a}"));
     }
@@ -64,7 +64,8 @@ pub async fn run(config: PathBuf, runtime: Config) -> Result<(), RunError> {
         .watch
         .then(|| watch_file(&config, tx, proxy.shared()))
         .flatten();
-    proxy.run(rx, || config::load(&config)).await;
+    let path = config.clone();
+    proxy.run(rx, move || config::load(&path)).await;
     errlog::emit(Severity::Notice, format_args!("exit"));
     Ok(())
 }
@@ -297,6 +298,16 @@ pub fn watch_file(
     };
     let path = config.to_path_buf();
     let mut last = std::fs::read(&path).ok();
+    let read = |path: &Path| {
+        let path = path.to_path_buf();
+        // Off the threads that serve /healthz.
+        async move {
+            tokio::task::spawn_blocking(move || std::fs::read(path).ok())
+                .await
+                .ok()
+                .flatten()
+        }
+    };
     tokio::spawn(async move {
         while raw_rx.recv().await.is_some() {
             // Wait for a quiet period.
@@ -307,7 +318,7 @@ pub fn watch_file(
                     Err(_) => break,
                 }
             }
-            let now = std::fs::read(&path).ok();
+            let now = read(&path).await;
             if now.is_none() || now == last || !shared.config().ops.watch {
                 continue;
             }

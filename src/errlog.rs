@@ -12,6 +12,9 @@
 //! it. Filtering still works with `RUST_LOG` (notice and info are tracing's
 //! INFO, alert is ERROR).
 
+/// The formatting the log lines are made of; re-exported so that callers
+/// writing a line piece by piece (`emit_with`) find it beside `emit_with`.
+pub use crate::fmt::{Excess, Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use tracing::subscriber::Interest;
@@ -162,48 +165,6 @@ impl crate::batch::Output for StderrOut {
 static STDERR_OUT: std::sync::LazyLock<std::sync::Arc<StderrOut>> =
     std::sync::LazyLock::new(|| std::sync::Arc::new(StderrOut));
 
-/// Appends formatted text (a literal without formatting machinery).
-pub fn push_fmt(out: &mut Vec<u8>, msg: fmt::Arguments<'_>) {
-    match msg.as_str() {
-        Some(s) => out.extend_from_slice(s.as_bytes()),
-        None => {
-            let _ = std::io::Write::write_fmt(out, msg);
-        }
-    }
-}
-
-/// Appends a number.
-pub fn push_u64(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-}
-
-/// Appends an address as nginx prints it.
-pub fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
-    match ip {
-        std::net::IpAddr::V4(v4) => {
-            for (i, o) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b'.');
-                }
-                push_u64(out, o.into());
-            }
-        }
-        v6 => push_fmt(out, format_args!("{v6}")),
-    }
-}
-
-/// Appends an excess as nginx prints it (5998 → `5.998`).
-pub fn push_excess(out: &mut Vec<u8>, excess: u64) {
-    push_u64(out, excess / 1000);
-    let frac = excess % 1000;
-    out.extend_from_slice(&[
-        b'.',
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ]);
-}
-
 /// `YYYY/MM/DD HH:MM:SS [level] PID#TID: `. The date is formatted once a
 /// second per thread, from the coarse clock (nginx too prints a cached
 /// time).
@@ -215,8 +176,8 @@ fn push_prefix(out: &mut Vec<u8>, level: &str) {
     }
     let now = Timestamp::coarse_now();
     DATE.with_borrow_mut(|d| {
-        if d.0 != now.0 {
-            *d = (now.0, now.to_string());
+        if d.0 != now.secs() {
+            *d = (now.secs(), now.to_string());
         }
         out.extend_from_slice(d.1.as_bytes());
     });
@@ -227,15 +188,6 @@ fn push_prefix(out: &mut Vec<u8>, level: &str) {
     out.push(b'#');
     push_u64(out, thread_number());
     out.extend_from_slice(b": ");
-}
-
-/// nginx prints an excess of 5998 as `5.998`.
-pub struct Excess(pub u64);
-
-impl fmt::Display for Excess {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
-    }
 }
 
 /// The `tracing` event format: `YYYY/MM/DD HH:MM:SS [level] PID#TID: message`.
@@ -271,8 +223,8 @@ where
         let now = Timestamp::now();
         DATE.with(|d| {
             let mut d = d.borrow_mut();
-            if d.0 != now.0 {
-                *d = (now.0, now.to_string());
+            if d.0 != now.secs() {
+                *d = (now.secs(), now.to_string());
             }
             write!(writer, "{} [{level}] {}#{}: ", d.1, pid(), thread_number())
         })?;
@@ -355,126 +307,21 @@ fn thread_number() -> u64 {
     ID.with(|id| *id)
 }
 
-/// UTC wall-clock time as nginx prints it.
-pub struct Timestamp(u64);
-
+/// The wall clock (read by [`crate::clock`]) as the logs' timestamps.
 impl Timestamp {
     pub fn now() -> Timestamp {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Timestamp(secs)
+        Timestamp::from_secs(crate::clock::unix_secs())
     }
 
-    /// The wall clock to the second, from `CLOCK_REALTIME_COARSE` (no
-    /// hardware clock read).
+    /// The wall clock to the second, without a hardware clock read.
     pub fn coarse_now() -> Timestamp {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid timespec to write to.
-        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0 {
-            Timestamp(ts.tv_sec.max(0) as u64)
-        } else {
-            Timestamp::now()
-        }
-    }
-
-    /// The start of this second, in Unix milliseconds.
-    pub fn unix_ms(&self) -> u64 {
-        self.0 * 1000
-    }
-
-    pub fn from_ms(unix_ms: u64) -> Timestamp {
-        Timestamp(unix_ms / 1000)
-    }
-
-    /// nginx's `$time_local`: `30/Nov/2026:18:14:20 +0000`.
-    /// RFC 9110's IMF-fixdate, for a `Date` header:
-    /// `Tue, 01 Dec 2026 06:51:26 GMT`.
-    pub fn http_date(&self) -> String {
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-        let days = self.0 / 86_400;
-        let (y, m, d) = civil_from_days(days as i64);
-        let rem = self.0 % 86_400;
-        format!(
-            "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
-            DAYS[(days % 7) as usize],
-            MONTHS[m as usize - 1],
-            rem / 3600,
-            rem / 60 % 60,
-            rem % 60
-        )
-    }
-
-    pub fn clf(&self) -> String {
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        let (y, m, d) = civil_from_days((self.0 / 86_400) as i64);
-        let rem = self.0 % 86_400;
-        format!(
-            "{d:02}/{}/{y:04}:{:02}:{:02}:{:02} +0000",
-            MONTHS[m as usize - 1],
-            rem / 3600,
-            rem / 60 % 60,
-            rem % 60
-        )
-    }
-
-    /// nginx's `$time_iso8601`: `2026-11-30T18:14:20+00:00`.
-    pub fn iso8601(&self) -> String {
-        let (y, m, d) = civil_from_days((self.0 / 86_400) as i64);
-        let rem = self.0 % 86_400;
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
-            rem / 3600,
-            rem / 60 % 60,
-            rem % 60
-        )
+        Timestamp::from_secs(crate::clock::coarse_unix_secs())
     }
 }
 
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let days = (self.0 / 86_400) as i64;
-        let rem = self.0 % 86_400;
-        let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}",
-            rem / 3600,
-            rem / 60 % 60,
-            rem % 60
-        )
-    }
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    crate::clock::unix_ms()
 }
 
 /// The least severe line written (`error_log_level`), as a rank of
@@ -553,32 +400,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn excess_prints_like_nginx() {
-        assert_eq!(Excess(5998).to_string(), "5.998");
-        assert_eq!(Excess(1000).to_string(), "1.000");
-        assert_eq!(Excess(1).to_string(), "0.001");
-    }
-
-    #[test]
-    fn pushed_pieces_print_like_display() {
-        let mut out = Vec::new();
-        for e in [0, 1, 999, 1000, 5998, 123_456] {
-            out.clear();
-            push_excess(&mut out, e);
-            assert_eq!(out, Excess(e).to_string().as_bytes());
-        }
-        for ip in ["127.0.0.2", "10.200.0.255", "::1", "2001:db8::7"] {
-            out.clear();
-            push_ip(&mut out, ip.parse().unwrap());
-            assert_eq!(out, ip.as_bytes());
-        }
-        out.clear();
-        push_fmt(&mut out, format_args!("plain"));
-        push_fmt(&mut out, format_args!(" {}", 42));
-        assert_eq!(out, b"plain 42");
-    }
-
-    #[test]
     fn nginx_levels_rank_in_order() {
         for pair in Severity::ALL.windows(2) {
             assert!(pair[0].rank() <= pair[1].rank(), "{pair:?}");
@@ -587,12 +408,5 @@ mod tests {
         assert_eq!(Severity::from_name("warning"), None);
         assert_eq!(Severity::Error.lower(), Severity::Warn);
         assert_eq!(Severity::Info.lower(), Severity::Info);
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(Timestamp(0).to_string(), "1970/01/01 00:00:00");
-        // 2026-11-30 18:14:20 UTC
-        assert_eq!(Timestamp(1_796_062_460).to_string(), "2026/11/30 18:14:20");
     }
 }

@@ -1,49 +1,69 @@
 //! sluice: nginx's `limit_req` in front of any HTTP backend.
 //!
 //! # Layout
+//! A request's path, top to bottom: [`control`] runs the process and drives
+//! a [`server::Server`], whose connections hand each request to
+//! `request::handle`; the request reads the compiled [`config::Config`]
+//! and the [`limiter`]. Imports only go down the layers below (held by
+//! `tests/it/layout.rs`), and each layer's modules are:
+//!
+//! - [`control`]: running the process: signals (reload, reopen, stop), the
+//!   pid file, the file watcher, `sluice reload`.
+//! - [`server`]: an embeddable server: worker threads (one runtime per
+//!   core), listeners and accept loops, one client connection, the head
+//!   gate's socket with nginx's timeouts, refused heads, the admin listener,
+//!   reload and graceful stop.
+//! - [`request`]: one request's phases: find (server, realip, path,
+//!   location), limit_req, limit_conn, content (`return` or upstream),
+//!   finish; every early end is a `ProxyError` answered in one place.
+//! - [`metrics`]: Prometheus counters for the admin listener;
+//!   [`check`]: the summary `sluice check` prints.
 //! - [`config`]: the TOML file → a validated [`config::Spec`], every error
 //!   reported as `FILE:LINE:COL: message` → the [`config::Config`] that
 //!   serves (inheritance resolved, zones allocated, locations in nginx's
 //!   lookup order).
-//! - [`connlimit`]: nginx's `limit_conn` (requests in flight per key) and
-//!   `worker_connections` (open connections per worker thread).
-//! - [`limiter`]: nginx's leaky bucket and multi-limit accounting, pure (time
-//!   is an argument), over a store seam (memory now, remote later).
-//! - [`vars`]: nginx variables in keys, error pages and `return` bodies.
-//! - [`proxy`]: listeners, connections, and one request's life: location,
-//!   limits, delay, `return` or upstream.
-//! - [`respond`]: responses sluice makes itself (error pages, problem+json).
+//! - [`accesslog`]: nginx's access log; [`connlimit`]: `limit_conn`
+//!   (requests in flight per key) and `worker_connections`; [`upstream`]:
+//!   sluice's own HTTP/1.1 client with kept-alive connections per worker;
+//!   [`client_body`]: a request body cut at `client_max_body_size` and read
+//!   whole before it is forwarded (nginx's `proxy_request_buffering`).
+//! - [`respond`]: responses sluice makes itself (error pages,
+//!   problem+json); [`conn`]: one client connection's state, shared by its
+//!   reader and its requests.
+//! - [`vars`]: nginx variables in keys, logs, error pages and `return`.
+//! - [`limiter`]: nginx's leaky bucket and multi-limit accounting, pure
+//!   (time is an argument), over a store seam (memory, Redis); it imports
+//!   nothing from the rest of the crate.
 //! - [`errlog`]: nginx-format error-log lines through `tracing`.
-//! - [`batch`]: log lines written per worker in batches, not one write each.
-//! - [`check`]: the summary `sluice check` prints.
-//! - [`control`]: running the process: signals (reload, reopen, stop), the
-//!   pid file, the file watcher, `sluice reload`.
-//! - [`http1`]: request heads and chunked bodies read with nginx's rules,
-//!   before hyper: what nginx refuses never reaches the upstream.
-//! - [`client_body`]: a request body read whole before it is forwarded
-//!   (nginx's `proxy_request_buffering`).
-//! - [`client_io`]: what a client connection is allowed: header, keep-alive
-//!   and send timeouts, body size.
-//! - [`metrics`]: Prometheus counters for the admin listener.
+//! - Leaves: [`fmt`] (nginx's renderings of numbers, addresses and times),
+//!   [`batch`] (log lines written per worker in batches), [`body`] (the
+//!   response body type), [`clock`] (the only place that reads clocks),
+//!   [`http1`] (request heads and chunked bodies read with nginx's rules,
+//!   before hyper: what nginx refuses never reaches the upstream),
+//!   [`realip`] (nginx's `real_ip`).
 //! - `fuzzing` (tests and the `fuzzing` feature only): the checks of the
 //!   fuzz targets in `fuzz/`, shared with the corpus replay of the tests.
 
 pub mod accesslog;
 pub mod batch;
+pub mod body;
 pub mod check;
 pub mod client_body;
-pub mod client_io;
+pub mod clock;
 pub mod config;
+pub mod conn;
 pub mod connlimit;
 pub mod control;
 pub mod errlog;
+pub mod fmt;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod http1;
 pub mod limiter;
 pub mod metrics;
-pub mod proxy;
 pub mod realip;
+pub mod request;
 pub mod respond;
+pub mod server;
 pub mod upstream;
 pub mod vars;

@@ -2,10 +2,10 @@
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use sluice::config::Config;
 use sluice::config::{self, LoadError};
 use sluice::control;
 use sluice::errlog::Severity;
-use sluice::config::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

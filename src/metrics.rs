@@ -7,8 +7,8 @@
 //! time. Labels are bounded by the configuration: zone names,
 //! outcomes, error kinds, status codes — never a client key.
 
-use crate::limiter::{DecisionCounts, Store};
 use crate::config::Config;
+use crate::limiter::{LimitReqStatus, Store};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
@@ -302,7 +302,7 @@ struct ZoneValues {
     evictions: u64,
     /// Redis zones: failed decisions, and decisions made by `on_error` instead.
     store: Option<(u64, u64)>,
-    /// Decisions by status, [`DecisionCounts::STATUSES`] order.
+    /// Decisions by status, in [`LimitReqStatus::ALL`] order.
     decisions: [u64; 5],
 }
 
@@ -327,7 +327,7 @@ impl Zones {
                         capacity: m.capacity(),
                         evictions: m.evictions(),
                         store: remote,
-                        decisions: std::array::from_fn(|i| z.limiter.counts.get(i)),
+                        decisions: LimitReqStatus::ALL.map(|s| z.limiter.counts.get(s)),
                     }
                 })
                 .collect(),
@@ -337,86 +337,91 @@ impl Zones {
 
 impl Collector for Zones {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let label = |z: &ZoneValues| [("zone", z.name.clone())];
-        {
-            let mut family = encoder.encode_descriptor(
-                "sluice_limit_req_requests",
-                "Requests by zone and $limit_req_status (passed, delayed, rejected, delayed_dry_run, rejected_dry_run), counted for the zone that decided",
-                None,
-                ConstCounter::new(0u64).metric_type(),
-            )?;
-            for z in &self.0 {
-                for (i, status) in DecisionCounts::STATUSES.iter().enumerate() {
-                    let l = [("zone", z.name.clone()), ("status", status.to_string())];
-                    ConstCounter::new(z.decisions[i]).encode(family.encode_family(&l)?)?;
-                }
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
-                "sluice_limit_req_zone_states",
-                "Client states (keys) a zone tracks now.",
-                None,
-                ConstGauge::new(0i64).metric_type(),
-            )?;
-            for z in &self.0 {
-                let l = label(z);
-                ConstGauge::new(z.states as i64).encode(family.encode_family(&l)?)?;
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
-                "sluice_limit_req_zone_capacity",
-                "Client states a zone's size holds before the least recently used is evicted.",
-                None,
-                ConstGauge::new(0i64).metric_type(),
-            )?;
-            for z in &self.0 {
-                let l = label(z);
-                ConstGauge::new(z.capacity as i64).encode(family.encode_family(&l)?)?;
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
-                "sluice_limit_req_zone_evictions",
-                "States evicted from a full zone (their excess is forgotten), since the zone was created.",
-                None,
-                ConstCounter::new(0u64).metric_type(),
-            )?;
-            for z in &self.0 {
-                let l = label(z);
-                ConstCounter::new(z.evictions).encode(family.encode_family(&l)?)?;
-            }
-        }
-        for (i, (name, help)) in [
-            (
-                "sluice_limit_req_store_errors",
-                "Redis zones: decisions Redis failed to make (error or timeout), since start.",
-            ),
-            (
-                "sluice_limit_req_store_fallbacks",
-                "Redis zones: decisions made by on_error instead of Redis, since start.",
-            ),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                ConstCounter::new(0u64).metric_type(),
-            )?;
-            for z in &self.0 {
-                if let Some(v) = z.store {
-                    let l = label(z);
-                    let n = if i == 0 { v.0 } else { v.1 };
-                    ConstCounter::new(n).encode(family.encode_family(&l)?)?;
-                }
+        let (zones, e) = (&self.0, &mut encoder);
+        self.encode_decisions(e)?;
+        per_zone(
+            e,
+            "sluice_limit_req_zone_states",
+            "Client states (keys) a zone tracks now.",
+            MetricType::Gauge,
+            zones,
+            |z| Some(ConstGauge::new(z.states as i64)),
+        )?;
+        per_zone(
+            e,
+            "sluice_limit_req_zone_capacity",
+            "Client states a zone's size holds before the least recently used is evicted.",
+            MetricType::Gauge,
+            zones,
+            |z| Some(ConstGauge::new(z.capacity as i64)),
+        )?;
+        per_zone(
+            e,
+            "sluice_limit_req_zone_evictions",
+            "States evicted from a full zone (their excess is forgotten), since the zone was created.",
+            MetricType::Counter,
+            zones,
+            |z| Some(ConstCounter::new(z.evictions)),
+        )?;
+        per_zone(
+            e,
+            "sluice_limit_req_store_errors",
+            "Redis zones: decisions Redis failed to make (error or timeout), since start.",
+            MetricType::Counter,
+            zones,
+            |z| z.store.map(|(errors, _)| ConstCounter::new(errors)),
+        )?;
+        per_zone(
+            e,
+            "sluice_limit_req_store_fallbacks",
+            "Redis zones: decisions made by on_error instead of Redis, since start.",
+            MetricType::Counter,
+            zones,
+            |z| z.store.map(|(_, fallbacks)| ConstCounter::new(fallbacks)),
+        )
+    }
+}
+
+impl Zones {
+    /// `sluice_limit_req_requests`: one series per zone and status.
+    fn encode_decisions(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "sluice_limit_req_requests",
+            "Requests by zone and $limit_req_status (passed, delayed, rejected, delayed_dry_run, rejected_dry_run), counted for the zone that decided",
+            None,
+            MetricType::Counter,
+        )?;
+        for z in &self.0 {
+            for (status, n) in LimitReqStatus::ALL.iter().zip(z.decisions) {
+                let l = [
+                    ("zone", z.name.clone()),
+                    ("status", status.label().to_string()),
+                ];
+                ConstCounter::new(n).encode(family.encode_family(&l)?)?;
             }
         }
         Ok(())
     }
+}
+
+/// One family labelled by zone: `value` of each zone that has one (the
+/// descriptor is written even when none has, so the family is always listed).
+fn per_zone<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &'static str,
+    help: &str,
+    metric_type: MetricType,
+    zones: &[ZoneValues],
+    value: impl Fn(&ZoneValues) -> Option<M>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
+    for z in zones {
+        if let Some(v) = value(z) {
+            let l = [("zone", z.name.clone())];
+            v.encode(family.encode_family(&l)?)?;
+        }
+    }
+    Ok(())
 }
 
 /// Per conn zone values read at scrape time: decisions (passed, rejected,
@@ -521,10 +526,9 @@ return = { status = 200 }
         let rt = Config::compile(spec, None).unwrap();
         let m = Metrics::new();
         let counts = &rt.zones[0].limiter.counts;
-        counts.record("PASSED");
-        counts.record("PASSED");
-        counts.record("REJECTED_DRY_RUN");
-        counts.record("-");
+        counts.record(LimitReqStatus::Passed);
+        counts.record(LimitReqStatus::Passed);
+        counts.record(LimitReqStatus::RejectedDryRun);
         m.upstream_error(UpstreamError::Timeout);
         m.response(200, Duration::from_millis(3));
         m.reload(false);

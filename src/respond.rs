@@ -1,12 +1,13 @@
 //! Responses sluice makes itself: rejections, `return`, 4xx/5xx, through the
 //! configured error pages or a default `application/problem+json` body.
 
+use crate::body::Body;
+use crate::limiter::LimitReqStatus;
 use crate::vars::{RequestVars, ResponseVars, Template};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use http_body_util::{BodyExt, Full};
 use std::collections::BTreeMap;
-
 /// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
 #[derive(Debug)]
 pub struct ErrorPage {
@@ -39,9 +40,6 @@ pub enum RateLimitHeaders {
     Legacy,
 }
 
-/// The body type of every response sluice sends.
-pub type Body = BoxBody<Bytes, crate::client_io::BodyError>;
-
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).map_err(|never| match never {}).boxed()
 }
@@ -51,13 +49,28 @@ pub struct Made<'a> {
     pub status: u16,
     /// Whole seconds until the client may retry (rejections only).
     pub retry_after: Option<u64>,
-    pub limit_req_status: &'a str,
+    pub limit_req_status: Option<LimitReqStatus>,
     pub zone: &'a str,
     /// The problem `detail` when no error page is configured.
     pub detail: String,
     /// For a rejection: the policies (zones) that were exceeded; the default
     /// body is then the draft's `quota-exceeded` problem type.
     pub violated: Option<&'a str>,
+}
+
+impl Made<'static> {
+    /// A response about the request itself, before or without any limit
+    /// (`$limit_req_status` is `-`).
+    pub fn plain(status: u16, detail: String) -> Made<'static> {
+        Made {
+            status,
+            retry_after: None,
+            limit_req_status: None,
+            zone: "",
+            detail,
+            violated: None,
+        }
+    }
 }
 
 fn status_code(s: u16) -> StatusCode {
@@ -188,7 +201,7 @@ pub fn json_string(s: &str) -> String {
 pub fn return_response(
     ret: &ReturnSpec,
     req: &RequestVars,
-    limit_req_status: &str,
+    limit_req_status: Option<LimitReqStatus>,
 ) -> Response<Body> {
     let vars = ResponseVars {
         status: ret.status,
@@ -375,7 +388,7 @@ mod tests {
                 &Made {
                     status: 429,
                     retry_after: Some(secs),
-                    limit_req_status: "REJECTED",
+                    limit_req_status: Some(LimitReqStatus::Rejected),
                     zone,
                     detail: format!(
                         "{} (zone \"{zone}\"). Retry after {secs} second{}.",

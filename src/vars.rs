@@ -5,7 +5,8 @@
 //! typo in a variable name is a configuration error with its column, and a
 //! request only walks a short list of parts.
 
-use crate::errlog::{push_fmt, push_ip, push_u64};
+use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
+use crate::limiter::LimitReqStatus;
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
 use std::net::{IpAddr, SocketAddr};
 
@@ -330,7 +331,8 @@ pub struct RequestVars<'a> {
 pub struct ResponseVars<'a> {
     pub status: u16,
     pub retry_after: Option<u64>,
-    pub limit_req_status: &'a str,
+    /// `None` prints `-`.
+    pub limit_req_status: Option<LimitReqStatus>,
     pub limit_req_zone: &'a str,
     /// Access log only.
     pub log: Option<&'a LogVars>,
@@ -353,7 +355,7 @@ pub struct LogVars {
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
 /// same thousandths as an excess.
 fn push_secs(out: &mut Vec<u8>, ms: u64) {
-    crate::errlog::push_excess(out, ms);
+    push_excess(out, ms);
 }
 
 /// `$time_local` or `$time_iso8601` of `unix_ms`, rendered once a second
@@ -367,7 +369,7 @@ fn push_time(out: &mut Vec<u8>, unix_ms: u64, iso: bool) {
     CACHE.with_borrow_mut(|c| {
         let slot = &mut c[iso as usize];
         if slot.0 != secs {
-            let t = crate::errlog::Timestamp::from_ms(unix_ms);
+            let t = Timestamp::from_ms(unix_ms);
             *slot = (secs, if iso { t.iso8601() } else { t.clf() });
         }
         out.extend_from_slice(slot.1.as_bytes());
@@ -422,7 +424,33 @@ pub fn version_str(v: Version) -> &'static str {
     }
 }
 
+/// One variable's value, appended to `out`. A variable whose context is
+/// missing (no response being made, not the access log) appends nothing,
+/// except `$limit_req_status`, which is then `-`.
 fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
+    match v {
+        Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone => {
+            eval_response_var(v, resp, out)
+        }
+        Var::BodyBytesSent
+        | Var::RequestTime
+        | Var::UpstreamResponseTime
+        | Var::TimeLocal
+        | Var::TimeIso8601
+        | Var::Msec
+        | Var::ConnectionId
+        | Var::LimitConnStatus => {
+            if let Some(l) = resp.and_then(|r| r.log) {
+                eval_log_var(v, l, out)
+            }
+        }
+        Var::RemoteUser => out.push(b'-'),
+        _ => eval_request_var(v, req, out),
+    }
+}
+
+/// The variables of the request itself (keys may use only these).
+fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
     match v {
         Var::BinaryRemoteAddr => match req.remote.ip() {
             IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
@@ -466,6 +494,13 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
                 }
             }
         }
+        _ => {}
+    }
+}
+
+/// The variables of a response sluice makes or logs.
+fn eval_response_var(v: &Var, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
+    match v {
         Var::Status => {
             if let Some(r) = resp {
                 push_u64(out, r.status.into());
@@ -477,33 +512,33 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
             }
         }
         Var::LimitReqStatus => {
-            out.extend_from_slice(resp.map(|r| r.limit_req_status).unwrap_or("-").as_bytes())
+            let status = resp.and_then(|r| r.limit_req_status);
+            out.extend_from_slice(status.map_or("-", LimitReqStatus::as_str).as_bytes())
         }
         Var::LimitReqZone => {
             if let Some(r) = resp {
                 out.extend_from_slice(r.limit_req_zone.as_bytes());
             }
         }
-        Var::RemoteUser => out.push(b'-'),
-        log_var => {
-            let Some(l) = resp.and_then(|r| r.log) else {
-                return;
-            };
-            match log_var {
-                Var::BodyBytesSent => push_u64(out, l.body_bytes_sent),
-                Var::RequestTime => push_secs(out, l.request_time_ms),
-                Var::UpstreamResponseTime => match l.upstream_response_time_ms {
-                    Some(ms) => push_secs(out, ms),
-                    None => out.push(b'-'),
-                },
-                Var::TimeLocal => push_time(out, l.unix_ms, false),
-                Var::TimeIso8601 => push_time(out, l.unix_ms, true),
-                Var::Msec => push_secs(out, l.unix_ms),
-                Var::ConnectionId => push_u64(out, l.connection),
-                Var::LimitConnStatus => out.extend_from_slice(l.limit_conn_status.as_bytes()),
-                _ => {}
-            }
-        }
+        _ => {}
+    }
+}
+
+/// The variables only the access log knows, once the response is done.
+fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
+    match v {
+        Var::BodyBytesSent => push_u64(out, l.body_bytes_sent),
+        Var::RequestTime => push_secs(out, l.request_time_ms),
+        Var::UpstreamResponseTime => match l.upstream_response_time_ms {
+            Some(ms) => push_secs(out, ms),
+            None => out.push(b'-'),
+        },
+        Var::TimeLocal => push_time(out, l.unix_ms, false),
+        Var::TimeIso8601 => push_time(out, l.unix_ms, true),
+        Var::Msec => push_secs(out, l.unix_ms),
+        Var::ConnectionId => push_u64(out, l.connection),
+        Var::LimitConnStatus => out.extend_from_slice(l.limit_conn_status.as_bytes()),
+        _ => {}
     }
 }
 

@@ -23,7 +23,8 @@ use sluice::limiter::{
     self, Limit, MemoryZone, OnError, Outcome, RedisBackend, RedisConfig, RedisZone, Store, ZoneRef,
 };
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 #[derive(Parser)]
 #[command(about = "The seed article's Redis race, and the cost of a Redis decision")]
@@ -220,13 +221,16 @@ async fn measure(limits: Arc<Vec<Limit>>, n: usize, tasks: usize) -> (Vec<Durati
 }
 
 async fn cost(url: &str, n: usize, tasks: usize) {
-    let backend = RedisBackend::new(RedisConfig {
-        url: url.to_string(),
-        timeout: Duration::from_secs(5),
-        on_error: OnError::Deny,
-        prefix: format!("cost{}", std::process::id()),
-        ..Default::default()
-    })
+    let backend = RedisBackend::new(
+        RedisConfig {
+            url: url.to_string(),
+            timeout: Duration::from_secs(5),
+            on_error: OnError::Deny,
+            prefix: format!("cost{}", std::process::id()),
+            ..Default::default()
+        },
+        sluice::limiter::redis::ignore_events(),
+    )
     .expect("redis url");
     let mem = Arc::new(vec![Limit {
         zone: zone("m", Store::Memory(MemoryZone::with_size(1 << 20))),

@@ -237,7 +237,7 @@ struct Endless(bool);
 
 impl hyper::body::Body for Endless {
     type Data = Bytes;
-    type Error = crate::client_io::BodyError;
+    type Error = crate::body::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

@@ -92,112 +92,130 @@ impl Chunked {
         data: &[u8],
         mut out: Option<&mut O>,
     ) -> Result<usize, ChunkError> {
-        /// nginx refuses a size above `NGX_MAX_OFF_T_VALUE / 16` before
-        /// taking another digit.
-        const MAX: u64 = i64::MAX as u64;
         let mut i = 0;
         while i < data.len() {
-            let b = data[i];
-            use State::*;
             match self.state {
-                Done => break,
-                Start => {
-                    self.size = u64::from(hex(b).ok_or(ChunkError)?);
-                    self.state = Size;
-                }
-                Size => {
-                    if self.size > MAX / 16 {
-                        return Err(ChunkError);
-                    }
-                    if let Some(d) = hex(b) {
-                        self.size = self.size * 16 + u64::from(d);
-                    } else {
-                        let last = self.size == 0;
-                        self.state = match (b, last) {
-                            (b'\r', false) => ExtensionLf,
-                            (b'\n', false) => self.begin_data(&mut out),
-                            (b';' | b' ' | b'\t', false) => Extension,
-                            (b'\r', true) => LastExtensionLf,
-                            (b'\n', true) => Trailer,
-                            (b';' | b' ' | b'\t', true) => LastExtension,
-                            _ => return Err(ChunkError),
-                        };
-                    }
-                }
-                Extension => match b {
-                    b'\r' => self.state = ExtensionLf,
-                    b'\n' => self.state = self.begin_data(&mut out),
-                    _ => {}
-                },
-                ExtensionLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.state = self.begin_data(&mut out);
-                }
-                Data => {
-                    let n = (data.len() - i).min(usize::try_from(self.size).unwrap_or(usize::MAX));
-                    if let Some(o) = out.as_deref_mut() {
-                        o.put_slice(&data[i..i + n]);
-                    }
-                    self.size -= n as u64;
-                    i += n;
-                    if self.size == 0 {
-                        self.state = AfterData;
-                        if let Some(o) = out.as_deref_mut() {
-                            o.put_slice(b"\r\n");
-                        }
-                    }
+                State::Done => break,
+                State::Data => {
+                    i += self.data(&data[i..], &mut out);
                     continue;
                 }
-                AfterData => match b {
-                    b'\r' => self.state = AfterDataLf,
-                    b'\n' => self.state = Start,
-                    _ => return Err(ChunkError),
-                },
-                AfterDataLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.state = Start;
-                }
-                LastExtension => match b {
-                    b'\r' => self.state = LastExtensionLf,
-                    b'\n' => self.state = Trailer,
-                    _ => {}
-                },
-                LastExtensionLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.state = Trailer;
-                }
-                Trailer => match b {
-                    b'\r' => self.state = TrailerLf,
-                    b'\n' => self.finish(&mut out),
-                    _ => self.state = TrailerHeader,
-                },
-                TrailerLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.finish(&mut out);
-                }
-                TrailerHeader => match b {
-                    b'\r' => self.state = TrailerHeaderLf,
-                    b'\n' => self.state = Trailer,
-                    _ => {}
-                },
-                TrailerHeaderLf => {
-                    if b != b'\n' {
-                        return Err(ChunkError);
-                    }
-                    self.state = Trailer;
-                }
+                _ => self.state = self.step(data[i], &mut out)?,
             }
             i += 1;
         }
         Ok(i)
+    }
+
+    /// The framing, one byte `b` at a time: the state after it. Every state
+    /// but [`State::Data`] (which takes many bytes at once) and
+    /// [`State::Done`] (which takes none) reads a byte here.
+    fn step<O: BufMut>(&mut self, b: u8, out: &mut Option<&mut O>) -> Result<State, ChunkError> {
+        use State::*;
+        Ok(match self.state {
+            Start => {
+                self.size = u64::from(hex(b).ok_or(ChunkError)?);
+                Size
+            }
+            Size => self.size_byte(b, out)?,
+            Extension => match b {
+                b'\r' => ExtensionLf,
+                b'\n' => self.begin_data(out),
+                _ => Extension,
+            },
+            ExtensionLf => {
+                lf(b)?;
+                self.begin_data(out)
+            }
+            AfterData => match b {
+                b'\r' => AfterDataLf,
+                b'\n' => Start,
+                _ => return Err(ChunkError),
+            },
+            AfterDataLf => {
+                lf(b)?;
+                Start
+            }
+            LastExtension => match b {
+                b'\r' => LastExtensionLf,
+                b'\n' => Trailer,
+                _ => LastExtension,
+            },
+            LastExtensionLf => {
+                lf(b)?;
+                Trailer
+            }
+            Trailer => match b {
+                b'\r' => TrailerLf,
+                b'\n' => self.finish(out),
+                _ => TrailerHeader,
+            },
+            TrailerLf => {
+                lf(b)?;
+                self.finish(out)
+            }
+            TrailerHeader => match b {
+                b'\r' => TrailerHeaderLf,
+                b'\n' => Trailer,
+                _ => TrailerHeader,
+            },
+            TrailerHeaderLf => {
+                lf(b)?;
+                Trailer
+            }
+            // Read by `feed_into` itself, never a byte at a time.
+            Data | Done => self.state,
+        })
+    }
+
+    /// A byte of the size line after its first digit: another hex digit, or
+    /// what ends the size (an extension, the line's end); the last chunk
+    /// (size 0) goes on to the trailer instead of data.
+    fn size_byte<O: BufMut>(
+        &mut self,
+        b: u8,
+        out: &mut Option<&mut O>,
+    ) -> Result<State, ChunkError> {
+        use State::*;
+        /// nginx refuses a size above `NGX_MAX_OFF_T_VALUE / 16` before
+        /// taking another digit.
+        const MAX: u64 = i64::MAX as u64;
+        if self.size > MAX / 16 {
+            return Err(ChunkError);
+        }
+        if let Some(d) = hex(b) {
+            self.size = self.size * 16 + u64::from(d);
+            return Ok(Size);
+        }
+        let last = self.size == 0;
+        Ok(match (b, last) {
+            (b'\r', false) => ExtensionLf,
+            (b'\n', false) => self.begin_data(out),
+            (b';' | b' ' | b'\t', false) => Extension,
+            (b'\r', true) => LastExtensionLf,
+            (b'\n', true) => Trailer,
+            (b';' | b' ' | b'\t', true) => LastExtension,
+            _ => return Err(ChunkError),
+        })
+    }
+
+    /// A chunk's data, as much of it as `data` holds: copied to `out`, with
+    /// the canonical CRLF once the chunk is whole. Returns the bytes taken.
+    fn data<O: BufMut>(&mut self, data: &[u8], out: &mut Option<&mut O>) -> usize {
+        let n = data
+            .len()
+            .min(usize::try_from(self.size).unwrap_or(usize::MAX));
+        if let Some(o) = out.as_deref_mut() {
+            o.put_slice(&data[..n]);
+        }
+        self.size -= n as u64;
+        if self.size == 0 {
+            self.state = State::AfterData;
+            if let Some(o) = out.as_deref_mut() {
+                o.put_slice(b"\r\n");
+            }
+        }
+        n
     }
 
     /// A chunk's size line ended: its canonical size line.
@@ -210,12 +228,22 @@ impl Chunked {
         State::Data
     }
 
-    fn finish<O: BufMut>(&mut self, out: &mut Option<&mut O>) {
+    /// The trailer's empty line: the body is done; its canonical last
+    /// chunk.
+    fn finish<O: BufMut>(&mut self, out: &mut Option<&mut O>) -> State {
         if let Some(o) = out.as_deref_mut() {
             o.put_slice(b"0\r\n\r\n");
         }
-        self.state = State::Done;
+        State::Done
     }
+}
+
+/// The LF a CR must be followed by.
+fn lf(b: u8) -> Result<(), ChunkError> {
+    if b != b'\n' {
+        return Err(ChunkError);
+    }
+    Ok(())
 }
 
 fn hex(b: u8) -> Option<u8> {

@@ -3,11 +3,14 @@
 //! Layers, innermost first:
 //! - [`bucket`]: the leaky-bucket arithmetic, pure functions of `now`.
 //! - [`memory`]: a zone's per-key states with nginx's expiry and eviction.
+//! - `protocol`: nginx's handling of several `limit_req` lines in one
+//!   location (lookup order, which limit is charged when, release on a
+//!   refusal, maximum delay), written once for both stores.
 //! - [`redis`]: zones shared by several instances through Redis, the same
 //!   arithmetic in one Lua script per decision.
-//! - this module: [`Store`], the seam a zone's states live behind, and
-//!   [`evaluate`], nginx's handling of several `limit_req` lines in one
-//!   location (lookup order, which limit is charged when, maximum delay).
+//! - [`status`]: `$limit_req_status` and the per-zone counts of it.
+//! - this module: [`Store`], the seam a zone's states live behind, and the
+//!   entry points [`evaluate`] and [`decide`].
 //!
 //! No clock here: the caller passes `now` in milliseconds (Redis zones use
 //! the Redis server's clock). A rejection is an [`Outcome`], not an error.
@@ -20,16 +23,24 @@
 //! The memory store does them under a shard lock. A remote store (Redis)
 //! answers the same three questions; [`Store`] is an enum so that adding it
 //! is a new variant here, not a change to the proxy, which only calls
-//! [`LimitSet::decide`].
+//! [`decide`].
+//!
+//! The limiter imports nothing from the rest of the crate (what it reports,
+//! it reports as values: [`redis::RedisEvent`]), so that it could be a crate
+//! of its own.
 
 pub mod bucket;
 pub mod memory;
+mod protocol;
 pub mod redis;
+pub mod status;
 
 pub use bucket::{Bucket, Rate};
 pub use memory::{Held, Locked, Lookup, MemoryZone};
 pub use redis::{OnError, RedisBackend, RedisConfig, RedisZone};
+pub use status::{DecisionCounts, LimitReqStatus};
 
+use protocol::{AllLocked, Decision};
 use std::sync::Arc;
 
 /// Where a zone's states live.
@@ -82,40 +93,6 @@ impl ZoneRef {
             store,
             counts: Default::default(),
         }
-    }
-}
-
-/// How many decisions a zone made, by `$limit_req_status` (NGINX Plus's
-/// `limit_reqs` counters): one relaxed atomic add per request.
-#[derive(Debug, Default)]
-pub struct DecisionCounts([std::sync::atomic::AtomicU64; 5]);
-
-impl DecisionCounts {
-    /// The statuses counted, as metric label values.
-    pub const STATUSES: [&'static str; 5] = [
-        "passed",
-        "delayed",
-        "rejected",
-        "delayed_dry_run",
-        "rejected_dry_run",
-    ];
-
-    /// Count one decision; `status` is `$limit_req_status` (`-` is not counted).
-    pub fn record(&self, status: &str) {
-        let i = match status {
-            "PASSED" => 0,
-            "DELAYED" => 1,
-            "REJECTED" => 2,
-            "DELAYED_DRY_RUN" => 3,
-            "REJECTED_DRY_RUN" => 4,
-            _ => return,
-        };
-        self.0[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The count of `STATUSES[i]`.
-    pub fn get(&self, i: usize) -> u64 {
-        self.0[i].load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -191,7 +168,8 @@ pub type LimitSet = [Limit];
 /// `key(i)` gives the evaluated key of limit `i`, `None` when it is empty or
 /// too long (that limit is skipped). Limits are looked up in order; only the
 /// last configured one is charged at lookup, earlier ones are held and then
-/// charged in reverse order once all passed; a rejection charges nothing.
+/// charged in reverse order once all passed; a rejection charges nothing
+/// (see `protocol`).
 ///
 /// The decision is atomic, as in nginx where one worker decides a request
 /// without interruption: every shard it touches is locked first, in a global
@@ -201,140 +179,31 @@ pub fn evaluate<K: AsRef<[u8]>>(
     now: u64,
     mut key: impl FnMut(usize) -> Option<K>,
 ) -> Outcome {
-    let n = limits.len();
-    if n == 0 {
-        return Outcome::Unlimited;
-    }
-    if n == 1 {
-        // The common case: one lock, no allocation.
-        let Some(k) = key(0) else {
-            return Outcome::Unlimited;
-        };
-        let l = &limits[0];
-        return match l
-            .zone
-            .store
-            .memory()
-            .lookup(k.as_ref(), now, l.zone.rate, l.burst, true)
-        {
-            Lookup::Charged { excess } => Outcome::Accepted {
-                delay_ms: bucket::delay_ms(excess, l.delay, l.zone.rate),
-                limit: 0,
-                excess,
-                tightest: (0, excess),
-            },
-            Lookup::Busy { excess, wait_ms } => Outcome::Rejected {
-                limit: 0,
-                excess,
-                wait_ms,
-            },
-            Lookup::NoMemory => Outcome::NoMemory { limit: 0 },
-            Lookup::Held { .. } => unreachable!("the last limit is charged at lookup"),
-        };
-    }
-
-    // Keys, their shards, and the shards to lock in global order.
-    let keys: Vec<Option<K>> = (0..n).map(&mut key).collect();
-    let mut spots: Vec<Option<(usize, u64)>> = Vec::with_capacity(n);
-    let mut order: Vec<(usize, usize, &MemoryZone)> = Vec::with_capacity(n);
-    for (i, k) in keys.iter().enumerate() {
-        let Some(k) = k else {
-            spots.push(None);
-            continue;
-        };
-        let m = limits[i].zone.store.memory();
-        let (shard, hash) = m.locate(k.as_ref());
-        let id = (m as *const MemoryZone as usize, shard);
-        if !order.iter().any(|o| (o.0, o.1) == id) {
-            order.push((id.0, id.1, m));
-        }
-        spots.push(Some((shard, hash)));
-    }
-    if order.is_empty() {
-        return Outcome::Unlimited;
-    }
-    order.sort_by_key(|o| (o.0, o.1));
-    let mut locks: Vec<Locked<'_>> = order.iter().map(|o| o.2.lock(o.1)).collect();
-    let lock_of = |i: usize, shard: usize| {
-        let id = limits[i].zone.store.memory() as *const MemoryZone as usize;
-        order
-            .iter()
-            .position(|o| o.0 == id && o.1 == shard)
-            .expect("every keyed limit's shard is locked")
-    };
-
-    let mut held: Vec<Option<(usize, Held)>> = Vec::with_capacity(n);
-    // (index where the loop stopped, excess there) when accepted
-    let mut stop: Option<(usize, u64)> = None;
-    for (i, limit) in limits.iter().enumerate() {
-        let (Some(k), Some((shard, hash))) = (&keys[i], spots[i]) else {
-            held.push(None);
-            continue;
-        };
-        let g = lock_of(i, shard);
-        let z = &limit.zone;
-        match locks[g].lookup(hash, k.as_ref(), now, z.rate, limit.burst, i == n - 1) {
-            Lookup::Held { held: h, .. } => held.push(Some((g, h))),
-            Lookup::Charged { excess } => {
-                stop = Some((i, excess));
-                break;
-            }
-            Lookup::Busy { excess, wait_ms } => {
-                release(&mut locks, &held);
-                return Outcome::Rejected {
-                    limit: i,
-                    excess,
-                    wait_ms,
-                };
-            }
-            Lookup::NoMemory => {
-                release(&mut locks, &held);
-                return Outcome::NoMemory { limit: i };
-            }
+    match limits.len() {
+        0 => Outcome::Unlimited,
+        1 => match key(0) {
+            Some(k) => evaluate_one(limits, now, k.as_ref()),
+            None => Outcome::Unlimited,
+        },
+        n => {
+            let keys: Vec<Option<K>> = (0..n).map(&mut key).collect();
+            let Some(locks) = AllLocked::lock(limits, &keys) else {
+                return Outcome::Unlimited;
+            };
+            let mut decision = Decision::new(limits, now, locks);
+            decision.look_up(&keys, true);
+            decision.finish()
         }
     }
-
-    // Accepted: charge the held limits in reverse order, at the same `now`.
-    let mut excess: Vec<Option<u64>> = vec![None; n];
-    excess[n - 1] = stop.map(|(_, e)| e);
-    for j in (0..n - 1).rev() {
-        if let Some((g, h)) = held[j] {
-            excess[j] = Some(locks[g].account(h, now, limits[j].zone.rate));
-        }
-    }
-    accepted(limits, &excess)
 }
 
-/// The outcome of an accepted request from the excess each limit stored
-/// (`None`: key empty, not charged). nginx's delay: start from the last
-/// limit (excess 0 if it was skipped), then earlier ones in reverse order; a
-/// strictly larger delay replaces it, with its limit and excess for the log.
-/// `tightest`: the limit with the fewest requests left, last limit first.
-pub(crate) fn accepted(limits: &LimitSet, excess: &[Option<u64>]) -> Outcome {
-    let at = limits.len() - 1;
-    let e = excess[at].unwrap_or(0);
-    let mut best = (
-        bucket::delay_ms(e, limits[at].delay, limits[at].zone.rate),
-        at,
-        e,
-    );
-    let mut tightest = excess[at].map(|e| (limits[at].remaining(e), at, e));
-    for j in (0..at).rev() {
-        let Some(e) = excess[j] else { continue };
-        let d = bucket::delay_ms(e, limits[j].delay, limits[j].zone.rate);
-        if d > best.0 {
-            best = (d, j, e);
-        }
-        let left = limits[j].remaining(e);
-        if tightest.is_none_or(|t| left < t.0) {
-            tightest = Some((left, j, e));
-        }
-    }
-    Outcome::Accepted {
-        delay_ms: best.0,
-        limit: best.1,
-        excess: best.2,
-        tightest: tightest.map_or((at, e), |t| (t.1, t.2)),
+/// The common case, one limit: one lock, no allocation.
+fn evaluate_one(limits: &LimitSet, now: u64, key: &[u8]) -> Outcome {
+    let l = &limits[0];
+    let memory = l.zone.store.memory();
+    match memory.lookup(key, now, l.zone.rate, l.burst, true) {
+        Lookup::Charged { excess } => protocol::accepted(limits, &[Some(excess)]),
+        refusal => protocol::refusal_of(0, refusal),
     }
 }
 
@@ -353,12 +222,6 @@ pub async fn decide<K: AsRef<[u8]>>(
     let keys: Vec<Option<K>> = (0..limits.len()).map(&mut key).collect();
     drop(key);
     redis::decide(limits, now, &keys).await
-}
-
-fn release(locks: &mut [Locked<'_>], held: &[Option<(usize, Held)>]) {
-    for (g, h) in held.iter().flatten() {
-        locks[*g].release(*h);
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,15 @@
+//! The integration tests: one binary, real sockets, real nginx and Redis.
+
+// The tests time real processes (nginx, Redis, sluice) over real sockets:
+// std's clock is the right one here; clippy.toml bars it only from src/.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
 mod article;
 mod client_contract;
 mod conformance;
+mod layout;
 mod limit_conn;
 mod nginx_diff;
 mod ops;

@@ -7,6 +7,8 @@
 use super::super::compiled::{CompileError, Config, Zone};
 use super::super::spec::{Backend, ConnZoneSpec, Spec, ZoneSpec};
 use crate::connlimit::ConnZone;
+use crate::errlog::{self, Severity};
+use crate::limiter::redis::{EventSink, RedisEvent};
 use crate::limiter::{MemoryZone, RedisBackend, RedisZone, Store, ZoneRef};
 use std::sync::Arc;
 
@@ -24,8 +26,20 @@ pub(super) fn redis_backend(
     }
     Ok(Some(match previous.and_then(|p| p.redis.as_ref()) {
         Some(old) if old.config() == cfg => old.clone(),
-        _ => RedisBackend::new(cfg.clone()).map_err(CompileError::Redis)?,
+        _ => RedisBackend::new(cfg.clone(), redis_log()).map_err(CompileError::Redis)?,
     }))
+}
+
+/// The Redis backend's events as error-log lines, each at its severity.
+fn redis_log() -> EventSink {
+    Arc::new(|e: RedisEvent<'_>| {
+        let sev = match e {
+            RedisEvent::Reachable { .. } | RedisEvent::Recovered { .. } => Severity::Notice,
+            RedisEvent::Unreachable { .. } => Severity::Warn,
+            RedisEvent::ZoneError { .. } => Severity::Error,
+        };
+        errlog::emit(sev, format_args!("{e}"));
+    })
 }
 
 /// The limit_req zones, each with its previous states when it keeps them.

@@ -1,62 +1,24 @@
-//! What a client connection is allowed, with nginx's directives:
+//! The client socket, read through the request-head gate
+//! ([`crate::http1::Gate`]) and bounded by the connection's deadlines.
 //!
-//! - `client_header_timeout`: a new connection must deliver a request header
-//!   within it (a client that connects and sends nothing is dropped), and a
-//!   header that has begun must be complete within it;
-//! - `keepalive_timeout`: how long a connection may sit idle between
-//!   requests;
-//! - `send_timeout`: how long the client may take to accept more of a
-//!   response (no progress in writing for that long closes the connection);
-//! - `client_max_body_size`: larger request bodies get 413.
-//!
-//! hyper's own `header_read_timeout` cannot express the first two: it starts
-//! whenever the connection waits for a request, so it also bounds keep-alive
-//! idle time, with one value for both. [`TimedIo`] wraps the socket instead
-//! and applies the right deadline for the connection's [`Phase`]: the
-//! service marks a request [`ConnState::busy`] when hyper hands it over, and
-//! the response body marks the connection idle when it ends
-//! ([`UntilEnd`] with [`Idle`]).
+//! hyper's own `header_read_timeout` cannot express nginx's
+//! `client_header_timeout` and `keepalive_timeout`: it starts whenever the
+//! connection waits for a request, so it also bounds keep-alive idle time,
+//! with one value for both. [`TimedIo`] wraps the socket instead and applies
+//! the right deadline for the connection's [`Phase`] (see [`crate::conn`]).
+//! It also parks idle keep-alive connections out of hyper, so that a
+//! waiting connection holds no buffer but the bytes it sent.
 
+use crate::conn::{ConnState, Expired, Timeouts};
 use crate::http1::{Fill, Gate, HeadRules, Refusal};
-use bytes::Bytes;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
-use parking_lot::Mutex;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
-
-/// The timeouts of one connection, from its server's configuration.
-#[derive(Clone, Copy, Debug)]
-pub struct Timeouts {
-    pub client_header: Duration,
-    pub keepalive: Duration,
-    pub send: Duration,
-}
-
-/// Where a connection is in its request cycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Waiting for (the rest of) a request header, until the deadline.
-    Header { deadline: Instant },
-    /// Idle between requests, until the deadline.
-    Idle { deadline: Instant },
-    /// A request is being handled: no read deadline (a request body may
-    /// stream slowly, a delayed request may wait).
-    Busy,
-}
-
-/// Why a connection was closed by a timeout, for the error log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Expired {
-    Header,
-    Idle,
-    Send,
-}
 
 /// How long a keep-alive connection stays in hyper, idle, before it is
 /// handed back to wait without hyper's buffers ([`TimedIo::park_when_idle`]).
@@ -67,7 +29,7 @@ pub const PARK_AFTER: Duration = Duration::from_secs(1);
 impl Timeouts {
     /// The shortest wait a read deadline can have (keep-alive, header, or
     /// the time an idle connection is parked after, if it may be).
-    fn soonest(&self, park: bool) -> Duration {
+    pub(crate) fn soonest(&self, park: bool) -> Duration {
         let park = if park && self.keepalive > PARK_AFTER {
             PARK_AFTER
         } else {
@@ -81,136 +43,26 @@ impl Timeouts {
     }
 }
 
-/// The phase of a connection, shared by its I/O and its service.
-pub struct ConnState {
-    phase: Mutex<Phase>,
-    timeouts: Timeouts,
-    expired: Mutex<Option<Expired>>,
-    /// The request being (or last) served came with a body.
-    with_body: AtomicBool,
-    /// A read that waits for the request being served to end (a refused
-    /// pipelined head is answered then): woken by [`ConnState::idle`].
-    waiting_read: Mutex<Option<std::task::Waker>>,
-    /// What the chunked body being read has announced (see
-    /// [`LimitedBody`]).
-    declared_body: AtomicU64,
-}
-
-impl ConnState {
-    /// A new connection: its header is due within `client_header_timeout`.
-    pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
-        Arc::new(ConnState {
-            phase: Mutex::new(Phase::Header {
-                deadline: Instant::now() + timeouts.client_header,
-            }),
-            timeouts,
-            expired: Mutex::new(None),
-            with_body: AtomicBool::new(false),
-            waiting_read: Mutex::new(None),
-            declared_body: AtomicU64::new(0),
-        })
-    }
-
-    /// A request header arrived and is being handled.
-    pub fn busy(&self) {
-        *self.phase.lock() = Phase::Busy;
-    }
-
-    /// As [`ConnState::busy`], saying whether the request has a body (a
-    /// connection is only parked after a request without one: see
-    /// [`TimedIo::park_when_idle`]).
-    pub fn busy_with(&self, body: bool) {
-        self.with_body.store(body, Ordering::Relaxed);
-        self.busy();
-    }
-
-    /// When an idle connection's `keepalive_timeout` runs out.
-    pub fn idle_deadline(&self) -> Option<Instant> {
-        match *self.phase.lock() {
-            Phase::Idle { deadline } => Some(deadline),
-            _ => None,
-        }
-    }
-
-    /// The response is done: idle until `keepalive_timeout`.
-    pub fn idle(&self) {
-        let mut p = self.phase.lock();
-        if *p == Phase::Busy {
-            *p = Phase::Idle {
-                deadline: Instant::now() + self.timeouts.keepalive,
-            };
-        }
-        drop(p);
-        if let Some(w) = self.waiting_read.lock().take() {
-            w.wake();
-        }
-    }
-
-    /// A request is being served (hyper holds it).
-    pub fn serving(&self) -> bool {
-        *self.phase.lock() == Phase::Busy
-    }
-
-    pub fn phase(&self) -> Phase {
-        *self.phase.lock()
-    }
-
-    /// Which timeout closed the connection, if one did.
-    pub fn expired(&self) -> Option<Expired> {
-        *self.expired.lock()
-    }
-
-    /// Bytes arrived: an idle connection starts a header.
-    fn received(&self) {
-        let mut p = self.phase.lock();
-        if let Phase::Idle { .. } = *p {
-            *p = Phase::Header {
-                deadline: Instant::now() + self.timeouts.client_header,
-            };
-        }
-    }
-
-    fn read_deadline(&self) -> Option<(Instant, Expired)> {
-        match *self.phase.lock() {
-            Phase::Header { deadline } => Some((deadline, Expired::Header)),
-            Phase::Idle { deadline } => Some((deadline, Expired::Idle)),
-            Phase::Busy => None,
-        }
-    }
-
-    fn expire(&self, why: Expired) -> io::Error {
-        *self.expired.lock() = Some(why);
-        io::Error::new(
-            io::ErrorKind::TimedOut,
-            match why {
-                Expired::Header => "client timed out while reading client request headers",
-                Expired::Idle => "keep-alive connection idle for keepalive_timeout",
-                Expired::Send => "client timed out while sending response to client",
-            },
-        )
-    }
-}
-
 /// A client socket whose reads and writes obey the connection's deadlines.
 pub struct TimedIo<T> {
-    inner: T,
-    state: Arc<ConnState>,
-    read_timer: Pin<Box<Sleep>>,
+    pub(crate) inner: T,
+    pub(crate) state: Arc<ConnState>,
+    pub(crate) read_timer: Pin<Box<Sleep>>,
     /// When a write started waiting (`send_timeout` runs from there).
-    write_timer: Option<Pin<Box<Sleep>>>,
+    pub(crate) write_timer: Option<Pin<Box<Sleep>>>,
     /// Hand an idle connection back instead of waiting in hyper.
-    park: bool,
+    pub(crate) park: bool,
     /// It was handed back (the end of file hyper saw was not the client's).
-    parked: bool,
+    pub(crate) parked: bool,
     /// hyper is reading (parking applies only then).
-    in_hyper: bool,
+    pub(crate) in_hyper: bool,
     /// What hyper may read: canonical requests only (see [`crate::http1`]).
-    gate: Gate,
+    pub(crate) gate: Gate,
     /// The socket has ended.
-    eof: bool,
+    pub(crate) eof: bool,
     /// A head was refused: hyper was given an end of file, the refusal is
     /// answered by the connection, which then closes.
-    refused: bool,
+    pub(crate) refused: bool,
 }
 
 /// What the socket gave, as far as hyper is concerned.
@@ -298,7 +150,7 @@ impl<T> TimedIo<T> {
 
     /// When this connection, idle, may be handed back: [`PARK_AFTER`] into
     /// its idle time, if hyper certainly holds nothing of it.
-    fn park_at(&self, idle_deadline: Instant) -> Option<Instant> {
+    pub(crate) fn park_at(&self, idle_deadline: Instant) -> Option<Instant> {
         let keepalive = self.state.timeouts.keepalive;
         let quiet = self.park
             && keepalive > PARK_AFTER
@@ -310,7 +162,7 @@ impl<T> TimedIo<T> {
     }
 
     /// Pending write: fail once `send_timeout` passed without progress.
-    fn poll_write_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+    pub(crate) fn poll_write_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         let send = self.state.timeouts.send;
         let timer = self
             .write_timer
@@ -330,7 +182,7 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
 
     /// Reads the socket until the gate has canonical bytes for hyper, the
     /// client ends, a head is refused, or a deadline passes.
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Filled>> {
+    pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Filled>> {
         loop {
             match self.gate.process() {
                 Ok(Fill::Data) => {
@@ -384,7 +236,7 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
 
     /// Nothing to read: Pending until a deadline, an error when one has
     /// passed, Ok when an idle connection is to leave hyper.
-    fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub(crate) fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some((deadline, why)) = self.state.read_deadline() else {
             // Busy: no deadline yet, but hyper may not poll again once the
             // response ends. Keep the timer registered no later than any
@@ -500,170 +352,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 }
 
-/// A response body that keeps `G` until it ends (its last frame, or an
-/// error) or is dropped; `G`'s own `Drop` is the point: the connection turns
-/// idle ([`Idle`]: `keepalive_timeout` starts then), a request's limit_conn
-/// counts are released ([`crate::connlimit::Held`]).
-pub struct UntilEnd<B, G> {
-    inner: B,
-    guard: Option<G>,
-}
-
-impl<B, G> UntilEnd<B, G> {
-    pub fn new(inner: B, guard: G) -> UntilEnd<B, G> {
-        UntilEnd {
-            inner,
-            guard: Some(guard),
-        }
-    }
-}
-
-impl<B: Body + Unpin, G: Unpin> Body for UntilEnd<B, G> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.guard = None,
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.guard = None,
-            _ => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// Marks its connection idle when dropped (see [`UntilEnd`]).
-pub struct Idle(pub Arc<ConnState>);
-
-impl Drop for Idle {
-    fn drop(&mut self) {
-        self.0.idle();
-    }
-}
-
-/// The request body, cut off with an error once it exceeds
-/// `client_max_body_size` (for bodies without a Content-Length, or lying
-/// about it). [`BodyLimit::exceeded`] tells the proxy to answer 413.
-pub struct LimitedBody {
-    inner: Incoming,
-    max: u64,
-    seen: u64,
-    flag: BodyLimit,
-    /// Its connection, to see what a chunked body announces before its
-    /// bytes come.
-    conn: Option<Arc<ConnState>>,
-}
-
-/// Shared with the proxy: did the body go over the limit, and how far.
-#[derive(Clone, Default)]
-pub struct BodyLimit(Arc<(AtomicBool, AtomicU64)>);
-
-impl BodyLimit {
-    pub fn exceeded(&self) -> bool {
-        self.0.0.load(Ordering::Relaxed)
-    }
-
-    /// Bytes received when the limit was found exceeded.
-    pub fn received(&self) -> u64 {
-        self.0.1.load(Ordering::Relaxed)
-    }
-}
-
-/// The body exceeded `client_max_body_size`.
-#[derive(Debug, thiserror::Error)]
-#[error("client intended to send too large body: more than {max} bytes")]
-pub struct TooLarge {
-    pub max: u64,
-}
-
-/// The error type of a [`LimitedBody`].
-pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
-
-impl LimitedBody {
-    /// `max` 0: unlimited, as nginx. With `conn`, a chunked body is also
-    /// refused as soon as its chunk sizes announce more than `max`.
-    pub fn new(
-        inner: Incoming,
-        max: u64,
-        conn: Option<Arc<ConnState>>,
-    ) -> (LimitedBody, BodyLimit) {
-        let flag = BodyLimit::default();
-        (
-            LimitedBody {
-                inner,
-                max,
-                seen: 0,
-                flag: flag.clone(),
-                conn,
-            },
-            flag,
-        )
-    }
-
-    fn too_large(&mut self, size: u64) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        self.flag.0.1.store(size, Ordering::Relaxed);
-        self.flag.0.0.store(true, Ordering::Relaxed);
-        Poll::Ready(Some(Err(Box::new(TooLarge { max: self.max }))))
-    }
-}
-
-impl Body for LimitedBody {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        let declared = this
-            .conn
-            .as_ref()
-            .map_or(0, |c| c.declared_body.load(Ordering::Relaxed));
-        if this.max > 0 && declared > this.max {
-            return this.too_large(declared);
-        }
-        match ready!(polled) {
-            Some(Ok(frame)) => {
-                if let Some(d) = frame.data_ref() {
-                    this.seen += d.len() as u64;
-                    if this.max > 0 && this.seen > this.max {
-                        return this.too_large(this.seen);
-                    }
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Some(Err(e)) => Poll::Ready(Some(Err(Box::new(e)))),
-            None => Poll::Ready(None),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::Phase;
+    use std::sync::atomic::AtomicBool;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn timeouts() -> Timeouts {

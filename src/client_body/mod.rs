@@ -1,7 +1,9 @@
-//! A request body read whole before anything is sent upstream: nginx's
-//! `proxy_request_buffering on` (its default).
+//! The request body from the client: cut off at `client_max_body_size`
+//! ([`LimitedBody`], in [`limit`]) and read whole before anything is sent
+//! upstream ([`read_whole`]: nginx's `proxy_request_buffering on`, its
+//! default).
 //!
-//! Why: until the last byte of a body has arrived, sluice does not know that
+//! Why read it whole: until the last byte of a body has arrived, sluice does not know that
 //! nginx would accept the request — a chunked body can still break nginx's
 //! grammar, a body can outgrow `client_max_body_size`, the client can leave.
 //! Streaming it would show the upstream the head and the start of a request
@@ -14,7 +16,11 @@
 //! The file is written and read with plain blocking calls on the worker
 //! thread, as nginx does: they go to the page cache.
 
-use crate::client_io::BodyError;
+mod limit;
+
+pub use limit::{BodyLimit, LimitedBody, TooLarge};
+
+use crate::body::BodyError;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};

@@ -1,0 +1,182 @@
+//! One client connection as its reader and its requests share it: its
+//! timeouts and phase (header, busy, idle), which timeout ended it, and what
+//! a chunked body being read has announced.
+//!
+//! nginx's directives:
+//! - `client_header_timeout`: a new connection must deliver a request header
+//!   within it (a client that connects and sends nothing is dropped), and a
+//!   header that has begun must be complete within it;
+//! - `keepalive_timeout`: how long a connection may sit idle between
+//!   requests;
+//! - `send_timeout`: how long the client may take to accept more of a
+//!   response (no progress in writing for that long closes the connection).
+//!
+//! The reader ([`crate::server::io::TimedIo`]) applies the deadline of the
+//! connection's [`Phase`]; the service marks a request [`ConnState::busy`]
+//! when hyper hands it over, and the response body marks the connection idle
+//! when it ends ([`crate::body::UntilEnd`] with [`Idle`]).
+
+use parking_lot::Mutex;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The timeouts of one connection, from its server's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    pub client_header: Duration,
+    pub keepalive: Duration,
+    pub send: Duration,
+}
+
+/// Where a connection is in its request cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for (the rest of) a request header, until the deadline.
+    Header { deadline: Instant },
+    /// Idle between requests, until the deadline.
+    Idle { deadline: Instant },
+    /// A request is being handled: no read deadline (a request body may
+    /// stream slowly, a delayed request may wait).
+    Busy,
+}
+
+/// Why a connection was closed by a timeout, for the error log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expired {
+    Header,
+    Idle,
+    Send,
+}
+
+/// The phase of a connection, shared by its I/O and its service.
+pub struct ConnState {
+    pub(crate) phase: Mutex<Phase>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) expired: Mutex<Option<Expired>>,
+    /// The request being (or last) served came with a body.
+    pub(crate) with_body: AtomicBool,
+    /// A read that waits for the request being served to end (a refused
+    /// pipelined head is answered then): woken by [`ConnState::idle`].
+    pub(crate) waiting_read: Mutex<Option<std::task::Waker>>,
+    /// What the chunked body being read has announced (see
+    /// [`crate::client_body::LimitedBody`]).
+    pub(crate) declared_body: AtomicU64,
+}
+
+impl ConnState {
+    /// A new connection: its header is due within `client_header_timeout`.
+    pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
+        Arc::new(ConnState {
+            phase: Mutex::new(Phase::Header {
+                deadline: Instant::now() + timeouts.client_header,
+            }),
+            timeouts,
+            expired: Mutex::new(None),
+            with_body: AtomicBool::new(false),
+            waiting_read: Mutex::new(None),
+            declared_body: AtomicU64::new(0),
+        })
+    }
+
+    /// A request header arrived and is being handled.
+    pub fn busy(&self) {
+        *self.phase.lock() = Phase::Busy;
+    }
+
+    /// As [`ConnState::busy`], saying whether the request has a body (a
+    /// connection is only parked after a request without one: see
+    /// [`TimedIo::park_when_idle`]).
+    pub fn busy_with(&self, body: bool) {
+        self.with_body.store(body, Ordering::Relaxed);
+        self.busy();
+    }
+
+    /// When an idle connection's `keepalive_timeout` runs out.
+    pub fn idle_deadline(&self) -> Option<Instant> {
+        match *self.phase.lock() {
+            Phase::Idle { deadline } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    /// The response is done: idle until `keepalive_timeout`.
+    pub fn idle(&self) {
+        let mut p = self.phase.lock();
+        if *p == Phase::Busy {
+            *p = Phase::Idle {
+                deadline: Instant::now() + self.timeouts.keepalive,
+            };
+        }
+        drop(p);
+        if let Some(w) = self.waiting_read.lock().take() {
+            w.wake();
+        }
+    }
+
+    /// A request is being served (hyper holds it).
+    pub fn serving(&self) -> bool {
+        *self.phase.lock() == Phase::Busy
+    }
+
+    pub fn phase(&self) -> Phase {
+        *self.phase.lock()
+    }
+
+    /// Which timeout closed the connection, if one did.
+    pub fn expired(&self) -> Option<Expired> {
+        *self.expired.lock()
+    }
+
+    /// Bytes arrived: an idle connection starts a header.
+    pub(crate) fn received(&self) {
+        let mut p = self.phase.lock();
+        if let Phase::Idle { .. } = *p {
+            *p = Phase::Header {
+                deadline: Instant::now() + self.timeouts.client_header,
+            };
+        }
+    }
+
+    pub(crate) fn read_deadline(&self) -> Option<(Instant, Expired)> {
+        match *self.phase.lock() {
+            Phase::Header { deadline } => Some((deadline, Expired::Header)),
+            Phase::Idle { deadline } => Some((deadline, Expired::Idle)),
+            Phase::Busy => None,
+        }
+    }
+
+    pub(crate) fn expire(&self, why: Expired) -> io::Error {
+        *self.expired.lock() = Some(why);
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            match why {
+                Expired::Header => "client timed out while reading client request headers",
+                Expired::Idle => "keep-alive connection idle for keepalive_timeout",
+                Expired::Send => "client timed out while sending response to client",
+            },
+        )
+    }
+}
+
+/// Marks its connection idle when dropped (see [`UntilEnd`]).
+pub struct Idle(pub Arc<ConnState>);
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        self.0.idle();
+    }
+}
+/// One client connection.
+pub(crate) struct Conn {
+    pub(crate) id: u64,
+    pub(crate) remote: SocketAddr,
+    pub(crate) local: SocketAddr,
+    /// The configured `listen` of its server.
+    pub(crate) listen: SocketAddr,
+    /// Its phase and what its reader saw.
+    pub(crate) state: Arc<ConnState>,
+}

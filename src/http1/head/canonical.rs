@@ -1,0 +1,74 @@
+//! The canonical head, the only bytes hyper parses: one space between the
+//! parts of the request line, an origin-form target hyper's `http::Uri`
+//! accepts, `Host` from an absolute-form target, `name: value` fields with
+//! their spaces trimmed, `CRLF` line ends.
+//!
+//! Why rewrite rather than pass the client's bytes through: two parsers
+//! (nginx's rules here, hyper's after) must never disagree on a request;
+//! handing hyper only what this reader wrote, in the narrowest form both
+//! read the same way, makes that hold by construction.
+
+use super::request_line::LineParts;
+
+/// The canonical request line (and, for an absolute-form target, the `Host`
+/// it stands for) into `c`; returns the request line's length without its
+/// CRLF, for log lines. `available` bytes of the head are at hand.
+pub(super) fn request_line(c: &mut Vec<u8>, parsed: &LineParts<'_>, available: usize) -> usize {
+    // Most heads arrive whole: room for all of it at once.
+    c.reserve(available.min(8192) + 64);
+    c.extend_from_slice(parsed.method);
+    c.push(b' ');
+    canonical_target(c, parsed.path, parsed.query);
+    c.extend_from_slice(if parsed.http11 {
+        b" HTTP/1.1"
+    } else {
+        b" HTTP/1.0"
+    });
+    let len = c.len();
+    c.extend_from_slice(b"\r\n");
+    if let Some(a) = parsed.authority {
+        c.extend_from_slice(b"Host: ");
+        c.extend_from_slice(a);
+        c.extend_from_slice(b"\r\n");
+    }
+    len
+}
+
+/// One header field kept, as `name: value` CRLF.
+pub(super) fn field(c: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    c.extend_from_slice(name);
+    c.extend_from_slice(b": ");
+    c.extend_from_slice(value);
+    c.extend_from_slice(b"\r\n");
+}
+
+/// The target as hyper's `http::Uri` accepts it: origin-form (an empty path
+/// is `/`), and bytes the URI grammar does not allow raw (non-ASCII, `<`,
+/// `\`, `^`, …) percent-encoded, which is what they mean.
+fn canonical_target(out: &mut Vec<u8>, path: &[u8], query: Option<&[u8]>) {
+    if path.is_empty() {
+        out.push(b'/');
+    }
+    let push = |out: &mut Vec<u8>, b: u8, ok: bool| {
+        if ok {
+            out.push(b);
+        } else {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    };
+    for &b in path {
+        let ok = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E)
+            || b == b'"'
+            || b == b'{'
+            || b == b'}';
+        push(out, b, ok);
+    }
+    if let Some(q) = query {
+        out.push(b'?');
+        for &b in q {
+            let ok = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E);
+            push(out, b, ok);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! A header line, with nginx's grammar (`ngx_http_parse_header_line`) and
+//! sluice's own limits on top: the name's bytes, the value's, the line's
+//! end; then the field is dropped, refused, checked as a unique header, or
+//! written to the canonical head.
+//!
+//! Why the name is scanned once for three answers (refused, invalid,
+//! token): nginx refuses some bytes outright (a space, a control byte, a
+//! leading `:`), drops a name with other bytes as invalid (or keeps it, with
+//! `ignore_invalid_headers` off), and sluice keeps only a kept name that is
+//! still an RFC 9110 token; one pass decides all three, in nginx's order.
+
+use super::unique::unique_index;
+use super::{HeadParser, MAX_HEADERS, Refusal, canonical, memchr};
+
+/// What scanning a header name found.
+struct Name {
+    /// Where the name ends: its `:`, or the line's end (a name alone).
+    end: usize,
+    /// A byte nginx does not allow in a name (`ignore_invalid_headers`).
+    invalid: bool,
+    /// Every byte is an RFC 9110 `tchar`.
+    token: bool,
+}
+
+impl HeadParser {
+    /// A header line (without its LF). Ok(true): that was the empty line.
+    pub(super) fn header_line(&mut self, line: &[u8]) -> Result<bool, Refusal> {
+        // The content ends at the first CR; only CRs may follow it.
+        let end = memchr(b'\r', line).unwrap_or(line.len());
+        if end == 0 {
+            // The empty line: exactly LF or CR LF.
+            return if line.len() <= 1 {
+                Ok(true)
+            } else {
+                Err(self.invalid_line(line))
+            };
+        }
+        if line[end..].iter().any(|&b| b != b'\r') {
+            return Err(self.invalid_line(line));
+        }
+        let content = &line[..end];
+        let Some(scan) = self.scan_name(content) else {
+            return Err(self.invalid_line(line));
+        };
+        let name = &content[..scan.end];
+        let value = trim_spaces(content.get(scan.end + 1..).unwrap_or(&[]));
+        let Some(control) = control_bytes(value) else {
+            return Err(self.invalid_line(line));
+        };
+        if scan.invalid && self.rules.ignore_invalid_headers {
+            self.drop_field(content);
+            return Ok(false);
+        }
+        // sluice's own limits: what hyper and backends can represent. (A
+        // Transfer-Encoding with such bytes is no coding nginx knows: its 501
+        // comes when the head is whole, as in nginx.)
+        if control && name.eq_ignore_ascii_case(b"transfer-encoding") && scan.token {
+            return self.unknown_transfer_encoding();
+        }
+        if !scan.token || control {
+            return Err(self.invalid_line(line));
+        }
+        self.count += 1;
+        if self.count > MAX_HEADERS {
+            return Err(self.refuse(400, "client sent too many header lines", None));
+        }
+        if let Some(i) = unique_index(name) {
+            if !self.unique_field(i, content, value)? {
+                return Ok(false);
+            }
+        }
+        canonical::field(&mut self.canonical, name, value);
+        Ok(false)
+    }
+
+    /// nginx's 400 for a header line, naming its first 64 bytes.
+    fn invalid_line(&self, line: &[u8]) -> Refusal {
+        let mut l = line.to_vec();
+        l.truncate(64);
+        self.refuse(400, "client sent invalid header line", Some(l))
+    }
+
+    /// The name, up to ':' (or the whole line: a name without a value);
+    /// `None` for a byte nginx refuses in a name.
+    fn scan_name(&self, content: &[u8]) -> Option<Name> {
+        let mut name = Name {
+            end: content.len(),
+            invalid: false,
+            token: true,
+        };
+        for (i, &b) in content.iter().enumerate() {
+            match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => {}
+                b'_' => name.invalid |= !self.rules.underscores_in_headers,
+                b':' if i == 0 => return None,
+                b':' => {
+                    name.end = i;
+                    break;
+                }
+                0..=0x20 | 0x7f => return None,
+                _ => {
+                    name.invalid = true;
+                    name.token &= is_token(b);
+                }
+            }
+        }
+        Some(name)
+    }
+
+    /// An invalid field dropped: kept for nginx's info line (the first few,
+    /// 64 bytes each).
+    fn drop_field(&mut self, content: &[u8]) {
+        if self.dropped.len() < 8 {
+            let mut l = content.to_vec();
+            l.truncate(64);
+            self.dropped.push(l);
+        }
+    }
+}
+
+/// The value without the spaces around it.
+fn trim_spaces(mut value: &[u8]) -> &[u8] {
+    while let [b' ', rest @ ..] = value {
+        value = rest;
+    }
+    while let [rest @ .., b' '] = value {
+        value = rest;
+    }
+    value
+}
+
+/// One pass over a value: `None` for a NUL (nginx's 400), else whether it
+/// has other control bytes (sluice's own refusal, for fields that are kept).
+fn control_bytes(value: &[u8]) -> Option<bool> {
+    let mut control = false;
+    for &b in value {
+        if (b < 0x20 && b != b'\t') || b == 0x7f {
+            if b == 0 {
+                return None;
+            }
+            control = true;
+        }
+    }
+    Some(control)
+}
+
+/// RFC 9110 `tchar`, beyond letters, digits, `-` and `_`.
+fn is_token(b: u8) -> bool {
+    matches!(
+        b,
+        b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'.' | b'^' | b'`' | b'|' | b'~'
+    )
+}

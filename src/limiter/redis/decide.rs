@@ -1,0 +1,240 @@
+//! The decision for a location with at least one Redis limit: nginx's
+//! multi-limit protocol ([`crate::limiter::protocol`]) with the Redis limits
+//! answered in batches, one script call per slot group.
+//!
+//! 1. The memory limits are looked up and held (not charged), up to the
+//!    first that refuses.
+//! 2. The Redis limits before that point, grouped by backend and slot in the
+//!    order of their first limit: every group but the last is checked
+//!    (`check`), the last is charged if nothing refused (`charge`). A busy
+//!    group rejects at once; a failed call gives the decision to `on_error`.
+//! 3. On acceptance the held memory limits are charged, then the checked
+//!    groups (`account`), newest first; on a memory refusal every hold is
+//!    released.
+
+use super::script::{Mode, Reply};
+use super::{CallError, OnError, RedisBackend, RedisZone, key_slot};
+use crate::limiter::protocol::{Decision, EachLocked, Holds};
+use crate::limiter::{Limit, LimitSet, Outcome, Store, evaluate};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::time::Instant;
+
+fn redis_zone(limit: &Limit) -> Option<&RedisZone> {
+    match &*limit.zone.store {
+        Store::Redis(r) => Some(r),
+        Store::Memory(_) => None,
+    }
+}
+
+/// Limits of one location that one script call decides: same backend, same slot.
+struct Group<'a> {
+    backend: &'a Arc<RedisBackend>,
+    slot: u16,
+    /// Limit indexes, in configuration order.
+    limits: Vec<usize>,
+    /// (redis key, rate, burst), parallel to `limits`.
+    keys: Vec<(Vec<u8>, u64, u64)>,
+}
+
+/// The decision for a location with at least one Redis limit. `keys[i]` is
+/// limit `i`'s evaluated key (`None`: skipped).
+pub(in crate::limiter) async fn decide<K: AsRef<[u8]>>(
+    limits: &LimitSet,
+    now: u64,
+    keys: &[Option<K>],
+) -> Outcome {
+    if keys.iter().all(Option::is_none) {
+        return Outcome::Unlimited;
+    }
+    // A backend known to be down: no call, on_error at once.
+    if let Some(b) = backend_down(limits, keys) {
+        return fallback(limits, now, keys, b.config.on_error);
+    }
+    // 1. The memory limits. The decision releases their holds if this future
+    //    is dropped while awaiting Redis (the client went away), so a held
+    //    state never stays pinned.
+    let mut d = Decision::new(limits, now, EachLocked);
+    d.look_up(keys, false);
+
+    // 2. The Redis limits before the first memory refusal.
+    let groups = groups(limits, keys, d.refused_at().unwrap_or(limits.len()));
+    let deadline = groups
+        .iter()
+        .map(|g| Instant::now() + g.backend.config.timeout)
+        .min()
+        .unwrap_or_else(Instant::now);
+    let charge_last = d.refused_at().is_none();
+    let mut d = match check(d, &groups, keys, charge_last, deadline).await {
+        Ok(d) => d,
+        Err(outcome) => return outcome,
+    };
+
+    // 3. Accepted unless a memory limit refused: charge the held memory
+    //    limits, then the checked Redis groups (each store on its own clock;
+    //    the order between stores changes no outcome).
+    if let Some(refused) = d.settle() {
+        return refused;
+    }
+    account(&mut d, &groups, now, deadline).await;
+    d.outcome()
+}
+
+/// The backend of a keyed Redis limit whose breaker is open, if any.
+fn backend_down<'a, K>(limits: &'a LimitSet, keys: &[Option<K>]) -> Option<&'a RedisBackend> {
+    limits.iter().zip(keys).find_map(|(l, k)| {
+        let r = redis_zone(l)?;
+        (k.is_some() && r.backend.breaker_open()).then_some(&*r.backend)
+    })
+}
+
+/// The Redis limits before `upto` with a key, grouped by backend and slot
+/// in the order of their first limit.
+fn groups<'a, K: AsRef<[u8]>>(
+    limits: &'a LimitSet,
+    keys: &[Option<K>],
+    upto: usize,
+) -> Vec<Group<'a>> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, l) in limits.iter().enumerate().take(upto) {
+        let (Some(r), Some(k)) = (redis_zone(l), &keys[i]) else {
+            continue;
+        };
+        let rk = r.redis_key(k.as_ref());
+        let slot = key_slot(&rk);
+        let entry = (rk, l.zone.rate.milli(), l.burst);
+        match groups
+            .iter_mut()
+            .find(|g| Arc::ptr_eq(g.backend, &r.backend) && g.slot == slot)
+        {
+            Some(g) => {
+                g.limits.push(i);
+                g.keys.push(entry);
+            }
+            None => groups.push(Group {
+                backend: &r.backend,
+                slot,
+                limits: vec![i],
+                keys: vec![entry],
+            }),
+        }
+    }
+    groups
+}
+
+/// Step 2: one call per group, in order; the last group is charged when
+/// `charge_last`, the others checked. `Err` is the decision: a rejection by
+/// a busy group, or `on_error`'s after a failed call (every hold released).
+async fn check<'a, S: Holds, K: AsRef<[u8]>>(
+    mut d: Decision<'a, S>,
+    groups: &[Group<'_>],
+    keys: &[Option<K>],
+    charge_last: bool,
+    deadline: Instant,
+) -> Result<Decision<'a, S>, Outcome> {
+    let last = groups.len().wrapping_sub(1);
+    for (gi, g) in groups.iter().enumerate() {
+        let mode = if gi == last && charge_last {
+            Mode::Charge
+        } else {
+            Mode::Check
+        };
+        match g.backend.call(mode, &g.keys, d.now(), deadline).await {
+            Ok(Reply::Accepted(es)) => {
+                g.backend.record_success();
+                for (&i, e) in g.limits.iter().zip(es) {
+                    d.passed(i, e);
+                }
+            }
+            Ok(Reply::Busy {
+                index,
+                excess,
+                wait_ms,
+            }) => {
+                g.backend.record_success();
+                return Err(d.reject(Outcome::Rejected {
+                    limit: g.limits[index],
+                    excess,
+                    wait_ms,
+                }));
+            }
+            Err(e) => {
+                // Nothing was charged in Redis by this decision yet (but a
+                // timed-out "charge" may still have run there). The holds go
+                // before the fallback decides with the same memory zones.
+                failed(g, d.limits(), &e);
+                let (limits, now) = (d.limits(), d.now());
+                d.release_all();
+                return Err(fallback(limits, now, keys, g.backend.config.on_error));
+            }
+        }
+    }
+    Ok(d)
+}
+
+/// Step 3 for Redis: charge the checked groups (all but the last, which was
+/// charged), newest first.
+async fn account<S: Holds>(
+    d: &mut Decision<'_, S>,
+    groups: &[Group<'_>],
+    now: u64,
+    deadline: Instant,
+) {
+    for g in groups.iter().rev().skip(1) {
+        match g.backend.call(Mode::Account, &g.keys, now, deadline).await {
+            Ok(Reply::Accepted(es)) => {
+                for (&i, e) in g.limits.iter().zip(es) {
+                    d.passed(i, e);
+                }
+            }
+            Ok(Reply::Busy { .. }) => {} // account never answers busy
+            // Those limits stay uncharged for this request; their checked
+            // excess still gives the delay.
+            Err(e) => failed(g, d.limits(), &e),
+        }
+    }
+}
+
+/// A call for `g` failed: open the breaker, count and report it per zone.
+fn failed(g: &Group<'_>, limits: &LimitSet, e: &CallError) {
+    g.backend.record_failure();
+    for &i in &g.limits {
+        if let Some(r) = redis_zone(&limits[i]) {
+            r.report(e);
+        }
+    }
+}
+
+/// The decision when Redis cannot make it.
+fn fallback<K: AsRef<[u8]>>(
+    limits: &LimitSet,
+    now: u64,
+    keys: &[Option<K>],
+    policy: OnError,
+) -> Outcome {
+    for (l, k) in limits.iter().zip(keys) {
+        if let (Some(r), Some(_)) = (redis_zone(l), k) {
+            r.stats.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    match policy {
+        // Redis zones delegate their synchronous operations to their local
+        // in-memory zone: `evaluate` is the per-instance decision.
+        OnError::Local => evaluate(limits, now, |i| keys[i].as_ref().map(|k| k.as_ref())),
+        OnError::Allow => evaluate(limits, now, |i| {
+            if redis_zone(&limits[i]).is_some() {
+                None
+            } else {
+                keys[i].as_ref().map(|k| k.as_ref())
+            }
+        }),
+        OnError::Deny => {
+            let limit = limits
+                .iter()
+                .zip(keys)
+                .position(|(l, k)| redis_zone(l).is_some() && k.is_some())
+                .unwrap_or(0);
+            Outcome::Unavailable { limit }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Zones shared through Redis (`backend = "redis"`, SPEC §5).
+//!
+//! Every decision is nginx's arithmetic done inside Redis by one Lua script
+//! ([`SCRIPT`], `limit_req.lua`): time from the server's `TIME` (one clock for
+//! every instance), milli-requests, strict `excess > burst`, nothing stored on
+//! a rejection, `last` moved only when time was credited. The script is sent
+//! with `EVALSHA` and loaded on `NOSCRIPT` (`script`).
+//!
+//! Keys: `PREFIX:ZONE:{HEX}`, one hash `{e, l}` per zone and client key, the
+//! client key hex-encoded (binary keys such as `$binary_remote_addr` are safe)
+//! and used as the Redis Cluster hash tag. The limits of one location that
+//! share a client key therefore share a slot, and are decided by one script
+//! call over all their keys: atomically. Keys expire once a request would find
+//! them empty anyway, and never before a minute (nginx's expiry).
+//!
+//! Several limits in one location keep nginx's accounting (look up in order,
+//! stop at the first over its burst, charge nothing on a rejection, charge
+//! every limit on acceptance, the largest delay wins; `decide`):
+//! - memory limits are looked up first and held (not charged);
+//! - the Redis limits before the first memory rejection are decided by one
+//!   script per slot group: every group but the last is checked (`check`),
+//!   the last is charged if all passed (`charge`), then the earlier groups are
+//!   charged (`account`) in reverse order;
+//! - then the held memory limits are charged, or released on a rejection.
+//!
+//! With one slot group (the usual case) the Redis part is one atomic call.
+//! What is not atomic is listed in the README ("Several instances").
+//!
+//! Failures: every call is bounded by the decision's `timeout`; an error or a
+//! timeout counts against each Redis zone involved ([`ZoneStats`]), is logged
+//! at most once a second per zone, opens a short breaker ([`BREAKER`]) and the
+//! decision is made by `on_error`: `allow` (the Redis limits are skipped),
+//! `deny` ([`super::Outcome::Unavailable`]) or `local` (an in-memory zone of the same
+//! size, per instance). The connection manager reconnects by itself; the
+//! first call after the breaker closes tries Redis again (`connection`).
+//! Connection events are values ([`RedisEvent`]) given to the sink the
+//! backend was built with: the limiter writes no log itself.
+//!
+//! Files: `connection` (the backend: client, reconnection, breaker),
+//! `script` (the Lua script and its replies), `zone` (keys, slots,
+//! counters), `decide` (the decision), [`events`].
+
+mod connection;
+mod decide;
+pub mod events;
+mod script;
+mod zone;
+
+pub use connection::{BREAKER, RedisBackend};
+pub(super) use decide::decide;
+pub use events::{EventSink, RedisEvent, ignore_events};
+pub use script::{CallError, Mode, Reply, SCRIPT, TimeSource};
+pub use zone::{RedisZone, ZoneStats, key_slot};
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a decision does when Redis fails or is slower than `timeout`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnError {
+    /// Skip the Redis limits (fail open).
+    #[default]
+    Allow,
+    /// Reject with `limit_req_status` (fail closed).
+    Deny,
+    /// Decide with an in-memory zone of the same size, per instance.
+    Local,
+}
+
+impl OnError {
+    pub fn parse(s: &str) -> Option<OnError> {
+        Some(match s {
+            "allow" => OnError::Allow,
+            "deny" => OnError::Deny,
+            "local" => OnError::Local,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Allow => "allow",
+            OnError::Deny => "deny",
+            OnError::Local => "local",
+        }
+    }
+}
+
+/// `[redis]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    pub url: String,
+    /// The most a decision waits for Redis.
+    pub timeout: Duration,
+    pub on_error: OnError,
+    /// The first part of every key.
+    pub prefix: String,
+    /// `rediss://` only: PEM CA certificate(s) to trust instead of the
+    /// system's roots.
+    pub tls_ca: Option<PathBuf>,
+    /// `rediss://` only: PEM client certificate and key (mutual TLS).
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+}
+
+impl RedisConfig {
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+    pub const DEFAULT_PREFIX: &'static str = "sluice";
+}
+
+/// Check a `[redis] url`; the message is for the configuration error.
+///
+/// Pure: the URL is parsed as the client will parse it (the same accepted
+/// URLs, the same messages), but no client is built and nothing global is
+/// touched; that happens when the backend is built ([`RedisBackend::new`]).
+pub fn check_url(url: &str) -> Result<(), String> {
+    if !url.starts_with("redis://") && !url.starts_with("rediss://") {
+        return Err(format!(
+            "invalid redis url \"{url}\" (expected \"redis://HOST:PORT[/DB]\" or \"rediss://HOST:PORT[/DB]\")"
+        ));
+    }
+    // `redis::Client::open` is exactly this parse, wrapped in a client.
+    redis::IntoConnectionInfo::into_connection_info(url)
+        .map(|_| ())
+        .map_err(|e| format!("invalid redis url \"{url}\": {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert!(check_url("redis://127.0.0.1:6379").is_ok());
+        assert!(check_url("redis://:pw@127.0.0.1:6379/2").is_ok());
+        assert!(check_url("rediss://h:6380").is_ok());
+        assert!(check_url("http://h").is_err());
+        assert_eq!(
+            connection::redact("redis://u:secret@h:1/0"),
+            "redis://u:***@h:1/0".to_string()
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! The Lua script ([`SCRIPT`], `limit_req.lua`) and its calling
+//! convention: what is sent (mode, time, keys with rate and burst) and what
+//! comes back ([`Reply`]).
+//!
+//! The script is sent with `EVALSHA`, and loaded with `SCRIPT LOAD` when
+//! Redis answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`):
+//! `redis::Script` does that on every invocation.
+
+use redis::aio::ConnectionManager;
+use std::fmt;
+use std::time::Duration;
+
+/// The Lua script: nginx's lookup and accounting over several keys.
+pub const SCRIPT: &str = include_str!("../limit_req.lua");
+
+/// Where the script takes `now` from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSource {
+    /// Redis `TIME`: one clock for every instance (the product).
+    Server,
+    /// The `now` passed to [`crate::limiter::decide`]: for tests and replays
+    /// that need exact, repeatable times. Never from the configuration file.
+    Caller,
+}
+
+/// What the script does with the keys (see `limit_req.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Charge,
+    Check,
+    Account,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Charge => "charge",
+            Mode::Check => "check",
+            Mode::Account => "account",
+        }
+    }
+}
+
+/// The script's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Accepted; the excess of each key, in order.
+    Accepted(Vec<u64>),
+    /// Key `index` (0-based) is over its burst.
+    Busy {
+        index: usize,
+        excess: u64,
+        wait_ms: u64,
+    },
+}
+
+/// Why a Redis call gave no decision.
+#[derive(Debug)]
+pub enum CallError {
+    Redis(redis::RedisError),
+    Timeout(Duration),
+    Reply(String),
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Redis(e) => write!(f, "{e}"),
+            CallError::Timeout(d) => write!(f, "no answer within {} ms", d.as_millis()),
+            CallError::Reply(s) => write!(f, "unexpected reply from the script: {s}"),
+        }
+    }
+}
+
+/// The script, with the clock it is told to use.
+pub(super) struct LimitScript {
+    script: redis::Script,
+    time: TimeSource,
+}
+
+impl LimitScript {
+    pub(super) fn new(time: TimeSource) -> LimitScript {
+        LimitScript {
+            script: redis::Script::new(SCRIPT),
+            time,
+        }
+    }
+
+    /// One run over `keys` (each with its rate and burst) on `conn`, not
+    /// bounded in time (the caller is). `now` is sent only with
+    /// [`TimeSource::Caller`].
+    pub(super) async fn run(
+        &self,
+        conn: &mut ConnectionManager,
+        mode: Mode,
+        keys: &[(Vec<u8>, u64, u64)],
+        now: u64,
+    ) -> Result<Reply, CallError> {
+        let mut inv = self.script.prepare_invoke();
+        inv.arg(mode.as_str());
+        match self.time {
+            TimeSource::Server => inv.arg(""),
+            TimeSource::Caller => inv.arg(now),
+        };
+        for (key, rate, burst) in keys {
+            inv.key(key.as_slice()).arg(*rate).arg(*burst);
+        }
+        let reply = inv
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(CallError::Redis)?;
+        parse_reply(&reply, keys.len())
+    }
+}
+
+/// The script's reply over `n` keys: `{1, e1..en}` or `{0, i, excess, wait}`.
+fn parse_reply(v: &[i64], n: usize) -> Result<Reply, CallError> {
+    let bad = || CallError::Reply(format!("{v:?}"));
+    let u = |x: i64| u64::try_from(x).map_err(|_| bad());
+    match v.first() {
+        Some(1) if v.len() == n + 1 => Ok(Reply::Accepted(
+            v[1..].iter().map(|&x| u(x)).collect::<Result<_, _>>()?,
+        )),
+        Some(0) if v.len() == 4 => {
+            let index = u(v[1])? as usize;
+            if index == 0 || index > n {
+                return Err(bad());
+            }
+            Ok(Reply::Busy {
+                index: index - 1,
+                excess: u(v[2])?,
+                wait_ms: u(v[3])?,
+            })
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies() {
+        assert_eq!(
+            parse_reply(&[1, 0, 2000], 2).unwrap(),
+            Reply::Accepted(vec![0, 2000])
+        );
+        assert_eq!(
+            parse_reply(&[0, 2, 6000, 500], 2).unwrap(),
+            Reply::Busy {
+                index: 1,
+                excess: 6000,
+                wait_ms: 500
+            }
+        );
+        assert!(parse_reply(&[0, 3, 1, 1], 2).is_err());
+        assert!(parse_reply(&[1, 0], 2).is_err());
+    }
+}

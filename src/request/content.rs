@@ -1,0 +1,146 @@
+//! The content phase: a location's `return`, or the request forwarded to
+//! its upstream (with its body read whole first, as nginx's
+//! `proxy_request_buffering`).
+
+use super::Ctx;
+use super::error::{ProxyError, invalid_chunked};
+use super::limit::Limited;
+use crate::accesslog::Record;
+use crate::body::Body;
+use crate::client_body::{LimitedBody, ReadError, read_whole};
+use crate::config::{Action, Location, ProxyPass};
+use crate::respond;
+use crate::upstream;
+use http::{Response, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+/// The request's content: `return`'s answer, or the upstream's.
+pub(crate) async fn content<'l>(
+    cx: &Ctx<'_>,
+    loc: &'l Location,
+    (parts, body): (&'l http::request::Parts, Incoming),
+    path: &str,
+    limited: &Limited<'_>,
+    record: &mut Option<Record>,
+) -> Result<Response<Body>, ProxyError<'l>> {
+    match &loc.action {
+        Action::Return(ret) => Ok(respond::return_response(ret, &cx.vars, limited.decided.0)),
+        Action::Proxy(pp) => {
+            let target = upstream_target(pp, loc, &parts.uri, path);
+            let up_start = record.as_ref().map(|_| Instant::now());
+            let resp = forward(cx, loc, parts, body, &target, pp).await;
+            if let Some(r) = record.as_mut() {
+                r.upstream_ms = up_start.map(|t| t.elapsed().as_millis() as u64);
+            }
+            resp.map_err(|f| match f {
+                Failed::Client(e) => e,
+                Failed::Upstream(error) => ProxyError::Upstream {
+                    error,
+                    authority: pp.authority.as_str(),
+                    target,
+                },
+            })
+        }
+    }
+}
+
+/// nginx's `proxy_pass` URI rule: with a URI part, the matched location
+/// prefix is replaced by it; without one, the request URI goes unchanged.
+/// The result is the upstream request's target (path and query).
+pub(crate) fn upstream_target<'a>(
+    pp: &crate::config::ProxyPass,
+    loc: &Location,
+    uri: &'a Uri,
+    path: &str,
+) -> std::borrow::Cow<'a, str> {
+    match (&pp.uri, &loc.prefix) {
+        (Some(base), Some(prefix)) => {
+            let rest = path.strip_prefix(prefix.as_str()).unwrap_or("");
+            let mut s = format!("{base}{}", escape_path(rest));
+            if let Some(q) = uri.query() {
+                s.push('?');
+                s.push_str(q);
+            }
+            s.into()
+        }
+        // Unchanged: the request's own (already parsed) path and query.
+        _ => uri.path_and_query().map_or("/", |pq| pq.as_str()).into(),
+    }
+}
+
+pub(crate) fn escape_path(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    for b in p.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Why forwarding failed: the client's doing, or the upstream's (which
+/// becomes a [`ProxyError::Upstream`] with the target it was sent).
+enum Failed<'l> {
+    Client(ProxyError<'l>),
+    Upstream(upstream::Error),
+}
+
+/// Send the request upstream: with its body read whole first when
+/// `proxy_request_buffering` is on (nothing goes upstream before it is, so
+/// a body nginx would refuse is never half-forwarded).
+async fn forward<'l>(
+    cx: &Ctx<'_>,
+    loc: &'l Location,
+    parts: &http::request::Parts,
+    body: Incoming,
+    target: &str,
+    pp: &ProxyPass,
+) -> Result<Response<Body>, Failed<'l>> {
+    let (body, body_limit) =
+        LimitedBody::new(body, loc.client_max_body_size, Some(cx.conn.state.clone()));
+    let head = upstream::Head {
+        method: &parts.method,
+        target,
+        headers: &parts.headers,
+        host: &pp.authority,
+        client: cx.vars.remote.ip(),
+    };
+    let sent = match &loc.request_buffering {
+        Some(b) if !hyper::body::Body::is_end_stream(&body) => {
+            match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
+                Ok(whole) => upstream::send(&pp.authority, loc.timeouts, &head, whole).await,
+                Err(ReadError::Timeout) => Err(upstream::Error::ClientBodyTimeout),
+                Err(ReadError::Body(e)) => Err(upstream::Error::Body(e)),
+                Err(ReadError::File(error)) => {
+                    let dir = &b.temp_dir;
+                    return Err(Failed::Client(ProxyError::BodyFile { dir, error }));
+                }
+            }
+        }
+        _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
+    };
+    match sent {
+        Ok(resp) => Ok(resp.map(BodyExt::boxed)),
+        Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
+            received: body_limit.received(),
+        })),
+        Err(e) => Err(classify(e)),
+    }
+}
+
+/// The client's own failures — a broken chunked body, too slow, or gone —
+/// are not the upstream's.
+fn classify<'l>(e: upstream::Error) -> Failed<'l> {
+    match &e {
+        upstream::Error::ClientBodyTimeout => Failed::Client(ProxyError::ClientBodyTimeout),
+        upstream::Error::Body(b) if invalid_chunked(&**b) => {
+            Failed::Client(ProxyError::InvalidChunked)
+        }
+        upstream::Error::Body(_) => Failed::Client(ProxyError::ClientGone),
+        _ => Failed::Upstream(e),
+    }
+}

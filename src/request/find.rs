@@ -1,0 +1,148 @@
+//! Finding what serves a request: the server, the client's address
+//! (realip), nginx's normalised `$uri`, the location, and the check nginx
+//! makes once it has found it (`client_max_body_size`).
+
+use super::error::ProxyError;
+use crate::config::{Config, Location, Server};
+use crate::conn::Conn;
+use crate::vars::RequestVars;
+use http::{HeaderMap, header};
+use std::net::SocketAddr;
+
+/// The server of the connection's `listen` address (none after a reload
+/// that removed it: the connection's last requests get 503).
+pub(crate) fn server<'c>(config: &'c Config, conn: &Conn) -> Option<&'c Server> {
+    config
+        .servers
+        .iter()
+        .find(|s| s.listen == conn.listen)
+        .map(|s| &**s)
+}
+
+/// The request's variables: the client's address as `real_ip` resolves it,
+/// the normalised path (empty when it is invalid).
+pub(crate) fn request_vars<'a>(
+    conn: &Conn,
+    server: &'a Server,
+    parts: &'a http::request::Parts,
+    path: &'a str,
+) -> RequestVars<'a> {
+    let remote = match &server.real_ip {
+        Some(r) => SocketAddr::new(
+            r.resolve(conn.remote.ip(), &parts.headers),
+            conn.remote.port(),
+        ),
+        None => conn.remote,
+    };
+    RequestVars {
+        remote,
+        local: conn.local,
+        server_name: &server.name,
+        method: &parts.method,
+        uri: &parts.uri,
+        version: parts.version,
+        path,
+        headers: &parts.headers,
+        raw_request_line: None,
+    }
+}
+
+/// The location for a normalised path (`None`: the path was invalid).
+pub(crate) fn location<'a>(
+    server: &'a Server,
+    path: Option<&'a str>,
+) -> Result<&'a std::sync::Arc<Location>, ProxyError<'a>> {
+    let path = path.ok_or(ProxyError::InvalidPath)?;
+    server
+        .locations
+        .find(path)
+        .ok_or(ProxyError::NoLocation(path))
+}
+
+/// nginx's `$uri`: percent-decoded, `//` merged, `.` and `..` resolved.
+/// `None` when `..` climbs above the root or the path is not absolute.
+pub fn normalize_path(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if !raw.starts_with('/') {
+        return None;
+    }
+    // Most paths are already normal: no copy.
+    if !raw.contains('%') && !raw.contains("//") && !raw.split('/').any(|s| s == "." || s == "..") {
+        return Some(raw.into());
+    }
+    let bytes = raw.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = |b: u8| (b as char).to_digit(16);
+            match (
+                bytes.get(i + 1).and_then(|&b| hex(b)),
+                bytes.get(i + 2).and_then(|&b| hex(b)),
+            ) {
+                (Some(h), Some(l)) => {
+                    decoded.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => return None,
+            }
+        }
+        decoded.push(bytes[i]);
+        i += 1;
+    }
+    let text = String::from_utf8_lossy(&decoded);
+    let mut segs: Vec<&str> = Vec::new();
+    for seg in text.split('/').skip(1) {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segs.pop()?;
+            }
+            s => segs.push(s),
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    for s in &segs {
+        out.push('/');
+        out.push_str(s);
+    }
+    let trailing = text.ends_with('/') || text.ends_with("/.") || text.ends_with("/..");
+    if out.is_empty() || trailing {
+        out.push('/');
+    }
+    Some(out.into())
+}
+
+/// nginx's find-config check: a request whose Content-Length exceeds
+/// `client_max_body_size` gets 413 before any limit is applied (so it is
+/// not counted by `limit_req`, as in nginx).
+pub(crate) fn check_body_size(
+    loc: &Location,
+    headers: &HeaderMap,
+) -> Result<(), ProxyError<'static>> {
+    let max = loc.client_max_body_size;
+    let len = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match len {
+        Some(len) if max != 0 && len > max => Err(ProxyError::BodyTooLarge { len }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_normalize_like_nginx() {
+        assert_eq!(normalize_path("/a//b/./c").as_deref(), Some("/a/b/c"));
+        assert_eq!(normalize_path("/a/b/../c").as_deref(), Some("/a/c"));
+        assert_eq!(normalize_path("/%70lain").as_deref(), Some("/plain"));
+        assert_eq!(normalize_path("/a/").as_deref(), Some("/a/"));
+        assert_eq!(normalize_path("/").as_deref(), Some("/"));
+        assert_eq!(normalize_path("/.."), None);
+        assert_eq!(normalize_path("/%zz"), None);
+    }
+}

@@ -1,0 +1,74 @@
+//! The end of a request: its quota headers and its access record.
+
+use super::error::{CloseConnection, Decided, retry_after_secs};
+use crate::accesslog::{LoggedBody, Record};
+use crate::body::Body;
+use crate::config::Location;
+use crate::limiter::Outcome;
+use crate::respond::{self};
+use http::Response;
+
+/// The request's access-log record gets the response's status and writes
+/// itself when the body is done.
+pub(crate) fn finish(
+    resp: Result<Response<Body>, CloseConnection>,
+    record: Option<Record>,
+    (limit_req_status, zone): Decided,
+) -> Result<Response<Body>, CloseConnection> {
+    let Some(mut r) = record else { return resp };
+    r.limit_req_status = limit_req_status;
+    r.zone = zone.to_string();
+    match resp {
+        Ok(resp) => {
+            r.status = resp.status().as_u16();
+            let (parts, body) = resp.into_parts();
+            Ok(Response::from_parts(parts, LoggedBody::wrap(body, r)))
+        }
+        Err(close) => {
+            r.status = close.status;
+            r.write(0);
+            Err(close)
+        }
+    }
+}
+
+pub(crate) fn with_quota(
+    mut resp: Response<Body>,
+    loc: &Location,
+    outcome: &Outcome,
+) -> Response<Body> {
+    if loc.ratelimit_headers != crate::respond::RateLimitHeaders::Off {
+        if let Some(state) = quota_state(loc, outcome) {
+            respond::add_quota_headers(
+                resp.headers_mut(),
+                loc.ratelimit_headers,
+                &loc.limits,
+                state,
+            );
+        }
+    }
+    resp
+}
+
+/// Where this request leaves the client against the location's limits.
+pub(crate) fn quota_state(loc: &Location, outcome: &Outcome) -> Option<respond::QuotaState> {
+    match *outcome {
+        Outcome::Accepted {
+            tightest: (limit, excess),
+            ..
+        } => {
+            let l = &loc.limits[limit];
+            Some(respond::QuotaState {
+                limit,
+                remaining: l.remaining(excess),
+                reset: l.next_unit_ms(excess).div_ceil(1000),
+            })
+        }
+        Outcome::Rejected { limit, wait_ms, .. } => Some(respond::QuotaState {
+            limit,
+            remaining: 0,
+            reset: retry_after_secs(wait_ms),
+        }),
+        Outcome::Unlimited | Outcome::NoMemory { .. } | Outcome::Unavailable { .. } => None,
+    }
+}

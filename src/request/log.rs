@@ -1,0 +1,88 @@
+//! The error-log lines about a request, with nginx's context
+//! (`*CONN message, client: …, server: …, request: "…", host: "…"`).
+
+use crate::conn::Conn;
+use crate::errlog::{self, Severity};
+use crate::vars::RequestVars;
+use http::header;
+
+/// Appends `, client: …, server: …, request: "…", host: "…"`: nginx's
+/// context of a line about a request.
+pub(crate) fn push_context(out: &mut Vec<u8>, r: &RequestVars) {
+    push_context_upstream(out, r, None)
+}
+
+/// [`push_context`] with nginx's `upstream: "…"` (after the request, before
+/// the host).
+pub(crate) fn push_context_upstream(
+    out: &mut Vec<u8>,
+    r: &RequestVars,
+    upstream: Option<(&str, &str)>,
+) {
+    out.extend_from_slice(b", client: ");
+    errlog::push_ip(out, r.remote.ip());
+    out.extend_from_slice(b", server: ");
+    out.extend_from_slice(r.server_name.as_bytes());
+    out.extend_from_slice(b", request: \"");
+    out.extend_from_slice(r.method.as_str().as_bytes());
+    out.push(b' ');
+    let target = r.uri.path_and_query().map_or("/", |p| p.as_str());
+    out.extend_from_slice(target.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(crate::vars::version_str(r.version).as_bytes());
+    out.push(b'"');
+    if let Some((authority, target)) = upstream {
+        out.extend_from_slice(b", upstream: \"http://");
+        out.extend_from_slice(authority.as_bytes());
+        out.extend_from_slice(target.as_bytes());
+        out.push(b'"');
+    }
+    if let Some(h) = r.headers.get(header::HOST) {
+        out.extend_from_slice(b", host: \"");
+        out.extend_from_slice(h.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// `*CONN message, client: …`: the whole line about a request, `msg`
+/// appending the message.
+pub(crate) fn push_req_line(
+    out: &mut Vec<u8>,
+    conn: &Conn,
+    vars: &RequestVars,
+    msg: impl FnOnce(&mut Vec<u8>),
+) {
+    out.push(b'*');
+    errlog::push_u64(out, conn.id);
+    out.push(b' ');
+    msg(out);
+    push_context(out, vars);
+}
+
+/// An error about the upstream of a request, with nginx's `upstream:` field.
+pub(crate) fn log_upstream(
+    conn: &Conn,
+    vars: &RequestVars,
+    upstream: (&str, &str),
+    msg: std::fmt::Arguments<'_>,
+) {
+    errlog::emit_with(Severity::Error, |out| {
+        out.push(b'*');
+        errlog::push_u64(out, conn.id);
+        out.push(b' ');
+        errlog::push_fmt(out, msg);
+        push_context_upstream(out, vars, Some(upstream));
+    });
+}
+
+/// One error-log line about a request: `*CONN message, client: …`.
+pub(crate) fn log_req(
+    sev: Severity,
+    conn: &Conn,
+    vars: &RequestVars,
+    msg: std::fmt::Arguments<'_>,
+) {
+    errlog::emit_with(sev, |out| {
+        push_req_line(out, conn, vars, |out| errlog::push_fmt(out, msg))
+    });
+}

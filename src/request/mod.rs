@@ -1,0 +1,139 @@
+//! One request's life, in nginx's phases: [`find`] (server, realip, the
+//! normalised path, the location), [`limit`] (limit_req: keys, decision,
+//! delay, its log lines) and [`limit_conn`], [`content`] (`return` or the
+//! upstream), [`finish`] (quota headers, the access record). Everything that
+//! ends a request early is an [`error::ProxyError`], mapped to its status,
+//! log line and response in one place ([`error`]); [`log`] writes nginx's
+//! error-log lines about a request.
+//!
+//! Unlike nginx, `return` does not bypass the limits (the seed article's
+//! pitfall).
+
+mod content;
+mod error;
+mod find;
+mod finish;
+mod limit;
+mod limit_conn;
+mod log;
+
+pub use error::CloseConnection;
+pub use find::normalize_path;
+
+use self::error::{ProxyError, UNDECIDED, plain_status};
+use self::finish::{finish, with_quota};
+use crate::accesslog::{AccessLog, Record};
+use crate::body::Body;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::conn::Conn;
+use crate::metrics::Metrics;
+use crate::vars::RequestVars;
+use arc_swap::ArcSwap;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// What every request reads besides its connection: the configuration
+/// generation to use, the clock, the counters.
+pub struct Env {
+    pub(crate) config: ArcSwap<Config>,
+    pub clock: Clock,
+    /// Counters for `/metrics`.
+    pub metrics: Metrics,
+}
+
+impl Env {
+    pub fn new(config: Config) -> Env {
+        Env {
+            config: ArcSwap::from_pointee(config),
+            clock: Clock::new(),
+            metrics: Metrics::new(),
+        }
+    }
+
+    /// The configuration generation new requests use.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// From now on, new requests use `config`.
+    pub fn switch(&self, config: Arc<Config>) {
+        self.config.store(config);
+    }
+}
+
+/// What the phases of one request read: its environment, its connection,
+/// its variables, when it arrived.
+pub(crate) struct Ctx<'a> {
+    pub(crate) env: &'a Env,
+    pub(crate) conn: &'a Conn,
+    pub(crate) vars: RequestVars<'a>,
+    pub(crate) start: Instant,
+}
+
+impl Ctx<'_> {
+    /// The access-log record of the request, if `log` is configured.
+    fn record(&self, log: &Option<Arc<AccessLog>>) -> Option<Record> {
+        let l = log.as_ref()?;
+        Some(Record::new(l.clone(), &self.vars, self.conn.id, self.start))
+    }
+}
+
+/// Serve one request: find → limit_req → limit_conn → content → finish.
+pub(crate) async fn handle(
+    env: Arc<Env>,
+    conn: Arc<Conn>,
+    req: Request<Incoming>,
+    start: Instant,
+) -> Result<Response<Body>, CloseConnection> {
+    let config = env.config();
+    let Some(server) = find::server(&config, &conn) else {
+        return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
+    };
+    let (parts, body) = req.into_parts();
+    let path = normalize_path(parts.uri.path());
+    let vars = find::request_vars(&conn, server, &parts, path.as_deref().unwrap_or(""));
+    let cx = Ctx {
+        env: &env,
+        conn: &conn,
+        vars,
+        start,
+    };
+    let loc = match find::location(server, path.as_deref()) {
+        Ok(loc) => loc,
+        Err(e) => {
+            let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
+            return finish(resp, cx.record(&server.access_log), UNDECIDED);
+        }
+    };
+    let path = path.as_deref().unwrap_or("");
+    let mut record = cx.record(&loc.access_log);
+    if let Err(e) = find::check_body_size(loc, &parts.headers) {
+        let resp = e.respond(&cx, &loc.error_pages, Some(loc), UNDECIDED);
+        return finish(resp, record, UNDECIDED);
+    }
+    let limited = match limit::limit_req(&cx, loc, &mut record).await {
+        Ok(limited) => limited,
+        Err((e, limited)) => {
+            let resp = e.respond(&cx, &loc.error_pages, Some(loc), limited.decided);
+            let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
+            return finish(resp, record, limited.decided);
+        }
+    };
+    let held = match limit_conn::limit_conn(&cx, loc, &mut record) {
+        Ok(held) => held,
+        Err(e) => {
+            let resp = e.respond(&cx, &loc.error_pages, Some(loc), limited.decided);
+            return finish(resp, record, limited.decided);
+        }
+    };
+    let resp = content::content(&cx, loc, (&parts, body), path, &limited, &mut record).await;
+    let resp =
+        resp.or_else(|e: ProxyError| e.respond(&cx, &loc.error_pages, Some(loc), limited.decided));
+    // The counts are held until the response body has been sent (or
+    // dropped), as nginx releases them when the request is freed.
+    let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
+    finish(resp, record, limited.decided).map(|r| held.keep_until_sent(r))
+}

@@ -1,0 +1,273 @@
+//! One client connection: each burst of requests is served by hyper once a
+//! whole head has arrived; between bursts the connection waits with no
+//! buffer but the bytes it sent.
+
+use super::Shared;
+use super::io::{Filled, TimedIo};
+use super::refuse::refuse;
+use crate::body::{Body, UntilEnd};
+use crate::conn::{Conn, ConnState, Expired, Idle, Timeouts};
+use crate::connlimit::WorkerSlot;
+use crate::errlog::{self, Severity};
+use crate::request::{self};
+use crate::upstream;
+use http::Request;
+use hyper::body::Incoming;
+use hyper::service::Service;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The server of a connection, as its connection needs it: timeouts, name,
+/// head rules.
+struct ServerSide {
+    timeouts: Timeouts,
+    name: String,
+    head_rules: crate::http1::HeadRules,
+}
+
+impl ServerSide {
+    fn of(shared: &Shared, configured: SocketAddr) -> ServerSide {
+        let config = shared.config();
+        let Some(s) = config.servers.iter().find(|s| s.listen == configured) else {
+            return ServerSide {
+                timeouts: Timeouts {
+                    client_header: crate::config::DEFAULT_TIMEOUT,
+                    keepalive: crate::config::DEFAULT_KEEPALIVE_TIMEOUT,
+                    send: crate::config::DEFAULT_TIMEOUT,
+                },
+                name: String::new(),
+                head_rules: crate::http1::HeadRules::default(),
+            };
+        };
+        ServerSide {
+            timeouts: Timeouts {
+                client_header: s.client_header_timeout,
+                keepalive: s.keepalive_timeout,
+                send: s.send_timeout,
+            },
+            name: s.name.clone(),
+            head_rules: s.head_rules,
+        }
+    }
+}
+
+/// One client connection of a server: nginx's timeouts around hyper's
+/// HTTP/1.1, each request handled by [`request::handle`].
+pub(crate) fn serve_client(
+    shared: &Arc<Shared>,
+    stopping: &tokio::sync::watch::Receiver<bool>,
+    configured: SocketAddr,
+    stream: tokio::net::TcpStream,
+    remote: SocketAddr,
+    slot: WorkerSlot,
+) {
+    let local = stream.local_addr().unwrap_or(configured);
+    let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
+    let side = ServerSide::of(shared, configured);
+    let state = ConnState::new(side.timeouts);
+    let conn = Arc::new(Conn {
+        id,
+        remote,
+        local,
+        listen: configured,
+        state: state.clone(),
+    });
+    let mut io = TimedIo::new(stream, state, side.head_rules);
+    io.park_when_idle(!side.timeouts.keepalive.is_zero());
+    let (stopping, shared) = (stopping.clone(), shared.clone());
+    tokio::spawn(async move {
+        // Counted against worker_connections until this task ends.
+        let _slot = slot;
+        shared.env.metrics.connection_opened();
+        let (io, served) = serve_requests(&shared, &conn, &side, io, stopping).await;
+        closed(&shared, &conn, &side, io, served).await;
+    });
+}
+
+/// What the service answers a request with.
+type Served = Result<http::Response<UntilEnd<Body, Idle>>, request::CloseConnection>;
+type ServedFuture = Pin<Box<dyn Future<Output = Served> + Send>>;
+
+/// The service hyper calls for each request of the connection.
+fn service(
+    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
+) -> impl Service<
+    Request<Incoming>,
+    Response = http::Response<UntilEnd<Body, Idle>>,
+    Error = request::CloseConnection,
+    Future = ServedFuture,
+> + Clone {
+    let (shared, conn) = (shared.clone(), conn.clone());
+    hyper::service::service_fn(move |req: Request<Incoming>| {
+        let state = conn.state.clone();
+        state.busy_with(!hyper::body::Body::is_end_stream(req.body()));
+        let (shared, conn) = (shared.clone(), conn.clone());
+        // Boxed: hyper keeps room for one request's future in every
+        // connection for its whole life (about 3 KB for this one); boxed,
+        // an idle keep-alive connection holds a pointer instead.
+        Box::pin(async move {
+            let start = Instant::now();
+            let resp = request::handle(shared.env.clone(), conn, req, start).await;
+            let status = resp
+                .as_ref()
+                .map_or_else(|c| c.status, |r| r.status().as_u16());
+            shared.env.metrics.response(status, start.elapsed());
+            resp.map(|r| r.map(|b| UntilEnd::new(b, Idle(state))))
+        }) as ServedFuture
+    })
+}
+
+/// Each burst of requests gets a hyper connection once a whole head has
+/// arrived: a connection waiting for (the rest of) a head, or idle and
+/// handed back by [`TimedIo::park_when_idle`], holds no buffer but the
+/// bytes it sent, until its next request, a timeout or a stop.
+async fn serve_requests(
+    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
+    side: &ServerSide,
+    mut io: TimedIo<tokio::net::TcpStream>,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> (TimedIo<tokio::net::TcpStream>, Result<(), hyper::Error>) {
+    let svc = service(shared, conn);
+    let keepalive = !side.timeouts.keepalive.is_zero();
+    loop {
+        let next = tokio::select! {
+            next = io.next_head() => next,
+            _ = stopping.wait_for(|stop| *stop) => return (io, Ok(())),
+        };
+        if !matches!(next, Ok(Filled::Data)) {
+            return (io, Ok(()));
+        }
+        log_dropped_headers(&mut io, conn.id, conn.remote, &side.name);
+        io.enter_hyper();
+        // Boxed, so that a waiting connection's task does not keep room
+        // for it.
+        let mut hyper_conn = Box::new(
+            hyper::server::conn::http1::Builder::new()
+                // TimedIo applies client_header_timeout (hyper's would arm a
+                // timer per request, and bound keep-alive idling too).
+                .timer(TokioTimer::new())
+                .header_read_timeout(None)
+                .keep_alive(keepalive)
+                .serve_connection(TokioIo::new(io), svc.clone()),
+        );
+        let served = {
+            let mut stop = std::pin::pin!(stopping.wait_for(|stop| *stop));
+            let mut told = false;
+            std::future::poll_fn(|cx| {
+                if !told && stop.as_mut().poll(cx).is_ready() {
+                    told = true;
+                    std::pin::Pin::new(&mut *hyper_conn).graceful_shutdown();
+                }
+                // The connection future, not poll_without_shutdown: it
+                // flushes what hyper still holds before it ends (a parked
+                // TimedIo ignores the shutdown that follows).
+                std::pin::Pin::new(&mut *hyper_conn).poll(cx)
+            })
+            .await
+        };
+        let parts = (*hyper_conn).into_parts();
+        io = parts.io.into_inner();
+        io.leave_hyper();
+        if served.is_err() || !io.take_parked() {
+            return (io, served);
+        }
+        // (An empty read_buf still holds hyper's whole read buffer.)
+        if !parts.read_buf.is_empty() {
+            io.unread(&parts.read_buf);
+        }
+    }
+}
+
+/// The end of a connection (counted closed): a refused head is answered; an upstream body
+/// that broke off, or a timeout, is logged as nginx logs it.
+async fn closed(
+    shared: &Arc<Shared>,
+    conn: &Conn,
+    side: &ServerSide,
+    mut io: TimedIo<tokio::net::TcpStream>,
+    served: Result<(), hyper::Error>,
+) {
+    let (id, remote, server_name) = (conn.id, conn.remote, &side.name);
+    if let Some(refusal) = io.take_refusal() {
+        let server = shared
+            .config()
+            .servers
+            .iter()
+            .find(|s| s.listen == conn.listen)
+            .cloned();
+        shared.env.metrics.response(refusal.status, Duration::ZERO);
+        // Boxed: every waiting connection's task would keep room for it.
+        Box::pin(refuse(
+            io,
+            &refusal,
+            server.as_deref(),
+            (id, remote, conn.local, server_name),
+            side.timeouts.send,
+        ))
+        .await;
+        shared.env.metrics.connection_closed();
+        return;
+    }
+    drop(io);
+    shared.env.metrics.connection_closed();
+    // An upstream body that broke off ended the client connection.
+    if let Some(f) = served.as_ref().err().and_then(upstream_body_failure) {
+        errlog::emit(
+            Severity::Error,
+            format_args!("*{id} {f}, client: {}, server: {server_name}", remote.ip()),
+        );
+        return;
+    }
+    let what = match conn.state.expired() {
+        Some(Expired::Header) => "while reading client request headers",
+        Some(Expired::Send) => "while sending response to client",
+        Some(Expired::Idle) | None => return,
+    };
+    errlog::emit(
+        Severity::Info,
+        format_args!(
+            "*{id} client timed out (110: Connection timed out) {what}, client: {}, server: {server_name}",
+            remote.ip()
+        ),
+    );
+}
+
+/// nginx's info line for each header field a head dropped as invalid.
+pub(crate) fn log_dropped_headers(
+    io: &mut TimedIo<tokio::net::TcpStream>,
+    id: u64,
+    remote: SocketAddr,
+    server: &str,
+) {
+    for line in io.take_dropped() {
+        errlog::emit(
+            Severity::Info,
+            format_args!(
+                "*{id} client sent invalid header line: \"{}\" while reading client request headers, client: {}, server: {server}",
+                String::from_utf8_lossy(&line),
+                remote.ip()
+            ),
+        );
+    }
+}
+
+/// The upstream body failure behind a client connection's error, if that
+/// was what ended it.
+pub(crate) fn upstream_body_failure(e: &hyper::Error) -> Option<&upstream::BodyFailure> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(f) = err.downcast_ref::<upstream::BodyFailure>() {
+            return Some(f);
+        }
+        cur = err.source();
+    }
+    None
+}

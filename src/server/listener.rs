@@ -1,0 +1,207 @@
+//! Listening sockets: bound before a configuration is switched to, then
+//! accepted on by every worker; `worker_connections` is taken here.
+
+use super::Shared;
+use super::admin::serve_admin;
+use super::conn::serve_client;
+use crate::connlimit::WorkerSlot;
+use crate::errlog::{self, Severity};
+use hyper_util::server::graceful::GracefulShutdown;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// What a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A `[[servers]]` block.
+    Proxy,
+    /// `[admin]`: `/metrics` and `/healthz`.
+    Admin,
+}
+
+/// A bound listener and, once serving, its accept loop.
+pub(crate) struct Listener {
+    pub(crate) kind: Kind,
+    /// The `listen` address as configured (servers are found by it).
+    pub(crate) configured: SocketAddr,
+    pub(crate) local: SocketAddr,
+    pub(crate) state: ListenerState,
+}
+
+pub(crate) enum ListenerState {
+    Bound(std::net::TcpListener),
+    /// Accepting, one loop per worker; send the drain deadline to stop.
+    Accepting {
+        stops: Vec<oneshot::Sender<StopAccepting>>,
+        tasks: Vec<tokio::task::JoinHandle<()>>,
+    },
+    Stopped,
+}
+
+impl Listener {
+    pub(crate) async fn bind(kind: Kind, addr: SocketAddr) -> std::io::Result<Listener> {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("bind() to {addr} failed ({e})")))?;
+        Ok(Listener {
+            kind,
+            configured: addr,
+            local: l.local_addr()?,
+            state: ListenerState::Bound(l.into_std()?),
+        })
+    }
+
+    /// Start accepting: for a server, on every worker (each with its own
+    /// copy of the socket); the admin listener on the current runtime.
+    pub(crate) fn start(&mut self, shared: &Arc<Shared>) {
+        let ListenerState::Bound(l) = std::mem::replace(&mut self.state, ListenerState::Stopped)
+        else {
+            return;
+        };
+        let here = [tokio::runtime::Handle::current()];
+        let runtimes: &[tokio::runtime::Handle] = match self.kind {
+            Kind::Proxy => &shared.workers.handles,
+            Kind::Admin => &here,
+        };
+        let (mut stops, mut tasks) = (Vec::new(), Vec::new());
+        for rt in runtimes {
+            let copy = match l.try_clone() {
+                Ok(c) => c,
+                Err(e) => {
+                    errlog::emit(
+                        Severity::Alert,
+                        format_args!("dup() of a listening socket failed ({e})"),
+                    );
+                    continue;
+                }
+            };
+            let (stop, stopped) = oneshot::channel();
+            let (shared, kind, configured) = (shared.clone(), self.kind, self.configured);
+            tasks.push(rt.spawn(async move {
+                match TcpListener::from_std(copy) {
+                    Ok(l) => accept_loop(shared, kind, configured, l, stopped).await,
+                    Err(e) => errlog::emit(Severity::Alert, format_args!("listen() failed ({e})")),
+                }
+            }));
+            stops.push(stop);
+        }
+        self.state = ListenerState::Accepting { stops, tasks };
+    }
+
+    /// Stop accepting, and return once every copy of the socket is closed
+    /// (a new connection is then refused); open connections finish their
+    /// requests until `deadline`. Returns the accept loops, done when they
+    /// have.
+    pub(crate) async fn stop(&mut self, deadline: Instant) -> Vec<tokio::task::JoinHandle<()>> {
+        match std::mem::replace(&mut self.state, ListenerState::Stopped) {
+            ListenerState::Accepting { stops, tasks } => {
+                let mut closed = Vec::new();
+                for stop in stops {
+                    let (tx, rx) = oneshot::channel();
+                    if stop
+                        .send(StopAccepting {
+                            deadline,
+                            closed: tx,
+                        })
+                        .is_ok()
+                    {
+                        closed.push(rx);
+                    }
+                }
+                for c in closed {
+                    let _ = c.await;
+                }
+                tasks
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+pub(crate) async fn accept_loop(
+    shared: Arc<Shared>,
+    kind: Kind,
+    configured: SocketAddr,
+    listener: TcpListener,
+    mut stop: oneshot::Receiver<StopAccepting>,
+) {
+    let graceful = GracefulShutdown::new();
+    // Client connections watch this to stop (they are not hyper-util's
+    // graceful connections: they leave hyper while idle).
+    let (stop_clients, stopping) = tokio::sync::watch::channel(false);
+    let (deadline, closed) = loop {
+        let (stream, remote) = tokio::select! {
+            d = &mut stop => break match d {
+                Ok(s) => (s.deadline, Some(s.closed)),
+                Err(_) => (Instant::now(), None),
+            },
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    errlog::emit(Severity::Alert, format_args!("accept() failed ({e})"));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let slot = match kind {
+            Kind::Proxy => match worker_slot(&shared) {
+                Some(slot) => Some(slot),
+                // Closed at once: nothing was allocated for it.
+                None => continue,
+            },
+            Kind::Admin => None,
+        };
+        let _ = stream.set_nodelay(true);
+        match (kind, slot) {
+            (Kind::Proxy, Some(slot)) => {
+                serve_client(&shared, &stopping, configured, stream, remote, slot)
+            }
+            (Kind::Proxy, None) => {}
+            (Kind::Admin, _) => serve_admin(&shared, &graceful, stream),
+        }
+    };
+    drop(listener);
+    if let Some(closed) = closed {
+        let _ = closed.send(());
+    }
+    let _ = stop_clients.send(true);
+    drop(stopping);
+    let _ = tokio::time::timeout_at(deadline, async {
+        graceful.shutdown().await;
+        // Every client connection's receiver is gone: all closed.
+        stop_clients.closed().await;
+    })
+    .await;
+}
+
+/// `worker_connections`: a slot for one more client connection on this
+/// worker thread, or `None` when it has them all open (nginx's alert, at
+/// most once a second per worker; every refusal counted).
+pub(crate) fn worker_slot(shared: &Shared) -> Option<WorkerSlot> {
+    let max = shared.env.config().worker_connections();
+    match WorkerSlot::take(max, shared.env.clock.now_ms() / 1000) {
+        Ok(slot) => Some(slot),
+        Err(refused) => {
+            shared.env.metrics.connection_refused();
+            if refused.alert {
+                errlog::emit(
+                    Severity::Alert,
+                    format_args!("{max} worker_connections are not enough"),
+                );
+            }
+            None
+        }
+    }
+}
+
+/// Tells an accept loop to close its socket (and say so), then drain its
+/// connections until `deadline`.
+pub(crate) struct StopAccepting {
+    pub(crate) deadline: Instant,
+    pub(crate) closed: oneshot::Sender<()>,
+}

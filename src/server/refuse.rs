@@ -1,0 +1,154 @@
+//! The answer to a request head nginx refuses (see [`crate::http1`]).
+
+use super::io::TimedIo;
+use crate::accesslog::{AccessLog, Record};
+use crate::body::Body;
+use crate::config::Server;
+use crate::errlog::{self, Severity};
+use crate::respond::{self, Made};
+use crate::vars::RequestVars;
+use http::{HeaderMap, Response, Uri, header};
+use http_body_util::BodyExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Answers a refused head as nginx does: its status (the server's error
+/// page or the problem body), `Connection: close`, an info line; then the
+/// connection is closed the way nginx's lingering close does it (the write
+/// side first, the rest of what the client sends read and dropped for a
+/// while), so that the client reads the answer instead of a reset.
+pub(crate) async fn refuse(
+    mut io: TimedIo<tokio::net::TcpStream>,
+    refusal: &crate::http1::Refusal,
+    srv: Option<&Server>,
+    (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
+    send_timeout: Duration,
+) {
+    let start = Instant::now();
+    errlog::emit_with(Severity::Info, |out| {
+        out.push(b'*');
+        errlog::push_u64(out, id);
+        out.push(b' ');
+        errlog::push_fmt(out, format_args!("{refusal}"));
+        out.extend_from_slice(if refusal.in_headers {
+            b" while reading client request headers"
+        } else {
+            b" while reading client request line"
+        });
+        out.extend_from_slice(b", client: ");
+        errlog::push_ip(out, remote.ip());
+        out.extend_from_slice(b", server: ");
+        out.extend_from_slice(server.as_bytes());
+        if let Some(line) = &refusal.request_line {
+            out.extend_from_slice(b", request: \"");
+            out.extend_from_slice(line);
+            out.push(b'"');
+        }
+    });
+    let no_pages = crate::respond::ErrorPages::default();
+    let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
+    let resp = respond::error_response(
+        pages,
+        None,
+        &Made::plain(refusal.status, refusal.to_string()),
+    );
+    let (bytes, body_len) = Box::pin(serialize(resp)).await;
+    if let Some(log) = srv.and_then(|s| s.access_log.as_ref()) {
+        access_refused(log, refusal, (id, remote, local, server), start, body_len);
+    }
+    let stream = io.get_mut();
+    let _ = tokio::time::timeout(send_timeout, async {
+        use tokio::io::AsyncWriteExt;
+        stream.write_all(&bytes).await?;
+        stream.shutdown().await
+    })
+    .await;
+    Box::pin(linger(stream)).await;
+}
+
+/// The access-log line of a refused head, as nginx writes one: `$request`
+/// is the line as sent (nothing of it could be trusted further),
+/// `$request_method` its first word if that is a token.
+pub(crate) fn access_refused(
+    log: &Arc<AccessLog>,
+    refusal: &crate::http1::Refusal,
+    (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
+    start: Instant,
+    body_len: u64,
+) {
+    let line = refusal.request_line.as_deref().unwrap_or(b"");
+    let method = line
+        .split(|&b| b == b' ')
+        .next()
+        .and_then(|m| http::Method::from_bytes(m).ok())
+        .unwrap_or_else(|| http::Method::from_bytes(b"-").unwrap_or_default());
+    let (uri, headers) = (Uri::from_static("/"), HeaderMap::new());
+    let vars = RequestVars {
+        remote,
+        local,
+        server_name: server,
+        method: &method,
+        uri: &uri,
+        version: http::Version::HTTP_11,
+        path: "",
+        headers: &headers,
+        raw_request_line: Some(line),
+    };
+    let mut r = Record::new(log.clone(), &vars, id, start);
+    r.status = refusal.status;
+    r.write(body_len);
+}
+
+/// nginx's lingering close (`lingering_time` 30 s, `lingering_timeout` 5 s):
+/// read and drop what the client still sends, until it stops or closes.
+pub(crate) async fn linger(stream: &mut tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let end = Instant::now() + Duration::from_secs(30);
+    let mut buf = [0u8; 4096];
+    loop {
+        let wait = Duration::from_secs(5).min(end.saturating_duration_since(Instant::now()));
+        match tokio::time::timeout(wait, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => continue,
+            _ => return,
+        }
+    }
+}
+
+/// A response sluice made, as HTTP/1.1 bytes that close the connection,
+/// and the length of its body.
+pub(crate) async fn serialize(resp: Response<Body>) -> (Vec<u8>, u64) {
+    let (parts, body) = resp.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(256 + body.len());
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(
+        crate::errlog::Timestamp::coarse_now()
+            .http_date()
+            .as_bytes(),
+    );
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        if name == header::CONTENT_LENGTH || name == header::CONNECTION {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Content-Length: ");
+    errlog::push_u64(&mut out, body.len() as u64);
+    out.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    out.extend_from_slice(&body);
+    (out, body.len() as u64)
+}

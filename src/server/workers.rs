@@ -1,0 +1,99 @@
+//! Thread-per-core serving: one single-threaded tokio runtime per CPU, each
+//! accepting on its own copy of every listening socket and running the
+//! connections it accepted to the end, upstream pool included. Profiles of
+//! a work-stealing runtime showed most time in the kernel waking threads
+//! and switching between them; here a request never changes thread.
+
+use parking_lot::Mutex;
+use std::io;
+use tokio::sync::oneshot;
+
+/// The worker threads of one server, started with it and joined when it
+/// stops.
+pub(crate) struct Workers {
+    pub(crate) handles: Vec<tokio::runtime::Handle>,
+    /// Each worker's stop signal and thread, taken by [`Workers::join`].
+    threads: Mutex<Vec<(oneshot::Sender<()>, std::thread::JoinHandle<()>)>>,
+}
+
+impl Workers {
+    /// `n` workers (0: `SLUICE_WORKERS`, or one per CPU). Fails, having
+    /// stopped those already started, if a thread or its runtime cannot be
+    /// made.
+    pub(crate) fn start(n: usize) -> io::Result<Workers> {
+        let n = match n {
+            0 => std::env::var("SLUICE_WORKERS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &usize| n > 0)
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            n => n,
+        };
+        let mut workers = Workers {
+            handles: Vec::with_capacity(n),
+            threads: Mutex::new(Vec::with_capacity(n)),
+        };
+        for i in 0..n {
+            let (handle, stop, thread) = Self::spawn(i)?;
+            workers.handles.push(handle);
+            workers.threads.lock().push((stop, thread));
+        }
+        Ok(workers)
+    }
+
+    /// One worker thread, its runtime's handle, the sender that stops it.
+    fn spawn(
+        i: usize,
+    ) -> io::Result<(
+        tokio::runtime::Handle,
+        oneshot::Sender<()>,
+        std::thread::JoinHandle<()>,
+    )> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("sluice-worker-{i}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .on_thread_park(crate::batch::flush)
+                    .build();
+                let rt = match rt {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = tx.send(Ok(rt.handle().clone()));
+                // Until the server stops (or drops its workers).
+                rt.block_on(async {
+                    crate::batch::on_this_thread();
+                    let _ = stopped.await;
+                    crate::batch::flush();
+                });
+            })?;
+        match rx.recv() {
+            Ok(Ok(handle)) => Ok((handle, stop, thread)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::other("a worker thread ended before it started")),
+        }
+    }
+
+    /// Write every worker's batched log lines (see [`crate::batch`]) now.
+    pub(crate) async fn flush_logs(&self) {
+        for h in &self.handles {
+            let _ = h.spawn(async { crate::batch::flush() }).await;
+        }
+    }
+
+    /// Stop every worker (what still runs on it is dropped) and wait for
+    /// its thread to end, off the calling runtime's threads.
+    pub(crate) async fn join(&self) {
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for (stop, thread) in threads {
+            let _ = stop.send(());
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Upstream HTTP/1.1: sluice's own client for `proxy_pass`.
+//!
+//! Why not hyper's client: on the pass path hyper-util's pooled client cost
+//! more CPU per request than all of nginx's user time — a task per upstream
+//! connection, a channel between it and the request, a pool behind a lock, a
+//! clone of the request's header map. Here the request's own task writes the
+//! request head in one `write`, parses the response head with `httparse`, and
+//! the response body carries the connection back to its worker thread's idle
+//! list the moment its last byte is read: nginx's `keepalive` cache of
+//! upstream connections, one per worker.
+//!
+//! What it does, as nginx does it: one request per connection at a time,
+//! HTTP/1.1 with kept-alive connections, request bodies streamed with their
+//! Content-Length or re-chunked, responses framed by RFC 9112 §6.3 (HEAD,
+//! 1xx/204/304, chunked, Content-Length, or read until close), hop-by-hop
+//! headers dropped both ways, and a request that meets a kept-alive
+//! connection the upstream had closed is sent again on a new one (nginx
+//! retries cached connections too) — if it had no body to lose.
+//!
+//! The parts, in a request's order: `pool` keeps the connections (one
+//! idle list per worker thread, and connecting when it has none),
+//! `request` writes the rewritten head and streams the body, `response`
+//! reads the response head and decides its framing, and `body` reads the
+//! body by that framing and hands the connection back when it ends. This
+//! file is the client's API: [`send`], what it is given ([`Head`],
+//! [`Timeouts`]) and how it fails ([`Error`], [`BodyFailure`]).
+
+mod body;
+mod pool;
+mod request;
+mod response;
+#[cfg(test)]
+mod tests;
+
+pub use body::{BodyFailure, UpstreamBody};
+pub(crate) use body::{Chunk, Framing};
+// The response parser and body decoder on bytes alone, for the fuzz target.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use {
+    body::take_body,
+    response::{Parsed, parse_head},
+};
+
+use crate::body::BodyError;
+use bytes::Bytes;
+use http::uri::Authority;
+use http::{HeaderMap, Method, Response, header};
+use http_body::Body;
+use pool::{Conn, checkout, connect};
+use request::{send_body, write_all, write_head};
+use response::read_head;
+use std::io;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// The timeouts of one proxied request, nginx's names and defaults (60 s each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `proxy_connect_timeout`: connecting to the upstream.
+    pub connect: Duration,
+    /// `proxy_send_timeout`: one write of the request to the upstream may
+    /// stall this long.
+    pub send: Duration,
+    /// `proxy_read_timeout`: waiting for the response head once the request
+    /// is sent, then between two reads of the response body.
+    pub read: Duration,
+    /// `client_body_timeout`: the client may pause this long between two
+    /// pieces of its request body.
+    pub client_body: Duration,
+}
+
+/// Why a request got no response from upstream. The messages are nginx's.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("connect() failed ({}) while connecting to upstream", os(.0))]
+    Connect(io::Error),
+    #[error("upstream timed out (110: Connection timed out) while connecting to upstream")]
+    ConnectTimeout,
+    #[error("writev() failed ({}) while sending request to upstream", os(.0))]
+    Send(io::Error),
+    /// The client's request body failed (too large, or the client left).
+    #[error("client request body: {0}")]
+    Body(BodyError),
+    #[error("recv() failed ({}) while reading response header from upstream", os(.0))]
+    Recv(io::Error),
+    #[error("upstream prematurely closed connection while reading response header from upstream")]
+    Closed,
+    #[error("upstream sent too big header while reading response header from upstream")]
+    TooBig,
+    #[error("upstream sent invalid {0} while reading response header from upstream")]
+    Invalid(&'static str),
+    /// `proxy_read_timeout` passed waiting for the response head.
+    #[error(
+        "upstream timed out (110: Connection timed out) while reading response header from upstream"
+    )]
+    ReadTimeout,
+    /// A write of the request stalled for `proxy_send_timeout`.
+    #[error("upstream timed out (110: Connection timed out) while sending request to upstream")]
+    SendTimeout,
+    /// The client sent no more of its body for `client_body_timeout`.
+    #[error("client timed out (110: Connection timed out) while reading client request body")]
+    ClientBodyTimeout,
+}
+
+impl Error {
+    pub fn is_connect(&self) -> bool {
+        matches!(self, Error::Connect(_) | Error::ConnectTimeout)
+    }
+
+    /// One of the upstream's timeouts passed (nginx answers 504).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            Error::ConnectTimeout | Error::ReadTimeout | Error::SendTimeout
+        )
+    }
+}
+
+/// `111: Connection refused`, as nginx prints errno.
+fn os(e: &io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(code) => {
+            let suffix = format!(" (os error {code})");
+            format!("{code}: {}", text.strip_suffix(&suffix).unwrap_or(&text))
+        }
+        None => text,
+    }
+}
+
+/// What to send: the request head as the proxy rewrote it.
+pub struct Head<'a> {
+    pub method: &'a Method,
+    /// Origin-form target: path and query.
+    pub target: &'a str,
+    /// The client's headers; hop-by-hop ones, Host and X-Forwarded-For are
+    /// replaced here.
+    pub headers: &'a HeaderMap,
+    /// Host, as nginx's `$proxy_host`.
+    pub host: &'a Authority,
+    /// Appended to X-Forwarded-For.
+    pub client: IpAddr,
+}
+
+/// Sends one request to `upstream` and returns its response once the head
+/// is read; the body streams from the connection.
+///
+/// Timeouts as nginx's ([`Timeouts`]): `proxy_connect_timeout` to connect,
+/// `proxy_send_timeout` per write of the request, `client_body_timeout` per
+/// read of the client's body, and `proxy_read_timeout` for the response
+/// head once the request is sent (and then between reads of the body). The response is read while the
+/// body is still being sent: an upstream that answers early (401, 413)
+/// is heard, and its connection not reused.
+pub async fn send<B>(
+    upstream: &Authority,
+    timeouts: Timeouts,
+    head: &Head<'_>,
+    mut body: B,
+) -> Result<Response<UpstreamBody>, Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    let length = body.size_hint().exact();
+    // A body of known length (a whole, buffered one) goes with a
+    // Content-Length, as nginx sends it, whatever the client's framing was.
+    let chunked = length.is_none()
+        && (head.headers.contains_key(header::TRANSFER_ENCODING) || !body.is_end_stream());
+    let has_body = chunked || length.is_some_and(|n| n > 0);
+    let framing = if chunked {
+        Framing::Chunked(Chunk::Size)
+    } else if has_body || head.headers.contains_key(header::CONTENT_LENGTH) {
+        Framing::Length(length.unwrap_or(0))
+    } else {
+        Framing::Done
+    };
+    // nginx does not send a non-idempotent request twice.
+    let idempotent = !matches!(head.method.as_str(), "POST" | "PATCH" | "LOCK");
+    let mut fresh = false;
+    loop {
+        let (mut conn, reused) = match if fresh { None } else { checkout(upstream) } {
+            Some(c) => (c, true),
+            None => (connect(upstream, timeouts.connect).await?, false),
+        };
+        write_head(&mut conn.write, head, framing);
+        let mut received = false;
+        let exchanged = exchange(
+            &mut conn,
+            head.method,
+            has_body.then_some((&mut body, chunked)),
+            timeouts,
+            &mut received,
+        )
+        .await;
+        match exchanged {
+            Ok((resp, framing, keep)) => {
+                let body = UpstreamBody {
+                    conn: Some(conn),
+                    key: upstream.clone(),
+                    framing,
+                    keep,
+                    read_timeout: timeouts.read,
+                    timer: None,
+                };
+                let mut resp = resp.map(|()| body);
+                resp.body_mut().finish_if_done();
+                return Ok(resp);
+            }
+            // The upstream had closed a kept-alive connection before this
+            // request: once more, on a new connection.
+            Err(Error::Send(_) | Error::Closed | Error::Recv(_))
+                if reused && !has_body && !received && idempotent =>
+            {
+                fresh = true;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes the request (head already in `conn.write`) and reads the response
+/// head, the two at once while a body is being sent.
+async fn exchange<B>(
+    conn: &mut Conn,
+    method: &Method,
+    body: Option<(&mut B, bool)>,
+    timeouts: Timeouts,
+    received: &mut bool,
+) -> Result<(Response<()>, Framing, bool), Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    let read_timeout = timeouts.read;
+    write_all(&mut conn.stream, &conn.write, timeouts.send).await?;
+    let Some((body, chunked)) = body else {
+        let reading = read_head(&mut conn.stream, &mut conn.read, method, received);
+        return match tokio::time::timeout(read_timeout, reading).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::ReadTimeout),
+        };
+    };
+    let (mut rd, mut wr) = conn.stream.split();
+    let sending = send_body(&mut wr, &mut conn.write, body, chunked, timeouts);
+    let reading = read_head(&mut rd, &mut conn.read, method, received);
+    let waiting = tokio::time::sleep(read_timeout);
+    tokio::pin!(sending, reading, waiting);
+    // Once the request is sent (or the upstream stopped taking it),
+    // proxy_read_timeout runs.
+    let mut sent = false;
+    let mut send_error = None;
+    loop {
+        tokio::select! {
+            biased;
+            head = &mut reading => {
+                return match head {
+                    // Answered before the whole body was sent: the rest of
+                    // it would be read as a request, so no reuse.
+                    Ok((resp, framing, keep)) => Ok((resp, framing, keep && sent)),
+                    Err(e) => Err(send_error.unwrap_or(e)),
+                };
+            }
+            done = &mut sending, if !sent && send_error.is_none() => match done {
+                Ok(()) => {
+                    sent = true;
+                    waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
+                }
+                // The client's failures, and nginx's 504 for an upstream
+                // that took nothing for proxy_send_timeout (an answer it
+                // had sent would have been read first).
+                Err(e @ (Error::Body(_) | Error::ClientBodyTimeout | Error::SendTimeout)) => {
+                    return Err(e);
+                }
+                // The upstream closed its side: it may still have answered.
+                Err(e) => {
+                    send_error = Some(e);
+                    waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
+                }
+            },
+            () = &mut waiting, if sent || send_error.is_some() => {
+                return Err(send_error.unwrap_or(Error::ReadTimeout));
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The request as the upstream receives it: the head rewritten (hop-by-hop
+//! headers dropped, Host, X-Forwarded-For and the framing written by
+//! sluice), then the body, streamed as it arrives.
+//!
+//! Why the framing is always sluice's own: the client's `Content-Length`
+//! or `Transfer-Encoding` (or a `Connection` header naming them) must never
+//! decide where the upstream thinks the body ends, or one request could
+//! smuggle another. A body of known length goes with a Content-Length, any
+//! other is re-chunked, as nginx sends them.
+
+use super::body::Framing;
+use super::{Error, Head, Timeouts};
+use crate::body::BodyError;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, header};
+use http_body::Body;
+use http_body_util::BodyExt;
+use std::io;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Writes part of the request. As nginx's `proxy_send_timeout`, the timeout
+/// bounds each wait for the upstream to take more, not the whole transfer:
+/// an upstream that reads slowly but steadily is not timed out.
+pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
+    w: &mut W,
+    mut bytes: &[u8],
+    timeout: Duration,
+) -> Result<(), Error> {
+    while !bytes.is_empty() {
+        match tokio::time::timeout(timeout, w.write(bytes)).await {
+            Ok(Ok(0)) => return Err(Error::Send(io::ErrorKind::WriteZero.into())),
+            Ok(Ok(n)) => bytes = &bytes[n..],
+            Ok(Err(e)) => return Err(Error::Send(e)),
+            Err(_) => return Err(Error::SendTimeout),
+        }
+    }
+    Ok(())
+}
+
+/// Request headers that are the connection's, not the request's (RFC 9110
+/// §7.6.1), `Expect` (sluice answers 100-continue itself and streams the
+/// body at once), and those this function writes itself (Host, framing,
+/// X-Forwarded-For).
+fn replaced(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "content-length"
+            | "upgrade"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "expect"
+            | "host"
+            | "x-forwarded-for"
+    )
+}
+
+/// Names a `Connection` header lists are hop-by-hop too.
+fn named_in_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .any(|t| {
+            t.trim_ascii()
+                .eq_ignore_ascii_case(name.as_str().as_bytes())
+        })
+}
+
+/// The request head into `out`; `framing` says how its body is sent
+/// (`Done`: no body and no Content-Length).
+pub(super) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
+    out.clear();
+    out.extend_from_slice(head.method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(head.target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(head.host.as_str().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let listed = head.headers.contains_key(header::CONNECTION);
+    for (name, value) in head.headers {
+        if replaced(name) || (listed && named_in_connection(head.headers, name)) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    // $proxy_add_x_forwarded_for; several lines are one list (nginx joins them).
+    out.extend_from_slice(b"x-forwarded-for: ");
+    for v in head.headers.get_all("x-forwarded-for") {
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b", ");
+    }
+    let mut ip = [0u8; 64];
+    let n = {
+        use std::io::Write;
+        let mut w = &mut ip[..];
+        let _ = write!(w, "{}", head.client);
+        64 - w.len()
+    };
+    out.extend_from_slice(&ip[..n]);
+    out.extend_from_slice(b"\r\n");
+    // The framing is sluice's own, never the client's word for it.
+    match framing {
+        Framing::Chunked(_) => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Framing::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        Framing::UntilClose | Framing::Done => {}
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Streams the client's body to the upstream as its pieces arrive, each
+/// piece one chunk when `chunked`; `client_body_timeout` bounds each wait
+/// for the client, `proxy_send_timeout` each write.
+pub(super) async fn send_body<B, W>(
+    w: &mut W,
+    buf: &mut Vec<u8>,
+    body: &mut B,
+    chunked: bool,
+    timeouts: Timeouts,
+) -> Result<(), Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    loop {
+        let frame = match tokio::time::timeout(timeouts.client_body, body.frame()).await {
+            Ok(Some(frame)) => frame.map_err(Error::Body)?,
+            Ok(None) => break,
+            Err(_) => return Err(Error::ClientBodyTimeout),
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers are not forwarded
+        };
+        if data.is_empty() {
+            continue;
+        }
+        if chunked {
+            buf.clear();
+            buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+            buf.extend_from_slice(&data);
+            buf.extend_from_slice(b"\r\n");
+            write_all(w, buf, timeouts.send).await?;
+        } else {
+            write_all(w, &data, timeouts.send).await?;
+        }
+    }
+    if chunked {
+        write_all(w, b"0\r\n\r\n", timeouts.send).await?;
+    }
+    Ok(())
+}

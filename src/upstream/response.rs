@@ -1,0 +1,221 @@
+//! The upstream's response head: read until complete, parsed with
+//! `httparse`, 1xx skipped, hop-by-hop headers dropped, and its body's
+//! framing decided by RFC 9112 §6.3, with whether the connection may be
+//! reused after it.
+//!
+//! Why the framing is decided here, once: everything after the head (the
+//! body, and on a kept-alive connection the next response) is read by that
+//! decision, so a suspect message (Content-Length beside chunked, an
+//! unknown coding, an HTTP/1.0 keep-alive without a length) is settled
+//! before a byte of its body is taken. The error wording is nginx's.
+
+use super::Error;
+use super::body::{Chunk, Framing, parse_number};
+use super::pool::READ_CHUNK;
+use bytes::{Buf, Bytes, BytesMut};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
+use std::pin::Pin;
+
+/// Largest response head accepted; nginx's `proxy_buffer_size` is 4k or 8k,
+/// so anything nginx accepts fits.
+pub(super) const MAX_HEAD: usize = 64 * 1024;
+/// Most header lines in a response head (hyper's default).
+const MAX_HEADERS: usize = 100;
+
+/// The response head (1xx skipped), how its body is framed, and whether
+/// the connection may be reused after it.
+pub(super) async fn read_head<R: tokio::io::AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    method: &Method,
+    received: &mut bool,
+) -> Result<(Response<()>, Framing, bool), Error> {
+    loop {
+        if !buf.is_empty() {
+            *received = true;
+            match parse_head(buf, method)? {
+                Some(Parsed::Interim) => continue,
+                Some(Parsed::Final(resp, framing, keep)) => return Ok((resp, framing, keep)),
+                None if buf.len() >= MAX_HEAD => return Err(Error::TooBig),
+                None => {}
+            }
+        }
+        buf.reserve(READ_CHUNK);
+        let read =
+            std::future::poll_fn(|cx| tokio_util::io::poll_read_buf(Pin::new(&mut *rd), cx, buf));
+        match read.await {
+            Ok(0) => return Err(Error::Closed),
+            Ok(_) => {}
+            Err(e) => return Err(Error::Recv(e)),
+        }
+    }
+}
+
+pub(crate) enum Parsed {
+    Interim,
+    Final(Response<()>, Framing, bool),
+}
+
+/// Where one header line's name and value are in the head: name offset,
+/// name length, value offset, value length.
+type Span = (u32, u32, u32, u32);
+
+/// Parses a complete head off the front of `buf`, or `None` if it is not
+/// all there yet.
+pub(crate) fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Error> {
+    let mut lines = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut parsed,
+        buf,
+        &mut lines,
+    ) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(Error::TooBig),
+        Err(_) => return Err(Error::Invalid("header")),
+    };
+    let code = parsed.code.unwrap_or(0);
+    let status = StatusCode::from_u16(code).map_err(|_| Error::Invalid("status"))?;
+    if status.is_informational() {
+        if code == 101 {
+            return Err(Error::Invalid("101 response"));
+        }
+        buf.advance(len);
+        return Ok(Some(Parsed::Interim));
+    }
+    let http11 = parsed.version == Some(1);
+    let count = parsed.headers.len();
+    let at = locate(buf.as_ptr() as usize, parsed.headers);
+    let head = buf.split_to(len).freeze();
+    let mut fields = read_fields(&head, &at[..count], http11)?;
+    let framing = body_framing(method, status, http11, &mut fields)?;
+    let mut resp = Response::new(());
+    *resp.status_mut() = status;
+    *resp.headers_mut() = fields.headers;
+    Ok(Some(Parsed::Final(resp, framing, fields.keep)))
+}
+
+/// Header values share the head's bytes rather than each being copied:
+/// where each name and value is (from `base`, the head's first byte),
+/// taken before the head is split off the buffer.
+fn locate(base: usize, lines: &[httparse::Header<'_>]) -> [Span; MAX_HEADERS] {
+    let mut at = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
+    for (slot, h) in at.iter_mut().zip(lines.iter()) {
+        let n = (h.name.as_ptr() as usize - base) as u32;
+        let v = (h.value.as_ptr() as usize - base) as u32;
+        *slot = (n, h.name.len() as u32, v, h.value.len() as u32);
+    }
+    at
+}
+
+/// What a response's header lines say, the hop-by-hop ones taken out.
+struct Fields {
+    /// The headers passed on to the client.
+    headers: HeaderMap,
+    /// The connection may be reused (so far: the framing decides last).
+    keep: bool,
+    /// The Content-Length, every one of them the same.
+    length: Option<u64>,
+    /// A Transfer-Encoding: `Some(true)` if its last coding is chunked.
+    chunked: Option<bool>,
+}
+
+/// The header lines at `at` in `head`, in order: the framing ones and
+/// Connection read (not passed on), hop-by-hop ones dropped, the names
+/// Connection lists removed.
+fn read_fields(head: &Bytes, at: &[Span], http11: bool) -> Result<Fields, Error> {
+    let mut f = Fields {
+        headers: HeaderMap::with_capacity(at.len()),
+        keep: http11,
+        length: None,
+        chunked: None,
+    };
+    let mut connection = Vec::new();
+    for &(n, nl, v, vl) in at {
+        let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
+        let name =
+            HeaderName::from_bytes(&head[n..n + nl]).map_err(|_| Error::Invalid("header"))?;
+        let value = &head[v..v + vl];
+        match name.as_str() {
+            "content-length" => {
+                let l = parse_number(value.trim_ascii(), 10)
+                    .ok_or(Error::Invalid("\"Content-Length\" header"))?;
+                if f.length.is_some_and(|old| old != l) {
+                    return Err(Error::Invalid("\"Content-Length\" header"));
+                }
+                f.length = Some(l);
+            }
+            "transfer-encoding" => {
+                let last = value.rsplit(|&b| b == b',').next().unwrap_or(b"");
+                f.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+                continue;
+            }
+            "connection" => {
+                connection_tokens(value, &mut f.keep, &mut connection);
+                continue;
+            }
+            "keep-alive" | "proxy-connection" | "te" | "trailer" | "upgrade"
+            | "proxy-authenticate" => continue,
+            _ => {}
+        }
+        let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
+            .map_err(|_| Error::Invalid("header"))?;
+        f.headers.append(name, value);
+    }
+    for n in connection {
+        f.headers.remove(n);
+    }
+    Ok(f)
+}
+
+/// A Connection header's tokens: `close` and `keep-alive` decide `keep`,
+/// any other names a header that is hop-by-hop on this connection.
+fn connection_tokens(value: &[u8], keep: &mut bool, named: &mut Vec<HeaderName>) {
+    for t in value.split(|&b| b == b',') {
+        let t = t.trim_ascii();
+        if t.eq_ignore_ascii_case(b"close") {
+            *keep = false;
+        } else if t.eq_ignore_ascii_case(b"keep-alive") {
+            *keep = true;
+        } else if let Ok(n) = HeaderName::from_bytes(t) {
+            named.push(n);
+        }
+    }
+}
+
+/// How the body is framed (RFC 9112 §6.3), and `f.keep` settled with it.
+fn body_framing(
+    method: &Method,
+    status: StatusCode,
+    http11: bool,
+    f: &mut Fields,
+) -> Result<Framing, Error> {
+    let framing = if *method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        Framing::Length(0)
+    } else if let Some(chunked) = f.chunked {
+        // Only chunked is understood (nginx: "upstream sent unknown
+        // Transfer-Encoding"); with a Content-Length too the message is
+        // suspect (RFC 9112 §6.3): read it, but do not reuse the connection.
+        if !chunked {
+            return Err(Error::Invalid("\"Transfer-Encoding\" header"));
+        }
+        if f.headers.remove(header::CONTENT_LENGTH).is_some() {
+            f.keep = false;
+        }
+        Framing::Chunked(Chunk::Size)
+    } else if let Some(l) = f.length {
+        Framing::Length(l)
+    } else {
+        f.keep = false;
+        Framing::UntilClose
+    };
+    if !http11 && f.keep {
+        // An HTTP/1.0 upstream that said keep-alive: trust only a framed body.
+        f.keep = !matches!(framing, Framing::UntilClose);
+    }
+    Ok(framing)
+}
