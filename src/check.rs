@@ -1,16 +1,11 @@
-//! `sluice check`: a one-screen summary of a valid configuration.
+//! `sluice check`: a one-screen summary of a valid configuration, one
+//! function per part of it (zones, Redis, each server and its locations,
+//! the process settings).
 
-use crate::config::{LogLevel, Spec};
-use crate::limiter::Limit;
+use crate::config::{Action, Backend, Level, LocationSpec, ServerSpec, Spec, ZoneSpec};
+use crate::errlog::Severity;
+use crate::limiter::{Limit, RedisConfig};
 use std::fmt::Write as _;
-
-fn rate_text(milli: u64) -> String {
-    if milli % 1000 == 0 {
-        format!("{}r/s", milli / 1000)
-    } else {
-        format!("{milli} milli-req/s")
-    }
-}
 
 /// Render the summary of `spec`.
 pub fn summary(file: &str, spec: &Spec) -> String {
@@ -18,96 +13,13 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     let _ = writeln!(s, "{file}: syntax is ok, configuration is valid");
     let _ = writeln!(s, "zones:");
     for z in &spec.zones {
-        let _ = writeln!(
-            s,
-            "  {:<16} key {:<24} size {:>8} B ({} states)  rate {}{}",
-            z.name,
-            z.key.source(),
-            z.size,
-            z.size / crate::limiter::memory::BYTES_PER_STATE,
-            rate_text(z.rate.milli()),
-            match z.backend {
-                crate::config::Backend::Memory => "",
-                crate::config::Backend::Redis => "  backend redis",
-            }
-        );
+        zone(&mut s, z);
     }
     if let Some(r) = &spec.redis {
-        let _ = writeln!(
-            s,
-            "redis: {} timeout {} ms, on_error {}, prefix \"{}\"",
-            r.url
-                .split_once('@')
-                .map_or(r.url.clone(), |(_, h)| format!("redis://***@{h}")),
-            r.timeout.as_millis(),
-            r.on_error.as_str(),
-            r.prefix
-        );
+        redis(&mut s, r);
     }
     for srv in &spec.servers {
-        let level = srv.level.inherit(&spec.http);
-        let _ = writeln!(
-            s,
-            "server {}{}",
-            srv.listen,
-            if srv.server_name.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", srv.server_name)
-            }
-        );
-        for loc in &srv.locations {
-            let eff = loc.level.inherit(&level);
-            let limits = eff
-                .limit_req
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .map(|l| {
-                    let mut t = spec.zones[l.zone].name.clone();
-                    if l.burst > 0 {
-                        let _ = write!(t, " burst={}", l.burst / 1000);
-                    }
-                    if l.delay == Limit::NODELAY {
-                        t.push_str(" nodelay");
-                    } else if l.delay > 0 {
-                        let _ = write!(t, " delay={}", l.delay / 1000);
-                    }
-                    t
-                })
-                .collect::<Vec<_>>();
-            let action = match (&loc.ret, &eff.proxy_pass) {
-                (Some(r), _) => format!("return {}", r.status),
-                (None, Some(p)) => format!(
-                    "proxy_pass http://{}{}",
-                    p.authority,
-                    p.uri.as_deref().unwrap_or("")
-                ),
-                (None, None) => "-".into(),
-            };
-            let _ = writeln!(
-                s,
-                "  location {:<14} {:<40} {}  [status {}{}{}]",
-                loc.path,
-                if limits.is_empty() {
-                    "no limit".to_string()
-                } else {
-                    format!("limit_req {}", limits.join(", "))
-                },
-                action,
-                eff.status
-                    .unwrap_or(crate::config::DEFAULT_LIMIT_REQ_STATUS),
-                match eff.log_level {
-                    Some(l) if l != LogLevel::Error => format!(", log {}", l.as_str()),
-                    _ => String::new(),
-                },
-                if eff.dry_run == Some(true) {
-                    ", dry run"
-                } else {
-                    ""
-                },
-            );
-        }
+        server(&mut s, spec, srv);
     }
     if let Some(a) = spec.ops.admin {
         let _ = writeln!(s, "admin {a} (/metrics, /healthz)");
@@ -119,4 +31,120 @@ pub fn summary(file: &str, spec: &Spec) -> String {
         let _ = writeln!(s, "watch: reloads when the file changes");
     }
     s
+}
+
+fn rate_text(milli: u64) -> String {
+    if milli % 1000 == 0 {
+        format!("{}r/s", milli / 1000)
+    } else {
+        format!("{milli} milli-req/s")
+    }
+}
+
+/// A zone: key, size (and how many states fit), rate, backend.
+fn zone(s: &mut String, z: &ZoneSpec) {
+    let _ = writeln!(
+        s,
+        "  {:<16} key {:<24} size {:>8} B ({} states)  rate {}{}",
+        z.name,
+        z.key.source(),
+        z.size,
+        z.size / crate::limiter::memory::BYTES_PER_STATE,
+        rate_text(z.rate.milli()),
+        match z.backend {
+            Backend::Memory => "",
+            Backend::Redis => "  backend redis",
+        }
+    );
+}
+
+/// `[redis]`, its password masked.
+fn redis(s: &mut String, r: &RedisConfig) {
+    let _ = writeln!(
+        s,
+        "redis: {} timeout {} ms, on_error {}, prefix \"{}\"",
+        r.url
+            .split_once('@')
+            .map_or(r.url.clone(), |(_, h)| format!("redis://***@{h}")),
+        r.timeout.as_millis(),
+        r.on_error.as_str(),
+        r.prefix
+    );
+}
+
+/// A server line, then a line per location.
+fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
+    let level = srv.level.inherit(&spec.http);
+    let _ = writeln!(
+        s,
+        "server {}{}",
+        srv.listen,
+        if srv.server_name.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", srv.server_name)
+        }
+    );
+    for loc in &srv.locations {
+        location(s, spec, loc, &loc.level.inherit(&level));
+    }
+}
+
+/// A location with its effective limits, action and limit_req settings.
+fn location(s: &mut String, spec: &Spec, loc: &LocationSpec, eff: &Level) {
+    let limits = limits_text(spec, eff);
+    let _ = writeln!(
+        s,
+        "  location {:<14} {:<40} {}  [status {}{}{}]",
+        loc.path,
+        if limits.is_empty() {
+            "no limit".to_string()
+        } else {
+            format!("limit_req {}", limits.join(", "))
+        },
+        action_text(&loc.action),
+        eff.status
+            .unwrap_or(crate::config::DEFAULT_LIMIT_REQ_STATUS),
+        match eff.log_level {
+            Some(l) if l != Severity::Error => format!(", log {}", l.name()),
+            _ => String::new(),
+        },
+        if eff.dry_run == Some(true) {
+            ", dry run"
+        } else {
+            ""
+        },
+    );
+}
+
+/// Each `limit_req` as nginx writes it: `ZONE burst=N nodelay|delay=N`.
+fn limits_text(spec: &Spec, eff: &Level) -> Vec<String> {
+    eff.limit_req
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|l| {
+            let mut t = spec.zones[l.zone].name.clone();
+            if l.burst > 0 {
+                let _ = write!(t, " burst={}", l.burst / 1000);
+            }
+            if l.delay == Limit::NODELAY {
+                t.push_str(" nodelay");
+            } else if l.delay > 0 {
+                let _ = write!(t, " delay={}", l.delay / 1000);
+            }
+            t
+        })
+        .collect()
+}
+
+fn action_text(action: &Action) -> String {
+    match action {
+        Action::Return(r) => format!("return {}", r.status),
+        Action::Proxy(p) => format!(
+            "proxy_pass http://{}{}",
+            p.authority,
+            p.uri.as_deref().unwrap_or("")
+        ),
+    }
 }

@@ -12,7 +12,6 @@
 //! it. Filtering still works with `RUST_LOG` (notice and info are tracing's
 //! INFO, alert is ERROR).
 
-use crate::config::LogLevel;
 /// The formatting the log lines are made of; re-exported so that callers
 /// writing a line piece by piece (`emit_with`) find it beside `emit_with`.
 pub use crate::fmt::{Excess, Timestamp, push_excess, push_fmt, push_ip, push_u64};
@@ -25,9 +24,13 @@ use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::{Filter, Layer as _};
 use tracing_subscriber::registry::LookupSpan;
 
-/// nginx's severities that sluice uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// nginx's eight severities, least severe first. One enum for the lines
+/// sluice writes and for the levels a configuration names
+/// (`error_log_level`, `limit_req_log_level`, `limit_conn_log_level`), so
+/// that a configured level is a line's severity without a conversion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
+    Debug,
     Info,
     Notice,
     Warn,
@@ -39,20 +42,23 @@ pub enum Severity {
     Emerg,
 }
 
-impl From<LogLevel> for Severity {
-    fn from(l: LogLevel) -> Severity {
-        match l {
-            LogLevel::Info => Severity::Info,
-            LogLevel::Notice => Severity::Notice,
-            LogLevel::Warn => Severity::Warn,
-            LogLevel::Error => Severity::Error,
-        }
-    }
-}
-
 impl Severity {
-    fn name(self) -> &'static str {
+    /// Every severity, least severe first.
+    pub const ALL: [Severity; 8] = [
+        Severity::Debug,
+        Severity::Info,
+        Severity::Notice,
+        Severity::Warn,
+        Severity::Error,
+        Severity::Crit,
+        Severity::Alert,
+        Severity::Emerg,
+    ];
+
+    /// nginx's name of the level, as in `[error]`.
+    pub fn name(self) -> &'static str {
         match self {
+            Severity::Debug => "debug",
             Severity::Info => "info",
             Severity::Notice => "notice",
             Severity::Warn => "warn",
@@ -63,8 +69,30 @@ impl Severity {
         }
     }
 
+    /// The level nginx names `s`.
+    pub fn from_name(s: &str) -> Option<Severity> {
+        Severity::ALL.into_iter().find(|l| l.name() == s)
+    }
+
+    /// One level less severe: nginx logs a delay one level below the
+    /// rejection of the same limit (`limit_req_log_level`), and `info` stays
+    /// `info` (nginx's `delay_log_level`).
+    pub fn lower(self) -> Severity {
+        match self {
+            Severity::Emerg => Severity::Alert,
+            Severity::Alert => Severity::Crit,
+            Severity::Crit => Severity::Error,
+            Severity::Error => Severity::Warn,
+            Severity::Warn => Severity::Notice,
+            Severity::Notice | Severity::Info => Severity::Info,
+            Severity::Debug => Severity::Debug,
+        }
+    }
+
+    /// As [`rank`] numbers events: crit, alert and emerg share the top.
     fn rank(self) -> u8 {
         match self {
+            Severity::Debug => 0,
             Severity::Info => 1,
             Severity::Notice => 2,
             Severity::Warn => 3,
@@ -93,6 +121,7 @@ pub fn emit(sev: Severity, msg: fmt::Arguments<'_>) {
         Severity::Warn => tracing::warn!(target: "nginx::warn", "{msg}"),
         Severity::Notice => tracing::info!(target: "nginx::notice", "{msg}"),
         Severity::Info => tracing::info!(target: "nginx::info", "{msg}"),
+        Severity::Debug => tracing::debug!(target: "nginx::debug", "{msg}"),
     }
 }
 
@@ -299,19 +328,11 @@ pub fn unix_ms() -> u64 {
 /// [`rank`]; changed at run time by [`set_level`].
 static THRESHOLD: AtomicU8 = AtomicU8::new(1);
 
-fn level_rank(l: LogLevel) -> u8 {
-    match l {
-        LogLevel::Info => 1,
-        LogLevel::Notice => 2,
-        LogLevel::Warn => 3,
-        LogLevel::Error => 4,
-    }
-}
-
 /// An event's nginx severity as a number: debug 0, info 1, notice 2, warn 3,
 /// error 4, alert and emerg 5.
 fn rank(meta: &Metadata<'_>) -> u8 {
     match meta.target().strip_prefix("nginx::") {
+        Some("debug") => 0,
         Some("info") => 1,
         Some("notice") => 2,
         Some("warn") => 3,
@@ -342,18 +363,18 @@ impl<S> Filter<S> for Threshold {
 
 /// Set the least severe line written (nginx's `error_log … LEVEL`). No
 /// effect when `RUST_LOG` is set: the environment wins.
-pub fn set_level(level: LogLevel) {
-    THRESHOLD.store(level_rank(level), Ordering::Relaxed);
+pub fn set_level(level: Severity) {
+    THRESHOLD.store(level.rank(), Ordering::Relaxed);
 }
 
 /// Install the global subscriber at the default level (`info`).
 pub fn init() {
-    init_at(LogLevel::Info)
+    init_at(Severity::Info)
 }
 
 /// Install the global subscriber: nginx-format lines on stderr from
 /// `level` up, or filtered by `RUST_LOG` when it is set.
-pub fn init_at(level: LogLevel) {
+pub fn init_at(level: Severity) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     set_level(level);
@@ -380,8 +401,12 @@ mod tests {
 
     #[test]
     fn nginx_levels_rank_in_order() {
-        assert!(level_rank(LogLevel::Info) < level_rank(LogLevel::Notice));
-        assert!(level_rank(LogLevel::Notice) < level_rank(LogLevel::Warn));
-        assert!(level_rank(LogLevel::Warn) < level_rank(LogLevel::Error));
+        for pair in Severity::ALL.windows(2) {
+            assert!(pair[0].rank() <= pair[1].rank(), "{pair:?}");
+            assert_eq!(Severity::from_name(pair[0].name()), Some(pair[0]));
+        }
+        assert_eq!(Severity::from_name("warning"), None);
+        assert_eq!(Severity::Error.lower(), Severity::Warn);
+        assert_eq!(Severity::Info.lower(), Severity::Info);
     }
 }

@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use sluice::config::Config;
-use sluice::config::{self, LoadError, LogLevel};
+use sluice::config::{self, LoadError};
 use sluice::control;
 use sluice::errlog::Severity;
 use std::path::PathBuf;
@@ -155,7 +155,7 @@ fn run(path: PathBuf) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    sluice::errlog::init_at(spec.ops.error_log_level.unwrap_or(LogLevel::Info));
+    sluice::errlog::init_at(spec.ops.error_log_level.unwrap_or(Severity::Info));
     match serve(path, spec) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -2,12 +2,43 @@
 //! configured error pages or a default `application/problem+json` body.
 
 use crate::body::Body;
-use crate::config::{ErrorPage, ErrorPages, ReturnSpec};
 use crate::limiter::LimitReqStatus;
-use crate::vars::{RequestVars, ResponseVars};
+use crate::vars::{RequestVars, ResponseVars, Template};
 use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
+use std::collections::BTreeMap;
+/// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
+#[derive(Debug)]
+pub struct ErrorPage {
+    /// The status sent (defaults to `CODE`; nginx's `error_page 429 =200`).
+    pub status: u16,
+    pub headers: Vec<(HeaderName, Template)>,
+    /// `None`: the default body for that status.
+    pub body: Option<Template>,
+}
+
+/// The error pages of a level, by the status they replace.
+pub type ErrorPages = BTreeMap<u16, ErrorPage>;
+
+/// `return = { status, body, headers }`: answer from sluice itself.
+#[derive(Debug)]
+pub struct ReturnSpec {
+    pub status: u16,
+    pub headers: Vec<(HeaderName, Template)>,
+    pub body: Option<Template>,
+}
+
+/// `ratelimit_headers`: which quota headers limited responses carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RateLimitHeaders {
+    #[default]
+    Off,
+    /// `RateLimit-Policy` and `RateLimit` of draft-ietf-httpapi-ratelimit-headers.
+    Draft,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+    Legacy,
+}
 
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).map_err(|never| match never {}).boxed()
@@ -271,11 +302,11 @@ pub struct QuotaState {
 /// until one more is (for a rejection, exactly the `Retry-After`).
 pub fn add_quota_headers(
     headers: &mut http::HeaderMap,
-    mode: crate::config::RateLimitHeaders,
+    mode: RateLimitHeaders,
     limits: &[crate::limiter::Limit],
     state: QuotaState,
 ) {
-    use crate::config::RateLimitHeaders as M;
+    use RateLimitHeaders as M;
     let Some(tight) = limits.get(state.limit) else {
         return;
     };

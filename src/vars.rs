@@ -5,7 +5,6 @@
 //! typo in a variable name is a configuration error with its column, and a
 //! request only walks a short list of parts.
 
-use crate::config::LogEscape;
 use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use crate::limiter::LimitReqStatus;
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
@@ -116,6 +115,20 @@ impl Var {
 enum Part {
     Text(String),
     Var(Var),
+}
+
+/// How variable values are escaped in access-log lines (nginx's
+/// `log_format name escape=default|json|none`): a property of the template
+/// that writes them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogEscape {
+    /// `"`, `\` and bytes outside 32–126 as `\xHH`; empty values as `-`.
+    #[default]
+    Default,
+    /// JSON string escapes; empty values stay empty.
+    Json,
+    /// Nothing escaped.
+    None,
 }
 
 /// Text with variables, compiled.

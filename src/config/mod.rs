@@ -1,351 +1,49 @@
-//! Configuration: the TOML file users edit (SPEC §2), in three stages.
+//! Configuration: the TOML file users edit (SPEC §2), in stages.
 //!
-//! 1. [`parse`]: TOML text → [`Spec`], a validated, declarative model. Every
-//!    problem in the file is collected and reported at once as
-//!    `FILE:LINE:COL: message`; nothing starts on a bad file.
-//! 2. [`Config::compile`]: [`Spec`] → the [`Config`] that serves, with
+//! 1. parse (`parse/`): TOML text → a draft, every table read by its
+//!    schema. Pure: it reads the text and nothing else.
+//! 2. files (`files.rs`): the files the text names are readable (only when
+//!    loading: [`load`], [`load_text`]).
+//! 3. validate (`validate.rs`): what spans tables (zones a level names, a
+//!    location's `proxy_pass` from its server, duplicates) → [`Spec`].
+//! 4. compile (`compile/`): [`Spec`] → the [`Config`] that serves, with
 //!    nginx's inheritance (http → server → location) resolved and zones
-//!    allocated.
+//!    allocated (kept across reloads).
 //!
-//! The names of keys are the product's contract and follow nginx's
+//! Stages 1 to 3 report into one list: every problem of the file at once,
+//! each as `FILE:LINE:COL: message`, in file order; nothing starts on a bad
+//! file. The names of keys are the product's contract and follow nginx's
 //! directives (`limit_req_status`, `limit_req_log_level`, …).
 
+mod compile;
 mod compiled;
 mod error;
+mod files;
 mod parse;
+mod spec;
+mod validate;
 pub mod values;
 
 pub use compiled::*;
 pub use error::{ConfigError, ConfigErrors, LoadError};
+pub use spec::*;
 pub use values::{PathRule, ProxyPass};
 
-use crate::limiter::{Limit, Rate};
 pub use crate::limiter::{OnError, RedisConfig};
-use crate::vars::Template;
-use http::HeaderName;
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::ops::Range;
-use std::sync::Arc;
-use std::time::Duration;
+use error::Diagnostics;
 
-/// A validated configuration file.
-pub struct Spec {
-    /// The top level (nginx's `http` block).
-    pub http: Level,
-    /// `log_format`: the access-log line (default [`crate::accesslog::DEFAULT_FORMAT`]).
-    pub log_format: Option<Template>,
-    pub zones: Vec<ZoneSpec>,
-    /// `[conn_zones]`, for `limit_conn`.
-    pub conn_zones: Vec<ConnZoneSpec>,
-    pub servers: Vec<ServerSpec>,
-    /// Settings for running the process: pid file, reload, admin listener.
-    pub ops: OpsSpec,
-    /// `[redis]`, for zones with `backend = "redis"`.
-    pub redis: Option<RedisConfig>,
-}
-
-/// Top-level settings about the process rather than requests.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpsSpec {
-    /// `pid_file`: written at start, removed at exit; `sluice reload` reads it.
-    pub pid_file: Option<std::path::PathBuf>,
-    /// `watch = true`: reload when the file changes.
-    pub watch: bool,
-    /// `shutdown_timeout`: how long in-flight requests may take to finish on
-    /// SIGTERM (default [`crate::config::DEFAULT_SHUTDOWN_TIMEOUT`]).
-    pub shutdown_timeout: Option<Duration>,
-    /// `error_log_level`: the least severe error-log line written.
-    pub error_log_level: Option<LogLevel>,
-    /// `log_format_escape`: nginx's `log_format … escape=`.
-    pub log_escape: LogEscape,
-    /// `[admin] listen`: `/metrics` and `/healthz`.
-    pub admin: Option<SocketAddr>,
-    /// `worker_connections`: the most client connections one worker thread
-    /// keeps open (default [`crate::config::DEFAULT_WORKER_CONNECTIONS`]).
-    pub worker_connections: Option<usize>,
-}
-
-/// How variable values are escaped in access-log lines (nginx's
-/// `log_format name escape=default|json|none`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LogEscape {
-    /// `"`, `\` and bytes outside 32–126 as `\xHH`; empty values as `-`.
-    #[default]
-    Default,
-    /// JSON string escapes; empty values stay empty.
-    Json,
-    /// Nothing escaped.
-    None,
-}
-
-/// Where a zone keeps its states.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// In this process (the default).
-    Memory,
-    /// In Redis (`[redis]`), shared by every instance using it.
-    Redis,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Memory => "memory",
-            Backend::Redis => "redis",
-        }
-    }
-}
-
-/// `[zones.NAME]`: nginx's `limit_req_zone KEY zone=NAME:SIZE rate=RATE`.
-pub struct ZoneSpec {
-    pub name: String,
-    pub key: Template,
-    /// Group IPv6 clients by this prefix length in the key's addresses.
-    pub ipv6_prefix: Option<u8>,
-    /// Clients never limited by this zone.
-    pub exempt: Vec<ipnet::IpNet>,
-    /// Bytes.
-    pub size: u64,
-    pub rate: Rate,
-    pub backend: Backend,
-}
-
-/// `[conn_zones.NAME]`: nginx's `limit_conn_zone KEY zone=NAME:SIZE`.
-pub struct ConnZoneSpec {
-    pub name: String,
-    pub key: Template,
-    /// Bytes.
-    pub size: u64,
-}
-
-/// One `limit_conn` table: a conn zone (index into [`Spec::conn_zones`])
-/// and how many requests of one key it lets be processed at once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConnLimitSpec {
-    pub zone: usize,
-    pub conn: u32,
-}
-
-/// One `limit_req` table: a zone (index into [`Spec::zones`]) and its burst
-/// and delay in milli-requests (`u64::MAX` delay = `nodelay`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LimitSpec {
-    pub zone: usize,
-    pub burst: u64,
-    pub delay: u64,
-}
-
-impl LimitSpec {
-    pub fn is_nodelay(&self) -> bool {
-        self.delay == Limit::NODELAY
-    }
-}
-
-/// nginx's `limit_req_log_level` and `limit_conn_log_level`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    Info,
-    Notice,
-    Warn,
-    Error,
-}
-
-impl LogLevel {
-    pub fn parse(s: &str) -> Option<LogLevel> {
-        Some(match s {
-            "info" => LogLevel::Info,
-            "notice" => LogLevel::Notice,
-            "warn" => LogLevel::Warn,
-            "error" => LogLevel::Error,
-            _ => return None,
-        })
-    }
-
-    /// Delays are logged one level lower than rejections.
-    pub fn lower(self) -> LogLevel {
-        match self {
-            LogLevel::Error => LogLevel::Warn,
-            LogLevel::Warn => LogLevel::Notice,
-            LogLevel::Notice | LogLevel::Info => LogLevel::Info,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogLevel::Info => "info",
-            LogLevel::Notice => "notice",
-            LogLevel::Warn => "warn",
-            LogLevel::Error => "error",
-        }
-    }
-}
-
-/// `ratelimit_headers`: which quota headers limited responses carry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RateLimitHeaders {
-    #[default]
-    Off,
-    /// `RateLimit-Policy` and `RateLimit` of draft-ietf-httpapi-ratelimit-headers.
-    Draft,
-    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
-    Legacy,
-}
-
-/// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
-#[derive(Debug)]
-pub struct ErrorPage {
-    /// The status sent (defaults to `CODE`; nginx's `error_page 429 =200`).
-    pub status: u16,
-    pub headers: Vec<(HeaderName, Template)>,
-    /// `None`: the default body for that status.
-    pub body: Option<Template>,
-}
-
-pub type ErrorPages = BTreeMap<u16, ErrorPage>;
-
-/// `return = { status, body, headers }`: answer from sluice itself.
-#[derive(Debug)]
-pub struct ReturnSpec {
-    pub status: u16,
-    pub headers: Vec<(HeaderName, Template)>,
-    pub body: Option<Template>,
-}
-
-/// Settings that http, server and location levels share; `None` = not set
-/// here, inherit.
-#[derive(Clone, Default)]
-pub struct Level {
-    /// nginx: a level with its own `limit_req` lines hides its parent's.
-    pub limit_req: Option<Vec<LimitSpec>>,
-    pub status: Option<u16>,
-    pub log_level: Option<LogLevel>,
-    pub dry_run: Option<bool>,
-    /// nginx: a level with its own `limit_conn` lines hides its parent's.
-    pub limit_conn: Option<Vec<ConnLimitSpec>>,
-    pub conn_status: Option<u16>,
-    pub conn_log_level: Option<LogLevel>,
-    pub conn_dry_run: Option<bool>,
-    /// Like nginx's `error_page`: a level with its own hides its parent's.
-    pub error_pages: Option<Arc<ErrorPages>>,
-    pub proxy_pass: Option<ProxyPass>,
-    pub proxy_connect_timeout: Option<Duration>,
-    pub proxy_read_timeout: Option<Duration>,
-    /// `proxy_send_timeout`: longest stall of one write to the upstream.
-    pub proxy_send_timeout: Option<Duration>,
-    /// `client_body_timeout`: longest pause between two reads of a request body.
-    pub client_body_timeout: Option<Duration>,
-    pub client_header_timeout: Option<Duration>,
-    /// `keepalive_timeout` (http, server): idle time between requests; 0
-    /// disables keep-alive.
-    pub keepalive_timeout: Option<Duration>,
-    /// `send_timeout` (http, server): longest wait for the client to accept
-    /// more of a response.
-    pub send_timeout: Option<Duration>,
-    /// `client_max_body_size` in bytes; 0 = unlimited.
-    pub client_max_body_size: Option<u64>,
-    /// `proxy_request_buffering`: read a body whole before forwarding it.
-    pub proxy_request_buffering: Option<bool>,
-    /// `client_body_buffer_size`: bytes of a body kept in memory.
-    pub client_body_buffer_size: Option<usize>,
-    /// `client_body_temp_path`: where larger bodies wait.
-    pub client_body_temp_path: Option<Arc<std::path::PathBuf>>,
-    /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
-    pub access_log: Option<Option<String>>,
-    pub ratelimit_headers: Option<RateLimitHeaders>,
-    /// `real_ip` (http and server levels).
-    pub real_ip: Option<Arc<crate::realip::RealIp>>,
-    /// `underscores_in_headers` (http, server): `_` is valid in names.
-    pub underscores_in_headers: Option<bool>,
-    /// `ignore_invalid_headers` (http, server): drop invalid names.
-    pub ignore_invalid_headers: Option<bool>,
-    /// `large_client_header_buffers` (http, server): count and size.
-    pub large_client_header_buffers: Option<(usize, usize)>,
-}
-
-impl Level {
-    /// This level with unset values taken from `parent`.
-    pub fn inherit(&self, parent: &Level) -> Level {
-        Level {
-            limit_req: self.limit_req.clone().or_else(|| parent.limit_req.clone()),
-            status: self.status.or(parent.status),
-            log_level: self.log_level.or(parent.log_level),
-            dry_run: self.dry_run.or(parent.dry_run),
-            limit_conn: self
-                .limit_conn
-                .clone()
-                .or_else(|| parent.limit_conn.clone()),
-            conn_status: self.conn_status.or(parent.conn_status),
-            conn_log_level: self.conn_log_level.or(parent.conn_log_level),
-            conn_dry_run: self.conn_dry_run.or(parent.conn_dry_run),
-            error_pages: self
-                .error_pages
-                .clone()
-                .or_else(|| parent.error_pages.clone()),
-            proxy_pass: self
-                .proxy_pass
-                .clone()
-                .or_else(|| parent.proxy_pass.clone()),
-            proxy_connect_timeout: self.proxy_connect_timeout.or(parent.proxy_connect_timeout),
-            proxy_read_timeout: self.proxy_read_timeout.or(parent.proxy_read_timeout),
-            proxy_send_timeout: self.proxy_send_timeout.or(parent.proxy_send_timeout),
-            client_body_timeout: self.client_body_timeout.or(parent.client_body_timeout),
-            client_header_timeout: self.client_header_timeout.or(parent.client_header_timeout),
-            keepalive_timeout: self.keepalive_timeout.or(parent.keepalive_timeout),
-            send_timeout: self.send_timeout.or(parent.send_timeout),
-            client_max_body_size: self.client_max_body_size.or(parent.client_max_body_size),
-            proxy_request_buffering: self
-                .proxy_request_buffering
-                .or(parent.proxy_request_buffering),
-            client_body_buffer_size: self
-                .client_body_buffer_size
-                .or(parent.client_body_buffer_size),
-            client_body_temp_path: self
-                .client_body_temp_path
-                .clone()
-                .or_else(|| parent.client_body_temp_path.clone()),
-            access_log: self
-                .access_log
-                .clone()
-                .or_else(|| parent.access_log.clone()),
-            real_ip: self.real_ip.clone().or_else(|| parent.real_ip.clone()),
-            ratelimit_headers: self.ratelimit_headers.or(parent.ratelimit_headers),
-            underscores_in_headers: self
-                .underscores_in_headers
-                .or(parent.underscores_in_headers),
-            ignore_invalid_headers: self
-                .ignore_invalid_headers
-                .or(parent.ignore_invalid_headers),
-            large_client_header_buffers: self
-                .large_client_header_buffers
-                .or(parent.large_client_header_buffers),
-        }
-    }
-}
-
-/// `[[servers]]`.
-pub struct ServerSpec {
-    pub listen: SocketAddr,
-    pub listen_span: Range<usize>,
-    pub server_name: String,
-    pub level: Level,
-    pub locations: Vec<LocationSpec>,
-}
-
-/// `[[servers.locations]]`.
-pub struct LocationSpec {
-    /// As written, e.g. `"= /api"`.
-    pub path: String,
-    pub path_span: Range<usize>,
-    pub rule: PathRule,
-    pub regex: Option<regex::Regex>,
-    pub level: Level,
-    pub ret: Option<ReturnSpec>,
-}
-
-/// Parse and validate configuration text; `file` names it in errors.
+/// Parse and validate configuration text; `file` names it in errors. Pure:
+/// the files the text names (`[redis]` TLS files) are not looked at (see
+/// [`load_text`]).
 pub fn parse_str(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
-    parse::parse(file, text)
+    stages(file, text, false)
+}
+
+/// What [`load`] does once it has read the file: parse and validate `text`,
+/// the contents of `file`, and check that the files it names (relative to
+/// `file`'s directory) can be read.
+pub fn load_text(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
+    stages(file, text, true)
 }
 
 /// Read, parse and validate a configuration file.
@@ -355,8 +53,27 @@ pub fn load(path: &std::path::Path) -> Result<Spec, LoadError> {
         path: name.clone(),
         source,
     })?;
-    parse_str(&name, &text).map_err(LoadError::Invalid)
+    load_text(&name, &text).map_err(LoadError::Invalid)
 }
 
+/// Parse, (with `read_files`) the file step, validate.
+fn stages(file: &str, text: &str, read_files: bool) -> Result<Spec, ConfigErrors> {
+    let mut d = Diagnostics::default();
+    let Some(mut draft) = parse::parse(file, text, &mut d) else {
+        return Err(d.into_errors(file, text));
+    };
+    if read_files {
+        files::check(&mut draft, &mut d);
+    }
+    let spec = validate::validate(draft, &mut d);
+    if d.is_empty() {
+        Ok(spec)
+    } else {
+        Err(d.into_errors(file, text))
+    }
+}
+
+#[cfg(test)]
+mod stage_tests;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,8 @@
 use super::*;
+use crate::errlog::Severity;
+use crate::vars::LogEscape;
+use std::sync::Arc;
+use std::time::Duration;
 
 fn errors(text: &str) -> Vec<String> {
     match parse_str("t.toml", text) {
@@ -297,7 +301,7 @@ client_max_body_size = "1g"
             pid_file: Some("/run/sluice.pid".into()),
             watch: true,
             shutdown_timeout: Some(Duration::from_secs(3)),
-            error_log_level: Some(LogLevel::Warn),
+            error_log_level: Some(Severity::Warn),
             log_escape: LogEscape::Json,
             admin: Some("127.0.0.1:9090".parse().unwrap()),
             worker_connections: None,
@@ -483,7 +487,7 @@ path = "/inherited"
     );
     for l in [&own, &inherited] {
         assert_eq!(l.conn_status, Some(429));
-        assert_eq!(l.conn_log_level, Some(LogLevel::Warn));
+        assert_eq!(l.conn_log_level, Some(Severity::Warn));
     }
     assert_eq!(
         (own.conn_dry_run, inherited.conn_dry_run),

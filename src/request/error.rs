@@ -10,11 +10,11 @@
 use super::Ctx;
 use super::log::{log_req, log_upstream};
 use crate::body::Body;
-use crate::config::{ErrorPages, Location};
+use crate::config::Location;
 use crate::errlog::Severity;
 use crate::limiter::LimitReqStatus;
 use crate::metrics::UpstreamError;
-use crate::respond::{self, Made};
+use crate::respond::{self, ErrorPages, Made};
 use crate::upstream;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};

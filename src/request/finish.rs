@@ -37,7 +37,7 @@ pub(crate) fn with_quota(
     loc: &Location,
     outcome: &Outcome,
 ) -> Response<Body> {
-    if loc.ratelimit_headers != crate::config::RateLimitHeaders::Off {
+    if loc.ratelimit_headers != crate::respond::RateLimitHeaders::Off {
         if let Some(state) = quota_state(loc, outcome) {
             respond::add_quota_headers(
                 resp.headers_mut(),

@@ -136,7 +136,7 @@ fn dry(loc: &Location) -> &'static str {
 /// nginx's "delaying request" line, one level below `limit_req_log_level`.
 fn log_delay(cx: &Ctx, loc: &Location, limited: &Limited, excess: u64) {
     log_req(
-        Severity::from(loc.log_level.lower()),
+        loc.log_level.lower(),
         cx.conn,
         &cx.vars,
         format_args!(
@@ -151,7 +151,7 @@ fn log_delay(cx: &Ctx, loc: &Location, limited: &Limited, excess: u64) {
 /// nginx's "limiting requests" line, the hottest line of all: written piece
 /// by piece.
 fn log_limiting(cx: &Ctx, loc: &Location, limited: &Limited, excess: u64) {
-    errlog::emit_with(Severity::from(loc.log_level), |out| {
+    errlog::emit_with(loc.log_level, |out| {
         push_req_line(out, cx.conn, &cx.vars, |out| {
             out.extend_from_slice(b"limiting requests");
             out.extend_from_slice(dry(loc).as_bytes());

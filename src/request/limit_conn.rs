@@ -74,7 +74,7 @@ pub(crate) fn limit_conn<'l>(
     } else {
         let dry = if loc.conn_dry_run { ", dry run," } else { "" };
         log_req(
-            Severity::from(loc.conn_log_level),
+            loc.conn_log_level,
             conn,
             vars,
             format_args!("limiting connections{dry} by zone \"{name}\""),

@@ -20,7 +20,7 @@ mod workers;
 
 use self::listener::{Kind, Listener};
 use self::workers::Workers;
-use crate::config::{CompileError, Config, LoadError, LogLevel, Spec};
+use crate::config::{CompileError, Config, LoadError, Spec};
 use crate::errlog::{self, Severity};
 use crate::request::Env;
 use std::future::Future;
@@ -228,7 +228,7 @@ impl Server {
         }
         let summary = reconfigured(&old, &new);
         let drain = Instant::now() + new.shutdown_timeout();
-        errlog::set_level(new.ops.error_log_level.unwrap_or(LogLevel::Info));
+        errlog::set_level(new.ops.error_log_level.unwrap_or(Severity::Info));
         self.shared.env.switch(Arc::new(new));
 
         for mut l in added {

@@ -47,7 +47,7 @@ pub(crate) async fn refuse(
             out.push(b'"');
         }
     });
-    let no_pages = crate::config::ErrorPages::default();
+    let no_pages = crate::respond::ErrorPages::default();
     let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
     let resp = respond::error_response(
         pages,

@@ -2,8 +2,9 @@
 
 use super::*;
 
+/// As `load` reports them: the TLS files named are read too.
 fn config_errors(text: &str) -> Vec<String> {
-    match sluice::config::parse_str("t.toml", text) {
+    match sluice::config::load_text("t.toml", text) {
         Ok(_) => vec![],
         Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
     }

@@ -1,0 +1,105 @@
+//! A location: its limits bound to the compiled zones, every setting
+//! resolved through nginx's inheritance (location → server → http) with
+//! nginx's defaults, and its access log opened.
+
+use super::super::compiled::{
+    CompileError, DEFAULT_CLIENT_BODY_BUFFER_SIZE, DEFAULT_CLIENT_MAX_BODY_SIZE,
+    DEFAULT_LIMIT_REQ_STATUS, DEFAULT_TIMEOUT, Location, RequestBuffering,
+};
+use super::super::spec::{Level, LocationSpec, PathMatch};
+use super::Zones;
+use super::logs::AccessLogs;
+use crate::connlimit::{self, ConnLimit};
+use crate::errlog::Severity;
+use crate::limiter::Limit;
+use crate::respond::QuotaProblem;
+use crate::upstream::Timeouts;
+use std::sync::Arc;
+
+/// Compile `l` under its server's effective level; returns how it matches
+/// (for [`super::super::compiled::Locations`]) with the location.
+pub(super) fn location(
+    l: LocationSpec,
+    server: &Level,
+    zones: &Zones,
+    logs: &mut AccessLogs,
+) -> Result<(PathMatch, Location), CompileError> {
+    let eff = l.level.inherit(server);
+    let prefix = match &l.rule {
+        PathMatch::Exact(p) => Some(p.clone()),
+        PathMatch::Prefix { prefix, .. } => Some(prefix.clone()),
+        PathMatch::Regex(_) => None,
+    };
+    let limit_specs = eff.limit_req.clone().unwrap_or_default();
+    let limits: Vec<Limit> = limit_specs
+        .iter()
+        .map(|ls| Limit {
+            zone: zones.req[ls.zone].limiter.clone(),
+            burst: ls.burst,
+            delay: ls.delay,
+        })
+        .collect();
+    let status = eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS);
+    let location = Location {
+        path: l.path,
+        prefix,
+        problems: limits
+            .iter()
+            .map(|l| QuotaProblem::new(l, status))
+            .collect(),
+        zones: limit_specs
+            .iter()
+            .map(|ls| zones.req[ls.zone].clone())
+            .collect(),
+        limits,
+        ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
+        status,
+        log_level: eff.log_level.unwrap_or(Severity::Error),
+        dry_run: eff.dry_run.unwrap_or(false),
+        conn_limits: conn_limits(&eff, zones),
+        conn_status: eff.conn_status.unwrap_or(connlimit::DEFAULT_STATUS),
+        conn_log_level: eff.conn_log_level.unwrap_or(Severity::Error),
+        conn_dry_run: eff.conn_dry_run.unwrap_or(false),
+        error_pages: eff.error_pages.clone().unwrap_or_default(),
+        action: l.action,
+        timeouts: Timeouts {
+            connect: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
+            send: eff.proxy_send_timeout.unwrap_or(DEFAULT_TIMEOUT),
+            read: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
+            client_body: eff.client_body_timeout.unwrap_or(DEFAULT_TIMEOUT),
+        },
+        request_buffering: request_buffering(&eff),
+        client_max_body_size: eff
+            .client_max_body_size
+            .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),
+        access_log: logs.open(&eff.access_log)?,
+    };
+    Ok((l.rule, location))
+}
+
+fn conn_limits(eff: &Level, zones: &Zones) -> Vec<ConnLimit> {
+    eff.limit_conn
+        .iter()
+        .flatten()
+        .map(|cl| ConnLimit {
+            zone: zones.conn[cl.zone].clone(),
+            conn: cl.conn,
+        })
+        .collect()
+}
+
+/// `proxy_request_buffering` (on unless turned off), with where a body
+/// waits.
+fn request_buffering(eff: &Level) -> Option<RequestBuffering> {
+    eff.proxy_request_buffering
+        .unwrap_or(true)
+        .then(|| RequestBuffering {
+            in_memory: eff
+                .client_body_buffer_size
+                .unwrap_or(DEFAULT_CLIENT_BODY_BUFFER_SIZE),
+            temp_dir: eff
+                .client_body_temp_path
+                .clone()
+                .unwrap_or_else(|| Arc::new(std::env::temp_dir())),
+        })
+}

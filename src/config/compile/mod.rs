@@ -1,0 +1,54 @@
+//! Compile: [`Spec`] → the [`Config`] that serves, in parts: the zones
+//! (which keep their states across a reload, as nginx's shared zones do),
+//! the access logs (files kept open across reloads), the servers and their
+//! locations (nginx's inheritance resolved, defaults filled in).
+//!
+//! Problems found here are not about the file's text (that was validated)
+//! but about the running process: a zone whose key changed under the same
+//! name, an access log that cannot be opened, a Redis client that cannot
+//! be built.
+
+mod locations;
+mod logs;
+mod servers;
+mod zones;
+
+use super::compiled::{CompileError, Config, Zone};
+use super::spec::Spec;
+use crate::connlimit::ConnZone;
+use std::sync::Arc;
+
+/// The zones locations may use, by the index the spec names them with.
+struct Zones<'a> {
+    req: &'a [Arc<Zone>],
+    conn: &'a [Arc<ConnZone>],
+}
+
+impl Config {
+    /// Compile `spec`. Zones of `previous` whose name, key and size are
+    /// unchanged keep their states (a new rate applies to them at once), as
+    /// nginx does on reload.
+    pub fn compile(spec: Spec, previous: Option<&Config>) -> Result<Config, CompileError> {
+        let redis = zones::redis_backend(&spec, previous)?;
+        let req = zones::zones(spec.zones, previous, redis.as_ref())?;
+        let conn = zones::conn_zones(spec.conn_zones, previous)?;
+        let mut logs = logs::AccessLogs::new(spec.log_format, spec.ops.log_escape, previous)?;
+        let zones = Zones {
+            req: &req,
+            conn: &conn,
+        };
+        let servers = spec
+            .servers
+            .into_iter()
+            .map(|s| servers::server(s, &spec.http, &zones, &mut logs))
+            .collect::<Result<_, _>>()?;
+        Ok(Config {
+            zones: req,
+            conn_zones: conn,
+            servers,
+            sinks: logs.into_sinks(),
+            ops: spec.ops,
+            redis,
+        })
+    }
+}

@@ -1,0 +1,132 @@
+//! The zones of a new configuration. A zone that stays the same across a
+//! reload (name and size, and for a limit_req zone the same place: this
+//! process or the same Redis) keeps its states and counters, as nginx keeps
+//! a shared memory zone; the same zone with a new key is refused, as nginx
+//! refuses it.
+
+use super::super::compiled::{CompileError, Config, Zone};
+use super::super::spec::{Backend, ConnZoneSpec, Spec, ZoneSpec};
+use crate::connlimit::ConnZone;
+use crate::errlog::{self, Severity};
+use crate::limiter::redis::{EventSink, RedisEvent};
+use crate::limiter::{MemoryZone, RedisBackend, RedisZone, Store, ZoneRef};
+use std::sync::Arc;
+
+/// One backend for every Redis zone, when a zone uses it; kept across a
+/// reload that does not change `[redis]` (so is its connection).
+pub(super) fn redis_backend(
+    spec: &Spec,
+    previous: Option<&Config>,
+) -> Result<Option<Arc<RedisBackend>>, CompileError> {
+    let Some(cfg) = &spec.redis else {
+        return Ok(None);
+    };
+    if !spec.zones.iter().any(|z| z.backend == Backend::Redis) {
+        return Ok(None);
+    }
+    Ok(Some(match previous.and_then(|p| p.redis.as_ref()) {
+        Some(old) if old.config() == cfg => old.clone(),
+        _ => RedisBackend::new(cfg.clone(), redis_log()).map_err(CompileError::Redis)?,
+    }))
+}
+
+/// The Redis backend's events as error-log lines, each at its severity.
+fn redis_log() -> EventSink {
+    Arc::new(|e: RedisEvent<'_>| {
+        let sev = match e {
+            RedisEvent::Reachable { .. } | RedisEvent::Recovered { .. } => Severity::Notice,
+            RedisEvent::Unreachable { .. } => Severity::Warn,
+            RedisEvent::ZoneError { .. } => Severity::Error,
+        };
+        errlog::emit(sev, format_args!("{e}"));
+    })
+}
+
+/// The limit_req zones, each with its previous states when it keeps them.
+pub(super) fn zones(
+    specs: Vec<ZoneSpec>,
+    previous: Option<&Config>,
+    redis: Option<&Arc<RedisBackend>>,
+) -> Result<Vec<Arc<Zone>>, CompileError> {
+    specs
+        .into_iter()
+        .map(|z| {
+            let old = previous.and_then(|p| p.zones.iter().find(|o| *o.name() == *z.name));
+            let store = store(&z, old.map(|o| &**o), redis)?;
+            Ok(Arc::new(Zone {
+                limiter: Arc::new(ZoneRef {
+                    counts: old.map(|o| o.limiter.counts.clone()).unwrap_or_default(),
+                    name: z.name.into(),
+                    rate: z.rate,
+                    store,
+                }),
+                key: z.key,
+                ipv6_prefix: z.ipv6_prefix,
+                exempt: z.exempt,
+                size: z.size,
+            }))
+        })
+        .collect()
+}
+
+/// Where zone `z` keeps its states: `old`'s store if it stays in the same
+/// place with the same size, else a new one.
+fn store(
+    z: &ZoneSpec,
+    old: Option<&Zone>,
+    redis: Option<&Arc<RedisBackend>>,
+) -> Result<Arc<Store>, CompileError> {
+    let same_place = |o: &Zone| match (&*o.limiter.store, z.backend, redis) {
+        (Store::Memory(_), Backend::Memory, _) => true,
+        (Store::Redis(r), Backend::Redis, Some(b)) => Arc::ptr_eq(r.backend(), b),
+        _ => false,
+    };
+    Ok(match old {
+        Some(o) if o.size == z.size && o.key.source() != z.key.source() => {
+            return Err(CompileError::ZoneKeyChanged {
+                zone: z.name.clone(),
+                new: z.key.source().to_string(),
+                old: o.key.source().to_string(),
+            });
+        }
+        Some(o) if o.size == z.size && same_place(o) => o.limiter.store.clone(),
+        _ => match (z.backend, redis) {
+            (Backend::Redis, Some(b)) => {
+                Arc::new(Store::Redis(RedisZone::new(b.clone(), &z.name, z.size)))
+            }
+            (Backend::Redis, None) => {
+                return Err(CompileError::Redis(format!(
+                    "zone \"{}\" has backend = \"redis\" and there is no [redis]",
+                    z.name
+                )));
+            }
+            (Backend::Memory, _) => Arc::new(Store::Memory(MemoryZone::with_size(z.size))),
+        },
+    })
+}
+
+/// The limit_conn zones. One with the same name and size keeps its counts
+/// (so the requests in flight under the previous configuration still
+/// count), as nginx keeps a shared zone across a reload.
+pub(super) fn conn_zones(
+    specs: Vec<ConnZoneSpec>,
+    previous: Option<&Config>,
+) -> Result<Vec<Arc<ConnZone>>, CompileError> {
+    specs
+        .into_iter()
+        .map(|z| {
+            let old = previous.and_then(|p| p.conn_zones.iter().find(|o| *o.name == *z.name));
+            Ok(match old {
+                Some(o) if o.size == z.size && o.key.source() != z.key.source() => {
+                    return Err(CompileError::ConnZoneKeyChanged {
+                        zone: z.name,
+                        new: z.key.source().to_string(),
+                        old: o.key.source().to_string(),
+                    });
+                }
+                Some(o) if o.size == z.size => o.clone(),
+                _ => Arc::new(ConnZone::new(&z.name, z.key, z.size)),
+            })
+        })
+        .collect()
+}

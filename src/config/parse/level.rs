@@ -1,0 +1,341 @@
+//! The settings http, server and location levels share (nginx's
+//! directives that may appear in `http`, `server` and `location`), and
+//! those of http and server only (read before a location is known).
+//!
+//! Each key has a small reader into a [`LevelDraft`]; [`Leveled::LEVEL`]
+//! lists the shared ones once, for the three sections' schemas. The zones
+//! that `limit_req` and `limit_conn` name are kept as names here and
+//! resolved by validation, once every zone is known.
+
+use super::super::spec::Level;
+use super::super::values;
+use super::limits::{self, ConnUse, LimitUse};
+use super::read::{Cx, Key, Reported, Schema, Val};
+use crate::realip::RealIp;
+use crate::respond::{ErrorPage, ErrorPages, RateLimitHeaders};
+use crate::vars::{Context, Template};
+use http::HeaderName;
+use std::sync::Arc;
+
+/// A level as read: its settings, and its `limit_req` and `limit_conn`
+/// lists with zones still by name (`None`: not set here, or reported).
+#[derive(Default)]
+pub(in crate::config) struct LevelDraft {
+    pub level: Level,
+    pub limit_req: Option<Vec<LimitUse>>,
+    pub limit_conn: Option<Vec<ConnUse>>,
+}
+
+/// A section that carries level settings: the top level, a server, a
+/// location.
+pub(in crate::config) trait Leveled: Sized + 'static {
+    fn level(&mut self) -> &mut LevelDraft;
+
+    /// The keys every level accepts, in the order error messages list them.
+    const LEVEL: &'static [Key<Self>] = &[
+        level_key!("limit_req", limit_req),
+        level_key!("limit_req_status", limit_req_status),
+        level_key!("limit_req_log_level", limit_req_log_level),
+        level_key!("limit_req_dry_run", limit_req_dry_run),
+        level_key!("limit_conn", limit_conn),
+        level_key!("limit_conn_status", limit_conn_status),
+        level_key!("limit_conn_log_level", limit_conn_log_level),
+        level_key!("limit_conn_dry_run", limit_conn_dry_run),
+        level_key!("error_pages", error_pages),
+        level_key!("proxy_connect_timeout", proxy_connect_timeout),
+        level_key!("proxy_read_timeout", proxy_read_timeout),
+        level_key!("proxy_send_timeout", proxy_send_timeout),
+        level_key!("client_body_timeout", client_body_timeout),
+        level_key!("access_log", access_log),
+        level_key!("ratelimit_headers", ratelimit_headers),
+        level_key!("client_max_body_size", client_max_body_size),
+        level_key!("proxy_request_buffering", proxy_request_buffering),
+        level_key!("client_body_buffer_size", client_body_buffer_size),
+        level_key!("client_body_temp_path", client_body_temp_path),
+    ];
+}
+
+type R<'a> = &'a mut LevelDraft;
+
+fn limit_req(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.limit_req = limits::limit_reqs(cx, k, v);
+}
+
+fn limit_req_status(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.status = cx.status(v, k, 400..=599);
+}
+
+fn limit_req_log_level(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.log_level = cx.log_level(v, k);
+}
+
+fn limit_req_dry_run(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.dry_run = cx.bool(v, k);
+}
+
+fn limit_conn(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.limit_conn = limits::limit_conns(cx, k, v);
+}
+
+fn limit_conn_status(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.conn_status = cx.status(v, k, 400..=599);
+}
+
+fn limit_conn_log_level(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.conn_log_level = cx.log_level(v, k);
+}
+
+fn limit_conn_dry_run(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.conn_dry_run = cx.bool(v, k);
+}
+
+fn error_pages(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.error_pages = read_error_pages(cx, k, v).map(Arc::new);
+}
+
+fn proxy_connect_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_connect_timeout = cx.duration(v, k);
+}
+
+fn proxy_read_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_read_timeout = cx.duration(v, k);
+}
+
+fn proxy_send_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_send_timeout = cx.duration(v, k);
+}
+
+fn client_body_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.client_body_timeout = cx.duration(v, k);
+}
+
+/// `"off"`, `"stdout"`, `"stderr"` or a path.
+fn access_log(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    match cx.str(v, k) {
+        Some("") => cx.err(
+            v.span(),
+            "\"access_log\" must be \"off\", \"stdout\", \"stderr\" or a file path",
+        ),
+        Some(s) => l.level.access_log = Some((s != "off").then(|| s.to_string())),
+        None => {}
+    }
+}
+
+fn ratelimit_headers(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    let Some(s) = cx.str(v, k) else { return };
+    l.level.ratelimit_headers = match s {
+        "draft" => Some(RateLimitHeaders::Draft),
+        "legacy" => Some(RateLimitHeaders::Legacy),
+        "off" => Some(RateLimitHeaders::Off),
+        _ => {
+            cx.err(
+                v.span(),
+                format!("invalid ratelimit_headers \"{s}\" (expected draft, legacy or off)"),
+            );
+            None
+        }
+    };
+}
+
+/// nginx's offset syntax (`1g` allowed); 0 = unlimited.
+fn client_max_body_size(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.client_max_body_size = cx.scalar_text(v, k).and_then(|s| {
+        values::parse_offset(&s)
+            .map_err(|e| cx.err(v.span(), format!("\"{k}\": {e}")))
+            .ok()
+    });
+}
+
+fn proxy_request_buffering(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_request_buffering = cx.bool(v, k);
+}
+
+fn client_body_buffer_size(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.client_body_buffer_size =
+        cx.scalar_text(v, k)
+            .and_then(|s| match values::parse_size(&s) {
+                Ok(n) if (1..=1 << 30).contains(&n) => Some(n as usize),
+                _ => {
+                    cx.err(
+                        v.span(),
+                        format!("\"{k}\": invalid size \"{s}\" (e.g. \"16k\", at most 1g)"),
+                    );
+                    None
+                }
+            });
+}
+
+fn client_body_temp_path(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.client_body_temp_path = cx.str(v, k).map(|s| Arc::new(std::path::PathBuf::from(s)));
+}
+
+// --- http and server only: what is needed before a location is known ----
+
+pub(super) fn client_header_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.client_header_timeout = cx.duration(v, k);
+}
+
+pub(super) fn keepalive_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.keepalive_timeout = cx.duration(v, k);
+}
+
+pub(super) fn send_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.send_timeout = cx.duration(v, k);
+}
+
+pub(super) fn real_ip(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.real_ip = read_real_ip(cx, k, v).map(Arc::new);
+}
+
+pub(super) fn underscores_in_headers(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.underscores_in_headers = cx.bool(v, k);
+}
+
+pub(super) fn ignore_invalid_headers(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.ignore_invalid_headers = cx.bool(v, k);
+}
+
+pub(super) fn large_client_header_buffers(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.large_client_header_buffers =
+        cx.str(v, k)
+            .and_then(|s| match values::parse_header_buffers(s) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    cx.err(v.span(), format!("\"{k}\": {e}"));
+                    None
+                }
+            });
+}
+
+// --- tables inside a level --------------------------------------------------
+
+/// `real_ip = { from, header, recursive }` as read.
+struct RealIpDraft {
+    from: Option<Vec<ipnet::IpNet>>,
+    header: Result<HeaderName, Reported>,
+    recursive: bool,
+}
+
+/// `real_ip`'s keys. A bad `header` ends the table: `recursive` is then not
+/// looked at (as it always was).
+static REAL_IP: Schema<RealIpDraft> = Schema::plain(&[
+    Key {
+        name: "from",
+        read: |cx, k, v, r| r.from = Some(cx.cidrs(v, k)),
+    },
+    Key {
+        name: "header",
+        read: |cx, k, v, r| r.header = real_ip_header(cx, k, v),
+    },
+    Key {
+        name: "recursive",
+        read: |cx, k, v, r| {
+            if r.header.is_ok() {
+                r.recursive = cx.bool(v, k).unwrap_or(false);
+            }
+        },
+    },
+]);
+
+fn real_ip_header(cx: &mut Cx, k: &str, v: &Val) -> Result<HeaderName, Reported> {
+    let s = cx.str(v, k).ok_or(Reported)?;
+    HeaderName::from_bytes(s.to_ascii_lowercase().as_bytes()).map_err(|_| {
+        cx.err(v.span(), format!("invalid header name \"{s}\""));
+        Reported
+    })
+}
+
+fn read_real_ip(cx: &mut Cx, k: &str, v: &Val) -> Option<RealIp> {
+    let t = cx.table(v, k)?;
+    let mut r = RealIpDraft {
+        from: None,
+        header: Ok(HeaderName::from_static("x-forwarded-for")),
+        recursive: false,
+    };
+    REAL_IP.read(cx, t, "real_ip", &mut r);
+    let from = r.from.unwrap_or_else(|| {
+        cx.err(
+            v.span(),
+            "\"real_ip\" must have \"from\": the trusted proxies' addresses or networks",
+        );
+        Vec::new()
+    });
+    Some(RealIp {
+        from,
+        header: r.header.ok()?,
+        recursive: r.recursive,
+    })
+}
+
+/// `[error_pages.CODE]`'s keys; `status` defaults to `CODE`.
+static ERROR_PAGE: Schema<ErrorPage> = Schema::plain(&[
+    Key {
+        name: "status",
+        read: |cx, k, v, p| {
+            if let Some(s) = cx.status(v, k, 200..=599) {
+                p.status = s;
+            }
+        },
+    },
+    Key {
+        name: "headers",
+        read: |cx, _, v, p| p.headers = headers(cx, v),
+    },
+    Key {
+        name: "body",
+        read: |cx, k, v, p| p.body = cx.template(v, k, Context::Response),
+    },
+]);
+
+/// `[error_pages.CODE]` tables.
+fn read_error_pages(cx: &mut Cx, k: &str, v: &Val) -> Option<ErrorPages> {
+    let t = cx.table(v, k)?;
+    let mut pages = ErrorPages::new();
+    for (k, pv) in t.iter() {
+        let code = match k.get_ref().parse::<u16>() {
+            Ok(c) if (300..=599).contains(&c) => c,
+            _ => {
+                cx.err(
+                    k.span(),
+                    format!(
+                        "invalid error_pages key \"{}\": must be a status code between 300 and 599",
+                        k.get_ref()
+                    ),
+                );
+                continue;
+            }
+        };
+        let Some(pt) = cx.table(pv, k.get_ref()) else {
+            continue;
+        };
+        let mut page = ErrorPage {
+            status: code,
+            headers: Vec::new(),
+            body: None,
+        };
+        ERROR_PAGE.read(cx, pt, &format!("[error_pages.{code}]"), &mut page);
+        pages.insert(code, page);
+    }
+    Some(pages)
+}
+
+/// `headers = { NAME = "template", … }` of an error page or a `return`.
+pub(super) fn headers(cx: &mut Cx, v: &Val) -> Vec<(HeaderName, Template)> {
+    let mut out = Vec::new();
+    let Some(t) = cx.table(v, "headers") else {
+        return out;
+    };
+    for (k, hv) in t.iter() {
+        let name = match HeaderName::from_bytes(k.get_ref().as_bytes()) {
+            Ok(n) => n,
+            Err(_) => {
+                cx.err(k.span(), format!("invalid header name \"{}\"", k.get_ref()));
+                continue;
+            }
+        };
+        if let Some(t) = cx.template(hv, k.get_ref(), Context::Response) {
+            out.push((name, t));
+        }
+    }
+    out
+}

@@ -1,0 +1,262 @@
+//! `[[servers]]` and their `[[servers.locations]]`, with a location's
+//! `return`.
+//!
+//! What depends on more than one table (a location's `proxy_pass` from its
+//! server, duplicate paths and listen addresses) is validation's: here
+//! each table is read on its own.
+
+use super::super::spec::PathMatch;
+use super::super::values::{self, PathRule, ProxyPass};
+use super::level::{self, LevelDraft, Leveled};
+use super::read::{Cx, Key, Reported, Schema, Val, has};
+use crate::respond::ReturnSpec;
+use crate::vars::Context;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+/// A `[[servers]]` table as read.
+#[derive(Default)]
+pub(in crate::config) struct ServerDraft {
+    /// The address and the span of its value; `None` when missing or bad
+    /// (reported).
+    pub listen: Option<(SocketAddr, Range<usize>)>,
+    pub server_name: String,
+    pub proxy_pass: Option<Result<ProxyPass, Reported>>,
+    pub level: LevelDraft,
+    pub locations: Vec<LocationDraft>,
+}
+
+impl Leveled for ServerDraft {
+    fn level(&mut self) -> &mut LevelDraft {
+        &mut self.level
+    }
+}
+
+/// A `[[servers.locations]]` table as read. One without a usable `path`
+/// is kept too: validation still resolves the zones its level names.
+pub(in crate::config) struct LocationDraft {
+    pub path: Result<PathDraft, Reported>,
+    pub level: LevelDraft,
+    /// The location's own `proxy_pass`, and the span of its value.
+    pub proxy_pass: Option<(Result<ProxyPass, Reported>, Range<usize>)>,
+    pub ret: Option<Result<ReturnSpec, Reported>>,
+}
+
+/// A location's `path`.
+pub(in crate::config) struct PathDraft {
+    /// As written, e.g. `"= /api"`.
+    pub text: String,
+    pub span: Range<usize>,
+    /// The rule as written, to compare locations.
+    pub rule: PathRule,
+    /// The rule to match with: a regex compiled (or reported).
+    pub matcher: Result<PathMatch, Reported>,
+}
+
+impl Leveled for LocationDraft {
+    fn level(&mut self) -> &mut LevelDraft {
+        &mut self.level
+    }
+}
+
+/// `[[servers]]`'s keys.
+static SERVER: Schema<ServerDraft> = Schema {
+    own: &[
+        Key {
+            name: "listen",
+            read: |cx, k, v, s| {
+                s.listen = cx.str(v, k).and_then(|a| {
+                    values::parse_listen(a)
+                        .map_err(|e| cx.err(v.span(), e))
+                        .ok()
+                        .map(|a| (a, v.span()))
+                })
+            },
+        },
+        Key {
+            name: "server_name",
+            read: |cx, k, v, s| s.server_name = cx.str(v, k).unwrap_or("").to_string(),
+        },
+        Key {
+            name: "proxy_pass",
+            read: |cx, k, v, s| s.proxy_pass = Some(proxy_pass(cx, k, v)),
+        },
+        Key {
+            name: "locations",
+            read: |cx, k, v, s| s.locations = locations(cx, k, v),
+        },
+        level_key!("client_header_timeout", level::client_header_timeout),
+        level_key!("real_ip", level::real_ip),
+        level_key!("keepalive_timeout", level::keepalive_timeout),
+        level_key!("send_timeout", level::send_timeout),
+        level_key!("underscores_in_headers", level::underscores_in_headers),
+        level_key!("ignore_invalid_headers", level::ignore_invalid_headers),
+        level_key!(
+            "large_client_header_buffers",
+            level::large_client_header_buffers
+        ),
+    ],
+    shared: ServerDraft::LEVEL,
+};
+
+/// `[[servers.locations]]`'s keys. A location without a usable `path` is
+/// not read for its `return` (as it always was); its other keys are.
+static LOCATION: Schema<LocationDraft> = Schema {
+    own: &[
+        Key {
+            name: "path",
+            read: |cx, k, v, l| l.path = path(cx, k, v),
+        },
+        Key {
+            name: "proxy_pass",
+            read: |cx, k, v, l| l.proxy_pass = Some((proxy_pass(cx, k, v), v.span())),
+        },
+        Key {
+            name: "return",
+            read: |cx, k, v, l| {
+                if l.path.is_ok() {
+                    l.ret = Some(read_return(cx, k, v));
+                }
+            },
+        },
+    ],
+    shared: LocationDraft::LEVEL,
+};
+
+fn proxy_pass(cx: &mut Cx, k: &str, v: &Val) -> Result<ProxyPass, Reported> {
+    let s = cx.str(v, k).ok_or(Reported)?;
+    values::parse_proxy_pass(s).map_err(|e| {
+        cx.err(v.span(), e);
+        Reported
+    })
+}
+
+/// The `servers` array.
+pub(super) fn servers(cx: &mut Cx, k: &str, v: &Val) -> Vec<ServerDraft> {
+    cx.array_of_tables(v, k, "[[servers]]")
+        .into_iter()
+        .map(|(t, span)| {
+            let mut s = ServerDraft::default();
+            SERVER.read(cx, t, "[[servers]]", &mut s);
+            if !has(t, "listen") {
+                cx.err(
+                    span.start..span.start + 1,
+                    "[[servers]] must have \"listen\"",
+                );
+            }
+            s
+        })
+        .collect()
+}
+
+/// A server's `locations` array.
+fn locations(cx: &mut Cx, k: &str, v: &Val) -> Vec<LocationDraft> {
+    cx.array_of_tables(v, k, "[[servers.locations]]")
+        .into_iter()
+        .map(|(t, span)| location(cx, t, span))
+        .collect()
+}
+
+/// One location.
+fn location(cx: &mut Cx, t: &toml::de::DeTable, span: Range<usize>) -> LocationDraft {
+    let mut l = LocationDraft {
+        path: Err(Reported),
+        level: LevelDraft::default(),
+        proxy_pass: None,
+        ret: None,
+    };
+    LOCATION.read(cx, t, "[[servers.locations]]", &mut l);
+    if !has(t, "path") {
+        cx.err(
+            span.start..span.start + 1,
+            "[[servers.locations]] must have \"path\"",
+        );
+    }
+    l
+}
+
+/// A location's path, with its regex compiled.
+fn path(cx: &mut Cx, k: &str, v: &Val) -> Result<PathDraft, Reported> {
+    let s = cx.str(v, k).ok_or(Reported)?;
+    let rule = values::parse_path(s).map_err(|e| {
+        cx.err(v.span(), e);
+        Reported
+    })?;
+    let matcher = match &rule {
+        PathRule::Exact(p) => Ok(PathMatch::Exact(p.clone())),
+        PathRule::Prefix { prefix, stop_regex } => Ok(PathMatch::Prefix {
+            prefix: prefix.clone(),
+            stop_regex: *stop_regex,
+        }),
+        PathRule::Regex { pattern, caseless } => regex::RegexBuilder::new(pattern)
+            .case_insensitive(*caseless)
+            .build()
+            .map(PathMatch::Regex)
+            .map_err(|e| {
+                cx.err(
+                    v.span(),
+                    format!(
+                        "invalid regex \"{pattern}\": {}",
+                        e.to_string().lines().last().unwrap_or("")
+                    ),
+                );
+                Reported
+            }),
+    };
+    Ok(PathDraft {
+        text: s.to_string(),
+        span: v.span(),
+        rule,
+        matcher,
+    })
+}
+
+/// `return`'s keys, read up to the first bad value (as they always were:
+/// a bad `status` hides the problems of `body` and `headers`).
+static RETURN: Schema<ReturnDraft> = Schema::plain(&[
+    Key {
+        name: "status",
+        read: |cx, k, v, r| r.status = cx.status(v, k, 100..=999).ok_or(Reported),
+    },
+    Key {
+        name: "body",
+        read: |cx, k, v, r| {
+            if r.status.is_ok() {
+                r.body = cx
+                    .template(v, k, Context::Response)
+                    .map(Some)
+                    .ok_or(Reported);
+            }
+        },
+    },
+    Key {
+        name: "headers",
+        read: |cx, _, v, r| {
+            if r.status.is_ok() && r.body.is_ok() {
+                r.headers = level::headers(cx, v);
+            }
+        },
+    },
+]);
+
+/// `return = { status, body, headers }` as read.
+struct ReturnDraft {
+    status: Result<u16, Reported>,
+    body: Result<Option<crate::vars::Template>, Reported>,
+    headers: Vec<(http::HeaderName, crate::vars::Template)>,
+}
+
+fn read_return(cx: &mut Cx, k: &str, v: &Val) -> Result<ReturnSpec, Reported> {
+    let t = cx.table(v, k).ok_or(Reported)?;
+    let mut r = ReturnDraft {
+        status: Ok(200),
+        body: Ok(None),
+        headers: Vec::new(),
+    };
+    RETURN.read(cx, t, "return", &mut r);
+    Ok(ReturnSpec {
+        status: r.status?,
+        body: r.body?,
+        headers: r.headers,
+    })
+}

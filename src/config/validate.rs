@@ -1,0 +1,276 @@
+//! Validate: [`Draft`] → [`Spec`], the checks that need more than one
+//! table: zones named by levels, a location's `proxy_pass` or `return`
+//! (its own or its server's), duplicate locations and listen addresses,
+//! `[redis]`'s TLS files against its url (after the file step, so that an
+//! unreadable file is reported as such), and that there is a server.
+//!
+//! Each check reports into the same diagnostics as parsing, and what
+//! failed is left out of the result: the caller returns the errors, not
+//! the `Spec`, when there is any.
+
+use super::error::Diagnostics;
+use super::parse::Draft;
+use super::parse::level::LevelDraft;
+use super::parse::limits::ZoneUse;
+use super::parse::read::Reported;
+use super::parse::redis::{RedisDraft, TlsFile};
+use super::parse::servers::{LocationDraft, ServerDraft};
+use super::spec::{
+    Action, ConnLimitSpec, ConnZoneSpec, Level, LimitSpec, LocationSpec, ServerSpec, Spec, ZoneSpec,
+};
+use super::values::{PathRule, ProxyPass};
+use crate::limiter::RedisConfig;
+use std::ops::Range;
+
+/// The zones levels may name.
+struct Zones<'a> {
+    req: &'a [ZoneSpec],
+    conn: &'a [ConnZoneSpec],
+}
+
+/// Validate `draft`; problems go to `d`.
+pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
+    let redis = draft.redis.and_then(|r| redis(r, d));
+    if draft.servers.is_none() {
+        d.error(0..0, "no [[servers]]: nothing to listen on");
+    }
+    let zones = Zones {
+        req: &draft.zones,
+        conn: &draft.conn_zones,
+    };
+    let http = level(draft.http, &zones, d);
+    let servers: Vec<(ServerSpec, Range<usize>)> = draft
+        .servers
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|s| server(s, &zones, d))
+        .collect();
+    for (i, (s, span)) in servers.iter().enumerate() {
+        if servers[..i].iter().any(|(o, _)| o.listen == s.listen) {
+            d.error(
+                span.clone(),
+                format!(
+                    "a duplicate listen {} (already used by another [[servers]])",
+                    s.listen
+                ),
+            );
+        }
+    }
+    let servers = servers.into_iter().map(|(s, _)| s).collect();
+    Spec {
+        http,
+        log_format: draft.log_format,
+        zones: draft.zones,
+        conn_zones: draft.conn_zones,
+        servers,
+        ops: draft.ops,
+        redis,
+    }
+}
+
+/// `[redis]` complete: TLS files only with a `rediss://` url, a client
+/// certificate only with its key. A file already reported (a wrong type,
+/// unreadable) is not judged again.
+fn redis(mut r: RedisDraft, d: &mut Diagnostics) -> Option<RedisConfig> {
+    if let Ok(url) = &r.url {
+        if !url.starts_with("rediss://") {
+            for file in r.tls_files() {
+                if let Some(Ok(f)) = file {
+                    d.error(
+                        f.span.clone(),
+                        format!("\"{}\" needs a rediss:// url", f.key),
+                    );
+                    *file = Some(Err(Reported));
+                }
+            }
+        }
+    }
+    let failed = |f: &TlsFile| matches!(f, Some(Err(Reported)));
+    if !failed(&r.tls_cert) && !failed(&r.tls_key) && r.tls_cert.is_some() != r.tls_key.is_some() {
+        d.error(
+            r.span.clone(),
+            "[redis] needs both \"tls_cert\" and \"tls_key\" (mutual TLS) or neither",
+        );
+        return None;
+    }
+    let path = |f: TlsFile| match f {
+        None => Some(None),
+        Some(Ok(f)) => Some(Some(f.path)),
+        Some(Err(Reported)) => None,
+    };
+    Some(RedisConfig {
+        url: r.url.ok()?,
+        timeout: r.timeout.ok()?,
+        on_error: r.on_error.ok()?,
+        prefix: r.prefix.ok()?,
+        tls_ca: path(r.tls_ca)?,
+        tls_cert: path(r.tls_cert)?,
+        tls_key: path(r.tls_key)?,
+    })
+}
+
+/// A level with its zones resolved.
+fn level(l: LevelDraft, zones: &Zones, d: &mut Diagnostics) -> Level {
+    let mut level = l.level;
+    level.limit_req = l.limit_req.and_then(|uses| {
+        let lookup = |name: &str| {
+            zones
+                .req
+                .iter()
+                .position(|z| z.name == name)
+                .ok_or_else(|| format!("unknown limit_req_zone \"{name}\""))
+        };
+        let limits = resolve(uses, "limit_req", lookup, d)?;
+        Some(
+            limits
+                .into_iter()
+                .map(|(zone, (burst, delay))| LimitSpec { zone, burst, delay })
+                .collect(),
+        )
+    });
+    level.limit_conn = l.limit_conn.and_then(|uses| {
+        let lookup = |name: &str| match zones.conn.iter().position(|z| z.name == name) {
+            Some(i) => Ok(i),
+            None if zones.req.iter().any(|z| z.name == name) => Err(format!(
+                "unknown limit_conn_zone \"{name}\" (\"{name}\" is a [zones] table, for limit_req; limit_conn needs a [conn_zones] table)"
+            )),
+            None => Err(format!("unknown limit_conn_zone \"{name}\"")),
+        };
+        let limits = resolve(uses, "limit_conn", lookup, d)?;
+        Some(
+            limits
+                .into_iter()
+                .map(|(zone, conn)| ConnLimitSpec { zone, conn })
+                .collect(),
+        )
+    });
+    level
+}
+
+/// The zones of one `limit_req` or `limit_conn` list, by index, with their
+/// settings; `None` when an item failed. As nginx, a zone may be limited
+/// once per level; an item after a failed one is still checked, but only
+/// against the items before the failure.
+fn resolve<T>(
+    uses: Vec<ZoneUse<T>>,
+    directive: &str,
+    lookup: impl Fn(&str) -> Result<usize, String>,
+    d: &mut Diagnostics,
+) -> Option<Vec<(usize, T)>> {
+    let mut out: Vec<(usize, T)> = Vec::new();
+    let mut ok = true;
+    for u in uses {
+        let zone = u.zone.and_then(|n| match lookup(&n.name) {
+            Ok(i) if out.iter().any(|(z, _)| *z == i) => {
+                d.error(
+                    n.span,
+                    format!(
+                        "\"{directive}\" directive is duplicate: zone \"{}\" is already limited at this level",
+                        n.name
+                    ),
+                );
+                None
+            }
+            Ok(i) => Some(i),
+            Err(message) => {
+                d.error(n.span, message);
+                None
+            }
+        });
+        match (zone, u.settings) {
+            (Some(zone), Some(settings)) if ok => out.push((zone, settings)),
+            _ => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+/// A server with its locations; `None` without a usable `listen` (reported).
+/// Also returns the span of the `listen` value.
+fn server(
+    s: ServerDraft,
+    zones: &Zones,
+    d: &mut Diagnostics,
+) -> Option<(ServerSpec, Range<usize>)> {
+    let level = level(s.level, zones, d);
+    let proxy_pass = s.proxy_pass.and_then(Result::ok);
+    // nginx: "duplicate location", reported after each location's own.
+    let paths: Vec<_> = s
+        .locations
+        .iter()
+        .filter_map(|l| l.path.as_ref().ok())
+        .collect();
+    let duplicates: Vec<(Range<usize>, String)> = paths
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            paths[..i]
+                .iter()
+                .filter(|o| o.rule == p.rule)
+                .map(|_| (p.span.clone(), format!("duplicate location \"{}\"", p.text)))
+        })
+        .collect();
+    let locations = s
+        .locations
+        .into_iter()
+        .filter_map(|l| location(l, proxy_pass.as_ref(), zones, d))
+        .collect();
+    for (span, message) in duplicates {
+        d.error(span, message);
+    }
+    let (listen, span) = s.listen?;
+    Some((
+        ServerSpec {
+            listen,
+            server_name: s.server_name,
+            proxy_pass,
+            level,
+            locations,
+        },
+        span,
+    ))
+}
+
+/// A location with its action: its `return`, else its own or its server's
+/// `proxy_pass` (which may not replace a URI in a regex location). `None`
+/// when something is missing (reported); without a usable path, only the
+/// zones of its level are checked.
+fn location(
+    l: LocationDraft,
+    server_proxy: Option<&ProxyPass>,
+    zones: &Zones,
+    d: &mut Diagnostics,
+) -> Option<LocationSpec> {
+    let level = level(l.level, zones, d);
+    let path = l.path.ok()?;
+    let own = l.proxy_pass.as_ref().and_then(|(p, _)| p.as_ref().ok());
+    let proxy = own.or(server_proxy);
+    if l.ret.is_none() && proxy.is_none() {
+        d.error(
+            path.span.clone(),
+            format!("location \"{}\" has neither \"proxy_pass\" nor \"return\" (set one here or proxy_pass on the server)", path.text),
+        );
+    }
+    if let (PathRule::Regex { .. }, Some(p)) = (&path.rule, proxy) {
+        if p.uri.is_some() {
+            let span = l
+                .proxy_pass
+                .as_ref()
+                .map_or(path.span.clone(), |(_, s)| s.clone());
+            d.error(
+                span,
+                "\"proxy_pass\" cannot have URI part in location given by regular expression",
+            );
+        }
+    }
+    let action = match l.ret {
+        Some(ret) => Action::Return(ret.ok()?),
+        None => Action::Proxy(proxy?.clone()),
+    };
+    Some(LocationSpec {
+        path: path.text,
+        rule: path.matcher.ok()?,
+        level,
+        action,
+    })
+}
