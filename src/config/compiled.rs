@@ -94,6 +94,12 @@ impl Config {
             .worker_connections
             .unwrap_or(DEFAULT_WORKER_CONNECTIONS)
     }
+
+    /// The server of a configured `listen` address (none after a reload
+    /// that removed it).
+    pub fn server_at(&self, listen: SocketAddr) -> Option<&Arc<Server>> {
+        self.servers.iter().find(|s| s.listen == listen)
+    }
 }
 
 pub struct Server {

@@ -3,21 +3,11 @@
 //! makes once it has found it (`client_max_body_size`).
 
 use super::error::ProxyError;
-use crate::config::{Config, Location, Server};
+use crate::config::{Location, Server};
 use crate::conn::Conn;
 use crate::vars::RequestVars;
 use http::{HeaderMap, header};
 use std::net::SocketAddr;
-
-/// The server of the connection's `listen` address (none after a reload
-/// that removed it: the connection's last requests get 503).
-pub(crate) fn server<'c>(config: &'c Config, conn: &Conn) -> Option<&'c Server> {
-    config
-        .servers
-        .iter()
-        .find(|s| s.listen == conn.listen)
-        .map(|s| &**s)
-}
 
 /// The request's variables: the client's address as `real_ip` resolves it,
 /// the normalised path (empty when it is invalid).

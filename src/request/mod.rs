@@ -89,7 +89,9 @@ pub(crate) async fn handle(
     start: Instant,
 ) -> Result<Response<Body>, CloseConnection> {
     let config = env.config();
-    let Some(server) = find::server(&config, &conn) else {
+    // None after a reload removed the connection's `listen`: its last
+    // requests get 503.
+    let Some(server) = config.server_at(conn.listen) else {
         return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
     };
     let (parts, body) = req.into_parts();

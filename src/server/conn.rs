@@ -34,7 +34,7 @@ struct ServerSide {
 impl ServerSide {
     fn of(shared: &Shared, configured: SocketAddr) -> ServerSide {
         let config = shared.config();
-        let Some(s) = config.servers.iter().find(|s| s.listen == configured) else {
+        let Some(s) = config.server_at(configured) else {
             return ServerSide {
                 timeouts: Timeouts {
                     client_header: crate::config::DEFAULT_TIMEOUT,
@@ -197,12 +197,7 @@ async fn closed(
 ) {
     let (id, remote, server_name) = (conn.id, conn.remote, &side.name);
     if let Some(refusal) = io.take_refusal() {
-        let server = shared
-            .config()
-            .servers
-            .iter()
-            .find(|s| s.listen == conn.listen)
-            .cloned();
+        let server = shared.config().server_at(conn.listen).cloned();
         shared.env.metrics.response(refusal.status, Duration::ZERO);
         // Boxed: every waiting connection's task would keep room for it.
         Box::pin(refuse(
