@@ -145,11 +145,6 @@ impl ProxyError<'_> {
                 authority,
                 target,
             } => {
-                cx.env.metrics.upstream_error(match error {
-                    _ if error.is_timeout() => UpstreamError::Timeout,
-                    upstream::Error::Connect(_) => UpstreamError::Connect,
-                    _ => UpstreamError::Other,
-                });
                 log_upstream(
                     cx.conn,
                     &cx.vars,
@@ -163,7 +158,7 @@ impl ProxyError<'_> {
         log_req(sev, cx.conn, &cx.vars, format_args!("{msg}"));
     }
 
-    /// Log it and make its answer: `loc`'s error pages (the server's before
+    /// Count it (upstream failures), log it and make its answer: `loc`'s error pages (the server's before
     /// a location is found), or the problem body; `decided` is what the
     /// limits decided, for `$limit_req_status` in error pages.
     pub(crate) fn respond(
@@ -173,6 +168,13 @@ impl ProxyError<'_> {
         loc: Option<&Location>,
         decided: Decided,
     ) -> Result<Response<Body>, CloseConnection> {
+        if let ProxyError::Upstream { error, .. } = &self {
+            cx.env.metrics.upstream_error(match error {
+                _ if error.is_timeout() => UpstreamError::Timeout,
+                upstream::Error::Connect(_) => UpstreamError::Connect,
+                _ => UpstreamError::Other,
+            });
+        }
         self.log(cx, loc);
         let status = self.status(loc);
         if status == 444 {

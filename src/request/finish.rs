@@ -5,7 +5,7 @@ use crate::accesslog::{LoggedBody, Record};
 use crate::body::Body;
 use crate::config::Location;
 use crate::limiter::Outcome;
-use crate::respond::{self};
+use crate::respond::{self, RateLimitHeaders};
 use http::Response;
 
 /// The request's access-log record gets the response's status and writes
@@ -32,12 +32,14 @@ pub(crate) fn finish(
     }
 }
 
+/// The response with `loc`'s rate-limit headers (`ratelimit_headers`) for
+/// what the limits decided.
 pub(crate) fn with_quota(
     mut resp: Response<Body>,
     loc: &Location,
     outcome: &Outcome,
 ) -> Response<Body> {
-    if loc.ratelimit_headers != crate::respond::RateLimitHeaders::Off {
+    if loc.ratelimit_headers != RateLimitHeaders::Off {
         if let Some(state) = quota_state(loc, outcome) {
             respond::add_quota_headers(
                 resp.headers_mut(),
