@@ -29,6 +29,7 @@
 //! it reports as values: [`redis::RedisEvent`]), so that it could be a crate
 //! of its own.
 
+pub mod algorithm;
 pub mod bucket;
 pub mod memory;
 mod protocol;
