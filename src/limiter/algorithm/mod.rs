@@ -33,8 +33,11 @@
 pub mod gcra;
 pub mod log;
 pub mod queue;
+mod rate;
 pub mod token;
 pub mod window;
+
+pub use rate::parse_rate;
 
 use super::bucket::{self, Bucket, Rate};
 use std::collections::VecDeque;
