@@ -4,7 +4,7 @@
 
 use crate::config::{Action, Backend, Level, LocationSpec, ServerSpec, Spec, ZoneSpec};
 use crate::errlog::Severity;
-use crate::limiter::{Limit, RedisConfig};
+use crate::limiter::{Algorithm, Limit, Policy, RedisConfig};
 use std::fmt::Write as _;
 
 /// Render the summary of `spec`.
@@ -33,24 +33,30 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     s
 }
 
-fn rate_text(milli: u64) -> String {
-    if milli % 1000 == 0 {
-        format!("{}r/s", milli / 1000)
-    } else {
-        format!("{milli} milli-req/s")
+/// The rate as the zone applies it: nginx's leaky bucket in its own
+/// milli-requests per second (so a truncated `Nr/m` shows), the others as
+/// a count per period.
+fn rate_text(p: &Policy) -> String {
+    let milli = p.rate.milli();
+    match p.algorithm {
+        Algorithm::LeakyBucket if milli % 1000 == 0 => format!("{}r/s", milli / 1000),
+        Algorithm::LeakyBucket => format!("{milli} milli-req/s"),
+        _ if p.period_ms == 1000 => format!("{}r/s", p.count),
+        _ => format!("{}r/{}ms", p.count, p.period_ms),
     }
 }
 
-/// A zone: key, size (and how many states fit), rate, backend.
+/// A zone: key, size (and how many states fit), algorithm and rate, backend.
 fn zone(s: &mut String, z: &ZoneSpec) {
     let _ = writeln!(
         s,
-        "  {:<16} key {:<24} size {:>8} B ({} states)  rate {}{}",
+        "  {:<16} key {:<24} size {:>8} B ({} states)  {} rate {}{}",
         z.name,
         z.key.source(),
         z.size,
         z.size / crate::limiter::memory::BYTES_PER_STATE,
-        rate_text(z.rate.milli()),
+        z.policy.algorithm.name(),
+        rate_text(&z.policy),
         match z.backend {
             Backend::Memory => "",
             Backend::Redis => "  backend redis",

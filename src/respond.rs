@@ -269,16 +269,13 @@ impl QuotaProblem {
 
 /// A limit in words, for problem details: "2 requests per second, burst 5".
 pub fn describe_limit(limit: &crate::limiter::Limit) -> String {
-    let milli = limit.zone.rate.milli();
-    let (n, unit) = if milli % 1000 == 0 {
-        (milli / 1000, "second")
-    } else {
-        // nginx truncates r/m rates (1r/m is 16 milli-requests): round back.
-        ((milli * 60 + 500) / 1000, "minute")
-    };
-    let mut s = format!("{n} request{} per {unit}", if n == 1 { "" } else { "s" });
+    let p = limit.policy();
+    let mut s = p.describe();
     if limit.burst > 0 {
         s.push_str(&format!(", burst {}", limit.burst / 1000));
+    }
+    if p.algorithm != crate::limiter::Algorithm::LeakyBucket {
+        s.push_str(&format!(" ({})", p.algorithm.name().replace('_', " ")));
     }
     s
 }
@@ -295,11 +292,12 @@ pub struct QuotaState {
 
 /// Add `RateLimit-Policy`/`RateLimit` (draft) or `X-RateLimit-*` (legacy).
 ///
-/// Mapping of nginx's leaky bucket: `q` is what an empty bucket accepts at
-/// once (burst + 1); `w` is the time that quantity takes to leak, rounded
-/// up to whole seconds (never more permissive than the rate); `r` is how
-/// many more requests would be accepted at once; `t` is the whole seconds
-/// until one more is (for a rejection, exactly the `Retry-After`).
+/// Mapping: `q` is what an empty state accepts at once (a bucket's
+/// burst + 1, a window's count); `w` is the window, or for a bucket the
+/// time `q` takes to drain, rounded up to whole seconds (never more
+/// permissive than the rate); `r` is how many more requests would be
+/// accepted at once; `t` is the whole seconds until one more is (for a
+/// rejection, exactly the `Retry-After`).
 pub fn add_quota_headers(
     headers: &mut http::HeaderMap,
     mode: RateLimitHeaders,
@@ -316,11 +314,7 @@ pub fn add_quota_headers(
             let policies: Vec<String> = limits
                 .iter()
                 .map(|l| {
-                    let q = l.quota();
-                    let w = (q * 1_000_000)
-                        .div_ceil(l.zone.rate.milli())
-                        .div_ceil(1000)
-                        .max(1);
+                    let (q, w) = (l.quota(), l.quota_window_secs());
                     format!("{};q={q};w={w}", sf_string(&l.zone.name))
                 })
                 .collect();
@@ -373,7 +367,7 @@ mod tests {
         let limit = Limit {
             zone: Arc::new(ZoneRef::new(
                 "z\"q",
-                Rate::per_second(2).unwrap(),
+                crate::limiter::Policy::leaky(Rate::per_second(2).unwrap()),
                 Arc::new(Store::Memory(MemoryZone::with_capacity(10))),
             )),
             burst: 5000,

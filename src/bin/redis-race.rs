@@ -181,7 +181,7 @@ fn zone(name: &str, store: Store) -> Arc<ZoneRef> {
     Arc::new(ZoneRef {
         name: name.into(),
         // fast enough that nearly every decision passes
-        rate: Rate::per_second(1_000_000).unwrap(),
+        policy: sluice::limiter::Policy::leaky(Rate::per_second(1_000_000).unwrap()),
         store: Arc::new(store),
         counts: Default::default(),
     })

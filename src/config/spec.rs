@@ -9,8 +9,8 @@
 
 use super::values::ProxyPass;
 use crate::errlog::Severity;
+use crate::limiter::Limit;
 use crate::limiter::RedisConfig;
-use crate::limiter::{Limit, Rate};
 use crate::respond::{ErrorPages, RateLimitHeaders, ReturnSpec};
 use crate::vars::{LogEscape, Template};
 use std::net::SocketAddr;
@@ -82,7 +82,8 @@ pub struct ZoneSpec {
     pub exempt: Vec<ipnet::IpNet>,
     /// Bytes.
     pub size: u64,
-    pub rate: Rate,
+    /// The algorithm and its rate.
+    pub policy: crate::limiter::Policy,
     pub backend: Backend,
 }
 

@@ -64,7 +64,7 @@ limit_req = { zone = "missing", burst = 0 }
         "t.toml:2:1: unknown key \"bogus\" in the top level (expected one of: zones, servers,",
         "t.toml:4:8: unknown \"nope\" variable",
         "t.toml:5:8: zone \"z\" is too small: size \"16k\" is below the minimum of 32k",
-        "t.toml:6:8: invalid rate \"0r/s\" (expected \"Nr/s\" or \"Nr/m\", N a positive integer)",
+        "t.toml:6:8: invalid rate \"0r/s\" (expected \"Nr/s\", \"Nr/m\", \"Nr/h\" or \"Nr/PERIOD\" such as \"10r/10s\" or \"100r/5m\", N a positive integer)",
         "t.toml:12:22: unknown limit_req_zone \"missing\"",
         "t.toml:12:41: invalid burst value: must be between 1 and 4000000",
     ];
@@ -244,8 +244,12 @@ path = "/own"
 limit_req = { zone = "b", burst = 3 }
 "#;
     let spec = ok(text);
-    assert_eq!(spec.zones[0].rate.milli(), 1000, "rate defaults to 1r/s");
-    assert_eq!(spec.zones[1].rate.milli(), 16);
+    assert_eq!(
+        spec.zones[0].policy.rate.milli(),
+        1000,
+        "rate defaults to 1r/s"
+    );
+    assert_eq!(spec.zones[1].policy.rate.milli(), 16);
     let server = spec.servers[0].level.inherit(&spec.http);
     let locs = &spec.servers[0].locations;
     let inherits = locs[0].level.inherit(&server);

@@ -11,7 +11,7 @@
 use super::error::Diagnostics;
 use super::parse::Draft;
 use super::parse::level::LevelDraft;
-use super::parse::limits::ZoneUse;
+use super::parse::limits::{LimitSettings, ZoneUse};
 use super::parse::read::Reported;
 use super::parse::redis::{RedisDraft, TlsFile};
 use super::parse::servers::{LocationDraft, ServerDraft};
@@ -121,12 +121,20 @@ fn level(l: LevelDraft, zones: &Zones, d: &mut Diagnostics) -> Level {
                 .ok_or_else(|| format!("unknown limit_req_zone \"{name}\""))
         };
         let limits = resolve(uses, "limit_req", lookup, d)?;
-        Some(
+        let mut ok = true;
+        for (zone, s) in &limits {
+            ok &= fits_algorithm(&zones.req[*zone], s, d);
+        }
+        ok.then(|| {
             limits
                 .into_iter()
-                .map(|(zone, (burst, delay))| LimitSpec { zone, burst, delay })
-                .collect(),
-        )
+                .map(|(zone, s)| LimitSpec {
+                    zone,
+                    burst: s.burst,
+                    delay: s.delay,
+                })
+                .collect()
+        })
     });
     level.limit_conn = l.limit_conn.and_then(|uses| {
         let lookup = |name: &str| match zones.conn.iter().position(|z| z.name == name) {
@@ -145,6 +153,35 @@ fn level(l: LevelDraft, zones: &Zones, d: &mut Diagnostics) -> Level {
         )
     });
     level
+}
+
+/// A `limit_req` item's settings against its zone's algorithm: only the
+/// leaky bucket delays (`delay` is an error elsewhere; `nodelay` is
+/// accepted and changes nothing), and windows take no `burst`.
+fn fits_algorithm(zone: &ZoneSpec, s: &LimitSettings, d: &mut Diagnostics) -> bool {
+    let (name, alg) = (&zone.name, zone.policy.algorithm);
+    let mut ok = true;
+    if let (Some(span), true) = (&s.burst_span, alg.is_window()) {
+        d.error(
+            span.clone(),
+            format!(
+                "zone \"{name}\" uses algorithm \"{}\", which takes no \"burst\": it admits the rate's count per period (raise \"rate\" instead)",
+                alg.name()
+            ),
+        );
+        ok = false;
+    }
+    if let (Some(span), false) = (&s.delay_span, alg.delays()) {
+        d.error(
+            span.clone(),
+            format!(
+                "zone \"{name}\" uses algorithm \"{}\", which never delays: \"delay\" is for \"leaky_bucket\" only",
+                alg.name()
+            ),
+        );
+        ok = false;
+    }
+    ok
 }
 
 /// The zones of one `limit_req` or `limit_conn` list, by index, with their

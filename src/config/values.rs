@@ -3,7 +3,6 @@
 //! location paths with their modifiers. Each parser returns nginx's wording
 //! where nginx has one.
 
-use crate::limiter::Rate;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -61,7 +60,14 @@ pub fn parse_offset(s: &str) -> Result<u64, String> {
 
 /// nginx rates: `Nr/s`, `Nr/m`, or a bare `N` (taken as r/s). Positive
 /// decimal integers only.
-pub fn parse_rate(s: &str) -> Result<Rate, String> {
+pub fn parse_rate(s: &str) -> Result<(u64, u64), String> {
+    crate::limiter::algorithm::parse_rate(s)
+}
+
+/// nginx's own rate syntax only (`Nr/s`, `Nr/m`): kept for its tests.
+#[cfg(test)]
+fn parse_nginx_rate(s: &str) -> Result<crate::limiter::Rate, String> {
+    use crate::limiter::Rate;
     let invalid =
         || format!("invalid rate \"{s}\" (expected \"Nr/s\" or \"Nr/m\", N a positive integer)");
     let (num, per_minute) = if let Some(n) = s.strip_suffix("r/s") {
@@ -240,10 +246,11 @@ mod tests {
 
     #[test]
     fn rates() {
-        assert_eq!(parse_rate("2r/s").unwrap().milli(), 2000);
-        assert_eq!(parse_rate("1r/m").unwrap().milli(), 16);
-        assert_eq!(parse_rate("5").unwrap().milli(), 5000);
-        for bad in ["0.5r/s", "10r/h", "0r/s", "r/s", "-1r/s", ""] {
+        assert_eq!(parse_nginx_rate("2r/s").unwrap().milli(), 2000);
+        assert_eq!(parse_nginx_rate("1r/m").unwrap().milli(), 16);
+        assert_eq!(parse_nginx_rate("5").unwrap().milli(), 5000);
+        assert_eq!(parse_rate("10r/h"), Ok((10, 3_600_000)));
+        for bad in ["0.5r/s", "0r/s", "r/s", "-1r/s", ""] {
             assert!(parse_rate(bad).is_err(), "{bad}");
         }
     }

@@ -8,7 +8,9 @@
 
 use super::Reader;
 use crate::limiter::bucket::{self, Bucket, Rate};
-use crate::limiter::{Limit, MemoryZone, Outcome, Store, ZoneRef, evaluate};
+use crate::limiter::{
+    Limit, MemoryZone, Outcome, Policy, Standing, Store, ZoneRef, algorithm, evaluate,
+};
 use std::sync::Arc;
 
 const T0: u64 = 1_000_000_000;
@@ -48,8 +50,18 @@ impl FuzzLimit {
         self.zone.store.memory()
     }
 
+    /// The leaky bucket stored for `key`.
+    fn peek(&self, key: &[u8]) -> Option<Bucket> {
+        self.memory().peek(key).map(|c| algorithm::leaky_bucket(&c))
+    }
+
     fn rate(&self) -> Rate {
-        self.zone.rate
+        self.zone.policy.rate
+    }
+
+    /// Where a key that stored `excess` stands (the `RateLimit` figures).
+    fn standing(&self, excess: u64) -> Standing {
+        algorithm::leaky_standing(self.rate(), self.limit.burst, excess)
     }
 }
 
@@ -100,9 +112,9 @@ fn run_limiter(data: &[u8]) -> Vec<Outcome> {
             _ => u64::from(r.u32()),
         };
         let keyed: Vec<bool> = (0..n).map(|i| empty & (1 << i) == 0).collect();
-        let before: Vec<Option<Bucket>> = limits.iter().map(|l| l.memory().peek(&key)).collect();
+        let before: Vec<Option<Bucket>> = limits.iter().map(|l| l.peek(&key)).collect();
         let outcome = evaluate(&set, now, |i| keyed[i].then_some(&key[..]));
-        let after: Vec<Option<Bucket>> = limits.iter().map(|l| l.memory().peek(&key)).collect();
+        let after: Vec<Option<Bucket>> = limits.iter().map(|l| l.peek(&key)).collect();
         let request = Request {
             limits: &limits,
             keyed: &keyed,
@@ -146,7 +158,7 @@ fn fuzz_limit(r: &mut Reader<'_>, i: usize) -> FuzzLimit {
     };
     let zone = Arc::new(ZoneRef::new(
         format!("z{i}"),
-        rate,
+        Policy::leaky(rate),
         Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
     ));
     FuzzLimit {
@@ -268,7 +280,7 @@ fn check_accepted(
     delay_ms: u64,
     limit: usize,
     excess: u64,
-    tightest: (usize, u64),
+    tightest: (usize, Standing),
 ) {
     let Request {
         limits,
@@ -287,11 +299,11 @@ fn check_accepted(
             "limit {i}: stored over the burst"
         );
         max_delay = max_delay.max(bucket::delay_ms(got.excess, l.limit.delay, l.rate()));
-        let left = l.limit.remaining(got.excess);
+        let left = l.standing(got.excess).remaining;
         least_left = Some(least_left.map_or(left, |m: u64| m.min(left)));
         // RateLimit: `left` more at once now, one more after
         // next_unit_ms, not a millisecond earlier.
-        let wait = l.limit.next_unit_ms(got.excess);
+        let wait = l.standing(got.excess).reset_ms;
         assert_eq!(at_once(&l.limit, l.rate(), got.excess, 0), left);
         assert!(at_once(&l.limit, l.rate(), got.excess, wait) > left);
         assert!(wait > 0 && at_once(&l.limit, l.rate(), got.excess, wait - 1) == left);
@@ -301,10 +313,11 @@ fn check_accepted(
     let l = &limits[limit];
     assert!(excess <= l.limit.burst);
     assert_eq!(delay_ms, bucket::delay_ms(excess, l.limit.delay, l.rate()));
-    let (t, e) = tightest;
+    let (t, standing) = tightest;
     assert!(keyed[t], "tightest limit {t} has no key");
-    assert_eq!(Some(e), after[t].map(|b| b.excess));
-    assert_eq!(Some(limits[t].limit.remaining(e)), least_left);
+    let e = after[t].map(|b| b.excess);
+    assert_eq!(Some(standing), e.map(|e| limits[t].standing(e)));
+    assert_eq!(Some(standing.remaining), least_left);
 }
 
 /// A rejection: by an existing state over its burst after nginx's step,

@@ -12,8 +12,8 @@
 //!
 //! Nothing here reads a clock: `now` comes in as an argument.
 
-use super::bucket::{Bucket, Rate};
-use hashbrown::HashTable;
+use super::algorithm::{self, Cell, Check, Log, Policy, Standing, View};
+use hashbrown::{HashMap, HashTable};
 /// A shard's lock. Critical sections are a few dozen nanoseconds and
 /// workers are one per core, so a spin lock (whose unlock is a plain store,
 /// not the compare-and-swap of a parking lock) wins; a thread that finds it
@@ -27,63 +27,32 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const BYTES_PER_STATE: u64 = 64;
 
 const NIL: u32 = u32::MAX;
+/// The log of a state that has none.
+static NO_LOG: Log = Log::new();
 const INLINE: usize = 16;
 
 /// The largest excess a state can hold: burst is capped so that
 /// `burst*1000 + 1000` fits (see config: burst ≤ 4,000,000).
 pub const MAX_EXCESS: u64 = u32::MAX as u64;
 
-/// A key stored compactly: IPv4/IPv6 addresses (`$binary_remote_addr`, 4 or
-/// 16 bytes) and other short keys inline, longer keys behind one thin pointer.
-#[derive(Clone, Debug)]
-enum NodeKey {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Box<Box<[u8]>>),
-}
+/// `Node::len` of a key longer than [`INLINE`], kept in `Shard::long`.
+const LONG: u8 = u8::MAX;
 
-impl NodeKey {
-    fn new(key: &[u8]) -> NodeKey {
-        if key.len() <= INLINE {
-            let mut bytes = [0; INLINE];
-            bytes[..key.len()].copy_from_slice(key);
-            NodeKey::Inline {
-                len: key.len() as u8,
-                bytes,
-            }
-        } else {
-            NodeKey::Heap(Box::new(key.into()))
-        }
-    }
-
-    /// What this key costs against the zone's size, in states: a long key
-    /// on the heap costs its bytes too, so `size` bounds memory whatever the
-    /// keys (nginx counts each state as 80 bytes plus its key).
-    fn cost(&self) -> usize {
-        cost_of(self.as_bytes().len())
-    }
-
-    fn heap_bytes(&self) -> usize {
-        match self {
-            NodeKey::Inline { .. } => 0,
-            NodeKey::Heap(b) => 16 + b.len(),
-        }
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            NodeKey::Inline { len, bytes } => &bytes[..*len as usize],
-            NodeKey::Heap(b) => &b[..],
-        }
-    }
-}
-
-/// One state: 48 bytes on 64-bit (nginx: 128).
+/// One state: 48 bytes on 64-bit (nginx: 128). Keys of up to 16 bytes
+/// (IPv4/IPv6 addresses: `$binary_remote_addr` is 4 or 16) are inline;
+/// longer keys live in the shard's `long` table, by slot, and cost their
+/// bytes against the zone's size.
 struct Node {
-    key: NodeKey,
-    /// nginx's `last`.
+    /// The algorithm's cell ([`algorithm::Cell`]): for nginx's leaky bucket
+    /// `last` and `excess` (in milli-requests). Only the sliding window
+    /// uses `aux`, two counts of at most [`algorithm::MAX_COUNT`]: then
+    /// `value` holds both (`packed`).
     last: u64,
-    /// nginx's `excess`, in milli-requests.
-    excess: u32,
+    value: u64,
+    key: [u8; INLINE],
+    /// The key's length, or [`LONG`].
+    len: u8,
+    packed: bool,
     /// LRU links (towards the head = more recent, towards the tail = older);
     /// `next` doubles as the free-list link of an empty slot.
     prev: u32,
@@ -93,19 +62,57 @@ struct Node {
 }
 
 impl Node {
-    fn bucket(&self) -> Bucket {
-        Bucket {
-            excess: u64::from(self.excess),
-            last: self.last,
+    fn cell(&self) -> Cell {
+        if self.packed {
+            Cell {
+                last: self.last,
+                value: self.value & u64::from(u32::MAX),
+                aux: self.value >> 32,
+            }
+        } else {
+            Cell {
+                last: self.last,
+                value: self.value,
+                aux: 0,
+            }
         }
     }
 
-    fn store(&mut self, b: Bucket) {
-        self.excess = b.excess.min(MAX_EXCESS) as u32;
-        self.last = b.last;
+    fn store(&mut self, c: Cell) {
+        self.last = c.last;
+        self.packed = c.aux != 0;
+        self.value = if self.packed {
+            let low = u64::from(u32::MAX);
+            c.value.min(low) | (c.aux.min(low) << 32)
+        } else {
+            c.value
+        };
     }
 }
 
+/// What a sliding log's times cost against the zone's size, in states:
+/// the `VecDeque` of up to `count` times, allocated at once.
+fn log_cost(p: &Policy) -> usize {
+    if p.algorithm == algorithm::Algorithm::SlidingLog {
+        (32 + 8 * p.count as usize).div_ceil(BYTES_PER_STATE as usize)
+    } else {
+        0
+    }
+}
+
+/// The key of `slot`, inline or in the `long` table.
+fn key_of<'a>(nodes: &'a [Node], long: &'a HashMap<u32, Box<[u8]>>, slot: u32) -> &'a [u8] {
+    let n = &nodes[slot as usize];
+    if n.len == LONG {
+        long.get(&slot).map_or(&[][..], |k| &k[..])
+    } else {
+        &n.key[..usize::from(n.len)]
+    }
+}
+
+/// What a key costs against the zone's size, in states: a long key costs
+/// its bytes too, so that `size` bounds memory whatever the keys (nginx
+/// counts each state as 80 bytes plus its key).
 fn cost_of(key_len: usize) -> usize {
     if key_len <= INLINE {
         1
@@ -122,16 +129,28 @@ pub struct Held {
     slot: u32,
 }
 
+/// What accounting a held state stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub excess: u64,
+    pub standing: Standing,
+}
+
 /// The answer of a lookup, nginx's `NGX_BUSY / NGX_OK / NGX_AGAIN / NGX_ERROR`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
     /// Over the burst: nothing stored. `wait_ms` is the time until this key's
     /// next request would be accepted.
     Busy { excess: u64, wait_ms: u64 },
-    /// Accepted and charged.
-    Charged { excess: u64 },
-    /// Accepted but not charged yet; the node is held.
-    Held { excess: u64, held: Held },
+    /// Accepted and charged; where the key stands now.
+    Charged { excess: u64, standing: Standing },
+    /// Accepted but not charged yet; the node is held. `standing` is where
+    /// the key would stand once charged.
+    Held {
+        excess: u64,
+        standing: Standing,
+        held: Held,
+    },
     /// No memory for a new state even after forced eviction.
     NoMemory,
 }
@@ -139,6 +158,10 @@ pub enum Lookup {
 struct Shard {
     table: HashTable<u32>,
     nodes: Vec<Node>,
+    /// Keys longer than [`INLINE`], by slot.
+    long: HashMap<u32, Box<[u8]>>,
+    /// A sliding-log zone's logs, by slot (empty for other algorithms).
+    logs: Vec<Log>,
     free: u32,
     head: u32,
     tail: u32,
@@ -232,18 +255,29 @@ impl MemoryZone {
                 let s = s.lock();
                 s.nodes.capacity() * std::mem::size_of::<Node>()
                     + s.table.allocation_size()
-                    + s.nodes.iter().map(|n| n.key.heap_bytes()).sum::<usize>()
+                    + s.long.capacity() * (4 + 16 + 1)
+                    + s.long.values().map(|k| k.len()).sum::<usize>()
+                    + s.logs.capacity() * std::mem::size_of::<Log>()
+                    + s.logs.iter().map(|l| 8 * l.capacity()).sum::<usize>()
             })
             .sum()
     }
 
-    /// The stored bucket of `key`, if any (for tests and diagnostics).
-    pub fn peek(&self, key: &[u8]) -> Option<Bucket> {
+    /// The stored cell of `key`, if any (for tests and diagnostics).
+    pub fn peek(&self, key: &[u8]) -> Option<Cell> {
         let hash = self.hasher.hash_one(key);
         let shard = self.shards[self.shard_of(hash)].lock();
         shard
             .find(hash, key)
-            .map(|i| shard.nodes[i as usize].bucket())
+            .map(|i| shard.nodes[i as usize].cell())
+    }
+
+    /// The stored sliding log of `key`, if any (for tests).
+    pub fn peek_log(&self, key: &[u8]) -> Option<Log> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shards[self.shard_of(hash)].lock();
+        let slot = shard.find(hash, key)? as usize;
+        Some(shard.logs.get(slot).cloned().unwrap_or_default())
     }
 
     fn shard_of(&self, hash: u64) -> usize {
@@ -269,14 +303,14 @@ impl MemoryZone {
     }
 
     /// [`Locked::lookup`] on the shard of `key`.
-    pub fn lookup(&self, key: &[u8], now: u64, rate: Rate, burst: u64, charge: bool) -> Lookup {
+    pub fn lookup(&self, key: &[u8], now: u64, p: &Policy, burst: u64, charge: bool) -> Lookup {
         let (si, hash) = self.locate(key);
-        self.lock(si).lookup(hash, key, now, rate, burst, charge)
+        self.lock(si).lookup(hash, key, now, p, burst, charge)
     }
 
     /// [`Locked::account`] on the held node's shard.
-    pub fn account(&self, held: Held, now: u64, rate: Rate) -> u64 {
-        self.lock(held.shard as usize).account(held, now, rate)
+    pub fn account(&self, held: Held, now: u64, p: &Policy, burst: u64) -> Stored {
+        self.lock(held.shard as usize).account(held, now, p, burst)
     }
 
     /// [`Locked::release`] on the held node's shard.
@@ -294,101 +328,114 @@ pub struct Locked<'a> {
 
 impl Locked<'_> {
     /// nginx's `ngx_http_limit_req_lookup`: find or create the state of `key`
-    /// (with `hash` from [`MemoryZone::locate`]) and decide. `burst` is in
-    /// milli-requests. With `charge`, an accepted request is stored at once;
-    /// without, the node is held for [`Locked::account`] or [`Locked::release`].
+    /// (with `hash` from [`MemoryZone::locate`]) and decide by the zone's
+    /// algorithm. `burst` is in milli-requests. With `charge`, an accepted
+    /// request is stored at once; without, the node is held for
+    /// [`Locked::account`] or [`Locked::release`].
     pub fn lookup(
         &mut self,
         hash: u64,
         key: &[u8],
         now: u64,
-        rate: Rate,
+        p: &Policy,
         burst: u64,
         charge: bool,
     ) -> Lookup {
         let si = self.index;
-        let zone = self.zone;
         let shard = &mut *self.shard;
         if let Some(slot) = shard.find(hash, key) {
             shard.touch(slot);
-            let node = &mut shard.nodes[slot as usize];
-            let mut bucket = node.bucket();
-            let step = bucket.step(now, rate);
             // Requests holding this node (deciding another limit, e.g. one in
             // Redis) will each charge a request: count them as charged, so
             // that concurrent requests cannot all pass on the same state.
             // Within one atomic decision nobody else holds it (adds 0).
-            let pending = u64::from(node.count) * super::bucket::ONE;
-            if step.excess + pending > burst {
-                let wait_ms = Bucket {
-                    excess: bucket.excess + pending,
-                    ..bucket
-                }
-                .wait_until_accepted(now, rate, burst);
+            let pending = u64::from(shard.nodes[slot as usize].count);
+            let c = shard.check(slot, p, burst, now, pending);
+            if !c.admit {
                 return Lookup::Busy {
-                    excess: step.excess + pending,
-                    wait_ms,
+                    excess: c.excess,
+                    wait_ms: c.wait_ms,
                 };
             }
             if charge {
-                bucket.commit(step, now);
-                node.store(bucket);
+                let excess = shard.charge(slot, p, now);
                 return Lookup::Charged {
-                    excess: step.excess,
+                    excess,
+                    standing: c.standing,
                 };
             }
-            node.count += 1;
+            shard.nodes[slot as usize].count += 1;
             return Lookup::Held {
-                excess: step.excess,
+                excess: c.excess,
+                standing: c.standing,
                 held: Held { shard: si, slot },
             };
         }
+        self.insert(hash, key, now, p, burst, charge)
+    }
 
-        let cost = cost_of(key.len());
+    /// A key not stored: room for it (expiry, then forced eviction), then
+    /// its first request.
+    fn insert(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        now: u64,
+        p: &Policy,
+        burst: u64,
+        charge: bool,
+    ) -> Lookup {
+        let (si, zone) = (self.index, self.zone);
+        let shard = &mut *self.shard;
+        let cost = cost_of(key.len()) + log_cost(p);
         let totals = &zone.totals;
-        shard.expire(now, rate, false, totals);
+        shard.expire(now, p, false, totals);
         let over_zone = || totals.units.load(Ordering::Relaxed) + cost > zone.capacity;
         if shard.units + cost > shard.capacity || over_zone() {
-            shard.expire(now, rate, true, totals);
+            shard.expire(now, p, true, totals);
             // After a forced eviction only this shard's hard limit refuses:
             // other shards inserting at the same time may have pushed the
             // zone total a few states over, which the next evictions absorb.
             while shard.units + cost > shard.capacity {
                 let before = shard.units;
-                shard.expire(now, rate, true, totals);
+                shard.expire(now, p, true, totals);
                 if shard.units == before {
                     return Lookup::NoMemory;
                 }
             }
         }
-        // A held new node gets `last = 0`, as in nginx: when it is accounted,
-        // the whole clock has elapsed and it starts empty.
-        let bucket = Bucket {
-            excess: 0,
-            last: if charge { now } else { 0 },
-        };
-        let slot = shard.insert(hash, key, bucket, u32::from(!charge), totals);
+        // A new state is the all-zero cell, which every algorithm reads as
+        // a key never seen. A held one stays so until accounted, as in
+        // nginx (whose held new node has `last = 0`: the whole clock has
+        // elapsed when it is accounted, and it starts empty).
+        let slot = shard.insert(hash, key, p, u32::from(!charge), totals);
+        let c = shard.check(slot, p, burst, now, 0);
         if charge {
-            Lookup::Charged { excess: 0 }
+            let excess = shard.charge(slot, p, now);
+            Lookup::Charged {
+                excess,
+                standing: c.standing,
+            }
         } else {
             Lookup::Held {
-                excess: 0,
+                excess: c.excess,
+                standing: c.standing,
                 held: Held { shard: si, slot },
             }
         }
     }
 
     /// nginx's accounting of an earlier limit once all limits passed: charge
-    /// the held node at `now` and release it. Returns the stored excess.
-    pub fn account(&mut self, held: Held, now: u64, rate: Rate) -> u64 {
+    /// the held node at `now` and release it.
+    pub fn account(&mut self, held: Held, now: u64, p: &Policy, burst: u64) -> Stored {
         debug_assert_eq!(held.shard, self.index);
-        let node = &mut self.shard.nodes[held.slot as usize];
-        let mut bucket = node.bucket();
-        let step = bucket.step(now, rate);
-        bucket.commit(step, now);
-        node.store(bucket);
-        node.count -= 1;
-        step.excess
+        let shard = &mut *self.shard;
+        let slot = held.slot;
+        shard.nodes[slot as usize].count -= 1;
+        let pending = u64::from(shard.nodes[slot as usize].count);
+        let standing = shard.check(slot, p, burst, now, pending).standing;
+        let excess = shard.charge(slot, p, now);
+        Stored { excess, standing }
     }
 
     /// Release a held node without charging it (a later limit rejected).
@@ -412,6 +459,8 @@ impl Shard {
             table: HashTable::with_capacity(capacity.min(INITIAL_TABLE)),
             share,
             nodes: Vec::new(),
+            long: HashMap::new(),
+            logs: Vec::new(),
             free: NIL,
             head: NIL,
             tail: NIL,
@@ -423,10 +472,47 @@ impl Shard {
         }
     }
 
+    /// The algorithm's check of the state in `slot`.
+    fn check(&self, slot: u32, p: &Policy, burst: u64, now: u64, pending: u64) -> Check {
+        let cell = self.nodes[slot as usize].cell();
+        let view = View {
+            cell: &cell,
+            log: self.logs.get(slot as usize).unwrap_or(&NO_LOG),
+        };
+        algorithm::check(p, burst, view, now, pending)
+    }
+
+    /// Store one request in `slot`; returns the excess stored.
+    fn charge(&mut self, slot: u32, p: &Policy, now: u64) -> u64 {
+        let node = &mut self.nodes[slot as usize];
+        let mut cell = node.cell();
+        let mut none = Log::new();
+        let log = self.logs.get_mut(slot as usize).unwrap_or(&mut none);
+        let excess = algorithm::charge(p, &mut cell, log, now);
+        node.store(cell);
+        excess
+    }
+
+    /// What the state in `slot` costs against the zone's size, in states.
+    fn cost(&self, slot: u32) -> usize {
+        let log = self.logs.get(slot as usize).map_or(0, |l| l.capacity());
+        let log_units = if log == 0 {
+            0
+        } else {
+            (32 + 8 * log).div_ceil(BYTES_PER_STATE as usize)
+        };
+        cost_of(self.key(slot).len()) + log_units
+    }
+
+    /// The key of the state in `slot`.
+    fn key(&self, slot: u32) -> &[u8] {
+        key_of(&self.nodes, &self.long, slot)
+    }
+
     fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
-        let nodes = &self.nodes;
+        let (nodes, long) = (&self.nodes, &self.long);
         self.table
-            .find(hash, |&i| nodes[i as usize].key.as_bytes() == key)
+            .find(hash, |&i| key_of(nodes, long, i) == key)
             .copied()
     }
 
@@ -467,23 +553,25 @@ impl Shard {
         }
     }
 
-    fn insert(
-        &mut self,
-        hash: u64,
-        key: &[u8],
-        bucket: Bucket,
-        count: u32,
-        totals: &Totals,
-    ) -> u32 {
-        let mut node = Node {
-            key: NodeKey::new(key),
+    /// Store a new, all-zero state for `key` (held `count` times).
+    fn insert(&mut self, hash: u64, key: &[u8], p: &Policy, count: u32, totals: &Totals) -> u32 {
+        let mut inline = [0; INLINE];
+        let len = if key.len() <= INLINE {
+            inline[..key.len()].copy_from_slice(key);
+            key.len() as u8
+        } else {
+            LONG
+        };
+        let node = Node {
             last: 0,
-            excess: 0,
+            value: 0,
+            key: inline,
+            len,
+            packed: false,
             prev: NIL,
             next: NIL,
             count,
         };
-        node.store(bucket);
         let slot = if self.free != NIL {
             let slot = self.free;
             self.free = self.nodes[slot as usize].next;
@@ -506,12 +594,20 @@ impl Shard {
             self.nodes.push(node);
             (self.nodes.len() - 1) as u32
         };
-        let (nodes, hasher) = (&self.nodes, &self.hasher);
-        self.table.insert_unique(hash, slot, |&i| {
-            hasher.hash_one(nodes[i as usize].key.as_bytes())
-        });
+        if len == LONG {
+            self.long.insert(slot, key.into());
+        }
+        let (nodes, long, hasher) = (&self.nodes, &self.long, &self.hasher);
+        self.table
+            .insert_unique(hash, slot, |&i| hasher.hash_one(key_of(nodes, long, i)));
         self.push_head(slot);
-        let cost = self.nodes[slot as usize].key.cost();
+        if log_cost(p) != 0 {
+            if self.logs.len() <= slot as usize {
+                self.logs.resize_with(slot as usize + 1, Log::new);
+            }
+            self.logs[slot as usize] = Log::with_capacity(p.count as usize);
+        }
+        let cost = self.cost(slot);
         self.len += 1;
         self.units += cost;
         totals.len.fetch_add(1, Ordering::Relaxed);
@@ -520,19 +616,18 @@ impl Shard {
     }
 
     fn remove(&mut self, slot: u32, totals: &Totals) {
-        let cost = self.nodes[slot as usize].key.cost();
+        let cost = self.cost(slot);
+        if let Some(log) = self.logs.get_mut(slot as usize) {
+            *log = Log::new();
+        }
         self.unlink(slot);
-        let hash = self
-            .hasher
-            .hash_one(self.nodes[slot as usize].key.as_bytes());
+        let hash = self.hasher.hash_one(self.key(slot));
         if let Ok(entry) = self.table.find_entry(hash, |&i| i == slot) {
             entry.remove();
         }
+        self.long.remove(&slot);
         let n = &mut self.nodes[slot as usize];
-        n.key = NodeKey::Inline {
-            len: 0,
-            bytes: [0; INLINE],
-        };
+        n.len = 0;
         n.next = self.free;
         self.free = slot;
         self.len -= 1;
@@ -544,7 +639,7 @@ impl Shard {
     /// nginx's `ngx_http_limit_req_expire`: look at the LRU tail and remove
     /// up to two drained states idle for a minute; with `force`, first remove
     /// the tail whatever its state (an eviction).
-    fn expire(&mut self, now: u64, rate: Rate, force: bool, totals: &Totals) {
+    fn expire(&mut self, now: u64, p: &Policy, force: bool, totals: &Totals) {
         let mut n = u8::from(!force);
         while n < 3 {
             let slot = self.tail;
@@ -555,7 +650,11 @@ impl Shard {
             if node.count != 0 {
                 return;
             }
-            if n != 0 && !node.bucket().expired(now, rate) {
+            let view = View {
+                cell: &node.cell(),
+                log: self.logs.get(slot as usize).unwrap_or(&NO_LOG),
+            };
+            if n != 0 && !algorithm::expired(p, view, now) {
                 return;
             }
             if n == 0 {

@@ -36,8 +36,9 @@ mod protocol;
 pub mod redis;
 pub mod status;
 
+pub use algorithm::{Algorithm, Policy, Standing};
 pub use bucket::{Bucket, Rate};
-pub use memory::{Held, Locked, Lookup, MemoryZone};
+pub use memory::{Held, Locked, Lookup, MemoryZone, Stored};
 pub use redis::{OnError, RedisBackend, RedisConfig, RedisZone};
 pub use status::{DecisionCounts, LimitReqStatus};
 
@@ -76,21 +77,22 @@ impl Store {
     }
 }
 
-/// The runtime part of a zone that a decision needs: its name, rate and store.
-/// (The key template lives with the configuration.)
+/// The runtime part of a zone that a decision needs: its name, policy
+/// (algorithm and rate) and store. (The key template lives with the
+/// configuration.)
 pub struct ZoneRef {
     pub name: Arc<str>,
-    pub rate: Rate,
+    pub policy: Policy,
     pub store: Arc<Store>,
     /// Decisions by `$limit_req_status`, for metrics; kept across reloads.
     pub counts: Arc<DecisionCounts>,
 }
 
 impl ZoneRef {
-    pub fn new(name: impl Into<Arc<str>>, rate: Rate, store: Arc<Store>) -> ZoneRef {
+    pub fn new(name: impl Into<Arc<str>>, policy: Policy, store: Arc<Store>) -> ZoneRef {
         ZoneRef {
             name: name.into(),
-            rate,
+            policy,
             store,
             counts: Default::default(),
         }
@@ -109,26 +111,19 @@ pub struct Limit {
 impl Limit {
     pub const NODELAY: u64 = u64::MAX;
 
-    /// Requests this limit would still accept at once, given the excess
-    /// stored by an accepted request (its `RateLimit` `r`).
-    pub fn remaining(&self, stored_excess: u64) -> u64 {
-        self.burst.saturating_sub(stored_excess) / bucket::ONE
+    /// The zone's policy: its algorithm and rate.
+    pub fn policy(&self) -> &Policy {
+        &self.zone.policy
     }
 
-    /// Requests accepted at once from an empty bucket (`RateLimit-Policy` `q`).
+    /// Requests accepted at once from an empty state (`RateLimit-Policy` `q`).
     pub fn quota(&self) -> u64 {
-        self.burst / bucket::ONE + 1
+        self.zone.policy.quota(self.burst)
     }
 
-    /// Milliseconds until this limit accepts one more request at once than
-    /// it does after a request stored `stored_excess` (`RateLimit` `t`):
-    /// the content must leak down to `burst - remaining*1000 - 1000`.
-    pub fn next_unit_ms(&self, stored_excess: u64) -> u64 {
-        let left = self.remaining(stored_excess);
-        let target = self.burst - left * bucket::ONE;
-        self.zone
-            .rate
-            .time_to_leak((stored_excess + bucket::ONE).saturating_sub(target))
+    /// The seconds [`Limit::quota`] is for (`RateLimit-Policy` `w`).
+    pub fn quota_window_secs(&self) -> u64 {
+        self.zone.policy.quota_window_secs(self.burst)
     }
 }
 
@@ -143,9 +138,9 @@ pub enum Outcome {
         delay_ms: u64,
         limit: usize,
         excess: u64,
-        /// The limit with the fewest requests left after this one, and its
-        /// stored excess (for `RateLimit` headers).
-        tightest: (usize, u64),
+        /// The limit with the fewest requests left after this one, and
+        /// where the key stands against it (for `RateLimit` headers).
+        tightest: (usize, Standing),
     },
     /// Over the burst of `limit`; nothing was charged.
     Rejected {
@@ -202,8 +197,10 @@ pub fn evaluate<K: AsRef<[u8]>>(
 fn evaluate_one(limits: &LimitSet, now: u64, key: &[u8]) -> Outcome {
     let l = &limits[0];
     let memory = l.zone.store.memory();
-    match memory.lookup(key, now, l.zone.rate, l.burst, true) {
-        Lookup::Charged { excess } => protocol::accepted(limits, &[Some(excess)]),
+    match memory.lookup(key, now, &l.zone.policy, l.burst, true) {
+        Lookup::Charged { excess, standing } => {
+            protocol::accepted(limits, &[Some(Stored { excess, standing })])
+        }
         refusal => protocol::refusal_of(0, refusal),
     }
 }

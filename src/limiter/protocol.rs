@@ -18,8 +18,8 @@
 //! decision). What differs between them is only where the states live:
 //! [`Holds`].
 
-use super::memory::{Held, Locked, Lookup, MemoryZone};
-use super::{Limit, LimitSet, Outcome, bucket};
+use super::memory::{Held, Locked, Lookup, MemoryZone, Stored};
+use super::{Limit, LimitSet, Outcome, Standing, bucket};
 
 /// Where a decision's memory states live: a lookup, and the accounting or
 /// release of a state it held.
@@ -34,8 +34,8 @@ pub(crate) trait Holds {
         now: u64,
         charge: bool,
     ) -> Option<Lookup>;
-    /// Charge the state limit `i` held at `now`; returns the excess stored.
-    fn account(&mut self, i: usize, limit: &Limit, held: Held, now: u64) -> u64;
+    /// Charge the state limit `i` held at `now`; returns what it stored.
+    fn account(&mut self, i: usize, limit: &Limit, held: Held, now: u64) -> Stored;
     /// Give the state limit `i` held back, uncharged.
     fn release(&mut self, i: usize, limit: &Limit, held: Held);
 }
@@ -49,8 +49,9 @@ pub(crate) struct Decision<'a, S: Holds> {
     store: S,
     /// Per limit: the state held until the decision ends.
     held: Vec<Option<Held>>,
-    /// Per limit: the excess it stored, or would store (held, checked).
-    excess: Vec<Option<u64>>,
+    /// Per limit: the excess it stored, or would store (held, checked),
+    /// and where the key stands.
+    excess: Vec<Option<Stored>>,
     /// The first limit that refused, and the outcome it gives.
     refused: Option<(usize, Outcome)>,
 }
@@ -82,10 +83,16 @@ impl<'a, S: Holds> Decision<'a, S> {
                 continue;
             };
             match answer {
-                Lookup::Charged { excess } => self.excess[i] = Some(excess),
-                Lookup::Held { excess, held } => {
+                Lookup::Charged { excess, standing } => {
+                    self.excess[i] = Some(Stored { excess, standing })
+                }
+                Lookup::Held {
+                    excess,
+                    standing,
+                    held,
+                } => {
                     self.held[i] = Some(held);
-                    self.excess[i] = Some(excess);
+                    self.excess[i] = Some(Stored { excess, standing });
                 }
                 refusal => {
                     self.refused = Some((i, refusal_of(i, refusal)));
@@ -109,9 +116,9 @@ impl<'a, S: Holds> Decision<'a, S> {
         self.refused.as_ref().map(|r| r.0)
     }
 
-    /// Limit `i` accepted with `excess`, decided by another store.
-    pub(crate) fn passed(&mut self, i: usize, excess: u64) {
-        self.excess[i] = Some(excess);
+    /// Limit `i` accepted, decided by another store.
+    pub(crate) fn passed(&mut self, i: usize, stored: Stored) {
+        self.excess[i] = Some(stored);
     }
 
     /// Another store refused: release every hold; the decision is `outcome`.
@@ -174,36 +181,39 @@ pub(crate) fn refusal_of(i: usize, lookup: Lookup) -> Outcome {
     }
 }
 
-/// The outcome of an accepted request from the excess each limit stored
+/// The outcome of an accepted request from what each limit stored
 /// (`None`: key empty, not charged). nginx's delay: start from the last
 /// limit (excess 0 if it was skipped), then earlier ones in reverse order; a
 /// strictly larger delay replaces it, with its limit and excess for the log.
-/// `tightest`: the limit with the fewest requests left, last limit first.
-pub(crate) fn accepted(limits: &LimitSet, excess: &[Option<u64>]) -> Outcome {
-    let at = limits.len() - 1;
-    let e = excess[at].unwrap_or(0);
-    let mut best = (
-        bucket::delay_ms(e, limits[at].delay, limits[at].zone.rate),
-        at,
-        e,
-    );
-    let mut tightest = excess[at].map(|e| (limits[at].remaining(e), at, e));
-    for j in (0..at).rev() {
-        let Some(e) = excess[j] else { continue };
-        let d = bucket::delay_ms(e, limits[j].delay, limits[j].zone.rate);
-        if d > best.0 {
-            best = (d, j, e);
+/// Only leaky-bucket limits delay. `tightest`: the limit with the fewest
+/// requests left, last limit first.
+pub(crate) fn accepted(limits: &LimitSet, stored: &[Option<Stored>]) -> Outcome {
+    let delay = |l: &Limit, e: u64| {
+        if l.zone.policy.algorithm.delays() {
+            bucket::delay_ms(e, l.delay, l.zone.policy.rate)
+        } else {
+            0
         }
-        let left = limits[j].remaining(e);
-        if tightest.is_none_or(|t| left < t.0) {
-            tightest = Some((left, j, e));
+    };
+    let at = limits.len() - 1;
+    let e = stored[at].map_or(0, |s| s.excess);
+    let mut best = (delay(&limits[at], e), at, e);
+    let mut tightest = stored[at].map(|s| (at, s.standing));
+    for j in (0..at).rev() {
+        let Some(s) = stored[j] else { continue };
+        let d = delay(&limits[j], s.excess);
+        if d > best.0 {
+            best = (d, j, s.excess);
+        }
+        if tightest.is_none_or(|t| s.standing.remaining < t.1.remaining) {
+            tightest = Some((j, s.standing));
         }
     }
     Outcome::Accepted {
         delay_ms: best.0,
         limit: best.1,
         excess: best.2,
-        tightest: tightest.map_or((at, e), |t| (t.1, t.2)),
+        tightest: tightest.unwrap_or((at, Standing::default())),
     }
 }
 
@@ -224,15 +234,12 @@ impl Holds for EachLocked {
         let super::Store::Memory(m) = &*limit.zone.store else {
             return None;
         };
-        Some(m.lookup(key, now, limit.zone.rate, limit.burst, charge))
+        Some(m.lookup(key, now, &limit.zone.policy, limit.burst, charge))
     }
 
-    fn account(&mut self, _: usize, limit: &Limit, held: Held, now: u64) -> u64 {
-        limit
-            .zone
-            .store
-            .memory()
-            .account(held, now, limit.zone.rate)
+    fn account(&mut self, _: usize, limit: &Limit, held: Held, now: u64) -> Stored {
+        let m = limit.zone.store.memory();
+        m.account(held, now, &limit.zone.policy, limit.burst)
     }
 
     fn release(&mut self, _: usize, limit: &Limit, held: Held) {
@@ -309,12 +316,13 @@ impl Holds for AllLocked<'_> {
         charge: bool,
     ) -> Option<Lookup> {
         let (g, _, hash) = self.spots[i]?;
-        let (rate, burst) = (limit.zone.rate, limit.burst);
-        Some(self.locks[g].lookup(hash, key, now, rate, burst, charge))
+        let (p, burst) = (&limit.zone.policy, limit.burst);
+        Some(self.locks[g].lookup(hash, key, now, p, burst, charge))
     }
 
-    fn account(&mut self, i: usize, limit: &Limit, held: Held, now: u64) -> u64 {
-        self.lock_of(i).account(held, now, limit.zone.rate)
+    fn account(&mut self, i: usize, limit: &Limit, held: Held, now: u64) -> Stored {
+        let (p, burst) = (&limit.zone.policy, limit.burst);
+        self.lock_of(i).account(held, now, p, burst)
     }
 
     fn release(&mut self, i: usize, _: &Limit, held: Held) {

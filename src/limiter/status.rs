@@ -96,7 +96,7 @@ mod tests {
             delay_ms,
             limit: 0,
             excess: 0,
-            tightest: (0, 0),
+            tightest: (0, Default::default()),
         };
         let rejected = Outcome::Rejected {
             limit: 0,

@@ -9,7 +9,7 @@ const T0: u64 = 1_000_000_000;
 fn zone(name: &str, rate: Rate, capacity: usize) -> Arc<ZoneRef> {
     Arc::new(ZoneRef {
         name: name.into(),
-        rate,
+        policy: Policy::leaky(rate),
         store: Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
         counts: Default::default(),
     })
@@ -25,6 +25,11 @@ fn limit(z: &Arc<ZoneRef>, burst: u64, delay: u64) -> Limit {
             delay * 1000
         },
     }
+}
+
+/// Where a key that stored `excess` stands against leaky-bucket limit `l`.
+fn standing(l: &Limit, excess: u64) -> Standing {
+    algorithm::leaky_standing(l.zone.policy.rate, l.burst, excess)
 }
 
 fn r2() -> Rate {
@@ -141,7 +146,7 @@ fn a_millisecond_at_thirty_per_minute_leaks_nothing() {
     for i in 0..4 {
         run(&limits, "a", T0 + i);
     }
-    assert_eq!(m.peek(b"a").unwrap().excess, 3000);
+    assert_eq!(m.peek(b"a").unwrap().value, 3000);
 }
 
 /// nginx-limit-req.md §3: `z_a` 2r/s burst=3 nodelay, then `z_b` 1r/s
@@ -161,7 +166,7 @@ fn two_limits_observation() {
             delay_ms: 0,
             limit: 1,
             excess: 0,
-            tightest: (1, 0),
+            tightest: (1, standing(&limits[1], 0)),
         }
     );
     for (i, d) in [(1, 1000), (2, 2000), (3, 3000)] {
@@ -171,7 +176,7 @@ fn two_limits_observation() {
                 delay_ms: d,
                 limit: 1,
                 excess: d,
-                tightest: (1, d),
+                tightest: (1, standing(&limits[1], d)),
             }
         );
     }
@@ -195,8 +200,8 @@ fn two_limits_observation() {
     let Store::Memory(b) = &*zb.store else {
         unreachable!()
     };
-    assert_eq!(a.peek(b"k").unwrap().excess, 3000);
-    assert_eq!(b.peek(b"k").unwrap().excess, 3000);
+    assert_eq!(a.peek(b"k").unwrap().value, 3000);
+    assert_eq!(b.peek(b"k").unwrap().value, 3000);
 }
 
 #[test]
@@ -216,7 +221,7 @@ fn rejection_by_a_later_limit_charges_nothing() {
         unreachable!()
     };
     // first request: held new node accounted from last = 0 → excess 0
-    assert_eq!(a.peek(b"k").unwrap().excess, 0);
+    assert_eq!(a.peek(b"k").unwrap().value, 0);
 }
 
 #[test]
@@ -278,16 +283,16 @@ fn expiry_removes_at_most_two_idle_drained_states() {
     let m = MemoryZone::with_capacity(100);
     let r = r2();
     for k in 0..5u8 {
-        m.lookup(&[k], T0, r, 0, true);
+        m.lookup(&[k], T0, &Policy::leaky(r), 0, true);
     }
     assert_eq!(m.len(), 5);
     // 59.999 s later nothing is old enough
-    m.lookup(b"new1", T0 + 59_999, r, 0, true);
+    m.lookup(b"new1", T0 + 59_999, &Policy::leaky(r), 0, true);
     assert_eq!(m.len(), 6);
     // a minute later: each new state removes two of the idle ones
-    m.lookup(b"new2", T0 + 60_000, r, 0, true);
+    m.lookup(b"new2", T0 + 60_000, &Policy::leaky(r), 0, true);
     assert_eq!(m.len(), 5);
-    m.lookup(b"new3", T0 + 60_000, r, 0, true);
+    m.lookup(b"new3", T0 + 60_000, &Policy::leaky(r), 0, true);
     assert_eq!(m.len(), 4);
     assert!(m.peek(&[0]).is_none() && m.peek(&[3]).is_none());
     assert!(m.peek(&[4]).is_some());
@@ -298,11 +303,11 @@ fn expiry_removes_at_most_two_idle_drained_states() {
 fn expiry_keeps_states_with_excess() {
     let m = MemoryZone::with_capacity(100);
     let r = Rate::per_minute(1).unwrap(); // 16 milli-req/s: 1000 needs 62.5 s
-    m.lookup(b"a", T0, r, 5000, true);
-    m.lookup(b"a", T0, r, 5000, true); // excess 1000
-    m.lookup(b"b", T0 + 61_000, r, 0, true);
+    m.lookup(b"a", T0, &Policy::leaky(r), 5000, true);
+    m.lookup(b"a", T0, &Policy::leaky(r), 5000, true); // excess 1000
+    m.lookup(b"b", T0 + 61_000, &Policy::leaky(r), 0, true);
     assert!(m.peek(b"a").is_some(), "976 of 1000 leaked: kept");
-    m.lookup(b"c", T0 + 62_500, r, 0, true);
+    m.lookup(b"c", T0 + 62_500, &Policy::leaky(r), 0, true);
     assert!(m.peek(b"a").is_none(), "fully leaked: expired");
 }
 
@@ -311,11 +316,11 @@ fn a_full_zone_evicts_its_least_recent_state() {
     let m = MemoryZone::with_capacity(3);
     let r = r2();
     for k in [b"a", b"b", b"c"] {
-        m.lookup(k, T0, r, 5000, true);
+        m.lookup(k, T0, &Policy::leaky(r), 5000, true);
     }
     // touch "a" (even a rejected lookup moves it to the LRU head)
-    m.lookup(b"a", T0, r, 5000, true);
-    m.lookup(b"d", T0, r, 5000, true);
+    m.lookup(b"a", T0, &Policy::leaky(r), 5000, true);
+    m.lookup(b"d", T0, &Policy::leaky(r), 5000, true);
     assert!(m.peek(b"b").is_none(), "b was the least recently used");
     assert!(m.peek(b"a").is_some() && m.peek(b"c").is_some() && m.peek(b"d").is_some());
     assert_eq!(m.evictions(), 1);
@@ -326,13 +331,16 @@ fn a_full_zone_evicts_its_least_recent_state() {
 fn held_states_are_never_evicted() {
     let m = MemoryZone::with_capacity(1);
     let r = r2();
-    let Lookup::Held { held, .. } = m.lookup(b"a", T0, r, 0, false) else {
+    let Lookup::Held { held, .. } = m.lookup(b"a", T0, &Policy::leaky(r), 0, false) else {
         panic!()
     };
-    assert_eq!(m.lookup(b"b", T0, r, 0, true), Lookup::NoMemory);
-    m.account(held, T0, r);
+    assert_eq!(
+        m.lookup(b"b", T0, &Policy::leaky(r), 0, true),
+        Lookup::NoMemory
+    );
+    m.account(held, T0, &Policy::leaky(r), 0);
     assert!(matches!(
-        m.lookup(b"b", T0, r, 0, true),
+        m.lookup(b"b", T0, &Policy::leaky(r), 0, true),
         Lookup::Charged { .. }
     ));
     assert!(m.peek(b"a").is_none());
@@ -414,7 +422,7 @@ fn a_1m_zone_holds_16k_ipv4_states_in_64_bytes_each() {
     for i in 0..m.capacity() as u32 {
         // Fill without expiry or eviction: every key gets excess.
         if matches!(
-            m.lookup(&i.to_be_bytes(), T0, r, 0, true),
+            m.lookup(&i.to_be_bytes(), T0, &Policy::leaky(r), 0, true),
             Lookup::Charged { .. }
         ) {
             stored += 1;
@@ -436,17 +444,19 @@ fn quota_arithmetic() {
     let z = zone("z", r2(), 10);
     let l = limit(&z, 5, Limit::NODELAY);
     assert_eq!(l.quota(), 6);
-    // After the first request of a fresh key: 5 more at once.
-    assert_eq!(l.remaining(0), 5);
-    assert_eq!(l.next_unit_ms(0), 500, "six at once again after 500 ms");
+    let st = |l: &Limit, e| {
+        let s = standing(l, e);
+        (s.remaining, s.reset_ms)
+    };
+    // After the first request of a fresh key: 5 more at once, six at once
+    // again after 500 ms.
+    assert_eq!(st(&l, 0), (5, 500));
     // After the sixth (excess 5000): none left; one more after 500 ms.
-    assert_eq!(l.remaining(5000), 0);
-    assert_eq!(l.next_unit_ms(5000), 500);
-    assert_eq!(l.remaining(2500), 2);
-    assert_eq!(l.next_unit_ms(2500), 250);
+    assert_eq!(st(&l, 5000), (0, 500));
+    assert_eq!(st(&l, 2500), (2, 250));
     let no_burst = limit(&z, 0, 0);
-    assert_eq!((no_burst.quota(), no_burst.remaining(0)), (1, 0));
-    assert_eq!(no_burst.next_unit_ms(0), 500);
+    assert_eq!(no_burst.quota(), 1);
+    assert_eq!(st(&no_burst, 0), (0, 500));
 }
 
 /// nginx decides a request's limits without interruption; so does sluice,
@@ -491,20 +501,20 @@ fn multi_limit_decisions_are_atomic_across_threads() {
 fn held_states_count_as_charged_for_other_requests() {
     let m = MemoryZone::with_capacity(100);
     let r = r2();
-    m.lookup(b"k", T0, r, 0, true);
+    m.lookup(b"k", T0, &Policy::leaky(r), 0, true);
     // 600 ms later one request may pass; it holds the state…
-    let Lookup::Held { held, .. } = m.lookup(b"k", T0 + 600, r, 0, false) else {
+    let Lookup::Held { held, .. } = m.lookup(b"k", T0 + 600, &Policy::leaky(r), 0, false) else {
         panic!("the first passes")
     };
     // …and a concurrent one sees it as charged.
     assert!(matches!(
-        m.lookup(b"k", T0 + 600, r, 0, false),
+        m.lookup(b"k", T0 + 600, &Policy::leaky(r), 0, false),
         Lookup::Busy { excess: 1000, .. }
     ));
     m.release(held);
     assert!(matches!(
-        m.lookup(b"k", T0 + 600, r, 0, true),
-        Lookup::Charged { excess: 0 }
+        m.lookup(b"k", T0 + 600, &Policy::leaky(r), 0, true),
+        Lookup::Charged { excess: 0, .. }
     ));
 }
 
@@ -516,7 +526,7 @@ fn long_keys_cost_their_bytes_against_the_size() {
     for i in 0..2000u32 {
         let key = format!("{i:08}{}", "x".repeat(4000));
         assert!(matches!(
-            m.lookup(key.as_bytes(), T0, r, 5000, true),
+            m.lookup(key.as_bytes(), T0, &Policy::leaky(r), 5000, true),
             Lookup::Charged { .. }
         ));
     }
@@ -542,7 +552,7 @@ fn a_huge_zone_allocates_as_it_fills() {
     );
     let r = r2();
     for i in 0..10_000u32 {
-        m.lookup(&i.to_be_bytes(), T0, r, 0, true);
+        m.lookup(&i.to_be_bytes(), T0, &Policy::leaky(r), 0, true);
     }
     assert_eq!(m.len(), 10_000);
 }

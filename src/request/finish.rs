@@ -40,7 +40,7 @@ pub(crate) fn with_quota(
     outcome: &Outcome,
 ) -> Response<Body> {
     if loc.ratelimit_headers != RateLimitHeaders::Off {
-        if let Some(state) = quota_state(loc, outcome) {
+        if let Some(state) = quota_state(outcome) {
             respond::add_quota_headers(
                 resp.headers_mut(),
                 loc.ratelimit_headers,
@@ -53,19 +53,16 @@ pub(crate) fn with_quota(
 }
 
 /// Where this request leaves the client against the location's limits.
-pub(crate) fn quota_state(loc: &Location, outcome: &Outcome) -> Option<respond::QuotaState> {
+pub(crate) fn quota_state(outcome: &Outcome) -> Option<respond::QuotaState> {
     match *outcome {
         Outcome::Accepted {
-            tightest: (limit, excess),
+            tightest: (limit, standing),
             ..
-        } => {
-            let l = &loc.limits[limit];
-            Some(respond::QuotaState {
-                limit,
-                remaining: l.remaining(excess),
-                reset: l.next_unit_ms(excess).div_ceil(1000),
-            })
-        }
+        } => Some(respond::QuotaState {
+            limit,
+            remaining: standing.remaining,
+            reset: standing.reset_ms.div_ceil(1000),
+        }),
         Outcome::Rejected { limit, wait_ms, .. } => Some(respond::QuotaState {
             limit,
             remaining: 0,

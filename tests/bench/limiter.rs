@@ -47,7 +47,7 @@ fn sluice_limit(capacity: usize) -> [Limit; 1] {
     [Limit {
         zone: Arc::new(ZoneRef {
             name: "z".into(),
-            rate: Rate::per_second(1_000_000).unwrap(),
+            policy: sluice::limiter::Policy::leaky(Rate::per_second(1_000_000).unwrap()),
             store: Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
             counts: Default::default(),
         }),

@@ -115,7 +115,7 @@ async fn a_bad_reload_changes_nothing_and_says_where() {
 
     // Two problems: both reported with file, line and column.
     let bad = good
-        .replace("rate = \"1r/m\"", "rate = \"1r/h\"\nbrust = 5")
+        .replace("rate = \"1r/m\"", "rate = \"0r/m\"\nbrust = 5")
         .replace("path = \"/free\"", "path = \"/gone\"");
     let log = s.reload(&bad).await;
     let file = s.config_path().display().to_string();
@@ -123,7 +123,7 @@ async fn a_bad_reload_changes_nothing_and_says_where() {
     let written = s.config_text();
     let line_of = |needle: &str| written.lines().position(|l| l.contains(needle)).unwrap() + 1;
     assert!(log.contains("[emerg]"), "{log}");
-    let rate = format!("{file}:{}:8: invalid rate \"1r/h\"", line_of("1r/h"));
+    let rate = format!("{file}:{}:8: invalid rate \"0r/m\"", line_of("0r/m"));
     assert!(log.contains(&rate), "{rate} in {log}");
     let brust = format!("{file}:{}:1: unknown key \"brust\"", line_of("brust"));
     assert!(log.contains(&brust), "{brust} in {log}");

@@ -57,7 +57,7 @@ pub(super) fn zones(
                 limiter: Arc::new(ZoneRef {
                     counts: old.map(|o| o.limiter.counts.clone()).unwrap_or_default(),
                     name: z.name.into(),
-                    rate: z.rate,
+                    policy: z.policy,
                     store,
                 }),
                 key: z.key,

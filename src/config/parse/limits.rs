@@ -16,8 +16,17 @@ pub(in crate::config) struct ZoneUse<T> {
     pub settings: Option<T>,
 }
 
-/// A `limit_req` item: burst and delay in milli-requests.
-pub(in crate::config) type LimitUse = ZoneUse<(u64, u64)>;
+/// A `limit_req` item: burst and delay in milli-requests, and where
+/// `burst` and `delay` were written (validation checks them against the
+/// zone's algorithm).
+pub(in crate::config) type LimitUse = ZoneUse<LimitSettings>;
+
+pub(in crate::config) struct LimitSettings {
+    pub burst: u64,
+    pub delay: u64,
+    pub burst_span: Option<std::ops::Range<usize>>,
+    pub delay_span: Option<std::ops::Range<usize>>,
+}
 
 /// A `limit_conn` item: how many requests of one key at once.
 pub(in crate::config) type ConnUse = ZoneUse<u32>;
@@ -117,9 +126,15 @@ fn limit_req(cx: &mut Cx, t: &DeTable, span: std::ops::Range<usize>) -> LimitUse
     }
     LIMIT_REQ.read_keys(cx, t, &mut l);
     let delay = l.delays.iter().max().map_or(0, |&(_, d)| d);
+    let span = |name| get(t, name).map(|v| v.span());
     ZoneUse {
         zone: l.zone,
-        settings: l.ok.then_some((l.burst, delay)),
+        settings: l.ok.then(|| LimitSettings {
+            burst: l.burst,
+            delay,
+            burst_span: span("burst"),
+            delay_span: span("delay"),
+        }),
     }
 }
 

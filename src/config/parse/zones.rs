@@ -7,7 +7,7 @@
 use super::super::spec::{Backend, ConnZoneSpec, ZoneSpec};
 use super::super::values;
 use super::read::{Cx, Key, Name, Schema, Val, has};
-use crate::limiter::Rate;
+use crate::limiter::{Algorithm, Policy};
 use crate::vars::{Context, Template};
 
 /// A zone table as read (either kind); `name` is for the messages.
@@ -18,7 +18,11 @@ struct ZoneDraft {
     have_redis: bool,
     key: Option<Template>,
     size: Option<u64>,
-    rate: Option<Rate>,
+    /// `(count, period_ms)` and where `rate` was written (nginx's default
+    /// 1r/s when it was not).
+    rate: Option<(u64, u64)>,
+    rate_span: Option<std::ops::Range<usize>>,
+    algorithm: Option<Algorithm>,
     ipv6_prefix: Option<u8>,
     exempt: Vec<ipnet::IpNet>,
     backend: Option<Backend>,
@@ -41,10 +45,33 @@ static ZONE: Schema<ZoneDraft> = Schema::plain(&[
     Key {
         name: "rate",
         read: |cx, k, v, z| {
+            z.rate_span = Some(v.span());
             z.rate = cx.scalar_text(v, k).and_then(|text| {
                 values::parse_rate(&text)
                     .map_err(|e| cx.err(v.span(), e))
                     .ok()
+            })
+        },
+    },
+    Key {
+        name: "algorithm",
+        read: |cx, k, v, z| {
+            z.algorithm = cx.str(v, k).and_then(|name| {
+                let found = Algorithm::from_name(name);
+                if found.is_none() {
+                    let names: Vec<_> = Algorithm::ALL
+                        .iter()
+                        .map(|a| format!("\"{}\"", a.name()))
+                        .collect();
+                    cx.err(
+                        v.span(),
+                        format!(
+                            "unknown algorithm \"{name}\" (expected one of {})",
+                            names.join(", ")
+                        ),
+                    );
+                }
+                found
             })
         },
     },
@@ -141,7 +168,9 @@ fn read_zone(
         key: None,
         size: None,
         // nginx: rate absent = 1r/s.
-        rate: Rate::per_second(1),
+        rate: Some((1, 1000)),
+        rate_span: None,
+        algorithm: Some(Algorithm::LeakyBucket),
         ipv6_prefix: None,
         exempt: Vec::new(),
         backend: Some(Backend::Memory),
@@ -170,8 +199,9 @@ pub(super) fn zones(cx: &mut Cx, k: &str, v: &Val, have_redis: bool) -> Vec<Zone
         let what = format!("[zones.{}]", name.get_ref());
         ZONE.check_unknown(cx, zt, &what);
         let z = read_zone(cx, name, zt, &ZONE, &what, have_redis);
-        if let (Some(key), Some(size), Some(rate), Some(backend)) =
-            (z.key, z.size, z.rate, z.backend)
+        let policy = policy(cx, &z);
+        if let (Some(key), Some(size), Some(policy), Some(backend)) =
+            (z.key, z.size, policy, z.backend)
         {
             out.push(ZoneSpec {
                 name: z.name,
@@ -179,12 +209,30 @@ pub(super) fn zones(cx: &mut Cx, k: &str, v: &Val, have_redis: bool) -> Vec<Zone
                 ipv6_prefix: z.ipv6_prefix,
                 exempt: z.exempt,
                 size,
-                rate,
+                policy,
                 backend,
             });
         }
     }
     out
+}
+
+/// A zone's algorithm with its rate; the leaky bucket needs at least one
+/// milli-request per second (nginx's unit), so `1r/h` is for the others.
+fn policy(cx: &mut Cx, z: &ZoneDraft) -> Option<Policy> {
+    let (algorithm, (count, period)) = (z.algorithm?, z.rate?);
+    let policy = Policy::new(algorithm, count, period);
+    if policy.is_none() {
+        let span = z.rate_span.clone().unwrap_or_else(|| z.name_span.clone());
+        cx.err(
+            span,
+            format!(
+                "zone \"{}\": rate is too low for \"leaky_bucket\" (nginx counts milli-requests per second: at least 1r/1000s); use a faster rate or another algorithm",
+                z.name
+            ),
+        );
+    }
+    policy
 }
 
 /// `[conn_zones]`: the conn zones without a problem. nginx keeps both kinds

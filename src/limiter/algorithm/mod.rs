@@ -144,14 +144,29 @@ impl Policy {
         })
     }
 
-    /// nginx's leaky bucket at `rate` (`Nr/s` or `Nr/m`).
+    /// nginx's leaky bucket at `rate`, read back as `Nr/s` or (a rate
+    /// nginx truncated) `Nr/m`.
     pub fn leaky(rate: Rate) -> Policy {
+        let milli = rate.milli();
+        let (count, period_ms) = if milli % 1000 == 0 {
+            (milli / 1000, 1000)
+        } else {
+            ((milli * 60 + 500) / 1000, 60_000)
+        };
         Policy {
             algorithm: Algorithm::LeakyBucket,
-            count: rate.milli(),
-            period_ms: 1_000_000,
+            count,
+            period_ms,
             rate,
         }
+    }
+
+    /// The rate in words: "2 requests per second", "10 requests per 10
+    /// seconds".
+    pub fn describe(&self) -> String {
+        let n = self.count;
+        let s = if n == 1 { "" } else { "s" };
+        format!("{n} request{s} per {}", period_words(self.period_ms))
     }
 
     /// The most requests admitted at once from an empty state
@@ -176,6 +191,24 @@ impl Policy {
         };
         ms.div_ceil(1000).max(1)
     }
+}
+
+/// "second", "10 seconds", "5 minutes", "hour", "500 ms".
+fn period_words(ms: u64) -> String {
+    for (unit, name) in [
+        (86_400_000, "day"),
+        (3_600_000, "hour"),
+        (60_000, "minute"),
+        (1000, "second"),
+    ] {
+        if ms % unit == 0 {
+            return match ms / unit {
+                1 => name.to_string(),
+                k => format!("{k} {name}s"),
+            };
+        }
+    }
+    format!("{ms} ms")
 }
 
 /// A key's stored state: three integers whose meaning is the algorithm's

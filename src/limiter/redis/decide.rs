@@ -15,7 +15,7 @@
 use super::script::{Mode, Reply};
 use super::{CallError, OnError, RedisBackend, RedisZone, key_slot};
 use crate::limiter::protocol::{Decision, EachLocked, Holds};
-use crate::limiter::{Limit, LimitSet, Outcome, Store, evaluate};
+use crate::limiter::{Limit, LimitSet, Outcome, Store, Stored, algorithm, evaluate};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
@@ -102,7 +102,7 @@ fn groups<'a, K: AsRef<[u8]>>(
         };
         let rk = r.redis_key(k.as_ref());
         let slot = key_slot(&rk);
-        let entry = (rk, l.zone.rate.milli(), l.burst);
+        let entry = (rk, l.zone.policy.rate.milli(), l.burst);
         match groups
             .iter_mut()
             .find(|g| Arc::ptr_eq(g.backend, &r.backend) && g.slot == slot)
@@ -143,7 +143,7 @@ async fn check<'a, S: Holds, K: AsRef<[u8]>>(
             Ok(Reply::Accepted(es)) => {
                 g.backend.record_success();
                 for (&i, e) in g.limits.iter().zip(es) {
-                    d.passed(i, e);
+                    d.passed(i, stored(&d.limits()[i], e));
                 }
             }
             Ok(Reply::Busy {
@@ -184,7 +184,7 @@ async fn account<S: Holds>(
         match g.backend.call(Mode::Account, &g.keys, now, deadline).await {
             Ok(Reply::Accepted(es)) => {
                 for (&i, e) in g.limits.iter().zip(es) {
-                    d.passed(i, e);
+                    d.passed(i, stored(&d.limits()[i], e));
                 }
             }
             Ok(Reply::Busy { .. }) => {} // account never answers busy
@@ -192,6 +192,14 @@ async fn account<S: Holds>(
             // excess still gives the delay.
             Err(e) => failed(g, d.limits(), &e),
         }
+    }
+}
+
+/// What a Redis limit stored, from the excess the script answered.
+fn stored(l: &Limit, excess: u64) -> Stored {
+    Stored {
+        excess,
+        standing: algorithm::leaky_standing(l.zone.policy.rate, l.burst, excess),
     }
 }
 

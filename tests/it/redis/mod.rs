@@ -25,8 +25,8 @@ mod vectors;
 use crate::support::{Port, RedisServer, Reply, Sluice, TlsFiles, client, eventually, request};
 use sluice::limiter::redis::{TimeSource, key_slot};
 use sluice::limiter::{
-    self, Limit, MemoryZone, OnError, Outcome, Rate, RedisBackend, RedisConfig, RedisZone, Store,
-    ZoneRef,
+    self, Limit, MemoryZone, OnError, Outcome, Policy, Rate, RedisBackend, RedisConfig, RedisZone,
+    Store, ZoneRef,
 };
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,7 +9,7 @@ async fn the_server_clock_keys_and_expiry() {
     let b = backend(&redis.url(), TimeSource::Server, "sluice", OnError::Deny);
     let zone = Arc::new(ZoneRef {
         name: "z".into(),
-        rate: Rate::per_second(2).unwrap(),
+        policy: Policy::leaky(Rate::per_second(2).unwrap()),
         store: Arc::new(Store::Redis(RedisZone::new(b.clone(), "z", 1 << 20))),
         counts: Default::default(),
     });
@@ -53,7 +53,7 @@ async fn slow_zones_keep_their_state_until_it_has_drained() {
     // a request finds it empty after (5000+1000)*1000/16 = 375 s.
     let zone = Arc::new(ZoneRef {
         name: "slow".into(),
-        rate: Rate::per_minute(1).unwrap(),
+        policy: Policy::leaky(Rate::per_minute(1).unwrap()),
         store: Arc::new(Store::Redis(RedisZone::new(b, "slow", 1 << 20))),
         counts: Default::default(),
     });
@@ -81,12 +81,12 @@ async fn concurrent_requests_on_a_memory_then_redis_location() {
     let b = backend(&redis.url(), TimeSource::Server, "mix", OnError::Deny);
     let mem = Arc::new(ZoneRef::new(
         "m",
-        Rate::per_second(2).unwrap(),
+        Policy::leaky(Rate::per_second(2).unwrap()),
         Arc::new(Store::Memory(MemoryZone::with_size(1 << 20))),
     ));
     let red = Arc::new(ZoneRef::new(
         "r",
-        Rate::per_second(2).unwrap(),
+        Policy::leaky(Rate::per_second(2).unwrap()),
         Arc::new(Store::Redis(RedisZone::new(b, "r", 1 << 20))),
     ));
     let limits = Arc::new(vec![

@@ -23,7 +23,7 @@ fn pass(delay_ms: u64, limit: usize, excess: u64) -> Outcome {
         delay_ms,
         limit,
         excess,
-        tightest: (0, 0),
+        tightest: (0, Default::default()),
     }
 }
 
@@ -228,7 +228,7 @@ fn build(v: &Vector, layout: Layout, b: Option<&Arc<RedisBackend>>) -> Vec<Limit
             };
             Arc::new(ZoneRef {
                 name: (*name).into(),
-                rate: Rate::from_milli(*rate).unwrap(),
+                policy: Policy::leaky(Rate::from_milli(*rate).unwrap()),
                 store: Arc::new(store),
                 counts: Default::default(),
             })
