@@ -455,8 +455,9 @@ impl Shard {
             // "100000m" (a typo, or a hostile reload) must not take the
             // machine's memory before it holds anything (found by
             // fuzz/fuzz_targets/config.rs). nginx's zones are mapped, not
-            // touched, too.
-            table: HashTable::with_capacity(capacity.min(INITIAL_TABLE)),
+            // touched, too. Sized at the first insert, when the algorithm
+            // (what a state costs) is known.
+            table: HashTable::new(),
             share,
             nodes: Vec::new(),
             long: HashMap::new(),
@@ -582,13 +583,17 @@ impl Shard {
                 // The even share at once (nginx preallocates the whole zone)
                 // up to a few thousand states, then small steps (at most
                 // doubling, so a huge zone grows with use), never past the
-                // hard limit.
+                // hard limit. A state that costs more units (a sliding
+                // log) takes fewer nodes.
+                let per = 1 + log_cost(p);
+                let (share, hard) = (self.share / per, self.capacity / per);
                 let step = if self.nodes.is_empty() {
-                    self.share.min(4 * INITIAL_TABLE)
+                    self.table.reserve(share.min(INITIAL_TABLE), |_| 0);
+                    share.min(4 * INITIAL_TABLE)
                 } else {
-                    (self.share / 16).clamp(1, self.nodes.len())
+                    (share / 16).clamp(1, self.nodes.len())
                 };
-                let room = self.capacity - self.nodes.len();
+                let room = hard.saturating_sub(self.nodes.len());
                 self.nodes.reserve_exact(step.min(room).max(1));
             }
             self.nodes.push(node);
@@ -603,6 +608,9 @@ impl Shard {
         self.push_head(slot);
         if log_cost(p) != 0 {
             if self.logs.len() <= slot as usize {
+                // As many logs as nodes, not a doubling Vec's slack.
+                self.logs
+                    .reserve_exact(self.nodes.capacity().saturating_sub(self.logs.len()));
                 self.logs.resize_with(slot as usize + 1, Log::new);
             }
             self.logs[slot as usize] = Log::with_capacity(p.count as usize);

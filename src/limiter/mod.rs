@@ -224,3 +224,6 @@ pub async fn decide<K: AsRef<[u8]>>(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod store_tests;
