@@ -13,16 +13,19 @@
 //! An error is never a finding (most inputs are garbage); a panic is, and
 //! so is a broken invariant, asserted with `assert!` so that libFuzzer
 //! records the input.//!
-//! One file per target: `config`, `upstream`, `http1`, `limiter`, each
+//! One file per target: `config`, `upstream`, `http1`, `limiter`,
+//! `algorithms`, each
 //! opening with what its input is and what it checks; this file holds
 //! what they share (the input [`Reader`], the [`pieces`] a connection
 //! might receive) and the corpus replay.
 
+mod algorithms;
 mod config;
 mod http1;
 mod limiter;
 mod upstream;
 
+pub use algorithms::algorithms;
 pub use config::config;
 pub use http1::http1;
 pub use limiter::limiter;
@@ -38,6 +41,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("upstream", upstream),
     ("limiter", limiter),
     ("http1", http1),
+    ("algorithms", algorithms),
 ];
 
 /// Reads the structured part of an input: numbers off the front, zeros
