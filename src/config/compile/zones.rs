@@ -9,7 +9,7 @@ use super::super::spec::{Backend, ConnZoneSpec, Spec, ZoneSpec};
 use crate::connlimit::ConnZone;
 use crate::errlog::{self, Severity};
 use crate::limiter::redis::{EventSink, RedisEvent};
-use crate::limiter::{MemoryZone, RedisBackend, RedisZone, Store, ZoneRef};
+use crate::limiter::{Algorithm, MemoryZone, Policy, RedisBackend, RedisZone, Store, ZoneRef};
 use std::sync::Arc;
 
 /// One backend for every Redis zone, when a zone uses it; kept across a
@@ -70,7 +70,8 @@ pub(super) fn zones(
 }
 
 /// Where zone `z` keeps its states: `old`'s store if it stays in the same
-/// place with the same size, else a new one.
+/// place with the same size and its states still mean the same, else a new
+/// one.
 fn store(
     z: &ZoneSpec,
     old: Option<&Zone>,
@@ -89,7 +90,11 @@ fn store(
                 old: o.key.source().to_string(),
             });
         }
-        Some(o) if o.size == z.size && same_place(o) => o.limiter.store.clone(),
+        Some(o)
+            if o.size == z.size && same_place(o) && same_states(&o.limiter.policy, &z.policy) =>
+        {
+            o.limiter.store.clone()
+        }
         _ => match (z.backend, redis) {
             (Backend::Redis, Some(b)) => {
                 Arc::new(Store::Redis(RedisZone::new(b.clone(), &z.name, z.size)))
@@ -103,6 +108,15 @@ fn store(
             (Backend::Memory, _) => Arc::new(Store::Memory(MemoryZone::with_size(z.size))),
         },
     })
+}
+
+/// Whether states stored under `old` mean the same under `new`: the same
+/// algorithm (a cell is read by its algorithm), and for a sliding log the
+/// same count (each log is allocated for it). A new rate alone keeps the
+/// states, as nginx keeps a zone whose rate changed.
+fn same_states(old: &Policy, new: &Policy) -> bool {
+    old.algorithm == new.algorithm
+        && (new.algorithm != Algorithm::SlidingLog || old.count == new.count)
 }
 
 /// The limit_conn zones. One with the same name and size keeps its counts
@@ -129,4 +143,41 @@ pub(super) fn conn_zones(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, parse_str};
+    use std::sync::Arc;
+
+    fn compile(zone: &str, previous: Option<&Config>) -> Config {
+        let text = format!(
+            "[zones.z]\nkey = \"$binary_remote_addr\"\nsize = \"1m\"\n{zone}\n[[servers]]\nlisten = \"127.0.0.1:1\"\nproxy_pass = \"http://127.0.0.1:2\"\nlimit_req = {{ zone = \"z\" }}\n"
+        );
+        let spec = parse_str("t.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        Config::compile(spec, previous).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A reload keeps a zone's states while they mean the same: a new rate
+    /// keeps them (as nginx), a new algorithm or sliding-log count does not.
+    #[test]
+    fn a_reload_keeps_states_only_while_they_mean_the_same() {
+        let store = |c: &Config| c.zones[0].limiter.store.clone();
+        let first = compile("rate = \"2r/s\"", None);
+        let faster = compile("rate = \"5r/s\"", Some(&first));
+        assert!(Arc::ptr_eq(&store(&first), &store(&faster)));
+        let tb = compile(
+            "rate = \"5r/s\"\nalgorithm = \"token_bucket\"",
+            Some(&faster),
+        );
+        assert!(!Arc::ptr_eq(&store(&faster), &store(&tb)));
+        let log = compile("rate = \"5r/s\"\nalgorithm = \"sliding_log\"", Some(&tb));
+        let longer = compile("rate = \"5r/2s\"\nalgorithm = \"sliding_log\"", Some(&log));
+        assert!(Arc::ptr_eq(&store(&log), &store(&longer)), "same count");
+        let more = compile(
+            "rate = \"6r/2s\"\nalgorithm = \"sliding_log\"",
+            Some(&longer),
+        );
+        assert!(!Arc::ptr_eq(&store(&longer), &store(&more)), "new count");
+    }
 }
