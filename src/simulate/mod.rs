@@ -205,6 +205,9 @@ pub fn run(trace: &Trace, setup: &Setup, rows: &[Row]) -> Result<Report, SimErro
     if setup.burst > MAX_BURST {
         return Err(SimError::Burst(setup.burst));
     }
+    // Count and period in range (every row's policy then exists but
+    // perhaps nginx's), before any arithmetic on them.
+    setup.policy(Row::TokenBucket)?;
     let period = setup.period_ms;
     let first = trace.arrivals.iter().map(|a| a.at_ms).min().unwrap_or(0);
     let last = trace.arrivals.iter().map(|a| a.at_ms).max().unwrap_or(0);
@@ -313,7 +316,7 @@ impl Run<'_> {
         let n = self.trace.arrivals.len();
         let mut states: Vec<(Cell, Log)> = vec![Default::default(); self.trace.keys.len()];
         let mut decisions = vec![false; n];
-        let mut done = vec![None; n];
+        let mut done = delays.then(|| vec![None; n]);
         for &i in self.order {
             let a = self.trace.arrivals[i];
             let now = self.clock.now(a.at_ms);
@@ -322,11 +325,13 @@ impl Run<'_> {
             if c.admit {
                 algorithm::charge(&self.policy, cell, log, now);
                 decisions[i] = true;
-                let delay = bucket::delay_ms(c.excess, 0, self.policy.rate);
-                done[i] = Some((self.clock.rel(a.at_ms) + delay) * self.policy.count);
+                if let Some(done) = &mut done {
+                    let delay = bucket::delay_ms(c.excess, 0, self.policy.rate);
+                    done[i] = Some((self.clock.rel(a.at_ms) + delay) * self.policy.count);
+                }
             }
         }
-        (decisions, delays.then_some(done))
+        (decisions, done)
     }
 
     /// The article's queue, one per key.

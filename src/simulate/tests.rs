@@ -214,6 +214,23 @@ fn bad_setups_are_refused() {
         run(&trace, &zero, &Row::ALL),
         Err(SimError::Rate(_))
     ));
+    // Refused before any arithmetic on it (no division by a zero period).
+    let no_period = Setup {
+        period_ms: 0,
+        ..ARTICLE
+    };
+    assert!(matches!(
+        run(&trace, &no_period, &[Row::Gcra]),
+        Err(SimError::Rate(_))
+    ));
+    let long = Setup {
+        period_ms: algorithm::MAX_PERIOD_MS + 1,
+        ..ARTICLE
+    };
+    assert!(matches!(
+        run(&trace, &long, &[Row::Gcra]),
+        Err(SimError::Rate(_))
+    ));
 }
 
 #[test]
