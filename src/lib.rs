@@ -17,7 +17,8 @@
 //!   location), limit_req, limit_conn, content (`return` or upstream),
 //!   finish; every early end is a `ProxyError` answered in one place.
 //! - [`metrics`]: Prometheus counters for the admin listener;
-//!   [`check`]: the summary `sluice check` prints.
+//!   [`check`]: the summary `sluice check` prints; [`simulate`]: `sluice
+//!   simulate`, the limiter's algorithms compared over a request sequence.
 //! - [`config`]: the TOML file → a validated [`config::Spec`], every error
 //!   reported as `FILE:LINE:COL: message` → the [`config::Config`] that
 //!   serves (inheritance resolved, zones allocated, locations in nginx's
@@ -65,5 +66,6 @@ pub mod realip;
 pub mod request;
 pub mod respond;
 pub mod server;
+pub mod simulate;
 pub mod upstream;
 pub mod vars;

@@ -6,6 +6,7 @@ use sluice::config::Config;
 use sluice::config::{self, LoadError};
 use sluice::control;
 use sluice::errlog::Severity;
+use sluice::simulate::{self, Row, Scenario, Source};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -87,6 +88,66 @@ enum Command {
     Reopen(Target),
     /// Tell a running sluice to stop gracefully (SIGTERM).
     Stop(Target),
+    /// Run the limiter's algorithms over a request sequence and compare
+    /// what each admits (the seed article's table).
+    Simulate(SimulateArgs),
+}
+
+/// `sluice simulate (--scenario A|B | --trace FILE) [options]`.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["scenario", "trace"])))]
+struct SimulateArgs {
+    /// The article's scenario: A (10 requests at 9.9 s, 10 at 10.1 s) or B
+    /// (46 requests).
+    #[arg(long, value_name = "A|B", value_parser = scenario_arg)]
+    scenario: Option<Scenario>,
+    /// Arrival times in seconds, one per line (decimals allowed, at most 3),
+    /// optionally followed by a client key; `#` starts a comment.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// The limit, as a zone's `rate`: 10r/10s, 2r/s, 100r/5m, 5r/h.
+    #[arg(long, default_value = "10r/10s", value_parser = rate_arg)]
+    rate: (u64, u64),
+    /// limit_req's burst for the buckets and the queue (windows take none):
+    /// an empty bucket admits burst + 1 at once.
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u64).range(0..=simulate::MAX_BURST))]
+    burst: u64,
+    /// Only this algorithm (repeatable; default: all): fixed_window,
+    /// sliding_log, sliding_window, token_bucket, leaky_queue, gcra,
+    /// leaky_bucket.
+    #[arg(long = "algorithm", value_name = "NAME", value_parser = row_arg)]
+    algorithms: Vec<Row>,
+    /// `table` (aligned, for people) or `json`.
+    #[arg(long, value_enum, default_value = "table")]
+    format: SimFormat,
+    /// Also draw admitted and rejected requests over time, one lane per
+    /// algorithm, as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SimFormat {
+    Table,
+    Json,
+}
+
+fn scenario_arg(s: &str) -> Result<Scenario, String> {
+    Scenario::from_name(s).ok_or_else(|| format!("unknown scenario \"{s}\" (expected A or B)"))
+}
+
+fn rate_arg(s: &str) -> Result<(u64, u64), String> {
+    sluice::limiter::algorithm::parse_rate(s)
+}
+
+fn row_arg(s: &str) -> Result<Row, String> {
+    Row::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Row::ALL.iter().map(|r| r.name()).collect();
+        format!(
+            "unknown algorithm \"{s}\" (expected one of: {})",
+            names.join(", ")
+        )
+    })
 }
 
 /// Which running sluice: by its pid file, or the `pid_file` of its config.
@@ -109,6 +170,7 @@ fn main() -> ExitCode {
         Some(Command::Reload(t)) => signal(t, control::Signal::Reload),
         Some(Command::Reopen(t)) => signal(t, control::Signal::Reopen),
         Some(Command::Stop(t)) => signal(t, control::Signal::Stop),
+        Some(Command::Simulate(args)) => simulate(args),
         None => match cli.config {
             Some(config) => run(config),
             None => {
@@ -191,6 +253,77 @@ fn signal(target: Target, signal: control::Signal) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `sluice simulate`: exit 1 for an unreadable or bad trace (each problem
+/// as `FILE:LINE: message`) or an unwritable plot, 2 for arguments that do
+/// not fit together.
+fn simulate(args: SimulateArgs) -> ExitCode {
+    let name = args.trace.as_ref().map(|p| p.display().to_string());
+    let (trace, source) = match (args.scenario, &name) {
+        (Some(s), _) => (s.trace(), Source::Scenario(s)),
+        (None, Some(file)) => match read_trace(file) {
+            Ok(t) => (t, Source::File(file)),
+            Err(code) => return code,
+        },
+        (None, None) => unreachable!("clap requires --scenario or --trace"),
+    };
+    let (count, period_ms) = args.rate;
+    let setup = simulate::Setup {
+        count,
+        period_ms,
+        burst: args.burst,
+    };
+    let all = args.algorithms.is_empty();
+    let rows = if all {
+        Row::ALL.to_vec()
+    } else {
+        args.algorithms
+    };
+    let report = match simulate::run(&trace, &setup, &rows) {
+        // Asked for all, a rate nginx cannot run leaves its row out.
+        Err(e @ simulate::SimError::TooSlowForLeakyBucket(_)) if all => {
+            eprintln!("sluice: leaving leaky_bucket out: {e}");
+            let others: Vec<Row> = rows
+                .into_iter()
+                .filter(|&r| r != Row::LeakyBucket)
+                .collect();
+            simulate::run(&trace, &setup, &others)
+        }
+        r => r,
+    };
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(path) = &args.plot {
+        if let Err(e) = std::fs::write(path, simulate::svg(&report, &trace, source)) {
+            eprintln!("sluice: cannot write {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    match args.format {
+        SimFormat::Table => print!("{}", simulate::table(&report, &trace, source)),
+        SimFormat::Json => print!("{}", simulate::json(&report, source)),
+    }
+    ExitCode::SUCCESS
+}
+
+fn read_trace(file: &str) -> Result<simulate::Trace, ExitCode> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        eprintln!("sluice: cannot read {file}: {e}");
+        ExitCode::from(1)
+    })?;
+    simulate::parse_trace(&text).map_err(|e| {
+        match e.line {
+            0 => eprintln!("{file}: {}", e.message),
+            line => eprintln!("{file}:{line}: {}", e.message),
+        }
+        ExitCode::from(1)
+    })
 }
 
 #[cfg(test)]

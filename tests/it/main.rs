@@ -15,3 +15,4 @@ mod nginx_diff;
 mod ops;
 mod proxy;
 mod redis;
+mod simulate;
