@@ -4,8 +4,11 @@
 //! - Monotonic time is tokio's ([`tokio::time::Instant`]), so that tests can
 //!   pause it. The limiter takes `now` as an argument in integer
 //!   milliseconds (so it can be tested exhaustively); [`Clock`] is where
-//!   those milliseconds come from, offset like nginx's `ngx_current_msec` so
-//!   that a state with `last = 0` is always long drained.
+//!   those milliseconds come from: monotonic, counted from the Unix time at
+//!   the clock's creation, so that window algorithms' windows fall on
+//!   multiples of their period since the epoch (as in Redis, on `TIME`)
+//!   and a state with `last = 0` is always long drained (nginx's
+//!   `ngx_current_msec` is large too).
 //! - Wall-clock time, for the logs' timestamps and `Date`, is read by
 //!   [`unix_secs`], [`unix_ms`] and [`coarse_unix_secs`].
 
@@ -13,15 +16,19 @@
 #[derive(Clone, Copy)]
 pub struct Clock {
     start: tokio::time::Instant,
+    /// The Unix time in ms at `start` (at least [`Clock::BASE`]).
+    base: u64,
 }
 
 impl Clock {
-    /// nginx's clock counts from boot; a large base keeps `now - 0` large.
+    /// The smallest base: keeps `now - 0` large on a machine whose clock
+    /// says 1970.
     const BASE: u64 = 1_000_000_000;
 
     pub fn new() -> Clock {
         Clock {
             start: tokio::time::Instant::now(),
+            base: unix_ms().max(Self::BASE),
         }
     }
 
@@ -32,7 +39,7 @@ impl Clock {
     /// The limiter's milliseconds at `t` (a request's arrival: one clock
     /// read serves the limits, the access log and the latency metric).
     pub fn ms_at(&self, t: tokio::time::Instant) -> u64 {
-        Self::BASE + t.saturating_duration_since(self.start).as_millis() as u64
+        self.base + t.saturating_duration_since(self.start).as_millis() as u64
     }
 }
 
