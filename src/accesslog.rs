@@ -157,6 +157,8 @@ pub struct Record {
     pub upstream_ms: Option<u64>,
     /// `$limit_conn_status`.
     pub limit_conn_status: &'static str,
+    /// `$limit_req_algorithm`: the algorithm of `zone`, `-` when none.
+    pub limit_req_algorithm: &'static str,
 }
 
 impl Record {
@@ -184,6 +186,7 @@ impl Record {
             zone: String::new(),
             upstream_ms: None,
             limit_conn_status: "-",
+            limit_req_algorithm: "-",
         }
     }
 
@@ -220,6 +223,7 @@ impl Record {
             },
             connection: self.connection,
             limit_conn_status: self.limit_conn_status,
+            limit_req_algorithm: self.limit_req_algorithm,
         };
         let resp = ResponseVars {
             status: self.status,

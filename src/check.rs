@@ -33,16 +33,20 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     s
 }
 
-/// The rate as the zone applies it: nginx's leaky bucket in its own
-/// milli-requests per second (so a truncated `Nr/m` shows), the others as
-/// a count per period.
+/// The rate as written (`10r/10s`); for nginx's leaky bucket also what it
+/// leaks when that reads differently (`10r/10s = 1r/s`), in its own
+/// milli-requests per second when it truncated (`1r/m = 16 milli-req/s`).
 fn rate_text(p: &Policy) -> String {
+    let written = crate::config::values::rate_text(p.count, p.period_ms);
     let milli = p.rate.milli();
-    match p.algorithm {
-        Algorithm::LeakyBucket if milli % 1000 == 0 => format!("{}r/s", milli / 1000),
-        Algorithm::LeakyBucket => format!("{milli} milli-req/s"),
-        _ if p.period_ms == 1000 => format!("{}r/s", p.count),
-        _ => format!("{}r/{}ms", p.count, p.period_ms),
+    let leaks = match milli % 1000 {
+        0 => format!("{}r/s", milli / 1000),
+        _ => format!("{milli} milli-req/s"),
+    };
+    if p.algorithm != Algorithm::LeakyBucket || leaks == written {
+        written
+    } else {
+        format!("{written} = {leaks}")
     }
 }
 
@@ -152,5 +156,63 @@ fn action_text(action: &Action) -> String {
             p.authority,
             p.uri.as_deref().unwrap_or("")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_name_their_algorithm_and_rate() {
+        let spec = crate::config::parse_str(
+            "t.toml",
+            r#"
+[zones.plain]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "2r/s"
+[zones.minute]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/m"
+[zones.article]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "10r/10s"
+[zones.window]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "100r/5m"
+algorithm = "sliding_window"
+[zones.gcra]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "1r/h"
+algorithm = "gcra"
+[[servers]]
+listen = "127.0.0.1:1"
+[[servers.locations]]
+path = "/"
+limit_req = { zone = "gcra", burst = 9, nodelay = true }
+return = { status = 200 }
+"#,
+        )
+        .unwrap();
+        let s = summary("t.toml", &spec);
+        let zone = |name: &str| {
+            s.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} in\n{s}"))
+                .split_once("states)")
+                .map(|(_, rest)| rest.trim().to_string())
+                .unwrap()
+        };
+        assert_eq!(zone("plain"), "leaky_bucket rate 2r/s");
+        assert_eq!(zone("minute"), "leaky_bucket rate 1r/m = 16 milli-req/s");
+        assert_eq!(zone("article"), "leaky_bucket rate 10r/10s = 1r/s");
+        assert_eq!(zone("window"), "sliding_window rate 100r/5m");
+        assert_eq!(zone("gcra"), "gcra rate 1r/h");
+        assert!(s.contains("limit_req gcra burst=9 nodelay"), "{s}");
     }
 }

@@ -297,6 +297,10 @@ struct Zones(Vec<ZoneValues>);
 #[derive(Debug)]
 struct ZoneValues {
     name: String,
+    /// `sluice_limit_req_zone_info`'s labels: the algorithm, and the rate
+    /// as `rate` is written (`10r/10s`).
+    algorithm: &'static str,
+    rate: String,
     states: usize,
     capacity: usize,
     evictions: u64,
@@ -321,8 +325,11 @@ impl Zones {
                             r.stats.fallbacks.load(Ordering::Relaxed),
                         )),
                     };
+                    let policy = &z.limiter.policy;
                     ZoneValues {
                         name: z.name().to_string(),
+                        algorithm: policy.algorithm.name(),
+                        rate: crate::config::values::rate_text(policy.count, policy.period_ms),
                         states: store.len(),
                         capacity: m.capacity(),
                         evictions: m.evictions(),
@@ -338,6 +345,7 @@ impl Zones {
 impl Collector for Zones {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let (zones, e) = (&self.0, &mut encoder);
+        self.encode_info(e)?;
         self.encode_decisions(e)?;
         per_zone(
             e,
@@ -383,6 +391,26 @@ impl Collector for Zones {
 }
 
 impl Zones {
+    /// `sluice_limit_req_zone_info`: 1 per zone, labelled with what it is,
+    /// so that a dashboard can join the other series on `zone`.
+    fn encode_info(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "sluice_limit_req_zone_info",
+            "A zone's algorithm and rate (always 1).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for z in &self.0 {
+            let l = [
+                ("zone", z.name.clone()),
+                ("algorithm", z.algorithm.to_string()),
+                ("rate", z.rate.clone()),
+            ];
+            ConstGauge::new(1i64).encode(family.encode_family(&l)?)?;
+        }
+        Ok(())
+    }
+
     /// `sluice_limit_req_requests`: one series per zone and status.
     fn encode_decisions(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut family = encoder.encode_descriptor(
@@ -512,6 +540,15 @@ mod tests {
 key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/s"
+[zones.w]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "10r/10s"
+algorithm = "sliding_window"
+[zones.slow]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "30r/m"
 [conn_zones.addr]
 key = "$binary_remote_addr"
 size = "1m"
@@ -548,6 +585,10 @@ return = { status = 200 }
             "sluice_config_reloads_total{result=\"failed\"} 1",
             "sluice_config_last_reload_successful 0",
             "sluice_limit_req_zone_states{zone=\"z\"} 0",
+            "# TYPE sluice_limit_req_zone_info gauge",
+            "sluice_limit_req_zone_info{zone=\"z\",algorithm=\"leaky_bucket\",rate=\"1r/s\"} 1",
+            "sluice_limit_req_zone_info{zone=\"w\",algorithm=\"sliding_window\",rate=\"10r/10s\"} 1",
+            "sluice_limit_req_zone_info{zone=\"slow\",algorithm=\"leaky_bucket\",rate=\"30r/m\"} 1",
             "sluice_limit_req_zone_evictions_total{zone=\"z\"} 0",
             "sluice_connections_refused_total 1",
             "sluice_limit_conn_requests_total{zone=\"addr\",status=\"rejected\"} 2",
@@ -557,6 +598,7 @@ return = { status = 200 }
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
+        assert_eq!(text.matches("sluice_limit_req_zone_info{").count(), 3);
         assert!(text.ends_with("# EOF\n"));
         assert_eq!(text.matches("# EOF").count(), 1);
     }

@@ -267,16 +267,27 @@ impl QuotaProblem {
     }
 }
 
-/// A limit in words, for problem details: "2 requests per second, burst 5".
+/// A limit in words, for problem details: "2 requests per second, burst
+/// 5"; another algorithm than nginx's is named after it ("10 requests per
+/// 10 seconds, burst 9, token bucket"), not in parentheses, which the
+/// zone's name follows in.
 pub fn describe_limit(limit: &crate::limiter::Limit) -> String {
     let p = limit.policy();
     let mut s = p.describe();
     if limit.burst > 0 {
         s.push_str(&format!(", burst {}", limit.burst / 1000));
     }
-    if p.algorithm != crate::limiter::Algorithm::LeakyBucket {
-        s.push_str(&format!(" ({})", p.algorithm.name().replace('_', " ")));
-    }
+    use crate::limiter::Algorithm as A;
+    let words = match p.algorithm {
+        A::LeakyBucket => return s,
+        A::TokenBucket => "token bucket",
+        A::Gcra => "GCRA",
+        A::FixedWindow => "fixed window",
+        A::SlidingWindow => "sliding window",
+        A::SlidingLog => "sliding log",
+    };
+    s.push_str(", ");
+    s.push_str(words);
     s
 }
 
@@ -399,6 +410,51 @@ mod tests {
                 String::from_utf8(b).unwrap()
             };
             assert_eq!(body(fast), body(slow));
+        }
+    }
+
+    #[test]
+    fn limits_are_described_with_their_algorithm() {
+        use crate::limiter::{Algorithm, Limit, MemoryZone, Policy, Store, ZoneRef};
+        use std::sync::Arc;
+        let limit = |alg, burst| Limit {
+            zone: Arc::new(ZoneRef::new(
+                "z",
+                Policy::new(alg, 10, 10_000).unwrap(),
+                Arc::new(Store::Memory(MemoryZone::with_capacity(10))),
+            )),
+            burst,
+            delay: Limit::NODELAY,
+        };
+        for (alg, burst, want) in [
+            (
+                Algorithm::LeakyBucket,
+                9000,
+                "10 requests per 10 seconds, burst 9",
+            ),
+            (
+                Algorithm::TokenBucket,
+                9000,
+                "10 requests per 10 seconds, burst 9, token bucket",
+            ),
+            (Algorithm::Gcra, 0, "10 requests per 10 seconds, GCRA"),
+            (
+                Algorithm::FixedWindow,
+                0,
+                "10 requests per 10 seconds, fixed window",
+            ),
+            (
+                Algorithm::SlidingWindow,
+                0,
+                "10 requests per 10 seconds, sliding window",
+            ),
+            (
+                Algorithm::SlidingLog,
+                0,
+                "10 requests per 10 seconds, sliding log",
+            ),
+        ] {
+            assert_eq!(describe_limit(&limit(alg, burst)), want);
         }
     }
 

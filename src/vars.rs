@@ -45,6 +45,8 @@ pub enum Var {
     ConnectionId,
     /// nginx's `$limit_conn_status`: known once the response is done.
     LimitConnStatus,
+    /// The algorithm of the zone `$limit_req_zone` names (not nginx's).
+    LimitReqAlgorithm,
 }
 
 impl Var {
@@ -76,6 +78,7 @@ impl Var {
             "remote_user" => Var::RemoteUser,
             "connection" => Var::ConnectionId,
             "limit_conn_status" => Var::LimitConnStatus,
+            "limit_req_algorithm" => Var::LimitReqAlgorithm,
             _ => {
                 if let Some(h) = name.strip_prefix("http_") {
                     let h = h.replace('_', "-").to_ascii_lowercase();
@@ -105,7 +108,8 @@ impl Var {
             | Var::Msec
             | Var::RemoteUser
             | Var::ConnectionId
-            | Var::LimitConnStatus => Context::Log,
+            | Var::LimitConnStatus
+            | Var::LimitReqAlgorithm => Context::Log,
             _ => Context::Key,
         }
     }
@@ -350,6 +354,8 @@ pub struct LogVars {
     pub connection: u64,
     /// `$limit_conn_status`; `-` when no `limit_conn` applied.
     pub limit_conn_status: &'static str,
+    /// `$limit_req_algorithm`: the deciding zone's algorithm, `-` when none.
+    pub limit_req_algorithm: &'static str,
 }
 
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
@@ -439,7 +445,8 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
         | Var::TimeIso8601
         | Var::Msec
         | Var::ConnectionId
-        | Var::LimitConnStatus => {
+        | Var::LimitConnStatus
+        | Var::LimitReqAlgorithm => {
             if let Some(l) = resp.and_then(|r| r.log) {
                 eval_log_var(v, l, out)
             }
@@ -538,6 +545,7 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
         Var::Msec => push_secs(out, l.unix_ms),
         Var::ConnectionId => push_u64(out, l.connection),
         Var::LimitConnStatus => out.extend_from_slice(l.limit_conn_status.as_bytes()),
+        Var::LimitReqAlgorithm => out.extend_from_slice(l.limit_req_algorithm.as_bytes()),
         _ => {}
     }
 }

@@ -77,3 +77,5 @@ fn stages(file: &str, text: &str, read_files: bool) -> Result<Spec, ConfigErrors
 mod stage_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_algorithms;

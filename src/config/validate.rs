@@ -25,6 +25,8 @@ use std::ops::Range;
 /// The zones levels may name.
 struct Zones<'a> {
     req: &'a [ZoneSpec],
+    /// `[zones]` tables with an error (reported), by name.
+    broken: &'a [String],
     conn: &'a [ConnZoneSpec],
 }
 
@@ -36,6 +38,7 @@ pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
     }
     let zones = Zones {
         req: &draft.zones,
+        broken: &draft.broken_zones,
         conn: &draft.conn_zones,
     };
     let http = level(draft.http, &zones, d);
@@ -113,12 +116,12 @@ fn redis(mut r: RedisDraft, d: &mut Diagnostics) -> Option<RedisConfig> {
 fn level(l: LevelDraft, zones: &Zones, d: &mut Diagnostics) -> Level {
     let mut level = l.level;
     level.limit_req = l.limit_req.and_then(|uses| {
-        let lookup = |name: &str| {
-            zones
-                .req
-                .iter()
-                .position(|z| z.name == name)
-                .ok_or_else(|| format!("unknown limit_req_zone \"{name}\""))
+        let lookup = |name: &str| match zones.req.iter().position(|z| z.name == name) {
+            Some(i) => Ok(i),
+            None if zones.broken.iter().any(|b| b == name) => Err(format!(
+                "limit_req_zone \"{name}\" cannot be used: its table [zones.{name}] has an error"
+            )),
+            None => Err(format!("unknown limit_req_zone \"{name}\"")),
         };
         let limits = resolve(uses, "limit_req", lookup, d)?;
         let mut ok = true;
@@ -175,7 +178,7 @@ fn fits_algorithm(zone: &ZoneSpec, s: &LimitSettings, d: &mut Diagnostics) -> bo
         d.error(
             span.clone(),
             format!(
-                "zone \"{name}\" uses algorithm \"{}\", which never delays: \"delay\" is for \"leaky_bucket\" only",
+                "zone \"{name}\" uses algorithm \"{}\", which never delays: \"delay\" is for \"leaky_bucket\" only (remove it: this algorithm admits or rejects at once)",
                 alg.name()
             ),
         );

@@ -78,12 +78,12 @@ pub(crate) enum ProxyError<'a> {
     },
 }
 
-/// The `limit_req` decision a response reports (`$limit_req_status` and the
-/// deciding zone), none before the limits.
-pub(crate) type Decided<'a> = (Option<LimitReqStatus>, &'a str);
+/// The `limit_req` decision a response reports (`$limit_req_status`, the
+/// deciding zone and its algorithm), none before the limits.
+pub(crate) type Decided<'a> = (Option<LimitReqStatus>, &'a str, &'static str);
 
 /// Before any limit was applied.
-pub(crate) const UNDECIDED: Decided<'static> = (None, "");
+pub(crate) const UNDECIDED: Decided<'static> = (None, "", "-");
 
 impl ProxyError<'_> {
     /// The status it is answered (and logged) with; `loc` is where it

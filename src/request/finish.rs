@@ -13,11 +13,12 @@ use http::Response;
 pub(crate) fn finish(
     resp: Result<Response<Body>, CloseConnection>,
     record: Option<Record>,
-    (limit_req_status, zone): Decided,
+    (limit_req_status, zone, algorithm): Decided,
 ) -> Result<Response<Body>, CloseConnection> {
     let Some(mut r) = record else { return resp };
     r.limit_req_status = limit_req_status;
     r.zone = zone.to_string();
+    r.limit_req_algorithm = algorithm;
     match resp {
         Ok(resp) => {
             r.status = resp.status().as_u16();

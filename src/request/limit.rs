@@ -46,7 +46,11 @@ pub(crate) async fn limit_req<'l>(
     }
     let limited = Limited {
         outcome,
-        decided: (status, zone.map_or("", |z| &z.name)),
+        decided: (
+            status,
+            zone.map_or("", |z| &z.name),
+            zone.map_or("-", |z| z.policy.algorithm.name()),
+        ),
     };
     let rejection = match limited.outcome {
         Outcome::Unlimited | Outcome::Accepted { delay_ms: 0, .. } => None,
@@ -170,6 +174,7 @@ async fn delay(cx: &Ctx<'_>, limited: &Limited<'_>, record: &mut Option<Record>,
     if let Some(r) = record.as_mut() {
         r.limit_req_status = limited.decided.0;
         r.zone = limited.decided.1.to_string();
+        r.limit_req_algorithm = limited.decided.2;
     }
     let mut guard = DelayGuard {
         armed: true,

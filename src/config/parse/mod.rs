@@ -45,6 +45,8 @@ pub(super) struct Draft {
     pub log_format: Option<Template>,
     /// The zones without a problem.
     pub zones: Vec<ZoneSpec>,
+    /// The names of the `[zones]` tables with one (reported).
+    pub broken_zones: Vec<String>,
     pub conn_zones: Vec<ConnZoneSpec>,
     /// `None`: the file has no `servers` at all.
     pub servers: Option<Vec<ServerDraft>>,
@@ -73,7 +75,9 @@ static TOP: Schema<Top> = Schema {
     own: &[
         Key {
             name: "zones",
-            read: |cx, k, v, t| t.draft.zones = zones::zones(cx, k, v, t.have_redis),
+            read: |cx, k, v, t| {
+                t.draft.zones = zones::zones(cx, k, v, t.have_redis, &mut t.draft.broken_zones)
+            },
         },
         Key {
             name: "servers",
@@ -158,6 +162,7 @@ pub(super) fn parse(file: &str, text: &str, d: &mut Diagnostics) -> Option<Draft
             http: LevelDraft::default(),
             log_format: None,
             zones: Vec::new(),
+            broken_zones: Vec::new(),
             conn_zones: Vec::new(),
             servers: None,
             ops: OpsSpec::default(),

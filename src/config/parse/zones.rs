@@ -1,8 +1,9 @@
 //! `[zones.NAME]` (nginx's `limit_req_zone KEY zone=NAME:SIZE rate=RATE`)
 //! and `[conn_zones.NAME]` (nginx's `limit_conn_zone KEY zone=NAME:SIZE`).
 //!
-//! Only zones without a problem are kept: a `limit_req` naming a broken
-//! zone is then told the zone is unknown, as before.
+//! Only zones without a problem are kept; the names of the others are
+//! kept too, so that a `limit_req` naming one is told the zone has an
+//! error rather than that it does not exist.
 
 use super::super::spec::{Backend, ConnZoneSpec, ZoneSpec};
 use super::super::values;
@@ -188,12 +189,20 @@ fn read_zone(
     z
 }
 
-/// `[zones]`: the zones without a problem.
-pub(super) fn zones(cx: &mut Cx, k: &str, v: &Val, have_redis: bool) -> Vec<ZoneSpec> {
+/// `[zones]`: the zones without a problem; the names of the others go to
+/// `broken`.
+pub(super) fn zones(
+    cx: &mut Cx,
+    k: &str,
+    v: &Val,
+    have_redis: bool,
+    broken: &mut Vec<String>,
+) -> Vec<ZoneSpec> {
     let mut out = Vec::new();
     let Some(t) = cx.table(v, k) else { return out };
     for (name, zv) in t.iter() {
         let Some(zt) = cx.table(zv, name.get_ref()) else {
+            broken.push(name.get_ref().to_string());
             continue;
         };
         let what = format!("[zones.{}]", name.get_ref());
@@ -212,6 +221,8 @@ pub(super) fn zones(cx: &mut Cx, k: &str, v: &Val, have_redis: bool) -> Vec<Zone
                 policy,
                 backend,
             });
+        } else {
+            broken.push(name.get_ref().to_string());
         }
     }
     out
@@ -219,6 +230,7 @@ pub(super) fn zones(cx: &mut Cx, k: &str, v: &Val, have_redis: bool) -> Vec<Zone
 
 /// A zone's algorithm with its rate; the leaky bucket needs at least one
 /// milli-request per second (nginx's unit), so `1r/h` is for the others.
+/// (Every other failure of `Policy::new` is a rate `parse_rate` refused.)
 fn policy(cx: &mut Cx, z: &ZoneDraft) -> Option<Policy> {
     let (algorithm, (count, period)) = (z.algorithm?, z.rate?);
     let policy = Policy::new(algorithm, count, period);
@@ -227,8 +239,9 @@ fn policy(cx: &mut Cx, z: &ZoneDraft) -> Option<Policy> {
         cx.err(
             span,
             format!(
-                "zone \"{}\": rate is too low for \"leaky_bucket\" (nginx counts milli-requests per second: at least 1r/1000s); use a faster rate or another algorithm",
-                z.name
+                "zone \"{}\": rate \"{}\" is too slow for algorithm \"leaky_bucket\" (nginx's, the default), which counts whole milli-requests per second: its slowest rate is 1r/1000s (4r/h); raise the rate, or choose \"token_bucket\", \"gcra\" or a window, which take any rate",
+                z.name,
+                values::rate_text(count, period)
             ),
         );
     }

@@ -8,6 +8,7 @@
 //! - [`limits`]: what limits do to the response: 444, Retry-After, a client gone while
 //!   delayed, dry run, a flood of log lines.
 
+mod algorithms;
 mod forwarding;
 mod limits;
 mod requests;
