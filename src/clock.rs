@@ -81,3 +81,19 @@ pub fn coarse_unix_secs() -> u64 {
         unix_secs()
     }
 }
+
+#[cfg(test)]
+mod unix_aligned {
+    use super::*;
+
+    /// The limiter's milliseconds are Unix milliseconds (so windows fall
+    /// where Redis's `TIME` puts them), moving with the monotonic clock.
+    #[tokio::test(start_paused = true)]
+    async fn limiter_milliseconds_are_unix_milliseconds() {
+        let c = Clock::new();
+        let (ours, unix) = (c.now_ms(), unix_ms());
+        assert!(ours.abs_diff(unix) < 1000, "{ours} against {unix}");
+        tokio::time::advance(std::time::Duration::from_secs(10)).await;
+        assert_eq!(c.now_ms() - ours, 10_000);
+    }
+}
