@@ -62,6 +62,7 @@ struct Node {
 }
 
 impl Node {
+    #[inline]
     fn cell(&self) -> Cell {
         if self.packed {
             Cell {
@@ -78,6 +79,7 @@ impl Node {
         }
     }
 
+    #[inline]
     fn store(&mut self, c: Cell) {
         self.last = c.last;
         self.packed = c.aux != 0;
@@ -101,6 +103,7 @@ fn log_cost(p: &Policy) -> usize {
 }
 
 /// The key of `slot`, inline or in the `long` table.
+#[inline]
 fn key_of<'a>(nodes: &'a [Node], long: &'a HashMap<u32, Box<[u8]>>, slot: u32) -> &'a [u8] {
     let n = &nodes[slot as usize];
     if n.len == LONG {
@@ -350,6 +353,9 @@ impl Locked<'_> {
             // that concurrent requests cannot all pass on the same state.
             // Within one atomic decision nobody else holds it (adds 0).
             let pending = u64::from(shard.nodes[slot as usize].count);
+            if charge && pending == 0 {
+                return shard.take(slot, p, burst, now);
+            }
             let c = shard.check(slot, p, burst, now, pending);
             if !c.admit {
                 return Lookup::Busy {
@@ -474,6 +480,7 @@ impl Shard {
     }
 
     /// The algorithm's check of the state in `slot`.
+    #[inline]
     fn check(&self, slot: u32, p: &Policy, burst: u64, now: u64, pending: u64) -> Check {
         let cell = self.nodes[slot as usize].cell();
         let view = View {
@@ -484,6 +491,7 @@ impl Shard {
     }
 
     /// Store one request in `slot`; returns the excess stored.
+    #[inline]
     fn charge(&mut self, slot: u32, p: &Policy, now: u64) -> u64 {
         let node = &mut self.nodes[slot as usize];
         let mut cell = node.cell();
@@ -492,6 +500,27 @@ impl Shard {
         let excess = algorithm::charge(p, &mut cell, log, now);
         node.store(cell);
         excess
+    }
+
+    /// Check and, when admitted, charge the state in `slot`.
+    #[inline]
+    fn take(&mut self, slot: u32, p: &Policy, burst: u64, now: u64) -> Lookup {
+        let node = &mut self.nodes[slot as usize];
+        let mut cell = node.cell();
+        let mut none = Log::new();
+        let log = self.logs.get_mut(slot as usize).unwrap_or(&mut none);
+        let c = algorithm::take(p, burst, &mut cell, log, now);
+        if !c.admit {
+            return Lookup::Busy {
+                excess: c.excess,
+                wait_ms: c.wait_ms,
+            };
+        }
+        node.store(cell);
+        Lookup::Charged {
+            excess: c.excess,
+            standing: c.standing,
+        }
     }
 
     /// What the state in `slot` costs against the zone's size, in states.

@@ -255,6 +255,7 @@ pub struct View<'a> {
 /// Would one more request pass at `now`, with `pending` requests of other
 /// decisions already counted against the key (held, not yet stored)?
 /// `burst` is in milli-requests (`burst*1000`), as in [`super::Limit`].
+#[inline]
 pub fn check(p: &Policy, burst: u64, state: View<'_>, now: u64, pending: u64) -> Check {
     match p.algorithm {
         Algorithm::LeakyBucket => leaky_check(p.rate, burst, state.cell, now, pending),
@@ -268,6 +269,7 @@ pub fn check(p: &Policy, burst: u64, state: View<'_>, now: u64, pending: u64) ->
 
 /// Store one request at `now` (no check: nginx's accounting, after a
 /// [`check`] passed). Returns the excess stored.
+#[inline]
 pub fn charge(p: &Policy, cell: &mut Cell, log: &mut Log, now: u64) -> u64 {
     match p.algorithm {
         Algorithm::LeakyBucket => {
@@ -285,6 +287,36 @@ pub fn charge(p: &Policy, cell: &mut Cell, log: &mut Log, now: u64) -> u64 {
     }
 }
 
+/// [`check`], then [`charge`] when admitted (`pending` 0): what a lookup
+/// that charges does, in one step for the leaky bucket (the hot path).
+#[inline]
+pub fn take(p: &Policy, burst: u64, cell: &mut Cell, log: &mut Log, now: u64) -> Check {
+    if p.algorithm == Algorithm::LeakyBucket {
+        let mut b = leaky_bucket(cell);
+        let step = b.step(now, p.rate);
+        if step.excess > burst {
+            return leaky_check(p.rate, burst, cell, now, 0);
+        }
+        b.commit(step, now);
+        *cell = leaky_cell(b);
+        return Check {
+            admit: true,
+            excess: step.excess,
+            wait_ms: 0,
+            standing: leaky_standing(p.rate, burst, step.excess),
+        };
+    }
+    let c = check(p, burst, View { cell, log }, now, 0);
+    if c.admit {
+        let stored = charge(p, cell, log, now);
+        return Check {
+            excess: stored,
+            ..c
+        };
+    }
+    c
+}
+
 /// True when the state may be forgotten at `now`: a request would find it
 /// as if it were new. nginx's leaky bucket also waits a minute idle.
 pub fn expired(p: &Policy, state: View<'_>, now: u64) -> bool {
@@ -299,6 +331,7 @@ pub fn expired(p: &Policy, state: View<'_>, now: u64) -> bool {
 }
 
 /// A leaky bucket's cell: `value` is nginx's `excess`, `last` its `last`.
+#[inline]
 pub fn leaky_bucket(cell: &Cell) -> Bucket {
     Bucket {
         excess: cell.value,
@@ -306,6 +339,7 @@ pub fn leaky_bucket(cell: &Cell) -> Bucket {
     }
 }
 
+#[inline]
 fn leaky_cell(b: Bucket) -> Cell {
     Cell {
         last: b.last,
@@ -316,6 +350,7 @@ fn leaky_cell(b: Bucket) -> Cell {
 
 /// nginx's lookup: the excess with this request (and `pending` held ones)
 /// must not pass the burst.
+#[inline]
 fn leaky_check(rate: Rate, burst: u64, cell: &Cell, now: u64, pending: u64) -> Check {
     let b = leaky_bucket(cell);
     let step = b.step(now, rate);
@@ -344,6 +379,7 @@ fn leaky_check(rate: Rate, burst: u64, cell: &Cell, now: u64, pending: u64) -> C
 /// The leaky bucket's standing after a request stored `excess`: `r` is
 /// what the burst still holds, `t` the time for the content to leak down
 /// by one more request.
+#[inline]
 pub fn leaky_standing(rate: Rate, burst: u64, excess: u64) -> Standing {
     let remaining = burst.saturating_sub(excess) / bucket::ONE;
     let target = burst - remaining * bucket::ONE;
