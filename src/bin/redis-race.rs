@@ -2,23 +2,31 @@
 //! and the cost of a Redis decision against a memory one.
 //!
 //! `redis-race race --url URL`: 50 threads × 4 requests at once on one
-//! bucket of capacity 10 (burst=9 nodelay at 1r/m, so nothing leaks during
-//! a run), three ways:
+//! bucket of capacity 10, for two limits:
+//! - the article's own: a token bucket of capacity 10 refilled at 1/s
+//!   (`algorithm = "token_bucket"`, `rate = "1r/s"`, `burst = 9`);
+//! - nginx's leaky bucket, `burst=9 nodelay` at 1r/m (nothing leaks during
+//!   a run);
+//!
+//! each three ways:
 //! - `atomic`: sluice's Lua script (`limit_req.lua`), one call per request;
-//! - `read-write`: read the state (HMGET + TIME), compute with the same
-//!   nginx arithmetic in Rust, write it back (HSET): three round trips;
-//! - `read-1ms-write`: the same with 1 ms between reading and writing.
+//! - `read-compute-write`: read the state (HMGET + TIME), decide with the
+//!   same Rust arithmetic the script mirrors, write it back (HSET): two
+//!   round trips with a gap between them;
+//! - `read, 1 ms, write`: the same with 1 ms between reading and writing.
 //!
 //! It prints the requests admitted per run; a correct limiter admits 10.
-//! `scripts/redis-race.sh` starts a redis-server and runs it.
+//! `scripts/redis-race.sh` starts a redis-server and runs it, and fails if
+//! an atomic run admits anything but 10.
 //!
 //! `redis-race cost --url URL`: median time of one decision through
 //! `limiter::decide`, memory zone against Redis zone, sequential and with
 //! 64 concurrent tasks (the figures quoted in the README).
 
 use clap::{Parser, Subcommand};
-use sluice::limiter::bucket::{Bucket, Rate};
-use sluice::limiter::redis::SCRIPT;
+use sluice::limiter::algorithm::{self, Algorithm, Cell, Log, Policy, View};
+use sluice::limiter::bucket::Rate;
+use sluice::limiter::redis::{SCRIPT, hash_fields};
 use sluice::limiter::{
     self, Limit, MemoryZone, OnError, Outcome, RedisBackend, RedisConfig, RedisZone, Store, ZoneRef,
 };
@@ -60,9 +68,34 @@ enum Cmd {
     },
 }
 
-/// Capacity 10: burst=9, at 1r/m (16 milli-requests per second).
-const BURST: u64 = 9_000;
-const RATE_MILLI: u64 = 16;
+/// One limit of capacity 10 raced on.
+struct Case {
+    policy: Policy,
+    /// Milli-requests: burst 9, capacity 10.
+    burst: u64,
+    /// As the configuration says it.
+    text: &'static str,
+}
+
+/// The article's token bucket, then nginx's leaky bucket.
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    if let Some(policy) = Policy::new(Algorithm::TokenBucket, 1, 1000) {
+        cases.push(Case {
+            policy,
+            burst: 9_000,
+            text: "algorithm = \"token_bucket\", rate = \"1r/s\", burst = 9",
+        });
+    }
+    if let Some(rate) = Rate::per_minute(1) {
+        cases.push(Case {
+            policy: Policy::leaky(rate),
+            burst: 9_000,
+            text: "algorithm = \"leaky_bucket\", rate = \"1r/m\", burst = 9, nodelay",
+        });
+    }
+    cases
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Variant {
@@ -86,93 +119,132 @@ fn request(
     con: &mut redis::Connection,
     script: &redis::Script,
     variant: Variant,
+    case: &Case,
     key: &str,
 ) -> redis::RedisResult<bool> {
+    let p = &case.policy;
     if variant == Variant::Atomic {
+        // limit_req.lua's calling convention (src/limiter/redis/script.rs).
         let r: Vec<i64> = script
             .key(key)
             .arg("charge")
             .arg("")
-            .arg(RATE_MILLI)
-            .arg(BURST)
+            .arg(p.algorithm.name())
+            .arg(p.count)
+            .arg(p.period_ms)
+            .arg(case.burst)
+            .arg(p.rate.milli())
             .invoke(con)?;
-        return Ok(r[0] == 1);
+        return Ok(r.first() == Some(&1));
     }
-    // Read: the state and the server's clock.
-    let (state, time): ((Option<u64>, Option<u64>), (u64, u64)) = redis::pipe()
+    // Read: the state, in the script's fields, and the server's clock.
+    let fields = hash_fields(p.algorithm);
+    let (state, time): (Vec<Option<u64>>, (u64, u64)) = redis::pipe()
         .cmd("HMGET")
         .arg(key)
-        .arg("e")
-        .arg("l")
+        .arg(fields)
         .cmd("TIME")
         .query(con)?;
     let now = time.0 * 1000 + time.1 / 1000;
-    let rate = Rate::from_milli(RATE_MILLI).expect("positive");
-    let (excess, moved) = match state {
-        (Some(e), Some(l)) => {
-            let step = Bucket { excess: e, last: l }.step(now, rate);
-            (step.excess, step.ms != 0)
-        }
-        _ => (0, true),
+    let at = |i: usize| state.get(i).copied().flatten().unwrap_or(0);
+    let mut cell = Cell {
+        last: at(0),
+        value: at(1),
+        aux: at(2),
     };
-    if excess > BURST {
+    let mut log = Log::new();
+    let view = View {
+        cell: &cell,
+        log: &log,
+    };
+    if !algorithm::check(p, case.burst, view, now, 0).admit {
         return Ok(false);
     }
     if variant == Variant::ReadGapWrite {
         std::thread::sleep(Duration::from_millis(1));
     }
     // Write.
+    algorithm::charge(p, &mut cell, &mut log, now);
     let mut cmd = redis::cmd("HSET");
-    cmd.arg(key).arg("e").arg(excess);
-    if moved {
-        cmd.arg("l").arg(now);
+    cmd.arg(key);
+    for (f, v) in fields.iter().zip([cell.last, cell.value, cell.aux]) {
+        cmd.arg(*f).arg(v);
     }
     cmd.query::<()>(con)?;
     Ok(true)
 }
 
+/// `threads` threads, each with its connection, released at once, each
+/// sending `requests` requests on `key`: how many were admitted.
+fn one_run(
+    client: &redis::Client,
+    variant: Variant,
+    case: &Case,
+    key: &str,
+    (threads, requests): (usize, usize),
+) -> redis::RedisResult<usize> {
+    // One connection per thread, opened before the start line.
+    let mut cons = (0..threads)
+        .map(|_| client.get_connection())
+        .collect::<Result<Vec<_>, _>>()?;
+    let barrier = Arc::new(Barrier::new(threads));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cons
+            .iter_mut()
+            .map(|con| {
+                let barrier = barrier.clone();
+                s.spawn(move || {
+                    let script = redis::Script::new(SCRIPT);
+                    barrier.wait();
+                    let mut admitted = 0;
+                    for _ in 0..requests {
+                        if request(con, &script, variant, case, key)? {
+                            admitted += 1;
+                        }
+                    }
+                    Ok::<usize, redis::RedisError>(admitted)
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for h in handles {
+            match h.join() {
+                Ok(n) => total += n?,
+                Err(_) => {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "a racing thread panicked",
+                    )));
+                }
+            }
+        }
+        Ok(total)
+    })
+}
+
 fn race(url: &str, runs: usize, threads: usize, requests: usize) -> redis::RedisResult<()> {
     let client = redis::Client::open(url)?;
     println!(
-        "{threads} threads x {requests} requests at once, capacity 10 (burst=9 nodelay, 1r/m); a correct limiter admits 10"
+        "{threads} threads x {requests} requests at once on one key; a correct limiter admits 10"
     );
     let tag = std::process::id();
-    for variant in [Variant::Atomic, Variant::ReadWrite, Variant::ReadGapWrite] {
-        let mut admitted = Vec::new();
-        for run in 0..runs {
-            let key = format!("race:{tag}:{}:{run}", variant as u8);
-            // One connection per thread, opened before the start line.
-            let mut cons = (0..threads)
-                .map(|_| client.get_connection())
-                .collect::<Result<Vec<_>, _>>()?;
-            let barrier = Arc::new(Barrier::new(threads));
-            let total: usize = std::thread::scope(|s| {
-                let handles: Vec<_> = cons
-                    .iter_mut()
-                    .map(|con| {
-                        let barrier = barrier.clone();
-                        let key = key.clone();
-                        s.spawn(move || {
-                            let script = redis::Script::new(SCRIPT);
-                            barrier.wait();
-                            (0..requests)
-                                .filter(|_| {
-                                    request(con, &script, variant, &key).expect("redis request")
-                                })
-                                .count()
-                        })
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().unwrap()).sum()
-            });
-            admitted.push(total);
+    for (ci, case) in cases().iter().enumerate() {
+        let alg = case.policy.algorithm.name();
+        println!("capacity 10: {}", case.text);
+        for variant in [Variant::Atomic, Variant::ReadWrite, Variant::ReadGapWrite] {
+            let mut admitted = Vec::new();
+            for run in 0..runs {
+                // A hash tag, as sluice's keys have.
+                let key = format!("race:{tag}:{ci}:{}:{{{run}}}", variant as u8);
+                admitted.push(one_run(&client, variant, case, &key, (threads, requests))?);
+            }
+            let list: Vec<String> = admitted.iter().map(|n| n.to_string()).collect();
+            println!(
+                "{alg:<13} {:<30} admitted per run: {}",
+                variant.name(),
+                list.join(" ")
+            );
         }
-        let list: Vec<String> = admitted.iter().map(|n| n.to_string()).collect();
-        println!(
-            "{:<30} admitted per run: {}",
-            variant.name(),
-            list.join(" ")
-        );
     }
     Ok(())
 }

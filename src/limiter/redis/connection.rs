@@ -9,7 +9,7 @@
 //! first decision or [`RedisBackend::connect_in_background`].
 
 use super::events::{EventSink, RedisEvent, ignore_events};
-use super::script::{LimitScript, Mode, Reply, TimeSource};
+use super::script::{LimitScript, Mode, Reply, ScriptKey, TimeSource};
 use super::{CallError, RedisConfig, check_url};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::fmt;
@@ -162,12 +162,12 @@ impl RedisBackend {
         }
     }
 
-    /// One script call over `keys` (each with its rate and burst), bounded
-    /// by `deadline`. `now` is used only with [`TimeSource::Caller`].
+    /// One script call over `keys` (each with its limit), bounded by
+    /// `deadline`. `now` is used only with [`TimeSource::Caller`].
     pub async fn call(
         &self,
         mode: Mode,
-        keys: &[(Vec<u8>, u64, u64)],
+        keys: &[ScriptKey],
         now: u64,
         deadline: Instant,
     ) -> Result<Reply, CallError> {

@@ -12,10 +12,10 @@
 //!    groups (`account`), newest first; on a memory refusal every hold is
 //!    released.
 
-use super::script::{Mode, Reply};
+use super::script::{Mode, Reply, ScriptKey};
 use super::{CallError, OnError, RedisBackend, RedisZone, key_slot};
 use crate::limiter::protocol::{Decision, EachLocked, Holds};
-use crate::limiter::{Limit, LimitSet, Outcome, Store, Stored, algorithm, evaluate};
+use crate::limiter::{Limit, LimitSet, Outcome, Store, evaluate};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
@@ -33,8 +33,8 @@ struct Group<'a> {
     slot: u16,
     /// Limit indexes, in configuration order.
     limits: Vec<usize>,
-    /// (redis key, rate, burst), parallel to `limits`.
-    keys: Vec<(Vec<u8>, u64, u64)>,
+    /// The script's keys, parallel to `limits`.
+    keys: Vec<ScriptKey>,
 }
 
 /// The decision for a location with at least one Redis limit. `keys[i]` is
@@ -102,7 +102,11 @@ fn groups<'a, K: AsRef<[u8]>>(
         };
         let rk = r.redis_key(k.as_ref());
         let slot = key_slot(&rk);
-        let entry = (rk, l.zone.policy.rate.milli(), l.burst);
+        let entry = ScriptKey {
+            key: rk,
+            policy: l.zone.policy,
+            burst: l.burst,
+        };
         match groups
             .iter_mut()
             .find(|g| Arc::ptr_eq(g.backend, &r.backend) && g.slot == slot)
@@ -140,10 +144,10 @@ async fn check<'a, S: Holds, K: AsRef<[u8]>>(
             Mode::Check
         };
         match g.backend.call(mode, &g.keys, d.now(), deadline).await {
-            Ok(Reply::Accepted(es)) => {
+            Ok(Reply::Accepted(stored)) => {
                 g.backend.record_success();
-                for (&i, e) in g.limits.iter().zip(es) {
-                    d.passed(i, stored(&d.limits()[i], e));
+                for (&i, s) in g.limits.iter().zip(stored) {
+                    d.passed(i, s);
                 }
             }
             Ok(Reply::Busy {
@@ -182,9 +186,9 @@ async fn account<S: Holds>(
 ) {
     for g in groups.iter().rev().skip(1) {
         match g.backend.call(Mode::Account, &g.keys, now, deadline).await {
-            Ok(Reply::Accepted(es)) => {
-                for (&i, e) in g.limits.iter().zip(es) {
-                    d.passed(i, stored(&d.limits()[i], e));
+            Ok(Reply::Accepted(stored)) => {
+                for (&i, s) in g.limits.iter().zip(stored) {
+                    d.passed(i, s);
                 }
             }
             Ok(Reply::Busy { .. }) => {} // account never answers busy
@@ -192,14 +196,6 @@ async fn account<S: Holds>(
             // excess still gives the delay.
             Err(e) => failed(g, d.limits(), &e),
         }
-    }
-}
-
-/// What a Redis limit stored, from the excess the script answered.
-fn stored(l: &Limit, excess: u64) -> Stored {
-    Stored {
-        excess,
-        standing: algorithm::leaky_standing(l.zone.policy.rate, l.burst, excess),
     }
 }
 

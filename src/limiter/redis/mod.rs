@@ -1,17 +1,24 @@
 //! Zones shared through Redis (`backend = "redis"`, SPEC §5).
 //!
-//! Every decision is nginx's arithmetic done inside Redis by one Lua script
+//! Every decision is the zone's algorithm ([`crate::limiter::algorithm`]),
+//! with exactly its integer arithmetic, done inside Redis by one Lua script
 //! ([`SCRIPT`], `limit_req.lua`): time from the server's `TIME` (one clock for
-//! every instance), milli-requests, strict `excess > burst`, nothing stored on
-//! a rejection, `last` moved only when time was credited. The script is sent
-//! with `EVALSHA` and loaded on `NOSCRIPT` (`script`).
+//! every instance), nothing stored on a rejection; the same decision, excess,
+//! wait, remaining count and reset as the memory store. One call may mix
+//! algorithms (each key carries its own limit). The script is sent with
+//! `EVALSHA` and loaded on `NOSCRIPT` (`script`).
 //!
-//! Keys: `PREFIX:ZONE:{HEX}`, one hash `{e, l}` per zone and client key, the
-//! client key hex-encoded (binary keys such as `$binary_remote_addr` are safe)
-//! and used as the Redis Cluster hash tag. The limits of one location that
-//! share a client key therefore share a slot, and are decided by one script
-//! call over all their keys: atomically. Keys expire once a request would find
-//! them empty anyway, and never before a minute (nginx's expiry).
+//! Keys: `PREFIX:ZONE:{HEX}`, one per zone and client key, the client key
+//! hex-encoded (binary keys such as `$binary_remote_addr` are safe) and used
+//! as the Redis Cluster hash tag. The limits of one location that share a
+//! client key therefore share a slot, and are decided by one script call over
+//! all their keys: atomically. A key is a hash of the algorithm's cell
+//! (leaky bucket `{e, l}`, token bucket `{last, deficit}`, GCRA `{tat,
+//! frac}`, windows `{window, count[, prev]}`), or for the sliding log a list
+//! of admitted times. Keys expire a second after a request would find them
+//! as new ([`crate::limiter::algorithm::expired`]); the leaky bucket's once
+//! a request would find them empty, and never before a minute (nginx's
+//! expiry).
 //!
 //! Several limits in one location keep nginx's accounting (look up in order,
 //! stop at the first over its burst, charge nothing on a rejection, charge
@@ -49,7 +56,7 @@ mod zone;
 pub use connection::{BREAKER, RedisBackend};
 pub(super) use decide::decide;
 pub use events::{EventSink, RedisEvent, ignore_events};
-pub use script::{CallError, Mode, Reply, SCRIPT, TimeSource};
+pub use script::{CallError, Mode, Reply, SCRIPT, ScriptKey, TimeSource, hash_fields};
 pub use zone::{RedisZone, ZoneStats, key_slot};
 
 use std::path::PathBuf;

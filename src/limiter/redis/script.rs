@@ -1,17 +1,36 @@
 //! The Lua script ([`SCRIPT`], `limit_req.lua`) and its calling
-//! convention: what is sent (mode, time, keys with rate and burst) and what
-//! comes back ([`Reply`]).
+//! convention: what is sent (mode, time, and per key its limit: algorithm,
+//! count, period, burst, nginx's rate; [`ScriptKey`]) and what comes back
+//! ([`Reply`]: per key what it stored and where it stands, or the limit
+//! that refused).
 //!
 //! The script is sent with `EVALSHA`, and loaded with `SCRIPT LOAD` when
 //! Redis answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`):
 //! `redis::Script` does that on every invocation.
 
+use crate::limiter::{Algorithm, Policy, Standing, Stored};
 use redis::aio::ConnectionManager;
 use std::fmt;
 use std::time::Duration;
 
-/// The Lua script: nginx's lookup and accounting over several keys.
+/// The Lua script: nginx's lookup and accounting over several keys, for
+/// every algorithm.
 pub const SCRIPT: &str = include_str!("../limit_req.lua");
+
+/// The hash fields `limit_req.lua` keeps a cell of `algorithm` in, in the
+/// order `last`, `value`, `aux` of [`crate::limiter::algorithm::Cell`] (the
+/// sliding log keeps a list of times instead: none). For the tests and for
+/// clients that read or write the same state without the script.
+pub fn hash_fields(algorithm: Algorithm) -> &'static [&'static str] {
+    match algorithm {
+        Algorithm::LeakyBucket => &["l", "e"],
+        Algorithm::TokenBucket => &["last", "deficit"],
+        Algorithm::Gcra => &["tat", "frac"],
+        Algorithm::FixedWindow => &["window", "count"],
+        Algorithm::SlidingWindow => &["window", "count", "prev"],
+        Algorithm::SlidingLog => &[],
+    }
+}
 
 /// Where the script takes `now` from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,12 +60,23 @@ impl Mode {
     }
 }
 
+/// One key of a call: the Redis key and the limit that decides it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptKey {
+    pub key: Vec<u8>,
+    pub policy: Policy,
+    /// `burst*1000`.
+    pub burst: u64,
+}
+
 /// The script's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// Accepted; the excess of each key, in order.
-    Accepted(Vec<u64>),
-    /// Key `index` (0-based) is over its burst.
+    /// Accepted; per key, in order, the excess it stored (or would store,
+    /// for [`Mode::Check`]) and where it stands: what the memory store's
+    /// lookup or accounting answers.
+    Accepted(Vec<Stored>),
+    /// Key `index` (0-based) refuses.
     Busy {
         index: usize,
         excess: u64,
@@ -86,14 +116,13 @@ impl LimitScript {
         }
     }
 
-    /// One run over `keys` (each with its rate and burst) on `conn`, not
-    /// bounded in time (the caller is). `now` is sent only with
-    /// [`TimeSource::Caller`].
+    /// One run over `keys` on `conn`, not bounded in time (the caller
+    /// is). `now` is sent only with [`TimeSource::Caller`].
     pub(super) async fn run(
         &self,
         conn: &mut ConnectionManager,
         mode: Mode,
-        keys: &[(Vec<u8>, u64, u64)],
+        keys: &[ScriptKey],
         now: u64,
     ) -> Result<Reply, CallError> {
         let mut inv = self.script.prepare_invoke();
@@ -102,8 +131,14 @@ impl LimitScript {
             TimeSource::Server => inv.arg(""),
             TimeSource::Caller => inv.arg(now),
         };
-        for (key, rate, burst) in keys {
-            inv.key(key.as_slice()).arg(*rate).arg(*burst);
+        for k in keys {
+            let p = &k.policy;
+            inv.key(k.key.as_slice())
+                .arg(p.algorithm.name())
+                .arg(p.count)
+                .arg(p.period_ms)
+                .arg(k.burst)
+                .arg(p.rate.milli());
         }
         let reply = inv
             .invoke_async::<Vec<i64>>(conn)
@@ -113,13 +148,25 @@ impl LimitScript {
     }
 }
 
-/// The script's reply over `n` keys: `{1, e1..en}` or `{0, i, excess, wait}`.
+/// The script's reply over `n` keys: `{1, e1, r1, t1, .., en, rn, tn}`
+/// (excess, remaining, reset_ms) or `{0, i, excess, wait}`.
 fn parse_reply(v: &[i64], n: usize) -> Result<Reply, CallError> {
     let bad = || CallError::Reply(format!("{v:?}"));
     let u = |x: i64| u64::try_from(x).map_err(|_| bad());
     match v.first() {
-        Some(1) if v.len() == n + 1 => Ok(Reply::Accepted(
-            v[1..].iter().map(|&x| u(x)).collect::<Result<_, _>>()?,
+        Some(1) if v.len() == 3 * n + 1 => Ok(Reply::Accepted(
+            v[1..]
+                .chunks_exact(3)
+                .map(|s| {
+                    Ok(Stored {
+                        excess: u(s[0])?,
+                        standing: Standing {
+                            remaining: u(s[1])?,
+                            reset_ms: u(s[2])?,
+                        },
+                    })
+                })
+                .collect::<Result<_, _>>()?,
         )),
         Some(0) if v.len() == 4 => {
             let index = u(v[1])? as usize;
@@ -142,9 +189,16 @@ mod tests {
 
     #[test]
     fn replies() {
+        let stored = |excess, remaining, reset_ms| Stored {
+            excess,
+            standing: Standing {
+                remaining,
+                reset_ms,
+            },
+        };
         assert_eq!(
-            parse_reply(&[1, 0, 2000], 2).unwrap(),
-            Reply::Accepted(vec![0, 2000])
+            parse_reply(&[1, 0, 5, 200, 2000, 0, 500], 2).unwrap(),
+            Reply::Accepted(vec![stored(0, 5, 200), stored(2000, 0, 500)])
         );
         assert_eq!(
             parse_reply(&[0, 2, 6000, 500], 2).unwrap(),
@@ -155,6 +209,7 @@ mod tests {
             }
         );
         assert!(parse_reply(&[0, 3, 1, 1], 2).is_err());
-        assert!(parse_reply(&[1, 0], 2).is_err());
+        assert!(parse_reply(&[1, 0, 2000], 2).is_err());
+        assert!(parse_reply(&[1, 0, -1, 0], 1).is_err());
     }
 }

@@ -3,6 +3,8 @@
 //! - The nginx vectors (nginx-limit-req.md §11 and §3) as one table that
 //!   drives every backend: memory, Redis, and locations mixing both, in one
 //!   slot or several; plus random sequences compared decision by decision.
+//! - Every other algorithm: the Lua script is the Rust arithmetic, Redis
+//!   decides as memory, keys expire once as new.
 //! - Two sluice instances sharing a zone admit exactly what one would.
 //! - Redis killed, frozen, or down at startup: each `on_error` policy, no
 //!   request held past `timeout`, recovery without restart.
@@ -11,12 +13,19 @@
 //! # Layout
 //! - [`vectors`]: the vector table on every layout of memory and Redis zones, and random
 //!   sequences against the memory core.
+//! - [`algorithms`]: every algorithm: the script against the pure functions on any state, and
+//!   Redis against memory on random sequences and mixed locations.
+//! - [`expiry`]: keys expire once as new, and then decide as new.
+//! - [`article`]: the seed article's token-bucket single run through the proxy.
 //! - [`script`]: the Lua script itself: keys, expiry, the server's clock, concurrency.
 //! - [`instances`]: two instances sharing one zone.
 //! - [`outages`]: Redis killed, frozen, down at startup; TLS to Redis.
 //! - [`config`]: the `[redis]` table and its errors.
 
+mod algorithms;
+mod article;
 mod config;
+mod expiry;
 mod instances;
 mod outages;
 mod script;
@@ -58,6 +67,30 @@ fn backend(url: &str, time: TimeSource, prefix: &str, on_error: OnError) -> Arc<
         time,
     )
     .unwrap()
+}
+
+/// A small deterministic generator (the tests must repeat exactly).
+struct Lcg(u64);
+
+impl Lcg {
+    /// Uniform in `0..n`.
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+
+    /// Uniform in `0..=n`, for any `n` (`next` takes 31 random bits).
+    fn upto(&mut self, n: u64) -> u64 {
+        let wide = (self.next(1 << 31) << 31) | self.next(1 << 31);
+        wide % (n.saturating_add(1)).max(1)
+    }
+
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.next(xs.len() as u64) as usize]
+    }
 }
 
 fn hex(b: &[u8]) -> String {

@@ -1,7 +1,9 @@
 //! The Lua script on a real Redis: its keys and expiry on the server's clock, the state of a
-//! slow zone kept until drained, and concurrent decisions on a memory-then-Redis location.
+//! slow zone kept until drained, concurrent decisions on a memory-then-Redis location, and keys
+//! left by another algorithm.
 
 use super::*;
+use sluice::limiter::Algorithm;
 
 #[tokio::test]
 async fn the_server_clock_keys_and_expiry() {
@@ -121,5 +123,52 @@ async fn concurrent_requests_on_a_memory_then_redis_location() {
         if let Outcome::Rejected { limit, .. } = o {
             assert_eq!(*limit, 0, "rejected by the memory limit: {outcomes:?}");
         }
+    }
+}
+
+/// A zone whose algorithm changed across a reload keeps its name, so its keys: a key of the
+/// other kind (a sliding log's list for a bucket, a bucket's hash for a sliding log, another
+/// bucket's fields) decides as new, not as a Redis error.
+#[tokio::test]
+async fn a_key_left_by_another_algorithm_decides_as_new() {
+    let redis = RedisServer::start();
+    let b = backend(&redis.url(), TimeSource::Caller, "t", OnError::Deny);
+    let mut c = redis.client();
+    let key = "t:z:{6b}";
+    for (a, burst, left) in [
+        (Algorithm::TokenBucket, 4000, "list"),
+        (Algorithm::SlidingLog, 0, "leaky hash"),
+        (Algorithm::Gcra, 4000, "leaky hash"),
+    ] {
+        let _: () = redis::cmd("DEL").arg(key).query(&mut c).unwrap();
+        let _: () = if left == "list" {
+            redis::cmd("RPUSH").arg(key).arg(T0).arg(T0).query(&mut c)
+        } else {
+            redis::cmd("HSET")
+                .arg(key)
+                .arg("e")
+                .arg(5000)
+                .arg("l")
+                .arg(T0)
+                .query(&mut c)
+        }
+        .unwrap();
+        let zone = ZoneRef::new(
+            "z",
+            Policy::new(a, 5, 1000).unwrap(),
+            Arc::new(Store::Redis(RedisZone::new(b.clone(), "z", 1 << 20))),
+        );
+        let limits = [Limit {
+            zone: Arc::new(zone),
+            burst,
+            delay: NODELAY,
+        }];
+        let o = limiter::decide(&limits, T0, |_| Some("k")).await;
+        // 5 at once from new: 4 left.
+        assert!(
+            matches!(o, Outcome::Accepted { tightest: (0, s), .. } if s.remaining == 4),
+            "{} over a {left}: {o:?}",
+            a.name()
+        );
     }
 }

@@ -308,19 +308,6 @@ async fn vectors_redis_in_several_slots() {
     run_vectors(Layout::RedisSplitSlots).await;
 }
 
-/// A small deterministic generator (the tests must repeat exactly).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-}
-
 /// Random locations and request sequences: every layout decides exactly as
 /// the memory core, request by request.
 #[tokio::test]
