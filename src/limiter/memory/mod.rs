@@ -10,10 +10,14 @@
 //! hash spread does not evict early, and runs
 //! nginx's expiry and forced-eviction rules on its own LRU list.
 //!
-//! Nothing here reads a clock: `now` comes in as an argument.
+//! Nothing here reads a clock: `now` comes in as an argument. A node and
+//! what it costs are in `node`.
+
+mod node;
 
 use super::algorithm::{self, Cell, Check, Log, Policy, Standing, View};
 use hashbrown::{HashMap, HashTable};
+use node::{INLINE, LONG, Node, cost_of, key_of, log_cost};
 /// A shard's lock. Critical sections are a few dozen nanoseconds and
 /// workers are one per core, so a spin lock (whose unlock is a plain store,
 /// not the compare-and-swap of a parking lock) wins; a thread that finds it
@@ -29,100 +33,10 @@ pub const BYTES_PER_STATE: u64 = 64;
 const NIL: u32 = u32::MAX;
 /// The log of a state that has none.
 static NO_LOG: Log = Log::new();
-const INLINE: usize = 16;
 
 /// The largest excess a state can hold: burst is capped so that
 /// `burst*1000 + 1000` fits (see config: burst ≤ 4,000,000).
 pub const MAX_EXCESS: u64 = u32::MAX as u64;
-
-/// `Node::len` of a key longer than [`INLINE`], kept in `Shard::long`.
-const LONG: u8 = u8::MAX;
-
-/// One state: 48 bytes on 64-bit (nginx: 128). Keys of up to 16 bytes
-/// (IPv4/IPv6 addresses: `$binary_remote_addr` is 4 or 16) are inline;
-/// longer keys live in the shard's `long` table, by slot, and cost their
-/// bytes against the zone's size.
-struct Node {
-    /// The algorithm's cell ([`algorithm::Cell`]): for nginx's leaky bucket
-    /// `last` and `excess` (in milli-requests). Only the sliding window
-    /// uses `aux`, two counts of at most [`algorithm::MAX_COUNT`]: then
-    /// `value` holds both (`packed`).
-    last: u64,
-    value: u64,
-    key: [u8; INLINE],
-    /// The key's length, or [`LONG`].
-    len: u8,
-    packed: bool,
-    /// LRU links (towards the head = more recent, towards the tail = older);
-    /// `next` doubles as the free-list link of an empty slot.
-    prev: u32,
-    next: u32,
-    /// Requests holding this node between lookup and accounting.
-    count: u32,
-}
-
-impl Node {
-    #[inline]
-    fn cell(&self) -> Cell {
-        if self.packed {
-            Cell {
-                last: self.last,
-                value: self.value & u64::from(u32::MAX),
-                aux: self.value >> 32,
-            }
-        } else {
-            Cell {
-                last: self.last,
-                value: self.value,
-                aux: 0,
-            }
-        }
-    }
-
-    #[inline]
-    fn store(&mut self, c: Cell) {
-        self.last = c.last;
-        self.packed = c.aux != 0;
-        self.value = if self.packed {
-            let low = u64::from(u32::MAX);
-            c.value.min(low) | (c.aux.min(low) << 32)
-        } else {
-            c.value
-        };
-    }
-}
-
-/// What a sliding log's times cost against the zone's size, in states:
-/// the `VecDeque` of up to `count` times, allocated at once.
-fn log_cost(p: &Policy) -> usize {
-    if p.algorithm == algorithm::Algorithm::SlidingLog {
-        (32 + 8 * p.count as usize).div_ceil(BYTES_PER_STATE as usize)
-    } else {
-        0
-    }
-}
-
-/// The key of `slot`, inline or in the `long` table.
-#[inline]
-fn key_of<'a>(nodes: &'a [Node], long: &'a HashMap<u32, Box<[u8]>>, slot: u32) -> &'a [u8] {
-    let n = &nodes[slot as usize];
-    if n.len == LONG {
-        long.get(&slot).map_or(&[][..], |k| &k[..])
-    } else {
-        &n.key[..usize::from(n.len)]
-    }
-}
-
-/// What a key costs against the zone's size, in states: a long key costs
-/// its bytes too, so that `size` bounds memory whatever the keys (nginx
-/// counts each state as 80 bytes plus its key).
-fn cost_of(key_len: usize) -> usize {
-    if key_len <= INLINE {
-        1
-    } else {
-        1 + (16 + key_len).div_ceil(BYTES_PER_STATE as usize)
-    }
-}
 
 /// A node held by an unfinished multi-limit decision (nginx's `count++`).
 /// It cannot be expired or evicted until accounted or released.
