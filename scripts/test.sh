@@ -16,7 +16,11 @@
 #   5. `sluice check` on a copy of config/sluice.toml with an unknown key `bogus = 1` on line 2:
 #      must exit 1 and print a `FILE:2:1: message` line on stderr;
 #   6. `cargo run --release -- check --config config/sluice.toml` (the README's run command, checking
-#      instead of serving): must exit 0 and print its summary (naming zone z_plain).
+#      instead of serving): must exit 0 and print its summary (naming zone z_plain);
+#   7. scripts/redis-race.sh 3: the article's Redis race (50 threads x 4 requests at once on one
+#      bucket of capacity 10): sluice's atomic script admits exactly 10 in every run, token bucket
+#      and leaky bucket alike;
+#   8. `sluice simulate --scenario A` and `B`: the article's table, number for number.
 # Exits 0 only if every step passed.
 
 # The step functions are called through run_step, which shellcheck cannot follow:
@@ -117,6 +121,29 @@ check_accepts_example_config() {
   grep -q 'z_plain' "$scratch/summary.out" || { echo "the summary does not mention zone z_plain" >&2; return 1; }
 }
 
+redis_race() {
+  scripts/redis-race.sh 3
+}
+
+simulate_reproduces_the_article() {
+  local out="$scratch/simulate.out"
+  # name, allowed, most in any 10 s, per row, as the article's table.
+  target/release/sluice simulate --scenario A | tee "$out"
+  for row in "fixed_window 20 20" "sliding_log 10 10" "sliding_window 11 11" "token_bucket 10 10" \
+             "leaky_queue 11 11" "gcra 10 10"; do
+    set -- $row
+    awk -v n="$1" -v a="$2" -v m="$3" '$1 == n && $2 == a && $4 == m { found = 1 } END { exit !found }' "$out" \
+      || { echo "scenario A: $1 is not $2 allowed / $3 in any 10 s" >&2; return 1; }
+  done
+  target/release/sluice simulate --scenario B | tee "$out"
+  for row in "fixed_window 20 19" "sliding_log 20 10" "sliding_window 20 10" "token_bucket 29 19" \
+             "leaky_queue 30 20" "gcra 29 19"; do
+    set -- $row
+    awk -v n="$1" -v a="$2" -v m="$3" '$1 == n && $2 == a && $4 == m { found = 1 } END { exit !found }' "$out" \
+      || { echo "scenario B: $1 is not $2 allowed / $3 in any 10 s" >&2; return 1; }
+  done
+}
+
 # --- runner -----------------------------------------------------------------------------------
 
 results=()
@@ -148,6 +175,8 @@ run_step "cargo test --release" unit_and_integration_tests
 run_step "scripts/compare-nginx.sh --check" compare_with_nginx
 run_step "sluice check: broken config exits 1 with FILE:LINE:COL" check_rejects_broken_config
 run_step "sluice check: config/sluice.toml exits 0" check_accepts_example_config
+run_step "scripts/redis-race.sh: the atomic script admits exactly 10" redis_race
+run_step "sluice simulate: the article's scenarios A and B" simulate_reproduces_the_article
 
 echo
 echo "=================== summary"
