@@ -4,14 +4,16 @@ use crate::vars::LogEscape;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn errors(text: &str) -> Vec<String> {
+/// Every error of `text` (as file `t.toml`), rendered; empty when valid.
+pub(super) fn errors(text: &str) -> Vec<String> {
     match parse_str("t.toml", text) {
         Ok(_) => vec![],
         Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
     }
 }
 
-fn ok(text: &str) -> Spec {
+/// `text` (as file `t.toml`), which must be valid.
+pub(super) fn ok(text: &str) -> Spec {
     match parse_str("t.toml", text) {
         Ok(s) => s,
         Err(e) => panic!("{e}"),

@@ -1,22 +1,8 @@
 //! A zone's `algorithm` and a rate with a period: what is accepted, and
 //! every mistake as `FILE:LINE:COL`, all at once.
 
-use super::*;
+use super::tests::{errors, ok};
 use crate::limiter::{Algorithm, Limit};
-
-fn errors(text: &str) -> Vec<String> {
-    match parse_str("t.toml", text) {
-        Ok(_) => vec![],
-        Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
-    }
-}
-
-fn ok(text: &str) -> Spec {
-    match parse_str("t.toml", text) {
-        Ok(s) => s,
-        Err(e) => panic!("{e}"),
-    }
-}
 
 /// `[zones.NAME]` with `rate` and, unless empty, `algorithm`: 5 lines.
 fn zone(name: &str, rate: &str, algorithm: &str) -> String {

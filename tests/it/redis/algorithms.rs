@@ -5,6 +5,7 @@
 //! - the memory store against the Redis store, request by request, on random sequences for
 //!   each algorithm and on locations mixing algorithms and stores, in one slot or several.
 
+use super::layouts::{Layout, same_everywhere};
 use super::*;
 use sluice::limiter::Stored;
 use sluice::limiter::algorithm::{self, Algorithm, Cell, Log, View};
@@ -365,28 +366,6 @@ async fn memory_and_redis_agree_on_every_algorithm() {
     }
 }
 
-/// Where the zones of a mixed location live (as in `vectors`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Layout {
-    Memory,
-    Redis,
-    MemoryThenRedis,
-    RedisThenMemory,
-    /// Each limit's key different: one slot, one script call, per limit.
-    RedisSplitSlots,
-}
-
-impl Layout {
-    fn redis(self, zone: usize) -> bool {
-        match self {
-            Layout::Memory => false,
-            Layout::Redis | Layout::RedisSplitSlots => true,
-            Layout::MemoryThenRedis => zone % 2 == 1,
-            Layout::RedisThenMemory => zone % 2 == 0,
-        }
-    }
-}
-
 /// Locations of two or three limits, each zone of a random algorithm, on every layout: the
 /// same outcomes as the same location in memory, request by request.
 #[tokio::test]
@@ -437,24 +416,8 @@ async fn mixed_locations_agree_with_memory() {
             let keys: Vec<Option<String>> = (0..n)
                 .map(|_| (rng.next(8) != 0).then(|| key.to_string()))
                 .collect();
-            let split: Vec<Option<String>> = keys
-                .iter()
-                .enumerate()
-                .map(|(i, k)| k.as_ref().map(|k| format!("{k}#{i}")))
-                .collect();
-            let want = limiter::decide(&mem, now, |i| keys[i].clone()).await;
-            let want_split = limiter::decide(&mem_split, now, |i| split[i].clone()).await;
-            for (layout, limits) in &others {
-                let (keys, want) = match layout {
-                    Layout::RedisSplitSlots => (&split, &want_split),
-                    _ => (&keys, &want),
-                };
-                let got = limiter::decide(limits, now, |i| keys[i].clone()).await;
-                assert_eq!(
-                    &got, want,
-                    "case {case} step {step} {layout:?}: {spec:?} keys {keys:?}"
-                );
-            }
+            let what = format!("case {case} step {step}: {spec:?}");
+            same_everywhere(&mem, &mem_split, &others, &keys, now, &what).await;
         }
     }
 }

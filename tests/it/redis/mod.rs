@@ -27,6 +27,7 @@ mod article;
 mod config;
 mod expiry;
 mod instances;
+mod layouts;
 mod outages;
 mod script;
 mod vectors;

@@ -2,6 +2,7 @@
 //! memory, Redis, and locations mixing both, in one slot or several; plus random sequences
 //! compared decision by decision with the memory core.
 
+use super::layouts::{Layout, same_everywhere};
 use super::*;
 
 /// A sequence of decisions on one location: its zones, its limits, and per
@@ -190,31 +191,6 @@ fn vectors() -> Vec<Vector> {
     v
 }
 
-/// Where each zone of a vector lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Layout {
-    Memory,
-    Redis,
-    /// Even zones in memory, odd in Redis.
-    MemoryThenRedis,
-    /// Even zones in Redis, odd in memory.
-    RedisThenMemory,
-    /// All in Redis, each limit's key different so that they fall in
-    /// different slots (one script call per limit, nginx's hold protocol).
-    RedisSplitSlots,
-}
-
-impl Layout {
-    fn redis(self, zone: usize) -> bool {
-        match self {
-            Layout::Memory => false,
-            Layout::Redis | Layout::RedisSplitSlots => true,
-            Layout::MemoryThenRedis => zone % 2 == 1,
-            Layout::RedisThenMemory => zone % 2 == 0,
-        }
-    }
-}
-
 fn build(v: &Vector, layout: Layout, b: Option<&Arc<RedisBackend>>) -> Vec<Limit> {
     let zones: Vec<Arc<ZoneRef>> = v
         .zones
@@ -366,25 +342,11 @@ async fn random_sequences_match_the_memory_core() {
             let keys: Vec<Option<String>> = (0..nzones)
                 .map(|_| (rng.next(8) != 0).then(|| key.to_string()))
                 .collect();
-            let split: Vec<Option<String>> = keys
-                .iter()
-                .enumerate()
-                .map(|(i, k)| k.as_ref().map(|k| format!("{k}#{i}")))
-                .collect();
-            let want = limiter::decide(&mem, now, |i| keys[i].clone()).await;
-            let want_split = limiter::decide(&mem_split, now, |i| split[i].clone()).await;
-            for (layout, limits) in &others {
-                let (keys, want) = match layout {
-                    Layout::RedisSplitSlots => (&split, &want_split),
-                    _ => (&keys, &want),
-                };
-                let got = limiter::decide(limits, now, |i| keys[i].clone()).await;
-                assert_eq!(
-                    &got, want,
-                    "case {case} step {step} {layout:?}: zones {:?} limits {:?} keys {keys:?}",
-                    v.zones, v.limits
-                );
-            }
+            let what = format!(
+                "case {case} step {step}: zones {:?} limits {:?}",
+                v.zones, v.limits
+            );
+            same_everywhere(&mem, &mem_split, &others, &keys, now, &what).await;
         }
     }
 }
