@@ -118,8 +118,10 @@ pub struct Policy {
 }
 
 /// The most requests a rate may name per period, and the longest period:
-/// every product below then fits in 64 bits (and, in Redis, in a double's
-/// 2^53).
+/// a bucket's units ((burst + 1) × period) then stay below 2^53, exact in a
+/// double (Redis's Lua). One product does not: a sliding window's count ×
+/// period (up to 8.6e16), which Rust computes in u128 and the Lua script by
+/// long multiplication.
 pub const MAX_COUNT: u64 = 1_000_000_000;
 pub const MAX_PERIOD_MS: u64 = 86_400_000;
 
