@@ -26,7 +26,7 @@
 use clap::{Parser, Subcommand};
 use sluice::limiter::algorithm::{self, Algorithm, Cell, Log, Policy, View};
 use sluice::limiter::bucket::Rate;
-use sluice::limiter::redis::{SCRIPT, hash_fields};
+use sluice::limiter::redis::{LEAKY_SCRIPT, SCRIPT, hash_fields};
 use sluice::limiter::{
     self, Limit, MemoryZone, OnError, Outcome, RedisBackend, RedisConfig, RedisZone, Store, ZoneRef,
 };
@@ -123,6 +123,17 @@ fn request(
     key: &str,
 ) -> redis::RedisResult<bool> {
     let p = &case.policy;
+    if variant == Variant::Atomic && p.algorithm == Algorithm::LeakyBucket {
+        // leaky_bucket.lua, what sluice sends for leaky buckets only.
+        let r: Vec<i64> = script
+            .key(key)
+            .arg("charge")
+            .arg("")
+            .arg(p.rate.milli())
+            .arg(case.burst)
+            .invoke(con)?;
+        return Ok(r.first() == Some(&1));
+    }
     if variant == Variant::Atomic {
         // limit_req.lua's calling convention (src/limiter/redis/script.rs).
         let r: Vec<i64> = script
@@ -194,7 +205,10 @@ fn one_run(
             .map(|con| {
                 let barrier = barrier.clone();
                 s.spawn(move || {
-                    let script = redis::Script::new(SCRIPT);
+                    let script = redis::Script::new(match case.policy.algorithm {
+                        Algorithm::LeakyBucket => LEAKY_SCRIPT,
+                        _ => SCRIPT,
+                    });
                     barrier.wait();
                     let mut admitted = 0;
                     for _ in 0..requests {

@@ -56,7 +56,9 @@ mod zone;
 pub use connection::{BREAKER, RedisBackend};
 pub(super) use decide::decide;
 pub use events::{EventSink, RedisEvent, ignore_events};
-pub use script::{CallError, Mode, Reply, SCRIPT, ScriptKey, TimeSource, hash_fields};
+pub use script::{
+    CallError, LEAKY_SCRIPT, Mode, Reply, SCRIPT, ScriptKey, TimeSource, hash_fields,
+};
 pub use zone::{RedisZone, ZoneStats, key_slot};
 
 use std::path::PathBuf;

@@ -8,7 +8,7 @@
 //! Redis answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`):
 //! `redis::Script` does that on every invocation.
 
-use crate::limiter::{Algorithm, Policy, Standing, Stored};
+use crate::limiter::{Algorithm, Policy, Standing, Stored, algorithm};
 use redis::aio::ConnectionManager;
 use std::fmt;
 use std::time::Duration;
@@ -16,6 +16,10 @@ use std::time::Duration;
 /// The Lua script: nginx's lookup and accounting over several keys, for
 /// every algorithm.
 pub const SCRIPT: &str = include_str!("../limit_req.lua");
+
+/// The script for calls whose keys are all leaky buckets (`leaky_bucket.lua`):
+/// the same decisions as [`SCRIPT`], for less time inside Redis.
+pub const LEAKY_SCRIPT: &str = include_str!("../leaky_bucket.lua");
 
 /// The hash fields `limit_req.lua` keeps a cell of `algorithm` in, in the
 /// order `last`, `value`, `aux` of [`crate::limiter::algorithm::Cell`] (the
@@ -105,6 +109,7 @@ impl fmt::Display for CallError {
 /// The script, with the clock it is told to use.
 pub(super) struct LimitScript {
     script: redis::Script,
+    leaky: redis::Script,
     time: TimeSource,
 }
 
@@ -112,6 +117,7 @@ impl LimitScript {
     pub(super) fn new(time: TimeSource) -> LimitScript {
         LimitScript {
             script: redis::Script::new(SCRIPT),
+            leaky: redis::Script::new(LEAKY_SCRIPT),
             time,
         }
     }
@@ -125,6 +131,12 @@ impl LimitScript {
         keys: &[ScriptKey],
         now: u64,
     ) -> Result<Reply, CallError> {
+        if keys
+            .iter()
+            .all(|k| k.policy.algorithm == Algorithm::LeakyBucket)
+        {
+            return self.run_leaky(conn, mode, keys, now).await;
+        }
         let mut inv = self.script.prepare_invoke();
         inv.arg(mode.as_str());
         match self.time {
@@ -145,6 +157,63 @@ impl LimitScript {
             .await
             .map_err(CallError::Redis)?;
         parse_reply(&reply, keys.len())
+    }
+}
+
+impl LimitScript {
+    /// [`LimitScript::run`] for leaky buckets only, with [`LEAKY_SCRIPT`]:
+    /// per key its rate and burst; the standings come from the excess.
+    async fn run_leaky(
+        &self,
+        conn: &mut ConnectionManager,
+        mode: Mode,
+        keys: &[ScriptKey],
+        now: u64,
+    ) -> Result<Reply, CallError> {
+        let mut inv = self.leaky.prepare_invoke();
+        inv.arg(mode.as_str());
+        match self.time {
+            TimeSource::Server => inv.arg(""),
+            TimeSource::Caller => inv.arg(now),
+        };
+        for k in keys {
+            inv.key(k.key.as_slice())
+                .arg(k.policy.rate.milli())
+                .arg(k.burst);
+        }
+        let reply = inv
+            .invoke_async::<Vec<i64>>(conn)
+            .await
+            .map_err(CallError::Redis)?;
+        parse_leaky_reply(&reply, keys)
+    }
+}
+
+/// The leaky script's reply over `keys`: `{1, e1..en}` or `{0, i, excess,
+/// wait}`.
+fn parse_leaky_reply(v: &[i64], keys: &[ScriptKey]) -> Result<Reply, CallError> {
+    let bad = || CallError::Reply(format!("{v:?}"));
+    let u = |x: i64| u64::try_from(x).map_err(|_| bad());
+    match v.first() {
+        Some(1) if v.len() == keys.len() + 1 => Ok(Reply::Accepted(
+            v[1..]
+                .iter()
+                .zip(keys)
+                .map(|(&e, k)| {
+                    let excess = u(e)?;
+                    // Past the burst only in "account" mode, where the
+                    // memory store reports no standing either.
+                    let standing = if excess > k.burst {
+                        Standing::default()
+                    } else {
+                        algorithm::leaky_standing(k.policy.rate, k.burst, excess)
+                    };
+                    Ok(Stored { excess, standing })
+                })
+                .collect::<Result<_, _>>()?,
+        )),
+        Some(0) => parse_reply(v, keys.len()),
+        _ => Err(bad()),
     }
 }
 

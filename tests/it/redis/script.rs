@@ -139,6 +139,8 @@ async fn a_key_left_by_another_algorithm_decides_as_new() {
         (Algorithm::TokenBucket, 4000, "list"),
         (Algorithm::SlidingLog, 0, "leaky hash"),
         (Algorithm::Gcra, 4000, "leaky hash"),
+        // The leaky bucket's own script (leaky_bucket.lua) too.
+        (Algorithm::LeakyBucket, 4000, "list"),
     ] {
         let _: () = redis::cmd("DEL").arg(key).query(&mut c).unwrap();
         let _: () = if left == "list" {
