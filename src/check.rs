@@ -50,7 +50,8 @@ fn rate_text(p: &Policy) -> String {
     }
 }
 
-/// A zone: key, size (and how many states fit), algorithm and rate, backend.
+/// A zone: key, size (and how many keys' states fit), algorithm and rate,
+/// backend.
 fn zone(s: &mut String, z: &ZoneSpec) {
     let _ = writeln!(
         s,
@@ -58,7 +59,7 @@ fn zone(s: &mut String, z: &ZoneSpec) {
         z.name,
         z.key.source(),
         z.size,
-        z.size / crate::limiter::memory::BYTES_PER_STATE,
+        crate::limiter::MemoryZone::keys_in(z.size, &z.policy),
         z.policy.algorithm.name(),
         rate_text(&z.policy),
         match z.backend {
@@ -190,6 +191,11 @@ key = "$binary_remote_addr"
 size = "1m"
 rate = "1r/h"
 algorithm = "gcra"
+[zones.log]
+key = "$binary_remote_addr"
+size = "1m"
+rate = "100r/m"
+algorithm = "sliding_log"
 [[servers]]
 listen = "127.0.0.1:1"
 [[servers.locations]]
@@ -214,5 +220,9 @@ return = { status = 200 }
         assert_eq!(zone("window"), "sliding_window rate 100r/5m");
         assert_eq!(zone("gcra"), "gcra rate 1r/h");
         assert!(s.contains("limit_req gcra burst=9 nodelay"), "{s}");
+        // A state per key, and for a sliding log its log of 100 times too
+        // (1 + (32 + 800) / 64 = 14 states a key).
+        assert!(s.contains("1048576 B (16384 states)  gcra"), "{s}");
+        assert!(s.contains("1048576 B (1170 states)  sliding_log"), "{s}");
     }
 }

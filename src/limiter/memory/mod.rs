@@ -120,6 +120,12 @@ impl MemoryZone {
         MemoryZone::with_capacity((size / BYTES_PER_STATE).max(1) as usize)
     }
 
+    /// How many keys (with keys of up to 16 bytes) a zone of `size` bytes
+    /// holds under `p`: one state each, or for a sliding log also its log.
+    pub fn keys_in(size: u64, p: &Policy) -> u64 {
+        (size / BYTES_PER_STATE).max(1) / (1 + log_cost(p)) as u64
+    }
+
     /// A zone holding at most `capacity` states.
     pub fn with_capacity(capacity: usize) -> MemoryZone {
         // Shards of at least 512 states, at most 16 of them.
