@@ -17,7 +17,7 @@ mod node;
 
 use super::algorithm::{self, Cell, Check, Log, Policy, Standing, View};
 use hashbrown::{HashMap, HashTable};
-use node::{INLINE, LONG, Node, cost_of, key_of, log_cost};
+use node::{INLINE, LONG, Node, cost_of, key_of, log_cost, log_units};
 /// A shard's lock. Critical sections are a few dozen nanoseconds and
 /// workers are one per core, so a spin lock (whose unlock is a plain store,
 /// not the compare-and-swap of a parking lock) wins; a thread that finds it
@@ -33,10 +33,6 @@ pub const BYTES_PER_STATE: u64 = 64;
 const NIL: u32 = u32::MAX;
 /// The log of a state that has none.
 static NO_LOG: Log = Log::new();
-
-/// The largest excess a state can hold: burst is capped so that
-/// `burst*1000 + 1000` fits (see config: burst ≤ 4,000,000).
-pub const MAX_EXCESS: u64 = u32::MAX as u64;
 
 /// A node held by an unfinished multi-limit decision (nginx's `count++`).
 /// It cannot be expired or evicted until accounted or released.
@@ -83,7 +79,7 @@ struct Shard {
     head: u32,
     tail: u32,
     len: usize,
-    /// What the stored states cost, in states (see `NodeKey::cost`).
+    /// What the stored states cost, in states (see `Shard::cost`).
     units: usize,
     /// Hard limit of this shard's units (its even share plus slack).
     capacity: usize,
@@ -335,19 +331,14 @@ impl Locked<'_> {
         // nginx (whose held new node has `last = 0`: the whole clock has
         // elapsed when it is accounted, and it starts empty).
         let slot = shard.insert(hash, key, p, u32::from(!charge), totals);
-        let c = shard.check(slot, p, burst, now, 0);
         if charge {
-            let excess = shard.charge(slot, p, now);
-            Lookup::Charged {
-                excess,
-                standing: c.standing,
-            }
-        } else {
-            Lookup::Held {
-                excess: c.excess,
-                standing: c.standing,
-                held: Held { shard: si, slot },
-            }
+            return shard.take(slot, p, burst, now);
+        }
+        let c = shard.check(slot, p, burst, now, 0);
+        Lookup::Held {
+            excess: c.excess,
+            standing: c.standing,
+            held: Held { shard: si, slot },
         }
     }
 
@@ -410,33 +401,38 @@ impl Shard {
         algorithm::check(p, burst, view, now, pending)
     }
 
+    /// Run `f` on the state in `slot` (its cell and its log, empty but for
+    /// a sliding log), then store the cell.
+    #[inline]
+    fn update<R>(&mut self, slot: u32, f: impl FnOnce(&mut Cell, &mut Log) -> R) -> R {
+        let node = &mut self.nodes[slot as usize];
+        let mut cell = node.cell();
+        let mut none = Log::new();
+        let r = f(
+            &mut cell,
+            self.logs.get_mut(slot as usize).unwrap_or(&mut none),
+        );
+        node.store(cell);
+        r
+    }
+
     /// Store one request in `slot`; returns the excess stored.
     #[inline]
     fn charge(&mut self, slot: u32, p: &Policy, now: u64) -> u64 {
-        let node = &mut self.nodes[slot as usize];
-        let mut cell = node.cell();
-        let mut none = Log::new();
-        let log = self.logs.get_mut(slot as usize).unwrap_or(&mut none);
-        let excess = algorithm::charge(p, &mut cell, log, now);
-        node.store(cell);
-        excess
+        self.update(slot, |cell, log| algorithm::charge(p, cell, log, now))
     }
 
-    /// Check and, when admitted, charge the state in `slot`.
+    /// Check and, when admitted, charge the state in `slot` (a refusal
+    /// leaves the cell as it was).
     #[inline]
     fn take(&mut self, slot: u32, p: &Policy, burst: u64, now: u64) -> Lookup {
-        let node = &mut self.nodes[slot as usize];
-        let mut cell = node.cell();
-        let mut none = Log::new();
-        let log = self.logs.get_mut(slot as usize).unwrap_or(&mut none);
-        let c = algorithm::take(p, burst, &mut cell, log, now);
+        let c = self.update(slot, |cell, log| algorithm::take(p, burst, cell, log, now));
         if !c.admit {
             return Lookup::Busy {
                 excess: c.excess,
                 wait_ms: c.wait_ms,
             };
         }
-        node.store(cell);
         Lookup::Charged {
             excess: c.excess,
             standing: c.standing,
@@ -446,12 +442,7 @@ impl Shard {
     /// What the state in `slot` costs against the zone's size, in states.
     fn cost(&self, slot: u32) -> usize {
         let log = self.logs.get(slot as usize).map_or(0, |l| l.capacity());
-        let log_units = if log == 0 {
-            0
-        } else {
-            (32 + 8 * log).div_ceil(BYTES_PER_STATE as usize)
-        };
-        cost_of(self.key(slot).len()) + log_units
+        cost_of(self.key(slot).len()) + log_units(log)
     }
 
     /// The key of the state in `slot`.

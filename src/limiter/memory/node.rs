@@ -69,9 +69,18 @@ impl Node {
 /// the `VecDeque` of up to `count` times, allocated at once.
 pub(super) fn log_cost(p: &Policy) -> usize {
     if p.algorithm == algorithm::Algorithm::SlidingLog {
-        (32 + 8 * p.count as usize).div_ceil(BYTES_PER_STATE as usize)
+        log_units(p.count as usize)
     } else {
         0
+    }
+}
+
+/// What a log allocated for `times` times costs, in states: the
+/// `VecDeque`'s 32 bytes and 8 per time (none without a log).
+pub(super) fn log_units(times: usize) -> usize {
+    match times {
+        0 => 0,
+        n => (32 + 8 * n).div_ceil(BYTES_PER_STATE as usize),
     }
 }
 
