@@ -37,7 +37,7 @@ pub fn summary(file: &str, spec: &Spec) -> String {
 /// leaks when that reads differently (`10r/10s = 1r/s`), in its own
 /// milli-requests per second when it truncated (`1r/m = 16 milli-req/s`).
 fn rate_text(p: &Policy) -> String {
-    let written = crate::config::values::rate_text(p.count, p.period_ms);
+    let written = crate::limiter::algorithm::rate_text(p.count, p.period_ms);
     let milli = p.rate.milli();
     let leaks = match milli % 1000 {
         0 => format!("{}r/s", milli / 1000),

@@ -329,7 +329,7 @@ impl Zones {
                     ZoneValues {
                         name: z.name().to_string(),
                         algorithm: policy.algorithm.name(),
-                        rate: crate::config::values::rate_text(policy.count, policy.period_ms),
+                        rate: crate::limiter::algorithm::rate_text(policy.count, policy.period_ms),
                         states: store.len(),
                         capacity: m.capacity(),
                         evictions: m.evictions(),

@@ -1,7 +1,8 @@
-//! Scalar values written the nginx way: sizes (`1m`), rates (`2r/s`),
-//! times (`60s`, `500ms`), `listen` addresses, `proxy_pass` URLs and
-//! location paths with their modifiers. Each parser returns nginx's wording
-//! where nginx has one.
+//! Scalar values written the nginx way: sizes (`1m`), times (`60s`,
+//! `500ms`), `listen` addresses, `proxy_pass` URLs and location paths with
+//! their modifiers. Each parser returns nginx's wording where nginx has
+//! one. (Rates, `2r/s` and `10r/10s`, are read by
+//! `limiter::algorithm::parse_rate`, which `sluice simulate` shares.)
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -56,80 +57,6 @@ pub fn parse_header_buffers(s: &str) -> Result<(usize, usize), String> {
 /// `g`/`G` (×1024).
 pub fn parse_offset(s: &str) -> Result<u64, String> {
     scaled(s, true).ok_or_else(|| format!("invalid size \"{s}\" (e.g. \"1m\", \"512k\", \"0\")"))
-}
-
-/// Rates: nginx's `Nr/s`, `Nr/m` or a bare `N` (taken as r/s), and a
-/// period, `Nr/h`, `10r/10s`, `100r/5m`: `(count, period_ms)`. A bad
-/// period gets its own reason, since `"10r/0s"` looks right at a glance.
-pub fn parse_rate(s: &str) -> Result<(u64, u64), String> {
-    crate::limiter::algorithm::parse_rate(s).map_err(|general| {
-        match s.split_once("r/").and_then(|(_, p)| period_problem(p)) {
-            Some(why) => format!("invalid rate \"{s}\": {why}"),
-            None => general,
-        }
-    })
-}
-
-/// What is wrong with the period of a rate (the text after `r/`), if
-/// anything the general message would not point at.
-fn period_problem(p: &str) -> Option<String> {
-    let digits = p.bytes().take_while(u8::is_ascii_digit).count();
-    let (n, unit) = p.split_at(digits);
-    const UNITS: &str = "\"ms\", \"s\", \"m\", \"h\" or \"d\", as in \"10r/10s\" or \"100r/5m\"";
-    match unit {
-        "" if n.is_empty() => Some(format!("no period after \"r/\" (expected {UNITS})")),
-        "" => Some(format!("the period \"{n}\" has no unit (expected {UNITS})")),
-        "ms" | "s" | "m" | "h" | "d" if !n.is_empty() && n.bytes().all(|b| b == b'0') => Some(
-            format!("the period \"{p}\" is zero: it must be at least 1ms"),
-        ),
-        "ms" | "s" | "m" | "h" | "d" => None,
-        _ => Some(format!("unknown period unit \"{unit}\" (expected {UNITS})")),
-    }
-}
-
-/// A rate as `parse_rate` reads it back: `2r/s`, `30r/m`, `1r/h`,
-/// `10r/10s`, `100r/5m`, `1r/500ms` (the largest unit that divides the
-/// period; a period of one unit without its `1`).
-pub fn rate_text(count: u64, period_ms: u64) -> String {
-    let (n, unit) = [
-        (86_400_000, "d"),
-        (3_600_000, "h"),
-        (60_000, "m"),
-        (1000, "s"),
-    ]
-    .into_iter()
-    .find(|(ms, _)| period_ms % ms == 0)
-    .map_or((period_ms, "ms"), |(ms, unit)| (period_ms / ms, unit));
-    if n == 1 {
-        format!("{count}r/{unit}")
-    } else {
-        format!("{count}r/{n}{unit}")
-    }
-}
-
-/// nginx's own rate syntax only (`Nr/s`, `Nr/m`): kept for its tests.
-#[cfg(test)]
-fn parse_nginx_rate(s: &str) -> Result<crate::limiter::Rate, String> {
-    use crate::limiter::Rate;
-    let invalid =
-        || format!("invalid rate \"{s}\" (expected \"Nr/s\" or \"Nr/m\", N a positive integer)");
-    let (num, per_minute) = if let Some(n) = s.strip_suffix("r/s") {
-        (n, false)
-    } else if let Some(n) = s.strip_suffix("r/m") {
-        (n, true)
-    } else {
-        (s, false)
-    };
-    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid());
-    }
-    let n: u64 = num.parse().map_err(|_| invalid())?;
-    let rate = if per_minute {
-        Rate::per_minute(n)
-    } else {
-        Rate::per_second(n)
-    };
-    rate.ok_or_else(invalid)
 }
 
 /// nginx times: `30`, `30s`, `500ms`, `1m`, `1h`, `1d`, or combinations
@@ -285,51 +212,6 @@ mod tests {
         assert!(parse_size("1g").is_err());
         assert!(parse_size("m").is_err());
         assert!(parse_size("1.5m").is_err());
-    }
-
-    #[test]
-    fn rates() {
-        assert_eq!(parse_nginx_rate("2r/s").unwrap().milli(), 2000);
-        assert_eq!(parse_nginx_rate("1r/m").unwrap().milli(), 16);
-        assert_eq!(parse_nginx_rate("5").unwrap().milli(), 5000);
-        assert_eq!(parse_rate("10r/h"), Ok((10, 3_600_000)));
-        for bad in ["0.5r/s", "0r/s", "r/s", "-1r/s", ""] {
-            assert!(parse_rate(bad).is_err(), "{bad}");
-        }
-        for (bad, why) in [
-            (
-                "10r/0s",
-                "invalid rate \"10r/0s\": the period \"0s\" is zero",
-            ),
-            ("1r/x", "invalid rate \"1r/x\": unknown period unit \"x\""),
-            (
-                "1r/10",
-                "invalid rate \"1r/10\": the period \"10\" has no unit",
-            ),
-            ("1r/", "invalid rate \"1r/\": no period after \"r/\""),
-            ("1r/2d", "rate \"1r/2d\" is out of range"),
-            ("0r/s", "invalid rate \"0r/s\" (expected"),
-        ] {
-            let e = parse_rate(bad).unwrap_err();
-            assert!(e.starts_with(why), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn rates_read_back() {
-        for (count, period, text) in [
-            (2, 1000, "2r/s"),
-            (30, 60_000, "30r/m"),
-            (1, 3_600_000, "1r/h"),
-            (10, 10_000, "10r/10s"),
-            (100, 300_000, "100r/5m"),
-            (1, 500, "1r/500ms"),
-            (3, 86_400_000, "3r/d"),
-            (7, 1500, "7r/1500ms"),
-        ] {
-            assert_eq!(rate_text(count, period), text);
-            assert_eq!(parse_rate(text), Ok((count, period)), "{text}");
-        }
     }
 
     #[test]

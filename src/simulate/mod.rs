@@ -2,7 +2,7 @@
 //! sequence, side by side, as the seed article compares them.
 //!
 //! Nothing here decides: every admission comes from the code a zone runs
-//! ([`algorithm::check`] then [`algorithm::charge`], one [`Cell`] and
+//! ([`algorithm::take`]: check, then charge when admitted; one [`Cell`] and
 //! [`Log`] per client key), or, for the article's queue, from
 //! [`algorithm::queue::Queue`]. This module only feeds them the arrivals in
 //! time order and measures what came out: how many were admitted, the most
@@ -13,11 +13,12 @@ mod plot;
 mod render;
 mod trace;
 
+pub use crate::limiter::algorithm::period_text;
 pub use plot::svg;
 pub use render::{Source, json, seconds, table};
 pub use trace::{Arrival, MAX_TIME_MS, Scenario, Trace, TraceError, parse_seconds, parse_trace};
 
-use crate::limiter::algorithm::{self, Algorithm, Cell, Log, Policy, View, queue::Queue};
+use crate::limiter::algorithm::{self, Algorithm, Cell, Log, Policy, queue::Queue};
 use crate::limiter::bucket::{self, ONE};
 
 /// A row of the comparison: the article's six, in its order, then nginx's
@@ -152,7 +153,7 @@ pub enum SimError {
 impl Setup {
     /// `count` requests per `period`, as `rate = "..."` writes it.
     pub fn rate_text(&self) -> String {
-        format!("{}r/{}", self.count, period_unit(self.period_ms))
+        algorithm::rate_text(self.count, self.period_ms)
     }
 
     fn policy(&self, row: Row) -> Result<Policy, SimError> {
@@ -174,30 +175,6 @@ impl Setup {
             _ => self.burst * ONE,
         }
     }
-}
-
-/// A period as a rate's text writes it: `10s`, `500ms`, `5m`, and the
-/// unit alone for one of it (`s`, `m`, `h`, `d`).
-pub fn period_unit(ms: u64) -> String {
-    let text = period_text(ms);
-    text.strip_prefix('1')
-        .filter(|rest| rest.starts_with(|c: char| c.is_ascii_alphabetic()) && *rest != "ms")
-        .map_or(text.clone(), str::to_string)
-}
-
-/// A duration in the largest unit that divides it: `10s`, `1500ms`, `2h`.
-pub fn period_text(ms: u64) -> String {
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-    ] {
-        if ms >= size && ms % size == 0 {
-            return format!("{}{unit}", ms / size);
-        }
-    }
-    format!("{ms}ms")
 }
 
 /// Run `rows` (any order, repeats ignored) over `trace`.
@@ -321,9 +298,8 @@ impl Run<'_> {
             let a = self.trace.arrivals[i];
             let now = self.clock.now(a.at_ms);
             let (cell, log) = &mut states[a.key];
-            let c = algorithm::check(&self.policy, self.burst, View { cell, log }, now, 0);
+            let c = algorithm::take(&self.policy, self.burst, cell, log, now);
             if c.admit {
-                algorithm::charge(&self.policy, cell, log, now);
                 decisions[i] = true;
                 if let Some(done) = &mut done {
                     let delay = bucket::delay_ms(c.excess, 0, self.policy.rate);

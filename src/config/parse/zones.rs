@@ -8,7 +8,7 @@
 use super::super::spec::{Backend, ConnZoneSpec, ZoneSpec};
 use super::super::values;
 use super::read::{Cx, Key, Name, Schema, Val, has};
-use crate::limiter::{Algorithm, Policy};
+use crate::limiter::{Algorithm, Policy, algorithm};
 use crate::vars::{Context, Template};
 
 /// A zone table as read (either kind); `name` is for the messages.
@@ -48,7 +48,7 @@ static ZONE: Schema<ZoneDraft> = Schema::plain(&[
         read: |cx, k, v, z| {
             z.rate_span = Some(v.span());
             z.rate = cx.scalar_text(v, k).and_then(|text| {
-                values::parse_rate(&text)
+                algorithm::parse_rate(&text)
                     .map_err(|e| cx.err(v.span(), e))
                     .ok()
             })
@@ -241,7 +241,7 @@ fn policy(cx: &mut Cx, z: &ZoneDraft) -> Option<Policy> {
             format!(
                 "zone \"{}\": rate \"{}\" is too slow for algorithm \"leaky_bucket\" (nginx's, the default), which counts whole milli-requests per second: its slowest rate is 1r/1000s (4r/h); raise the rate, or choose \"token_bucket\", \"gcra\" or a window, which take any rate",
                 z.name,
-                values::rate_text(count, period)
+                algorithm::rate_text(count, period)
             ),
         );
     }

@@ -37,7 +37,8 @@ mod rate;
 pub mod token;
 pub mod window;
 
-pub use rate::parse_rate;
+use rate::period_words;
+pub use rate::{parse_rate, period_text, rate_text};
 
 use super::bucket::{self, Bucket, Rate};
 use std::collections::VecDeque;
@@ -193,24 +194,6 @@ impl Policy {
         };
         ms.div_ceil(1000).max(1)
     }
-}
-
-/// "second", "10 seconds", "5 minutes", "hour", "500 ms".
-fn period_words(ms: u64) -> String {
-    for (unit, name) in [
-        (86_400_000, "day"),
-        (3_600_000, "hour"),
-        (60_000, "minute"),
-        (1000, "second"),
-    ] {
-        if ms % unit == 0 {
-            return match ms / unit {
-                1 => name.to_string(),
-                k => format!("{k} {name}s"),
-            };
-        }
-    }
-    format!("{ms} ms")
 }
 
 /// A key's stored state: three integers whose meaning is the algorithm's
