@@ -137,12 +137,7 @@ impl LimitScript {
         {
             return self.run_leaky(conn, mode, keys, now).await;
         }
-        let mut inv = self.script.prepare_invoke();
-        inv.arg(mode.as_str());
-        match self.time {
-            TimeSource::Server => inv.arg(""),
-            TimeSource::Caller => inv.arg(now),
-        };
+        let mut inv = self.invocation(&self.script, mode, now);
         for k in keys {
             let p = &k.policy;
             inv.key(k.key.as_slice())
@@ -161,6 +156,23 @@ impl LimitScript {
 }
 
 impl LimitScript {
+    /// A call of `script` with what both scripts take first: the mode, and
+    /// `now` only with [`TimeSource::Caller`].
+    fn invocation<'a>(
+        &self,
+        script: &'a redis::Script,
+        mode: Mode,
+        now: u64,
+    ) -> redis::ScriptInvocation<'a> {
+        let mut inv = script.prepare_invoke();
+        inv.arg(mode.as_str());
+        match self.time {
+            TimeSource::Server => inv.arg(""),
+            TimeSource::Caller => inv.arg(now),
+        };
+        inv
+    }
+
     /// [`LimitScript::run`] for leaky buckets only, with [`LEAKY_SCRIPT`]:
     /// per key its rate and burst; the standings come from the excess.
     async fn run_leaky(
@@ -170,12 +182,7 @@ impl LimitScript {
         keys: &[ScriptKey],
         now: u64,
     ) -> Result<Reply, CallError> {
-        let mut inv = self.leaky.prepare_invoke();
-        inv.arg(mode.as_str());
-        match self.time {
-            TimeSource::Server => inv.arg(""),
-            TimeSource::Caller => inv.arg(now),
-        };
+        let mut inv = self.invocation(&self.leaky, mode, now);
         for k in keys {
             inv.key(k.key.as_slice())
                 .arg(k.policy.rate.milli())
