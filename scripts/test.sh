@@ -5,7 +5,8 @@
 #   scripts/test.sh
 #
 # Steps (each one runs, and each one is reported PASS or FAIL at the end; nothing is skipped):
-#   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk, curl and openssl
+#   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk, curl, openssl,
+#      h2load (nghttp2-client) and python3-websockets
 #      with apt-get (as root, or through sudo); cargo must already be there;
 #   2. cargo build --release;
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
@@ -43,11 +44,14 @@ install_packages() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v wrk          >/dev/null || missing+=(wrk)
   command -v curl         >/dev/null || missing+=(curl)
-  command -v openssl      >/dev/null || missing+=(openssl)   # the Redis TLS test makes its certificates
+  command -v openssl      >/dev/null || missing+=(openssl)   # the TLS tests make their certificates
+  command -v h2load       >/dev/null || missing+=(nghttp2-client)   # HTTP/2 bursts over one connection
+  [[ -x /usr/bin/python3 ]]         || missing+=(python3)   # Debian's own: the tests run /usr/bin/python3
+  /usr/bin/python3 -c 'import websockets' 2>/dev/null || missing+=(python3-websockets)   # the WebSocket client
   command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
 
   if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "nginx, redis-server, wrk and curl are installed"
+    echo "nginx, redis-server, wrk, curl, openssl, h2load and python3-websockets are installed"
   else
     echo "missing: ${missing[*]}"
     if [[ $EUID -ne 0 ]]; then
@@ -79,9 +83,10 @@ install_packages() {
   fi
 
   local tool
-  for tool in nginx redis-server wrk curl openssl; do
+  for tool in nginx redis-server wrk curl openssl h2load; do
     command -v "$tool" >/dev/null || { echo "$tool is still missing after installation" >&2; return 1; }
   done
+  /usr/bin/python3 -c 'import websockets' || { echo "python3-websockets is still missing after installation" >&2; return 1; }
   echo "$(nginx -v 2>&1); $(redis-server --version | cut -d' ' -f1-3); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2); $(cargo --version)"
 }
 

@@ -18,6 +18,8 @@
 //!   sluice's library API in the harness (the file to adapt when the server's API moves).
 //! - [`nginx`]: [`Nginx`], a real nginx in a temporary prefix; [`nginx_binary`] finds it or panics.
 //! - [`redis`]: [`RedisServer`], a real redis-server; [`TlsFiles`], throw-away certificates.
+//! - [`certs`]: [`TestCa`], a throw-away CA and the leaf certificates it signs (any names,
+//!   ECDSA, RSA or Ed25519 keys), for the TLS tests.
 //! - [`upstream`]: [`Upstream`], an in-process echo server that counts the requests it answers.
 //! - [`client`]: the one client: [`request`], [`get`], [`exchange`], [`burst`] and [`fire`], all
 //!   answering a [`Reply`], and [`connect`] for a connection the test writes on itself; the
@@ -38,6 +40,7 @@
 // Each test module uses a different part of the harness; not every helper is used by a test yet.
 #![allow(dead_code, unused_imports)]
 
+mod certs;
 mod client;
 mod compare;
 mod config;
@@ -55,6 +58,7 @@ mod spawn;
 mod upstream;
 mod wait;
 
+pub use certs::{KeyKind, Leaf, TestCa};
 pub use client::{Reply, Request, burst, connect, exchange, fire, get, request};
 pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
