@@ -179,4 +179,6 @@ pub(crate) struct Conn {
     pub(crate) listen: SocketAddr,
     /// Its phase and what its reader saw.
     pub(crate) state: Arc<ConnState>,
+    /// What its TLS handshake settled, if it speaks TLS.
+    pub(crate) tls: Option<Arc<crate::tls::Session>>,
 }
