@@ -181,4 +181,6 @@ pub(crate) struct Conn {
     pub(crate) state: Arc<ConnState>,
     /// What its TLS handshake settled, if it speaks TLS.
     pub(crate) tls: Option<Arc<crate::tls::Session>>,
+    /// It spoke plain HTTP to an `ssl` address: its requests get 400.
+    pub(crate) plain_on_https: bool,
 }

@@ -107,6 +107,10 @@ pub(crate) async fn handle(
         vars,
         start,
     };
+    if conn.plain_on_https {
+        let resp = ProxyError::PlainHttpOnHttps.respond(&cx, &server.error_pages, None, UNDECIDED);
+        return finish(resp, cx.record(&server.access_log), UNDECIDED);
+    }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
         Err(e) => {

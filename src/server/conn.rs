@@ -90,15 +90,29 @@ pub(crate) fn serve_client(
         shared.env.metrics.connection_opened();
         let at = (configured, local, remote, id);
         if !ssl {
-            serve_stream(&shared, stopping, at, stream, None).await;
-        } else if let Some(h) =
-            Box::pin(tls::handshake(&shared, stream, configured, (id, remote))).await
-        {
-            serve_stream(&shared, stopping, at, h.stream, Some(h.session)).await;
-        } else {
-            shared.env.metrics.connection_closed();
+            serve_stream(&shared, stopping, at, stream, Tls::None).await;
+            return;
+        }
+        match Box::pin(tls::accept(&shared, stream, configured, (id, remote))).await {
+            tls::Accepted::Tls(h) => {
+                serve_stream(&shared, stopping, at, h.stream, Tls::Session(h.session)).await;
+            }
+            tls::Accepted::Plain(stream) => {
+                serve_stream(&shared, stopping, at, stream, Tls::PlainOnHttps).await;
+            }
+            tls::Accepted::Failed => shared.env.metrics.connection_closed(),
         }
     });
+}
+
+/// What a connection's stream is, as far as TLS goes.
+enum Tls {
+    /// A plain address.
+    None,
+    /// An `ssl` address, and the session its handshake settled.
+    Session(Arc<crate::tls::Session>),
+    /// An `ssl` address the client spoke plain HTTP to.
+    PlainOnHttps,
 }
 
 /// A connection's requests, on its (plain or TLS) stream, then its close.
@@ -107,8 +121,13 @@ async fn serve_stream<S: ClientStream>(
     stopping: tokio::sync::watch::Receiver<bool>,
     (configured, local, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
     stream: S,
-    tls: Option<Arc<crate::tls::Session>>,
+    tls: Tls,
 ) {
+    let plain_on_https = matches!(tls, Tls::PlainOnHttps);
+    let tls = match tls {
+        Tls::Session(s) => Some(s),
+        _ => None,
+    };
     let sni = tls.as_ref().and_then(|t| t.server_name.as_deref());
     let side = ServerSide::of(shared, configured, sni);
     let state = ConnState::new(side.timeouts);
@@ -119,6 +138,7 @@ async fn serve_stream<S: ClientStream>(
         listen: configured,
         state: state.clone(),
         tls,
+        plain_on_https,
     });
     let mut io = TimedIo::new(stream, state, side.head_rules);
     io.park_when_idle(!side.timeouts.keepalive.is_zero());

@@ -13,7 +13,6 @@ use crate::errlog::{self, Severity};
 use crate::tls::{Protocol, Session};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
@@ -24,26 +23,38 @@ pub(super) struct Handshaken {
     pub session: Arc<Session>,
 }
 
-/// The handshake, or `None` when it failed (logged and counted).
-pub(super) async fn handshake(
+/// How a connection on an `ssl` address began.
+pub(super) enum Accepted {
+    Tls(Handshaken),
+    /// With plain HTTP (nginx then reads the request, to answer 400 "The
+    /// plain HTTP request was sent to HTTPS port").
+    Plain(TcpStream),
+    /// It failed, timed out or was closed (logged and counted).
+    Failed,
+}
+
+/// A connection on an `ssl` address: as nginx, its first byte says
+/// whether it is a TLS handshake (a record of type 22, or an SSLv2-style
+/// hello) or plain HTTP; then the handshake, all within the default
+/// server's `client_header_timeout`.
+pub(super) async fn accept(
     shared: &Shared,
     stream: TcpStream,
     listen: SocketAddr,
     (id, remote): (u64, SocketAddr),
-) -> Option<Handshaken> {
+) -> Accepted {
     let config = shared.config();
     // None after a reload removed the address: closed.
-    let address = config.address(listen)?;
-    // Until the ClientHello names a server, the default server's timeout.
+    let Some(address) = config.address(listen) else {
+        return Accepted::Failed;
+    };
     let timeout = address.default_server().client_header_timeout;
     let deadline = Instant::now()
         + if timeout.is_zero() {
-            Duration::from_secs(60)
+            crate::config::DEFAULT_TIMEOUT
         } else {
             timeout
         };
-    let acceptor =
-        tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
     let failed = |what: std::fmt::Arguments, result: &'static str| {
         shared.env.metrics.tls_handshake(result);
         errlog::emit(
@@ -53,38 +64,59 @@ pub(super) async fn handshake(
                 remote.ip()
             ),
         );
-        None
+        Accepted::Failed
     };
-    let start = match tokio::time::timeout_at(deadline, acceptor).await {
-        Ok(Ok(start)) => start,
-        Ok(Err(e)) => return failed(format_args!("{}", describe(&e)), "failed"),
-        Err(_) => {
-            return failed(
-                format_args!("client timed out (110: Connection timed out)"),
-                "timeout",
-            );
+    let timed_out = "client timed out (110: Connection timed out)";
+    let mut first = [0u8; 1];
+    match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] & 0x80 != 0 || first[0] == 0x16 => {}
+        Ok(Ok(1)) => return Accepted::Plain(stream),
+        Ok(Ok(_)) => return failed(format_args!("client closed connection"), "failed"),
+        Ok(Err(e)) => return failed(format_args!("recv() failed ({e})"), "failed"),
+        Err(_) => return failed(format_args!("{timed_out}"), "timeout"),
+    }
+    match handshake(address, stream, deadline).await {
+        Ok(h) => {
+            shared.env.metrics.tls_handshake("ok");
+            Accepted::Tls(h)
         }
-    };
-    let sni = start.client_hello().server_name().map(Box::<str>::from);
-    let server = address.server_for(None, sni.as_deref());
-    let Some(tls) = &server.tls else {
-        // Validation gives every server on an ssl address a certificate.
-        return failed(
+        Err(Failure::TimedOut) => failed(format_args!("{timed_out}"), "timeout"),
+        Err(Failure::Io(e)) => failed(format_args!("{}", describe(&e)), "failed"),
+        Err(Failure::NoCertificate) => failed(
             format_args!("no \"ssl_certificate\" is defined for the server"),
             "failed",
-        );
-    };
-    let stream =
-        match tokio::time::timeout_at(deadline, start.into_stream(tls.config.clone())).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return failed(format_args!("{}", describe(&e)), "failed"),
-            Err(_) => {
-                return failed(
-                    format_args!("client timed out (110: Connection timed out)"),
-                    "timeout",
-                );
-            }
-        };
+        ),
+    }
+}
+
+/// Why a handshake failed.
+enum Failure {
+    TimedOut,
+    Io(std::io::Error),
+    NoCertificate,
+}
+
+/// The handshake itself, by `deadline`: the ClientHello's name chooses the
+/// server whose TLS configuration answers it.
+async fn handshake(
+    address: &crate::config::Address,
+    stream: TcpStream,
+    deadline: Instant,
+) -> Result<Handshaken, Failure> {
+    let acceptor =
+        tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+    let start = tokio::time::timeout_at(deadline, acceptor)
+        .await
+        .map_err(|_| Failure::TimedOut)?
+        .map_err(Failure::Io)?;
+    let sni = start.client_hello().server_name().map(Box::<str>::from);
+    let server = address.server_for(None, sni.as_deref());
+    // Validation gives every server on an ssl address a certificate.
+    let tls = server.tls.as_ref().ok_or(Failure::NoCertificate)?;
+    let stream = tokio::time::timeout_at(deadline, start.into_stream(tls.config.clone()))
+        .await
+        .map_err(|_| Failure::TimedOut)?
+        .map_err(Failure::Io)?;
     let (_, c) = stream.get_ref();
     let protocol = c
         .protocol_version()
@@ -95,8 +127,7 @@ pub(super) async fn handshake(
         .and_then(|s| s.suite().as_str())
         .unwrap_or("");
     let h2 = c.alpn_protocol() == Some(b"h2");
-    shared.env.metrics.tls_handshake("ok");
-    Some(Handshaken {
+    Ok(Handshaken {
         session: Arc::new(Session {
             protocol,
             server_name: sni,
