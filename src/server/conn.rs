@@ -95,6 +95,7 @@ pub(crate) fn serve_client(
         }
         match Box::pin(tls::accept(&shared, stream, configured, (id, remote))).await {
             tls::Accepted::Tls(h) => {
+                let h = *h;
                 serve_stream(&shared, stopping, at, h.stream, Tls::Session(h.session)).await;
             }
             tls::Accepted::Plain(stream) => {

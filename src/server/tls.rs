@@ -25,7 +25,7 @@ pub(super) struct Handshaken {
 
 /// How a connection on an `ssl` address began.
 pub(super) enum Accepted {
-    Tls(Handshaken),
+    Tls(Box<Handshaken>),
     /// With plain HTTP (nginx then reads the request, to answer 400 "The
     /// plain HTTP request was sent to HTTPS port").
     Plain(TcpStream),
@@ -78,7 +78,7 @@ pub(super) async fn accept(
     match handshake(address, stream, deadline).await {
         Ok(h) => {
             shared.env.metrics.tls_handshake("ok");
-            Accepted::Tls(h)
+            Accepted::Tls(Box::new(h))
         }
         Err(Failure::TimedOut) => failed(format_args!("{timed_out}"), "timeout"),
         Err(Failure::Io(e)) => failed(format_args!("{}", describe(&e)), "failed"),
