@@ -380,3 +380,39 @@ fn check_shows_the_certificate_and_refuses_a_wrong_key() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn watch_reloads_when_a_certificate_is_renewed() {
+    let ca = TestCa::new();
+    let old = ca.leaf("old", &["w.test"], KeyKind::EcdsaP256);
+    let new = ca.leaf("new", &["w.test"], KeyKind::EcdsaP256);
+    // The configuration names the "live" files, as certbot's live/ directory.
+    let live = tempfile::tempdir().expect("temp dir");
+    let install = |from: &Leaf| {
+        for (src, name) in [(&from.key, "live.key"), (&from.chain, "live.crt")] {
+            let tmp = live.path().join(format!("{name}.tmp"));
+            std::fs::copy(src, &tmp).expect("copy");
+            std::fs::rename(&tmp, live.path().join(name)).expect("rename");
+        }
+    };
+    install(&old);
+    let named = Leaf {
+        cert: live.path().join("live.crt"),
+        chain: live.path().join("live.crt"),
+        key: live.path().join("live.key"),
+    };
+    let s = Sluice::builder(&format!("watch = true\n{}", server("w.test", &named, "")))
+        .relocate(ADDR)
+        .start();
+    let addr = s.addr();
+    assert_eq!(served_serial(addr, "w.test"), serial_of(&old));
+    install(&new);
+    let want = serial_of(&new);
+    crate::support::eventually(
+        "the renewed certificate to be served",
+        Duration::from_secs(10),
+        async || (served_serial(addr, "w.test") == want).then_some(()),
+    )
+    .await;
+    assert!(s.log().contains("live."), "{}", s.log());
+}
