@@ -1,17 +1,24 @@
 //! The content phase: a location's `return`, or the request forwarded to
 //! its upstream (with its body read whole first, as nginx's
 //! `proxy_request_buffering`).
+//!
+//! An upgrade request (WebSocket, … see [`crate::http1::upgrade_asked`]) is
+//! forwarded with its `Upgrade`; the upstream's `101` makes the response a
+//! tunnel's ([`super::tunnel`]), any other answer is an ordinary response.
+//! A body is forwarded as any request's (nginx does too), and must have been
+//! sent whole before the 101 (else 502: the rest would be lost).
 
 use super::Ctx;
 use super::error::{ProxyError, invalid_chunked};
 use super::limit::Limited;
+use super::tunnel::{self, Tunnel};
 use crate::accesslog::Record;
 use crate::body::Body;
 use crate::client_body::{LimitedBody, ReadError, read_whole};
 use crate::config::{Action, Location, ProxyPass};
 use crate::respond;
 use crate::upstream;
-use http::{Response, Uri};
+use http::{HeaderValue, Response, Uri, Version, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -102,12 +109,14 @@ async fn forward<'l>(
 ) -> Result<Response<Body>, Failed<'l>> {
     let (body, body_limit) =
         LimitedBody::new(body, loc.client_max_body_size, Some(cx.conn.state.clone()));
+    let upgrade = upgrade_of(parts);
     let head = upstream::Head {
         method: &parts.method,
         target,
         headers: &parts.headers,
         host: &pp.authority,
         client: cx.vars.remote.ip(),
+        upgrade,
     };
     let sent = match &loc.request_buffering {
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
@@ -123,13 +132,39 @@ async fn forward<'l>(
         }
         _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
     };
-    match sent {
-        Ok(resp) => Ok(resp.map(BodyExt::boxed)),
+    match sent.and_then(|resp| upstream::switched(resp, upgrade.is_some())) {
+        Ok(Ok((head, switched))) => {
+            let limits = tunnel::Limits {
+                idle: loc.timeouts.read,
+                to_client: cx.conn.state.timeouts.send,
+                to_upstream: loc.timeouts.send,
+            };
+            let mut context = Vec::new();
+            let upstream = (pp.authority.as_str(), target);
+            super::log::push_context_upstream(&mut context, &cx.vars, Some(upstream));
+            let t = Tunnel::new(switched, limits, cx.conn.id, context);
+            Ok(tunnel::respond(head, t))
+        }
+        Ok(Err(resp)) => Ok(resp.map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
             received: body_limit.received(),
         })),
         Err(e) => Err(classify(e)),
     }
+}
+
+/// The protocol an upgrade request asks for (its first `Upgrade` value),
+/// by the same words the connection's head gate held its bytes by.
+fn upgrade_of(parts: &http::request::Parts) -> Option<&HeaderValue> {
+    let h = &parts.headers;
+    let values = |name| h.get_all(name).into_iter().map(HeaderValue::as_bytes);
+    let http11 = parts.version == Version::HTTP_11;
+    if !crate::http1::upgrade_asked(http11, values(header::UPGRADE), values(header::CONNECTION)) {
+        return None;
+    }
+    h.get_all(header::UPGRADE)
+        .into_iter()
+        .find(|v| !v.as_bytes().trim_ascii().is_empty())
 }
 
 /// The client's own failures — a broken chunked body, too slow, or gone —

@@ -1,6 +1,7 @@
 //! The request as the upstream receives it: the head rewritten (hop-by-hop
 //! headers dropped, Host, X-Forwarded-For and the framing written by
-//! sluice), then the body, streamed as it arrives.
+//! sluice; `Upgrade` and `Connection: upgrade` for an upgrade request only),
+//! then the body, streamed as it arrives.
 //!
 //! Why the framing is always sluice's own: the client's `Content-Length`
 //! or `Transfer-Encoding` (or a `Connection` header naming them) must never
@@ -83,6 +84,15 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     out.extend_from_slice(head.host.as_str().as_bytes());
     out.extend_from_slice(b"\r\n");
+    // The client's own are dropped below: only the protocol asked for, and
+    // the option that makes it meant for this hop (nginx's usual
+    // `proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection
+    // "upgrade"`, for upgrade requests only).
+    if let Some(protocol) = head.upgrade {
+        out.extend_from_slice(b"upgrade: ");
+        out.extend_from_slice(protocol.as_bytes());
+        out.extend_from_slice(b"\r\nconnection: upgrade\r\n");
+    }
     let listed = head.headers.contains_key(header::CONNECTION);
     for (name, value) in head.headers {
         if replaced(name) || (listed && named_in_connection(head.headers, name)) {
