@@ -306,6 +306,60 @@ mod tests {
         assert_eq!(g.take_refusal().map(|r| r.status), Some(400));
     }
 
+    /// After an upgrade request (and its body) the gate gives hyper nothing
+    /// more until the answer is known: read on after any other answer, the
+    /// bytes held as they came for a tunnel.
+    #[test]
+    fn what_follows_an_upgrade_request_waits_for_its_answer() {
+        let ws = "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\r\n";
+        let next = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut g = Gate::new(HeadRules::default());
+        let (out, fill) = run(&mut g, format!("{ws}{next}").as_bytes());
+        assert_eq!(String::from_utf8(out).unwrap(), ws);
+        assert_eq!(fill, Fill::Held);
+        assert_eq!(g.want(), 0, "nothing more is read while held");
+        g.resume();
+        let (out, fill) = run(&mut g, b"");
+        assert_eq!(String::from_utf8(out).unwrap(), next);
+        assert_eq!(fill, Fill::NeedInput);
+
+        // A body first, then the hold; a tunnel takes the bytes unparsed.
+        let post = "POST /ws HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: upgrade\r\nContent-Length: 3\r\n\r\n";
+        let mut g = Gate::new(HeadRules::default());
+        let mut sent = format!("{post}abc").into_bytes();
+        sent.extend_from_slice(b"\x81\x05hello");
+        let (out, fill) = run(&mut g, &sent);
+        assert_eq!(out, format!("{post}abc").as_bytes());
+        assert_eq!(fill, Fill::Held);
+        g.input().extend_from_slice(b"\x88\x00");
+        assert_eq!(&g.tunnel()[..], b"\x81\x05hello\x88\x00");
+        assert_eq!(
+            run(&mut g, b"GET / HTTP/1.1\r\n\r\n"),
+            (Vec::new(), Fill::Held)
+        );
+    }
+
+    /// Only an HTTP/1.1 request with `Connection: upgrade` asks to switch
+    /// (RFC 9110 §7.8): nothing is held after the others.
+    #[test]
+    fn only_a_complete_upgrade_request_holds() {
+        for head in [
+            "GET / HTTP/1.0\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade:  \r\nConnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgraded\r\n\r\n",
+        ] {
+            let mut g = Gate::new(HeadRules::default());
+            let (_, fill) = run(
+                &mut g,
+                format!("{head}GET /2 HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+            );
+            assert_eq!(fill, Fill::NeedInput, "{head:?}");
+            assert!(g.idle(), "{head:?}: both requests went through");
+        }
+    }
+
     #[test]
     fn an_invalid_chunked_body_is_an_error() {
         let mut g = Gate::new(HeadRules::default());

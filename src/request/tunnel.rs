@@ -479,3 +479,6 @@ impl Pipe {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

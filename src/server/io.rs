@@ -566,6 +566,51 @@ mod tests {
         assert_eq!(state.expired(), Some(Expired::Idle));
     }
 
+    /// After an upgrade request hyper is given nothing more until it is
+    /// answered: the next request after an ordinary answer; after a 101 the
+    /// socket is a tunnel's, what was held coming back first, as sent.
+    #[tokio::test(start_paused = true)]
+    async fn an_upgrade_request_holds_what_follows_until_answered() {
+        let ws =
+            &b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"[..];
+        let next = &b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n"[..];
+        for switch in [false, true] {
+            let (a, mut b) = tokio::io::duplex(1024);
+            let state = ConnState::new(timeouts());
+            let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
+            io.enter_hyper();
+            b.write_all(&[ws, next].concat()).await.unwrap();
+            let mut buf = [0u8; 256];
+            let n = io.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], ws);
+            state.busy();
+            let waited = tokio::time::timeout(Duration::from_secs(100), io.read(&mut buf)).await;
+            assert!(waited.is_err(), "held while the request is served");
+            if switch {
+                state.switch(Box::new(()));
+            }
+            state.idle();
+            if !switch {
+                let n = io.read(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], next);
+                continue;
+            }
+            let waited = tokio::time::timeout(Duration::from_secs(5), io.read(&mut buf)).await;
+            assert!(
+                waited.is_err(),
+                "held until the connection takes the tunnel"
+            );
+            assert!(state.take_switch().is_some());
+            assert_eq!(&io.into_tunnel(b"hy")[..], [&b"hy"[..], next].concat());
+            b.write_all(b"\x81\x00").await.unwrap();
+            let n = io.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"\x81\x00");
+            // No deadline in a tunnel: the tunnel keeps its own.
+            let waited = tokio::time::timeout(Duration::from_secs(1000), io.read(&mut buf)).await;
+            assert!(waited.is_err());
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn stalled_writes_time_out_after_send_timeout() {
         let (a, _b) = tokio::io::duplex(4);

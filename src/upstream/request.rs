@@ -172,3 +172,48 @@ where
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderValue, Method};
+
+    /// An upgrade request's head: its protocol and `Connection: upgrade`,
+    /// none of the client's hop-by-hop fields; without the upgrade, neither.
+    #[test]
+    fn an_upgrade_request_sends_its_protocol_and_nothing_else_hop_by_hop() {
+        let mut headers = HeaderMap::new();
+        for (n, v) in [
+            ("connection", "keep-alive, Upgrade, X-Hop"),
+            ("upgrade", "websocket"),
+            ("x-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("sec-websocket-key", "k"),
+        ] {
+            headers.append(HeaderName::from_static(n), HeaderValue::from_static(v));
+        }
+        let protocol = HeaderValue::from_static("websocket");
+        let host = http::uri::Authority::from_static("up:80");
+        let mut head = Head {
+            method: &Method::GET,
+            target: "/ws",
+            headers: &headers,
+            host: &host,
+            client: "10.0.0.1".parse().unwrap(),
+            upgrade: Some(&protocol),
+        };
+        let mut out = Vec::new();
+        write_head(&mut out, &head, Framing::Done);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "GET /ws HTTP/1.1\r\nhost: up:80\r\nupgrade: websocket\r\nconnection: upgrade\r\n\
+             sec-websocket-key: k\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+        );
+        head.upgrade = None;
+        write_head(&mut out, &head, Framing::Done);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET /ws HTTP/1.1\r\nhost: up:80\r\nsec-websocket-key: k\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+        );
+    }
+}

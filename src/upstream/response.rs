@@ -93,6 +93,8 @@ pub(crate) fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<P
     // nothing went wrong before it: `exchange` clears it when the 101 came
     // before the whole request was sent (see `super::switched`).
     let (framing, keep) = if switching {
+        // (A length would be the new protocol's business.)
+        fields.headers.remove(header::CONTENT_LENGTH);
         (Framing::UntilClose, true)
     } else {
         let framing = body_framing(method, status, http11, &mut fields)?;
@@ -230,4 +232,40 @@ fn body_framing(
         f.keep = !matches!(framing, Framing::UntilClose);
     }
     Ok(framing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 101 is the last head on its connection: `Upgrade` kept for the
+    /// client, what follows it left unread (the new protocol's first bytes).
+    #[test]
+    fn a_101_keeps_upgrade_and_leaves_what_follows() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade, X-Hop\r\nX-Hop: 1\r\nSec-WebSocket-Accept: abc\r\nContent-Length: 5\r\n\r\n\x81\x02hi"[..],
+        );
+        let Ok(Some(Parsed::Final(resp, framing, keep))) = parse_head(&mut buf, &Method::GET)
+        else {
+            panic!("a final head");
+        };
+        assert_eq!(resp.status(), 101);
+        assert_eq!(resp.headers()["upgrade"], "websocket");
+        assert_eq!(resp.headers()["sec-websocket-accept"], "abc");
+        for gone in ["connection", "x-hop", "content-length"] {
+            assert!(!resp.headers().contains_key(gone), "{gone}");
+        }
+        assert_eq!(framing, Framing::UntilClose);
+        assert!(keep, "(for a 101: nothing went wrong before it)");
+        assert_eq!(&buf[..], b"\x81\x02hi");
+
+        // Any other response drops Upgrade, as before.
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n"[..],
+        );
+        let Ok(Some(Parsed::Final(resp, ..))) = parse_head(&mut buf, &Method::GET) else {
+            panic!("a final head");
+        };
+        assert!(!resp.headers().contains_key("upgrade"));
+    }
 }
