@@ -157,12 +157,19 @@ async fn forward<'l>(
 /// by the same words the connection's head gate held its bytes by.
 fn upgrade_of(parts: &http::request::Parts) -> Option<&HeaderValue> {
     let h = &parts.headers;
-    let values = |name| h.get_all(name).into_iter().map(HeaderValue::as_bytes);
+    // (Most requests have no Upgrade: one lookup for them.)
+    let upgrade = h.get_all(header::UPGRADE);
+    upgrade.iter().next()?;
+    let connection = h.get_all(header::CONNECTION).into_iter();
     let http11 = parts.version == Version::HTTP_11;
-    if !crate::http1::upgrade_asked(http11, values(header::UPGRADE), values(header::CONNECTION)) {
+    let (upgrades, options) = (
+        upgrade.iter().map(HeaderValue::as_bytes),
+        connection.map(HeaderValue::as_bytes),
+    );
+    if !crate::http1::upgrade_asked(http11, upgrades, options) {
         return None;
     }
-    h.get_all(header::UPGRADE)
+    upgrade
         .into_iter()
         .find(|v| !v.as_bytes().trim_ascii().is_empty())
 }

@@ -21,9 +21,10 @@
 //!   at the first end of file; passing it on loses nothing a protocol still
 //!   sends after its peer stopped writing;
 //! - the access-log line is written when the tunnel closes: status 101,
-//!   `$request_time` its whole life, `$body_bytes_sent` the bytes the client
-//!   received through it (nginx counts them so); limit_conn counts are held
-//!   as long as it is open (nginx frees them with the request);
+//!   `$request_time` and `$upstream_response_time` its whole life,
+//!   `$body_bytes_sent` the bytes the client received through it (nginx
+//!   counts them so); limit_conn counts are held as long as it is open
+//!   (nginx frees them with the request);
 //! - a graceful stop closes it at `shutdown_timeout`'s deadline (`stop`).
 
 use crate::accesslog::Record;
@@ -70,6 +71,9 @@ pub(crate) struct Tunnel {
     /// (`, client: …, upstream: …, host: …`).
     conn: u64,
     context: Vec<u8>,
+    /// When the 101 was read: `$upstream_response_time` runs on to the
+    /// close, as nginx's does.
+    switched_at: Instant,
 }
 
 impl Tunnel {
@@ -81,6 +85,7 @@ impl Tunnel {
             held: Held::default(),
             conn,
             context,
+            switched_at: Instant::now(),
         }
     }
 }
@@ -203,7 +208,9 @@ pub(crate) async fn run<C>(
     let io: &mut dyn Duplex = &mut *tunnel.upstream.io;
     let end = join(client, io, (&mut up, &mut down), limits.idle, metrics, stop).await;
     metrics.tunnel_closed();
-    if let Some(r) = tunnel.record.take() {
+    if let Some(mut r) = tunnel.record.take() {
+        let life = tunnel.switched_at.elapsed().as_millis() as u64;
+        r.upstream_ms = r.upstream_ms.map(|head| head + life);
         r.write(down.bytes);
     }
     log_end(&tunnel, &end);

@@ -267,14 +267,16 @@ async fn half_close_is_passed_on() {
 }
 
 /// A tunnel's access-log line is written when it closes: status 101, its whole life as
-/// `$request_time`, the bytes the client received through it as `$body_bytes_sent` (as nginx);
-/// and the metrics count it while it is open and its bytes each way.
+/// `$request_time` and `$upstream_response_time`, the bytes the client received through it as
+/// `$body_bytes_sent` (as nginx); and the metrics count it while it is open and its bytes each
+/// way.
 #[tokio::test]
 async fn a_tunnel_is_logged_when_it_closes_and_counted() {
     let up = Switcher::start().await;
     let toml = format!(
         "access_log = \"access.log\"\n\
-         log_format = '$status $request_time $body_bytes_sent \"$request\" $limit_req_status'\n\
+         log_format = '$status $request_time $upstream_response_time $body_bytes_sent \
+         \"$request\" $limit_req_status'\n\
          [admin]\n[[servers]]\nproxy_pass = \"http://{}\"\n",
         up.addr
     );
@@ -307,10 +309,12 @@ async fn a_tunnel_is_logged_when_it_closes_and_counted() {
     let log = s.wait_lines("access.log", 1).await;
     let parts: Vec<&str> = log.trim().split(' ').collect();
     assert_eq!(parts[0], "101", "{log}");
-    let time: f64 = parts[1].parse().unwrap();
-    assert!((0.4..3.0).contains(&time), "$request_time {time}: {log}");
+    for time in &parts[1..3] {
+        let time: f64 = time.parse().unwrap();
+        assert!((0.4..3.0).contains(&time), "a time of {time} s: {log}");
+    }
     assert_eq!(
-        &parts[2..],
+        &parts[3..],
         ["15", "\"GET", "/early", "HTTP/1.1\"", "-"],
         "{log}"
     );
@@ -327,6 +331,41 @@ async fn a_tunnel_is_logged_when_it_closes_and_counted() {
         metrics.contains("sluice_http_responses_total{code=\"101\"} 1"),
         "{metrics}"
     );
+}
+
+/// The same tunnel through nginx and sluice: the same access-log line (status 101, the bytes
+/// the client received through the tunnel).
+#[tokio::test]
+async fn a_tunnel_is_logged_as_nginx_logs_it() {
+    let up = Switcher::start().await;
+    let s = Sluice::start(&format!(
+        "access_log = \"access.log\"\nlog_format = '$status $body_bytes_sent \"$request\"'\n\
+         [[servers]]\nproxy_pass = \"http://{}\"\n",
+        up.addr
+    ));
+    let nginx = Nginx::start(&format!(
+        "log_format t '$status $body_bytes_sent \"$request\"';
+         server {{ access_log logs/t.log t; location / {{ proxy_pass http://{};
+           proxy_http_version 1.1; proxy_set_header Upgrade $http_upgrade;
+           proxy_set_header Connection \"upgrade\"; }} }}",
+        up.addr
+    ));
+    for addr in [s.addr(), nginx.addr()] {
+        let mut c = connect(addr, client(2)).await;
+        c.write_all(handshake("/early").as_bytes()).await.unwrap();
+        let (_, rest) = read_head(&mut c).await;
+        c.write_all(b"0123456789").await.unwrap();
+        assert_eq!(read_n(&mut c, rest, 15).await, b"EARLY0123456789");
+        c.shutdown().await.unwrap();
+        read_to_end(&mut c).await;
+    }
+    let theirs = eventually("nginx's line", Duration::from_secs(5), async || {
+        let log = std::fs::read_to_string(nginx.prefix().join("logs/t.log")).unwrap_or_default();
+        (!log.is_empty()).then_some(log)
+    })
+    .await;
+    assert_eq!(theirs, "101 15 \"GET /early HTTP/1.1\"\n");
+    assert_eq!(s.wait_lines("access.log", 1).await, theirs);
 }
 
 /// limit_conn counts a tunnel as long as it is open (nginx frees the count with the request).
