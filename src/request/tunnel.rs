@@ -412,6 +412,7 @@ impl Pipe {
                 Poll::Pending if self.need_flush => match Pin::new(&mut *to).poll_flush(cx) {
                     Poll::Ready(Ok(())) => {
                         self.need_flush = false;
+                        self.stall = None;
                         return Poll::Pending;
                     }
                     Poll::Ready(Err(e)) => {
