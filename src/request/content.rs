@@ -154,7 +154,10 @@ async fn forward<'l>(
 }
 
 /// The protocol an upgrade request asks for (its first `Upgrade` value),
-/// by the same words the connection's head gate held its bytes by.
+/// by the same words the connection's head gate held its bytes by. Never
+/// `h2c`: the HTTP/2 connection it switches to would carry every request
+/// after the first past sluice's limits, unseen ("h2c smuggling"), and RFC
+/// 9113 retired that upgrade; the request goes as a plain one.
 fn upgrade_of(parts: &http::request::Parts) -> Option<&HeaderValue> {
     let h = &parts.headers;
     // (Most requests have no Upgrade: one lookup for them.)
@@ -166,12 +169,20 @@ fn upgrade_of(parts: &http::request::Parts) -> Option<&HeaderValue> {
         upgrade.iter().map(HeaderValue::as_bytes),
         connection.map(HeaderValue::as_bytes),
     );
-    if !crate::http1::upgrade_asked(http11, upgrades, options) {
+    if !crate::http1::upgrade_asked(http11, upgrades, options) || upgrade.iter().any(lists_h2c) {
         return None;
     }
     upgrade
         .into_iter()
         .find(|v| !v.as_bytes().trim_ascii().is_empty())
+}
+
+/// An `Upgrade` value offers `h2c` (among its comma-separated protocols).
+fn lists_h2c(value: &HeaderValue) -> bool {
+    value
+        .as_bytes()
+        .split(|&b| b == b',')
+        .any(|p| p.trim_ascii().eq_ignore_ascii_case(b"h2c"))
 }
 
 /// The client's own failures — a broken chunked body, too slow, or gone —

@@ -406,7 +406,8 @@ limit_conn = {{ zone = "addr", conn = 1 }}
 }
 
 /// RFC 9110 §7.8: an `Upgrade` in HTTP/1.0 is ignored (the request goes as a plain one), and so is
-/// one without `Connection: upgrade`; a 101 to a request that did not ask for it is refused, 502.
+/// one without `Connection: upgrade`, and one to `h2c`; a 101 to a request that did not ask for
+/// it is refused, 502.
 /// (nginx 1.22 with the usual configuration forwards both, and leaves an unasked 101 hanging.)
 #[tokio::test]
 async fn what_is_not_an_upgrade_is_not_upgraded() {
@@ -427,13 +428,17 @@ async fn what_is_not_an_upgrade_is_not_upgraded() {
     for raw in [
         handshake("/switch/10").replace("HTTP/1.1", "HTTP/1.0"),
         handshake("/switch/no-option").replace("Connection: Upgrade", "Connection: keep-alive"),
+        // HTTP/2 after the switch would carry requests past the limits.
+        "GET /switch/h2c HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+         Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
+            .to_owned(),
         "GET /switch/plain HTTP/1.1\r\nHost: x\r\n\r\n".to_owned(),
     ] {
         let (head, _) = one_response(s.addr(), client(3), &raw).await;
         assert_eq!(head.split(' ').nth(1), Some("502"), "{raw:?}: {head}");
     }
     let heads: Vec<String> = switcher.seen().into_iter().map(|s| s.head).collect();
-    assert_eq!(heads.len(), 3);
+    assert_eq!(heads.len(), 4);
     assert!(
         heads.iter().all(|h| header(h, "upgrade").is_none()),
         "{heads:?}"
