@@ -133,7 +133,7 @@ async fn forward<'l>(
         _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
     };
     match sent.and_then(|resp| upstream::switched(resp, upgrade.is_some())) {
-        Ok(Ok((head, switched))) => {
+        Ok(upstream::Answer::Switched(head, switched)) => {
             let limits = tunnel::Limits {
                 idle: loc.timeouts.read,
                 to_client: cx.conn.state.timeouts.send,
@@ -145,7 +145,7 @@ async fn forward<'l>(
             let t = Tunnel::new(switched, limits, cx.conn.id, context);
             Ok(tunnel::respond(head, t))
         }
-        Ok(Err(resp)) => Ok(resp.map(BodyExt::boxed)),
+        Ok(upstream::Answer::Response(resp)) => Ok(resp.map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
             received: body_limit.received(),
         })),

@@ -298,19 +298,21 @@ pub trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Duplex for T {}
 
+/// What the upstream answered a request that may switch protocols.
+pub enum Answer {
+    /// Its `101`: the head (for the client) and the connection.
+    Switched(Response<()>, Switched),
+    /// Any other response, unchanged.
+    Response(Response<UpstreamBody>),
+}
+
 /// The upstream's `101 Switching Protocols` as the end of HTTP on its
-/// connection: its head (for the client) and the connection. `asked`: the
-/// request asked for it ([`Head::upgrade`]); a 101 it did not ask for, or
-/// one that came before the whole request was sent (the rest of the body
-/// would be lost), is an invalid response (502). Any other response is
-/// `Ok(Err(resp))`, unchanged.
-#[allow(clippy::type_complexity)]
-pub fn switched(
-    resp: Response<UpstreamBody>,
-    asked: bool,
-) -> Result<Result<(Response<()>, Switched), Response<UpstreamBody>>, Error> {
+/// connection. `asked`: the request asked for it ([`Head::upgrade`]); a 101
+/// it did not ask for, or one that came before the whole request was sent
+/// (the rest of the body would be lost), is an invalid response (502).
+pub fn switched(resp: Response<UpstreamBody>, asked: bool) -> Result<Answer, Error> {
     if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
-        return Ok(Err(resp));
+        return Ok(Answer::Response(resp));
     }
     let (parts, mut body) = resp.into_parts();
     // (`keep`: for a 101, that the whole request went; see response.rs.)
@@ -322,5 +324,5 @@ pub fn switched(
         io: Box::new(conn.stream),
         early: conn.read,
     };
-    Ok(Ok((Response::from_parts(parts, ()), switched)))
+    Ok(Answer::Switched(Response::from_parts(parts, ()), switched))
 }
