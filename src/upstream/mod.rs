@@ -140,6 +140,10 @@ pub struct Head<'a> {
     pub host: &'a Authority,
     /// Appended to X-Forwarded-For.
     pub client: IpAddr,
+    /// The request asks to switch to this protocol (`Upgrade`, with
+    /// `Connection: upgrade`, see [`crate::http1::upgrade_asked`]): both
+    /// are sent, and a `101` answer is a tunnel ([`switched`]).
+    pub upgrade: Option<&'a http::HeaderValue>,
 }
 
 /// Sends one request to `upstream` and returns its response once the head
@@ -280,4 +284,45 @@ where
             }
         }
     }
+}
+
+/// The upstream side of a tunnel: its connection after its `101` (never
+/// kept alive again), and the bytes it sent right after the head.
+pub struct Switched {
+    pub io: Box<dyn Duplex>,
+    pub early: bytes::BytesMut,
+}
+
+/// A connection both ways, as a tunnel's upstream side needs it.
+pub trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Duplex for T {}
+
+/// What the upstream answered a request that may switch protocols.
+pub enum Answer {
+    /// Its `101`: the head (for the client) and the connection.
+    Switched(Response<()>, Switched),
+    /// Any other response, unchanged.
+    Response(Response<UpstreamBody>),
+}
+
+/// The upstream's `101 Switching Protocols` as the end of HTTP on its
+/// connection. `asked`: the request asked for it ([`Head::upgrade`]); a 101
+/// it did not ask for, or one that came before the whole request was sent
+/// (the rest of the body would be lost), is an invalid response (502).
+pub fn switched(resp: Response<UpstreamBody>, asked: bool) -> Result<Answer, Error> {
+    if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+        return Ok(Answer::Response(resp));
+    }
+    let (parts, mut body) = resp.into_parts();
+    // (`keep`: for a 101, that the whole request went; see response.rs.)
+    let conn = body.conn.take().filter(|_| asked && body.keep);
+    let Some(conn) = conn else {
+        return Err(Error::Invalid("101 response"));
+    };
+    let switched = Switched {
+        io: Box::new(conn.stream),
+        early: conn.read,
+    };
+    Ok(Answer::Switched(Response::from_parts(parts, ()), switched))
 }

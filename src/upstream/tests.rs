@@ -94,6 +94,7 @@ fn head<'a>(method: &'a Method, headers: &'a HeaderMap, host: &'a Authority) -> 
         headers,
         host,
         client: "127.0.0.9".parse().unwrap(),
+        upgrade: None,
     }
 }
 
