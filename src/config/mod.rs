@@ -21,12 +21,14 @@ mod error;
 mod files;
 mod parse;
 mod spec;
+mod upstream_tls;
 mod validate;
 pub mod values;
 
 pub use compiled::*;
 pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use spec::*;
+pub use upstream_tls::{PemFile, PemKind, ProxySsl};
 pub use values::{PathRule, ProxyPass};
 
 pub use crate::limiter::{OnError, RedisConfig};
@@ -63,7 +65,7 @@ fn stages(file: &str, text: &str, read_files: bool) -> Result<Spec, ConfigErrors
         return Err(d.into_errors(file, text));
     };
     if read_files {
-        files::check(&mut draft, &mut d);
+        files::check(&mut draft, file, &mut d);
     }
     let spec = validate::validate(draft, &mut d);
     if d.is_empty() {
@@ -79,3 +81,5 @@ mod stage_tests;
 mod tests;
 #[cfg(test)]
 mod tests_algorithms;
+#[cfg(test)]
+mod tests_upstream_tls;

@@ -38,6 +38,7 @@ pub(crate) async fn content<'l>(
                 Failed::Client(e) => e,
                 Failed::Upstream(error) => ProxyError::Upstream {
                     error,
+                    scheme: pp.scheme(),
                     authority: pp.authority.as_str(),
                     target,
                 },
@@ -109,10 +110,11 @@ async fn forward<'l>(
         host: &pp.authority,
         client: cx.vars.remote.ip(),
     };
+    let tls = loc.upstream_tls.as_ref();
     let sent = match &loc.request_buffering {
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
             match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
-                Ok(whole) => upstream::send(&pp.authority, loc.timeouts, &head, whole).await,
+                Ok(whole) => upstream::send(&pp.authority, tls, loc.timeouts, &head, whole).await,
                 Err(ReadError::Timeout) => Err(upstream::Error::ClientBodyTimeout),
                 Err(ReadError::Body(e)) => Err(upstream::Error::Body(e)),
                 Err(ReadError::File(error)) => {
@@ -121,7 +123,7 @@ async fn forward<'l>(
                 }
             }
         }
-        _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
+        _ => upstream::send(&pp.authority, tls, loc.timeouts, &head, body).await,
     };
     match sent {
         Ok(resp) => Ok(resp.map(BodyExt::boxed)),
