@@ -5,6 +5,7 @@
 use super::Shared;
 use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
+use super::tls;
 use crate::body::{Body, UntilEnd};
 use crate::conn::{Conn, ConnState, Expired, Idle, Timeouts};
 use crate::connlimit::WorkerSlot;
@@ -32,9 +33,12 @@ struct ServerSide {
 }
 
 impl ServerSide {
-    fn of(shared: &Shared, configured: SocketAddr) -> ServerSide {
+    /// The connection's server: the one its SNI name chose, else the
+    /// address's default.
+    fn of(shared: &Shared, configured: SocketAddr, sni: Option<&str>) -> ServerSide {
         let config = shared.config();
-        let Some(s) = config.server_at(configured) else {
+        let server = config.address(configured).map(|a| a.server_for(None, sni));
+        let Some(s) = server else {
             return ServerSide {
                 timeouts: Timeouts {
                     client_header: crate::config::DEFAULT_TIMEOUT,
@@ -57,8 +61,17 @@ impl ServerSide {
     }
 }
 
-/// One client connection of a server: nginx's timeouts around hyper's
-/// HTTP/1.1, each request handled by [`request::handle`].
+/// What a client connection's socket can be: plain TCP, or TLS over it.
+pub(crate) trait ClientStream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static
+{
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> ClientStream for S {}
+
+/// One client connection of a server: on an `ssl` address its TLS
+/// handshake first; then nginx's timeouts around hyper's HTTP/1.1, each
+/// request handled by [`request::handle`].
 pub(crate) fn serve_client(
     shared: &Arc<Shared>,
     stopping: &tokio::sync::watch::Receiver<bool>,
@@ -69,7 +82,55 @@ pub(crate) fn serve_client(
 ) {
     let local = stream.local_addr().unwrap_or(configured);
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let side = ServerSide::of(shared, configured);
+    let ssl = shared.config().address(configured).is_some_and(|a| a.ssl);
+    let (stopping, shared) = (stopping.clone(), shared.clone());
+    tokio::spawn(async move {
+        // Counted against worker_connections until this task ends.
+        let _slot = slot;
+        shared.env.metrics.connection_opened();
+        let at = (configured, local, remote, id);
+        if !ssl {
+            serve_stream(&shared, stopping, at, stream, Tls::None).await;
+            return;
+        }
+        match Box::pin(tls::accept(&shared, stream, configured, (id, remote))).await {
+            tls::Accepted::Tls(h) => {
+                let h = *h;
+                serve_stream(&shared, stopping, at, h.stream, Tls::Session(h.session)).await;
+            }
+            tls::Accepted::Plain(stream) => {
+                serve_stream(&shared, stopping, at, stream, Tls::PlainOnHttps).await;
+            }
+            tls::Accepted::Failed => shared.env.metrics.connection_closed(),
+        }
+    });
+}
+
+/// What a connection's stream is, as far as TLS goes.
+enum Tls {
+    /// A plain address.
+    None,
+    /// An `ssl` address, and the session its handshake settled.
+    Session(Arc<crate::tls::Session>),
+    /// An `ssl` address the client spoke plain HTTP to.
+    PlainOnHttps,
+}
+
+/// A connection's requests, on its (plain or TLS) stream, then its close.
+async fn serve_stream<S: ClientStream>(
+    shared: &Arc<Shared>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+    (configured, local, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
+    stream: S,
+    tls: Tls,
+) {
+    let plain_on_https = matches!(tls, Tls::PlainOnHttps);
+    let tls = match tls {
+        Tls::Session(s) => Some(s),
+        _ => None,
+    };
+    let sni = tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let side = ServerSide::of(shared, configured, sni);
     let state = ConnState::new(side.timeouts);
     let conn = Arc::new(Conn {
         id,
@@ -77,17 +138,13 @@ pub(crate) fn serve_client(
         local,
         listen: configured,
         state: state.clone(),
+        tls,
+        plain_on_https,
     });
     let mut io = TimedIo::new(stream, state, side.head_rules);
     io.park_when_idle(!side.timeouts.keepalive.is_zero());
-    let (stopping, shared) = (stopping.clone(), shared.clone());
-    tokio::spawn(async move {
-        // Counted against worker_connections until this task ends.
-        let _slot = slot;
-        shared.env.metrics.connection_opened();
-        let (io, served) = serve_requests(&shared, &conn, &side, io, stopping).await;
-        closed(&shared, &conn, &side, io, served).await;
-    });
+    let (io, served) = serve_requests(shared, &conn, &side, io, stopping).await;
+    closed(shared, &conn, &side, io, served).await;
 }
 
 /// What the service answers a request with.
@@ -128,13 +185,13 @@ fn service(
 /// arrived: a connection waiting for (the rest of) a head, or idle and
 /// handed back by [`TimedIo::park_when_idle`], holds no buffer but the
 /// bytes it sent, until its next request, a timeout or a stop.
-async fn serve_requests(
+async fn serve_requests<S: ClientStream>(
     shared: &Arc<Shared>,
     conn: &Arc<Conn>,
     side: &ServerSide,
-    mut io: TimedIo<tokio::net::TcpStream>,
+    mut io: TimedIo<S>,
     mut stopping: tokio::sync::watch::Receiver<bool>,
-) -> (TimedIo<tokio::net::TcpStream>, Result<(), hyper::Error>) {
+) -> (TimedIo<S>, Result<(), hyper::Error>) {
     let svc = service(shared, conn);
     let keepalive = !side.timeouts.keepalive.is_zero();
     loop {
@@ -188,11 +245,11 @@ async fn serve_requests(
 
 /// The end of a connection (counted closed): a refused head is answered; an upstream body
 /// that broke off, or a timeout, is logged as nginx logs it.
-async fn closed(
+async fn closed<S: ClientStream>(
     shared: &Arc<Shared>,
     conn: &Conn,
     side: &ServerSide,
-    mut io: TimedIo<tokio::net::TcpStream>,
+    mut io: TimedIo<S>,
     served: Result<(), hyper::Error>,
 ) {
     let (id, remote, server_name) = (conn.id, conn.remote, &side.name);
@@ -236,8 +293,8 @@ async fn closed(
 }
 
 /// nginx's info line for each header field a head dropped as invalid.
-pub(crate) fn log_dropped_headers(
-    io: &mut TimedIo<tokio::net::TcpStream>,
+pub(crate) fn log_dropped_headers<S>(
+    io: &mut TimedIo<S>,
     id: u64,
     remote: SocketAddr,
     server: &str,

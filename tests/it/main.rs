@@ -16,3 +16,4 @@ mod ops;
 mod proxy;
 mod redis;
 mod simulate;
+mod tls;
