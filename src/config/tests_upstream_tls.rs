@@ -126,11 +126,8 @@ proxy_pass = "http://up.example"
     );
     let spec = ok(&text);
     let http = &spec.http.proxy_ssl;
-    let t13 = crate::upstream::tls::Protocols {
-        tls12: false,
-        tls13: true,
-    };
-    assert_eq!(http.protocols, Some(t13));
+    let t13 = vec![crate::tls::Protocol::Tls13];
+    assert_eq!(http.protocols, Some(t13.clone()));
     let server = spec.servers[0].level.proxy_ssl.inherit(http);
     let a = spec.servers[0].locations[0]
         .level
@@ -146,7 +143,7 @@ proxy_pass = "http://up.example"
         .inherit(&server);
     assert_eq!((b.verify, b.server_name), (Some(false), Some(false)));
     assert_eq!(b.name.as_ref().unwrap().to_str(), "::1");
-    assert_eq!(b.protocols, Some(Default::default()));
+    assert_eq!(b.protocols.as_deref(), Some(crate::tls::DEFAULT_PROTOCOLS));
 
     let c = compile(&text);
     let a = tls_of(&c, "/a").unwrap();
@@ -242,13 +239,13 @@ proxy_pass = "gopher://up.example"
     assert_eq!(
         errors(text),
         [
-            "t.toml:1:23: invalid proxy_ssl_protocols \"TLSv1.1\" (too old for sluice, which speaks: \"TLSv1.2\", \"TLSv1.3\")",
+            "t.toml:1:23: \"proxy_ssl_protocols\": \"TLSv1.1\" is not supported: sluice speaks TLSv1.2 and TLSv1.3",
             "t.toml:5:20: \"proxy_ssl_verify\" must be true or false, found a string",
             "t.toml:6:18: invalid proxy_ssl_name \"not a name\" (expected a host name or an IP address)",
-            "t.toml:9:23: \"proxy_ssl_protocols\" needs at least one of \"TLSv1.2\", \"TLSv1.3\"",
+            "t.toml:9:23: \"proxy_ssl_protocols\": no protocol (expected \"TLSv1.2\" and/or \"TLSv1.3\")",
             "t.toml:10:33: \"proxy_ssl_trusted_certificate\" must be a file path",
             "t.toml:11:25: \"proxy_ssl_certificate\" must be a string, found an integer",
-            "t.toml:14:23: invalid proxy_ssl_protocols \"SSLv9\" (expected: \"TLSv1.2\", \"TLSv1.3\")",
+            "t.toml:14:23: \"proxy_ssl_protocols\": invalid protocol \"SSLv9\" (expected \"TLSv1.2\" and/or \"TLSv1.3\")",
             "t.toml:15:14: invalid URL prefix in \"gopher://up.example\" (expected \"http://HOST:PORT[/URI]\" or \"https://HOST:PORT[/URI]\")",
         ]
     );
@@ -293,10 +290,10 @@ proxy_ssl_certificate_key = {key}
     );
     let p = |name| pki.path(name).display().to_string();
     let want = [
-        "t.toml:1:33: \"proxy_ssl_trusted_certificate\": cannot read \"/nonexistent/ca.pem\": No such file or directory (os error 2)".to_string(),
-        format!("t.toml:5:25: \"proxy_ssl_certificate\": no PEM certificate in \"{}\"", p("text.pem")),
-        format!("t.toml:6:29: \"proxy_ssl_certificate_key\": no PEM private key in \"{}\"", p("me.crt")),
-        format!("t.toml:9:33: \"proxy_ssl_trusted_certificate\": cannot load \"{}\": ", p("broken.pem")),
+        "t.toml:1:33: \"proxy_ssl_trusted_certificate\": cannot load certificate \"/nonexistent/ca.pem\": No such file or directory (os error 2)".to_string(),
+        format!("t.toml:5:25: \"proxy_ssl_certificate\": cannot load certificate \"{}\": no certificate in the file", p("text.pem")),
+        format!("t.toml:6:29: \"proxy_ssl_certificate_key\": cannot load certificate key \"{}\": no PEM item of the expected type in the file", p("me.crt")),
+        format!("t.toml:9:33: \"proxy_ssl_trusted_certificate\": cannot load certificate \"{}\": ", p("broken.pem")),
         format!("t.toml:13:29: \"proxy_ssl_certificate_key\": \"{}\" does not fit the certificate \"{}\": ", p("other.key"), p("me.crt")),
         format!("t.toml:17:25: no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"", p("me.crt")),
         format!("t.toml:21:29: no \"proxy_ssl_certificate\" is defined for key \"{}\"", p("me.key")),
@@ -327,7 +324,7 @@ proxy_ssl_trusted_certificate = "/nonexistent/ca.pem"
         .expect("a missing file");
     assert_eq!(
         e.to_string(),
-        "\"proxy_ssl_trusted_certificate\": cannot read \"/nonexistent/ca.pem\": No such file or directory (os error 2)"
+        "\"proxy_ssl_trusted_certificate\": cannot load certificate \"/nonexistent/ca.pem\": No such file or directory (os error 2)"
     );
     // A location that speaks plain HTTP never needs the file.
     let plain = text.replace("https://", "http://");
@@ -345,7 +342,8 @@ fn relative_paths_start_at_the_configuration_file() {
         .err()
         .expect("not there");
     assert!(
-        e.to_string().contains("cannot read \"elsewhere/ca.crt\""),
+        e.to_string()
+            .contains("cannot load certificate \"elsewhere/ca.crt\""),
         "{e}"
     );
 }

@@ -23,7 +23,8 @@ use super::parse::Draft;
 use super::spec::Level;
 use super::values::ProxyPass;
 use crate::errlog::{self, Severity};
-use crate::upstream::tls::{self, Protocols, Settings};
+use crate::tls::{DEFAULT_PROTOCOLS, Protocol};
+use crate::upstream::tls::{self, Settings};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use std::cell::{OnceCell, RefCell};
@@ -47,7 +48,7 @@ pub struct ProxySsl {
     /// `proxy_ssl_certificate_key`: its key.
     pub certificate_key: Option<Arc<PemFile>>,
     /// `proxy_ssl_protocols` (default TLSv1.2 and TLSv1.3).
-    pub protocols: Option<Protocols>,
+    pub protocols: Option<Vec<Protocol>>,
 }
 
 impl ProxySsl {
@@ -69,7 +70,7 @@ impl ProxySsl {
                 .certificate_key
                 .clone()
                 .or_else(|| parent.certificate_key.clone()),
-            protocols: self.protocols.or(parent.protocols),
+            protocols: self.protocols.clone().or_else(|| parent.protocols.clone()),
         }
     }
 
@@ -148,7 +149,7 @@ impl PemFile {
             let path = dir.join(&self.path);
             match self.kind {
                 PemKind::Roots => tls::read_roots(&path).map(|r| Loaded::Roots(Arc::new(r))),
-                PemKind::Chain => tls::read_chain(&path).map(|c| Loaded::Chain(Arc::new(c))),
+                PemKind::Chain => crate::tls::read_chain(&path).map(|c| Loaded::Chain(Arc::new(c))),
                 PemKind::Key => tls::read_key(&path).map(|k| Loaded::Key(Arc::new(k))),
             }
         })
@@ -248,7 +249,7 @@ fn check_pair(s: &ProxySsl, d: &mut Diagnostics) {
 struct Made {
     roots: Option<Option<Arc<PemFile>>>,
     client: Option<(Arc<PemFile>, Arc<PemFile>)>,
-    protocols: Protocols,
+    protocols: Vec<Protocol>,
     sni: bool,
     config: Arc<ClientConfig>,
 }
@@ -292,7 +293,10 @@ impl ClientConfigs {
                 )));
             }
         };
-        let protocols = s.protocols.unwrap_or_default();
+        let protocols = s
+            .protocols
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PROTOCOLS.to_vec());
         let sni = s.server_name.unwrap_or(true);
         let name = match &s.name {
             Some(n) => n.clone(),
@@ -323,7 +327,7 @@ impl ClientConfigs {
         &self,
         roots: Option<Option<Arc<PemFile>>>,
         client: Option<(Arc<PemFile>, Arc<PemFile>)>,
-        protocols: Protocols,
+        protocols: Vec<Protocol>,
         sni: bool,
         path: &str,
     ) -> Result<Arc<ClientConfig>, CompileError> {
@@ -362,7 +366,7 @@ impl ClientConfigs {
         let settings = Settings {
             roots: store,
             client: loaded.as_ref().map(|(c, k)| (c.as_slice(), &**k)),
-            protocols,
+            protocols: &protocols,
             sni,
         };
         let config = tls::client_config(&settings).map_err(|e| {

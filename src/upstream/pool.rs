@@ -220,14 +220,14 @@ pub(super) async fn connect(key: &Key, timeout: Duration) -> Result<Conn, Error>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::tls::{Protocols, Settings, client_config};
+    use crate::upstream::tls::{Settings, client_config};
     use rustls::pki_types::ServerName;
 
     fn config(sni: bool) -> Arc<rustls::ClientConfig> {
         let s = Settings {
             roots: None,
             client: None,
-            protocols: Protocols::default(),
+            protocols: crate::tls::DEFAULT_PROTOCOLS,
             sni,
         };
         client_config(&s).unwrap()

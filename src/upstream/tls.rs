@@ -22,8 +22,9 @@
 //! configuration are.
 
 use super::Error;
+use crate::tls::{Protocol, provider};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
@@ -88,34 +89,15 @@ impl std::fmt::Debug for Tls {
     }
 }
 
-/// `proxy_ssl_protocols`: which TLS versions may be spoken (rustls has
-/// none older than 1.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Protocols {
-    pub tls12: bool,
-    pub tls13: bool,
-}
-
-impl Default for Protocols {
-    fn default() -> Protocols {
-        Protocols {
-            tls12: true,
-            tls13: true,
-        }
-    }
-}
-
-impl Protocols {
-    fn versions(self) -> Vec<&'static SupportedProtocolVersion> {
-        let mut v = Vec::with_capacity(2);
-        if self.tls13 {
-            v.push(&rustls::version::TLS13);
-        }
-        if self.tls12 {
-            v.push(&rustls::version::TLS12);
-        }
-        v
-    }
+/// The versions `protocols` names, for rustls.
+fn versions(protocols: &[Protocol]) -> Vec<&'static SupportedProtocolVersion> {
+    protocols
+        .iter()
+        .map(|p| match p {
+            Protocol::Tls12 => &rustls::version::TLS12,
+            Protocol::Tls13 => &rustls::version::TLS13,
+        })
+        .collect()
 }
 
 /// What a client configuration is made of.
@@ -124,13 +106,10 @@ pub struct Settings<'a> {
     pub roots: Option<Arc<RootCertStore>>,
     /// `proxy_ssl_certificate` and `proxy_ssl_certificate_key`.
     pub client: Option<(&'a [CertificateDer<'static>], &'a PrivateKeyDer<'static>)>,
-    pub protocols: Protocols,
+    /// `proxy_ssl_protocols` (at least one).
+    pub protocols: &'a [Protocol],
     /// `proxy_ssl_server_name`.
     pub sni: bool,
-}
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// The client configuration for `s`. Fails for a client key that does not
@@ -138,7 +117,7 @@ fn provider() -> Arc<CryptoProvider> {
 pub fn client_config(s: &Settings<'_>) -> Result<Arc<ClientConfig>, rustls::Error> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&s.protocols.versions())?;
+        .with_protocol_versions(&versions(s.protocols))?;
     let builder = match &s.roots {
         Some(roots) => builder.with_root_certificates(roots.clone()),
         None => builder
@@ -205,29 +184,16 @@ impl ServerCertVerifier for NoVerification {
     }
 }
 
-// --- files --------------------------------------------------------------
-
-/// The file's bytes, or why not (`No such file or directory (os error 2)`).
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read \"{}\": {e}", path.display()))
-}
-
-/// Every certificate of a PEM file, at least one.
-pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = read(path)?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot load \"{}\": {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!("no PEM certificate in \"{}\"", path.display()));
-    }
-    Ok(certs)
-}
+// --- files ---------------------------------------------------------------
+//
+// A client certificate's chain is read as a server's (`crate::tls::
+// read_chain`, the same words for the same problems); what is upstream's
+// own is the bundle of CAs and a key read without its certificate.
 
 /// A PEM bundle of CA certificates, each one usable as a trust anchor.
 pub fn read_roots(path: &Path) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
-    for (i, cert) in read_chain(path)?.into_iter().enumerate() {
+    for (i, cert) in crate::tls::read_chain(path)?.into_iter().enumerate() {
         roots.add(cert).map_err(|e| {
             format!(
                 "certificate {} of \"{}\" is not a usable CA certificate: {e}",
@@ -239,14 +205,17 @@ pub fn read_roots(path: &Path) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-/// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1).
+/// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1), worded as
+/// `ssl_certificate_key`'s problems are.
 pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = read(path)?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
-        rustls::pki_types::pem::Error::NoItemsFound => {
-            format!("no PEM private key in \"{}\"", path.display())
-        }
-        e => format!("cannot load \"{}\": {e}", path.display()),
+    use rustls::pki_types::pem::Error;
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        let why = match e {
+            Error::Io(e) => e.to_string(),
+            Error::NoItemsFound => "no PEM item of the expected type in the file".into(),
+            e => format!("{e:?}"),
+        };
+        format!("cannot load certificate key \"{}\": {why}", path.display())
     })
 }
 
@@ -356,12 +325,7 @@ mod tests {
 
     #[test]
     fn protocols_choose_the_versions() {
-        let both = Protocols::default().versions();
-        assert_eq!(both.len(), 2);
-        let only12 = Protocols {
-            tls12: true,
-            tls13: false,
-        };
-        assert_eq!(only12.versions(), vec![&rustls::version::TLS12]);
+        assert_eq!(versions(crate::tls::DEFAULT_PROTOCOLS).len(), 2);
+        assert_eq!(versions(&[Protocol::Tls12]), vec![&rustls::version::TLS12]);
     }
 }

@@ -230,54 +230,16 @@ fn proxy_ssl_name(cx: &mut Cx, k: &str, v: &Val, l: R) {
     }
 }
 
-/// nginx's list, `"TLSv1.2 TLSv1.3"`, or a TOML array of the same names.
+/// nginx's list, `"TLSv1.2 TLSv1.3"`, or a TOML array of the same names
+/// (read as `ssl_protocols` is).
 fn proxy_ssl_protocols(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    let names: Vec<&str> = match v.get_ref() {
-        toml::de::DeValue::Array(items) => {
-            let names: Vec<_> = items.iter().filter_map(|i| cx.str(i, k)).collect();
-            if names.len() < items.len() {
-                return;
-            }
-            names
-        }
-        _ => match cx.str(v, k) {
-            Some(s) => s.split_ascii_whitespace().collect(),
-            None => return,
-        },
-    };
-    let mut p = crate::upstream::tls::Protocols {
-        tls12: false,
-        tls13: false,
-    };
-    for name in &names {
-        match *name {
-            "TLSv1.2" => p.tls12 = true,
-            "TLSv1.3" => p.tls13 = true,
-            other => {
-                let old = matches!(other, "SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1");
-                cx.err(
-                    v.span(),
-                    format!(
-                        "invalid proxy_ssl_protocols \"{other}\" ({}: \"TLSv1.2\", \"TLSv1.3\")",
-                        if old {
-                            "too old for sluice, which speaks"
-                        } else {
-                            "expected"
-                        }
-                    ),
-                );
-                return;
-            }
-        }
-    }
-    if names.is_empty() {
-        cx.err(
-            v.span(),
-            "\"proxy_ssl_protocols\" needs at least one of \"TLSv1.2\", \"TLSv1.3\"",
-        );
+    let Some(words) = cx.scalar_list(v, k) else {
         return;
+    };
+    match crate::tls::parse_protocols(&words) {
+        Ok(p) => l.level.proxy_ssl.protocols = Some(p),
+        Err(e) => cx.err(v.span(), format!("\"{k}\": {e}")),
     }
-    l.level.proxy_ssl.protocols = Some(p);
 }
 
 // --- http and server only: what is needed before a location is known ----

@@ -567,8 +567,8 @@ proxy_ssl_trusted_certificate = "{trusted}"
         .unwrap();
     let col = line.find('"').unwrap() + 1;
     let want = format!(
-        "sluice.toml:{}:{col}: \"proxy_ssl_trusted_certificate\": cannot read \"{}\": No such \
-         file or directory (os error 2)",
+        "sluice.toml:{}:{col}: \"proxy_ssl_trusted_certificate\": cannot load certificate \
+         \"{}\": No such file or directory (os error 2)",
         n + 1,
         s.dir().join("missing/ca.pem").display()
     );
@@ -591,7 +591,7 @@ proxy_ssl_trusted_certificate = "{trusted}"
     let emerg: Vec<&str> = log.lines().filter(|l| l.contains("[emerg]")).collect();
     assert_eq!(emerg.len(), 2, "{log}");
     assert!(
-        emerg[0].contains(":6:23: invalid proxy_ssl_protocols \"TLSv1.1\""),
+        emerg[0].contains(":6:23: \"proxy_ssl_protocols\": \"TLSv1.1\" is not supported"),
         "{}",
         emerg[0]
     );
