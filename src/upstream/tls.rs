@@ -3,11 +3,11 @@
 //! What is here: the client configuration a location's `proxy_ssl_*`
 //! settings make ([`client_config`], built once per distinct setting and
 //! configuration generation by the config compiler, never per request),
-//! the PEM files those settings name ([`read_roots`], [`read_chain`],
-//! [`read_key`]), the system's CA certificates ([`system_roots`]), what
-//! one location connects with ([`Tls`]: that configuration and the name
-//! to send and verify), and the handshake with its failures worded as
-//! nginx words them.
+//! the PEM files those settings name ([`read_roots`], [`read_key`]; a
+//! client chain is read as a server's, by [`crate::tls::read_chain`]), the
+//! system's CA certificates ([`system_roots`]), what one location connects
+//! with ([`Tls`]: that configuration and the name to send and verify), and
+//! the handshake with its failures worded as nginx words them.
 //!
 //! Why verification is on by default, unlike nginx's `proxy_ssl_verify
 //! off`: a proxy that takes any certificate turns HTTPS into encryption
