@@ -140,6 +140,7 @@ pub struct ServerTls {
     pub config: Arc<rustls::ServerConfig>,
     pub certificate: crate::tls::Certificate,
     pub cert_file: std::path::PathBuf,
+    pub key_file: std::path::PathBuf,
     pub protocols: Vec<crate::tls::Protocol>,
 }
 

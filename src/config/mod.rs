@@ -84,4 +84,6 @@ mod tests;
 #[cfg(test)]
 mod tests_algorithms;
 #[cfg(test)]
+mod tests_tls;
+#[cfg(test)]
 mod tests_upstream_tls;

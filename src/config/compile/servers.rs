@@ -70,6 +70,7 @@ fn tls(t: TlsSpec, http2: bool) -> Result<ServerTls, CompileError> {
         config,
         certificate,
         cert_file: t.cert_file,
+        key_file: t.key_file,
         protocols: t.protocols,
     })
 }
