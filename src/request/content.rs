@@ -45,6 +45,7 @@ pub(crate) async fn content<'l>(
                 Failed::Client(e) => e,
                 Failed::Upstream(error) => ProxyError::Upstream {
                     error,
+                    scheme: pp.scheme(),
                     authority: pp.authority.as_str(),
                     target,
                 },
@@ -118,10 +119,11 @@ async fn forward<'l>(
         client: cx.vars.remote.ip(),
         upgrade,
     };
+    let tls = loc.upstream_tls.as_ref();
     let sent = match &loc.request_buffering {
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
             match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
-                Ok(whole) => upstream::send(&pp.authority, loc.timeouts, &head, whole).await,
+                Ok(whole) => upstream::send(&pp.authority, tls, loc.timeouts, &head, whole).await,
                 Err(ReadError::Timeout) => Err(upstream::Error::ClientBodyTimeout),
                 Err(ReadError::Body(e)) => Err(upstream::Error::Body(e)),
                 Err(ReadError::File(error)) => {
@@ -130,7 +132,7 @@ async fn forward<'l>(
                 }
             }
         }
-        _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
+        _ => upstream::send(&pp.authority, tls, loc.timeouts, &head, body).await,
     };
     match sent.and_then(|resp| upstream::switched(resp, upgrade.is_some())) {
         Ok(upstream::Answer::Switched(head, switched)) => {
@@ -140,7 +142,7 @@ async fn forward<'l>(
                 to_upstream: loc.timeouts.send,
             };
             let mut context = Vec::new();
-            let upstream = (pp.authority.as_str(), target);
+            let upstream = (pp.scheme(), pp.authority.as_str(), target);
             super::log::push_context_upstream(&mut context, &cx.vars, Some(upstream));
             let t = Tunnel::new(switched, limits, cx.conn.id, context);
             Ok(tunnel::respond(head, t))

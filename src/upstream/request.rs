@@ -22,7 +22,9 @@ use tokio::io::AsyncWriteExt;
 
 /// Writes part of the request. As nginx's `proxy_send_timeout`, the timeout
 /// bounds each wait for the upstream to take more, not the whole transfer:
-/// an upstream that reads slowly but steadily is not timed out.
+/// an upstream that reads slowly but steadily is not timed out. Flushed at
+/// the end: TLS keeps what it encrypted until then (TCP has nothing to
+/// flush).
 pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
     w: &mut W,
     mut bytes: &[u8],
@@ -36,7 +38,11 @@ pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
             Err(_) => return Err(Error::SendTimeout),
         }
     }
-    Ok(())
+    match tokio::time::timeout(timeout, w.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Send(e)),
+        Err(_) => Err(Error::SendTimeout),
+    }
 }
 
 /// Request headers that are the connection's, not the request's (RFC 9110

@@ -8,9 +8,11 @@
 //! - [`limits`]: what limits do to the response: 444, Retry-After, a client gone while
 //!   delayed, dry run, a flood of log lines;
 //! - [`websocket`]: upgrades (WebSocket) and the tunnels they make.
+//! - [`https_upstream`]: `proxy_pass = "https://…"` against nginx with `ssl`.
 
 mod algorithms;
 mod forwarding;
+mod https_upstream;
 mod limits;
 mod requests;
 mod websocket;
