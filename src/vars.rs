@@ -26,6 +26,8 @@ pub enum Var {
     Request,
     Args,
     Scheme,
+    /// `HTTP/1.0`, `HTTP/1.1`, `HTTP/2.0`.
+    ServerProtocol,
     Http(HeaderName),
     Cookie(String),
     Arg(String),
@@ -65,6 +67,7 @@ impl Var {
             "request" => Var::Request,
             "args" | "query_string" => Var::Args,
             "scheme" => Var::Scheme,
+            "server_protocol" => Var::ServerProtocol,
             "status" => Var::Status,
             "retry_after" => Var::RetryAfter,
             "limit_req_status" => Var::LimitReqStatus,
@@ -481,6 +484,7 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
         Var::Request => req.push_request_line(out),
         Var::Args => out.extend_from_slice(req.uri.query().unwrap_or("").as_bytes()),
         Var::Scheme => out.extend_from_slice(b"http"),
+        Var::ServerProtocol => out.extend_from_slice(version_str(req.version).as_bytes()),
         Var::Http(name) => {
             if let Some(v) = req.headers.get(name) {
                 out.extend_from_slice(v.as_bytes());

@@ -119,6 +119,9 @@ pub struct Server {
     /// What a request head may be (`underscores_in_headers`,
     /// `ignore_invalid_headers`, `large_client_header_buffers`).
     pub head_rules: crate::http1::HeadRules,
+    /// HTTP/2 is served (`http2`): h2c with prior knowledge on a plain
+    /// listener, beside HTTP/1.1.
+    pub http2: bool,
 }
 
 pub struct Location {

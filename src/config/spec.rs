@@ -231,6 +231,8 @@ pub struct ServerSpec {
     /// The server's `proxy_pass`: where its locations without one of their
     /// own forward, and its implicit `location /`.
     pub proxy_pass: Option<ProxyPass>,
+    /// `http2`, if written (its default depends on the listener).
+    pub http2: Option<bool>,
     pub level: Level,
     pub locations: Vec<LocationSpec>,
 }

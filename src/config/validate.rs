@@ -264,6 +264,7 @@ fn server(
             listen,
             server_name: s.server_name,
             proxy_pass,
+            http2: s.http2,
             level,
             locations,
         },

@@ -3,6 +3,7 @@
 //! buffer but the bytes it sent.
 
 use super::Shared;
+use super::h2;
 use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
 use crate::body::{Body, UntilEnd};
@@ -29,6 +30,8 @@ struct ServerSide {
     timeouts: Timeouts,
     name: String,
     head_rules: crate::http1::HeadRules,
+    /// `http2`: a client may open with HTTP/2's preface.
+    http2: bool,
 }
 
 impl ServerSide {
@@ -43,6 +46,7 @@ impl ServerSide {
                 },
                 name: String::new(),
                 head_rules: crate::http1::HeadRules::default(),
+                http2: false,
             };
         };
         ServerSide {
@@ -53,6 +57,7 @@ impl ServerSide {
             },
             name: s.name.clone(),
             head_rules: s.head_rules,
+            http2: s.http2,
         }
     }
 }
@@ -78,13 +83,32 @@ pub(crate) fn serve_client(
         listen: configured,
         state: state.clone(),
     });
-    let mut io = TimedIo::new(stream, state, side.head_rules);
-    io.park_when_idle(!side.timeouts.keepalive.is_zero());
-    let (stopping, shared) = (stopping.clone(), shared.clone());
+    let (mut stopping, shared) = (stopping.clone(), shared.clone());
     tokio::spawn(async move {
         // Counted against worker_connections until this task ends.
         let _slot = slot;
         shared.env.metrics.connection_opened();
+        let mut stream = stream;
+        // With `http2`, HTTP/2's preface or HTTP/1.1 (boxed: an HTTP/1.1
+        // connection's task keeps no room for either).
+        let first = if side.http2 {
+            let deadline = Instant::now() + side.timeouts.client_header;
+            match Box::pin(h2::opening(&mut stream, deadline, &mut stopping)).await {
+                h2::Opening::H2(read) => {
+                    let (s, c) = (shared.clone(), conn.clone());
+                    Box::pin(h2::serve_h2(s, c, stream, read, stopping)).await;
+                    shared.env.metrics.connection_closed();
+                    return;
+                }
+                h2::Opening::Http1(read) => read,
+            }
+        } else {
+            Vec::new()
+        };
+        let mut io = TimedIo::new(stream, state, side.head_rules);
+        io.park_when_idle(!side.timeouts.keepalive.is_zero());
+        // Read, not yet through the head gate.
+        io.gate.input().extend_from_slice(&first);
         let (io, served) = serve_requests(&shared, &conn, &side, io, stopping).await;
         closed(&shared, &conn, &side, io, served).await;
     });

@@ -39,6 +39,8 @@ pub(super) fn server(
         access_log: logs.open(&level.access_log)?,
         real_ip: level.real_ip.clone(),
         head_rules: head_rules(&level),
+        // Off on a plain listener unless asked for.
+        http2: s.http2.unwrap_or(false),
     }))
 }
 

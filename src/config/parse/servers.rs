@@ -22,6 +22,8 @@ pub(in crate::config) struct ServerDraft {
     pub listen: Option<(SocketAddr, Range<usize>)>,
     pub server_name: String,
     pub proxy_pass: Option<Result<ProxyPass, Reported>>,
+    /// `http2`: HTTP/2 offered to clients (`None`: the listener's default).
+    pub http2: Option<bool>,
     pub level: LevelDraft,
     pub locations: Vec<LocationDraft>,
 }
@@ -84,6 +86,10 @@ static SERVER: Schema<ServerDraft> = Schema {
         Key {
             name: "locations",
             read: |cx, k, v, s| s.locations = locations(cx, k, v),
+        },
+        Key {
+            name: "http2",
+            read: |cx, k, v, s| s.http2 = cx.bool(v, k),
         },
         level_key!("client_header_timeout", level::client_header_timeout),
         level_key!("real_ip", level::real_ip),
