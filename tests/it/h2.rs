@@ -1,0 +1,66 @@
+//! HTTP/2 to clients (h2c with prior knowledge, `http2 = true`), with real peers: curl
+//! (`--http2-prior-knowledge`), h2load and nghttp (nghttp2-client), real nginx 1.22 with
+//! `listen … http2` beside sluice for the same bursts, and a client of our own (the `h2` crate)
+//! where a test needs each stream timed or reset, or raw frames.
+//!
+//! # Layout
+//! - [`client`]: [`client::H2`], one connection driven stream by stream; [`raw`]: frames by hand;
+//! - [`basics`]: curl through to the upstream, headers both ways, the access log, metrics,
+//!   HTTP/1.1 beside HTTP/2 on one listener, `http2 = false`;
+//! - [`limits`]: the burst over one connection against nginx (statuses and delays), h2load,
+//!   a delayed stream not holding up another, limit_conn per stream, nginx-tests'
+//!   h2_limit_req.t cases in our own words, a client resetting a delayed stream;
+//! - [`protections`]: advertised settings, header sizes, rapid reset, idle timeouts, a
+//!   graceful stop.
+
+mod basics;
+mod client;
+mod limits;
+mod protections;
+mod raw;
+
+use std::net::SocketAddr;
+use std::process::Output;
+
+use tokio::process::Command;
+
+use crate::support::{Nginx, Port};
+
+/// Runs a command of the nghttp2 or curl packages and returns its output (the test's runtime
+/// keeps serving meanwhile: the upstreams live on it); a missing tool is a failure with the
+/// package to install, never a skip.
+async fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {program} ({e}): install it (curl; h2load and nghttp are in Debian's \
+                 nghttp2-client; scripts/test.sh installs them)"
+            )
+        })
+}
+
+/// Real nginx with one `listen ADDR http2;` server (nginx 1.22 speaks only h2c there), whose
+/// inside is `server`, after `http` (zones and the like). The harness gives ports to servers
+/// without `listen`: a second, idle server takes that one.
+struct NginxH2 {
+    nginx: Nginx,
+    port: Port,
+}
+
+impl NginxH2 {
+    fn start(http: &str, server: &str) -> NginxH2 {
+        let port = Port::reserve();
+        let nginx = Nginx::start(&format!(
+            "{http}\n  server {{\n    listen {} http2;\n{server}\n  }}\n  server {{ return 444; }}\n",
+            port.addr()
+        ));
+        NginxH2 { nginx, port }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.port.addr()
+    }
+}
