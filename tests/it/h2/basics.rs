@@ -74,7 +74,10 @@ async fn curl_over_h2c_reaches_the_upstream_and_back() {
     let small = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{small}");
     assert!(small.contains(":status: 413"), "{small}");
-    assert!(!small.to_ascii_lowercase().contains("connection:"), "{small}");
+    assert!(
+        !small.to_ascii_lowercase().contains("connection:"),
+        "{small}"
+    );
     // The 413 ends its stream, not the connection.
     let mut c = H2::connect(s.addr(), client(1)).await;
     let post = http::Request::post(format!("http://{}/small", s.addr()))
