@@ -42,6 +42,7 @@ use crate::errlog::{self, Severity};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -148,14 +149,19 @@ pub(crate) async fn serve_h2<S>(
 /// hyper's connection, as [`serve_h2`] builds it.
 type Served<S> = hyper::server::conn::http2::Connection<TokioIo<H2Io<S>>, H2Service, TokioExecutor>;
 
-/// How long a connection told to go away (GOAWAY sent) with no stream
-/// open may take to close by itself (hyper waits for the client's answer
-/// to its ping) before it is dropped.
-const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long an idle connection told to go away may take to close by itself
+/// (hyper waits for the client's answer to its ping) before it is dropped:
+/// nginx closes at once, but a prompt client gets hyper's last GOAWAY.
+const IDLE_GRACE: Duration = Duration::from_millis(200);
+
+/// How long a connection whose client reset too many streams may take to
+/// end before it is dropped (it ends at hyper's next read or write).
+const CALM_GRACE: Duration = Duration::from_secs(1);
 
 /// Polls the connection to its end; tells it to go away (GOAWAY, open
 /// streams finish) on a stop or an idle timeout, and drops it when it does
-/// not close by itself.
+/// not close by itself: soon when it was idle, `send_timeout` after its
+/// last stream otherwise (hyper may still be sending that stream's end).
 async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     mut served: Pin<&mut Served<S>>,
     streams: &Streams,
@@ -163,20 +169,25 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stopping: &mut watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
     let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
-    // When the GOAWAY went: from then on, only the open streams finish.
-    let mut going: Option<Instant> = None;
+    // When the GOAWAY went, and how long the connection may stay once no
+    // stream is open.
+    let mut going: Option<(Instant, Duration)> = None;
     let mut calm_until = None;
     loop {
         let open = streams.open() > 0;
         if going.is_none() && state.timeouts.keepalive.is_zero() && (open || streams.begun() > 0) {
             // keepalive_timeout 0: one stream, as nginx.
             served.as_mut().graceful_shutdown();
-            going = Some(Instant::now());
+            going = Some((Instant::now(), state.timeouts.send));
+        }
+        if let Some((_, grace)) = going.as_mut().filter(|_| open) {
+            // A stream came as the GOAWAY went: its end may still be on its way.
+            *grace = state.timeouts.send;
         }
         let wake = if streams.calm() {
-            Some(*calm_until.get_or_insert_with(|| Instant::now() + GRACE))
-        } else if let Some(went) = going {
-            (!open).then(|| went.max(streams.idle_since()) + GRACE)
+            Some(*calm_until.get_or_insert_with(|| Instant::now() + CALM_GRACE))
+        } else if let Some((went, grace)) = going {
+            (!open).then(|| went.max(streams.idle_since()) + grace)
         } else {
             streams.idle_deadline(state)
         };
@@ -189,7 +200,7 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             r = served.as_mut() => return r,
             _ = stopping.wait_for(|stop| *stop), if going.is_none() => {
                 served.as_mut().graceful_shutdown();
-                going = Some(Instant::now());
+                going = Some((Instant::now(), state.timeouts.send));
             }
             _ = &mut timer, if wake.is_some() => {
                 if streams.calm() || going.is_some() {
@@ -199,7 +210,7 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 // Idle for client_header_timeout or keepalive_timeout: as
                 // nginx, a GOAWAY and the close, with no log line.
                 served.as_mut().graceful_shutdown();
-                going = Some(Instant::now());
+                going = Some((Instant::now(), IDLE_GRACE));
             }
             _ = streams.changed.notified() => {}
         }

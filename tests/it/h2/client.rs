@@ -98,20 +98,13 @@ impl H2 {
         self.start(req, None).await.reply().await
     }
 
-    /// `n` streams `GET path` sent together (one write), answered, sorted by latency.
-    pub async fn burst(&mut self, path: &str, n: usize) -> Vec<Reply> {
-        let mut pending = Vec::with_capacity(n);
-        for _ in 0..n {
-            let req = self.get(path).body(()).expect("a request");
-            pending.push(self.start(req, None).await);
-        }
-        answers(pending).await
-    }
-
-    /// How the connection ended (waits for it, at most `limit`).
+    /// How the server ended the connection (waits for it, at most `limit`; the client keeps
+    /// it open meanwhile: an h2 client closes a connection it can no longer send on).
     pub async fn ended(self, limit: Duration) -> Result<(), h2::Error> {
-        drop(self.send);
-        match timeout(limit, self.conn).await {
+        let H2 { send, conn, .. } = self;
+        let ended = timeout(limit, conn).await;
+        drop(send);
+        match ended {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => panic!("the connection task failed: {e}"),
             Err(_) => panic!("the HTTP/2 connection was still open after {limit:?}"),
