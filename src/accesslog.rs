@@ -141,6 +141,7 @@ pub struct Record {
     pub log: Arc<AccessLog>,
     /// See [`RequestVars::raw_request_line`].
     pub raw_request_line: Option<Vec<u8>>,
+    pub tls: Option<Arc<crate::tls::Session>>,
     pub remote: SocketAddr,
     pub local: SocketAddr,
     pub server_name: String,
@@ -171,6 +172,7 @@ impl Record {
         Record {
             log,
             raw_request_line: vars.raw_request_line.map(<[u8]>::to_vec),
+            tls: vars.tls.cloned(),
             remote: vars.remote,
             local: vars.local,
             server_name: vars.server_name.to_string(),
@@ -202,6 +204,7 @@ impl Record {
             path: &self.path,
             headers: &self.headers,
             raw_request_line: self.raw_request_line.as_deref(),
+            tls: self.tls.as_ref(),
         };
         let log = LogVars {
             body_bytes_sent,

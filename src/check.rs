@@ -96,9 +96,42 @@ fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
             format!(" ({})", srv.server_name)
         }
     );
+    if let Some(t) = &srv.tls {
+        tls(s, srv, t, crate::clock::unix_secs());
+    }
     for loc in &srv.locations {
         location(s, spec, loc, &loc.level.inherit(&level));
     }
+}
+
+/// A server's certificate (read, its key checked against it), its expiry
+/// and protocols; `now` in Unix seconds.
+fn tls(s: &mut String, srv: &ServerSpec, t: &crate::config::TlsSpec, now: u64) {
+    let expiry = match t.certificate.as_ref().and_then(|c| c.not_after) {
+        Some(at) => {
+            let date = crate::fmt::Timestamp::from_secs(at.max(0) as u64).iso8601();
+            let left = at - now as i64;
+            if left < 0 {
+                format!("EXPIRED {date}, {} day(s) ago", -left / 86_400)
+            } else {
+                format!("expires {date}, in {} day(s)", left / 86_400)
+            }
+        }
+        None => "expiry unknown".into(),
+    };
+    let read = match &t.certificate {
+        Some(c) => format!("{} in chain, key matches, {expiry}", c.chain_len),
+        None => "not read".into(),
+    };
+    let protocols: Vec<&str> = t.protocols.iter().map(|p| p.name()).collect();
+    let http2 = srv.http2.unwrap_or(true);
+    let _ = writeln!(
+        s,
+        "  tls {} ({read}) protocols {} http2 {}",
+        t.cert_file.display(),
+        protocols.join(" "),
+        if http2 { "on" } else { "off" }
+    );
 }
 
 /// A location with its effective limits, action and limit_req settings.

@@ -179,4 +179,8 @@ pub(crate) struct Conn {
     pub(crate) listen: SocketAddr,
     /// Its phase and what its reader saw.
     pub(crate) state: Arc<ConnState>,
+    /// What its TLS handshake settled, if it speaks TLS.
+    pub(crate) tls: Option<Arc<crate::tls::Session>>,
+    /// It spoke plain HTTP to an `ssl` address: its requests get 400.
+    pub(crate) plain_on_https: bool,
 }

@@ -248,66 +248,92 @@ pub fn send(pid_file: &Path, signal: Signal) -> Result<i32, SignalError> {
 const DEBOUNCE: Duration = Duration::from_millis(300);
 
 /// Watch the configuration's directory (editors replace the file by
-/// renaming, which a watch on the file itself would miss) and send
-/// [`Command::Reload`] when the file's content changed and the running
-/// configuration still has `watch = true` (a reload can turn it off; turning
-/// it on takes a restart). Events about other files of the directory are
-/// dropped at once. Best effort: `None` if the directory cannot be watched
-/// (logged).
+/// renaming, which a watch on the file itself would miss), and those of the
+/// servers' certificates and keys at start (a renewal replaces them, often
+/// through a symlink), and send [`Command::Reload`] when one of these
+/// files' content changed and the running configuration still has `watch =
+/// true` (a reload can turn it off; turning it on, or watching a
+/// certificate a reload added, takes a restart). Events about other files
+/// of the directories are dropped at once. Best effort: `None` if a
+/// directory cannot be watched (logged).
 pub fn watch_file(
     config: &Path,
     tx: UnboundedSender<Command>,
     shared: Arc<Shared>,
 ) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher as _;
-    let dir = match config.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let mut files = vec![config.to_path_buf()];
+    for s in &shared.config().servers {
+        if let Some(t) = &s.tls {
+            files.extend([t.cert_file.clone(), t.key_file.clone()]);
+        }
+    }
+    files.dedup();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for f in &files {
+        let dir = match f.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
     let (raw_tx, mut raw_rx) = mpsc::unbounded_channel::<()>();
-    let name = config.file_name().map(|n| n.to_os_string());
+    let names: Vec<_> = files
+        .iter()
+        .filter_map(|f| f.file_name())
+        .map(|n| n.to_os_string())
+        .collect();
     let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
         if let Ok(ev) = ev {
             let ours = ev
                 .paths
                 .iter()
-                .any(|p| p.file_name().map(|n| n.to_os_string()) == name);
+                .any(|p| p.file_name().is_some_and(|n| names.iter().any(|w| w == n)));
             if ours && !matches!(ev.kind, notify::EventKind::Access(_)) {
                 let _ = raw_tx.send(());
             }
         }
     })
     .and_then(|mut w| {
-        w.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+        for dir in &dirs {
+            w.watch(dir, notify::RecursiveMode::NonRecursive)?;
+        }
         Ok(w)
     });
+    let dir = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join("\", \"");
     let watcher = match watcher {
         Ok(w) => w,
         Err(e) => {
             if shared.config().ops.watch {
                 errlog::emit(
                     Severity::Alert,
-                    format_args!(
-                        "cannot watch \"{}\" ({e}); reload with SIGHUP",
-                        dir.display()
-                    ),
+                    format_args!("cannot watch \"{dir}\" ({e}); reload with SIGHUP"),
                 );
             }
             return None;
         }
     };
-    let path = config.to_path_buf();
-    let mut last = std::fs::read(&path).ok();
-    let read = |path: &Path| {
-        let path = path.to_path_buf();
+    let read = |files: &[PathBuf]| {
+        let files = files.to_vec();
         // Off the threads that serve /healthz.
         async move {
-            tokio::task::spawn_blocking(move || std::fs::read(path).ok())
-                .await
-                .ok()
-                .flatten()
+            tokio::task::spawn_blocking(move || {
+                files
+                    .iter()
+                    .map(|f| std::fs::read(f).ok())
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .ok()
         }
     };
+    let mut last: Vec<Option<Vec<u8>>> = files.iter().map(|f| std::fs::read(f).ok()).collect();
     tokio::spawn(async move {
         while raw_rx.recv().await.is_some() {
             // Wait for a quiet period.
@@ -318,14 +344,25 @@ pub fn watch_file(
                     Err(_) => break,
                 }
             }
-            let now = read(&path).await;
-            if now.is_none() || now == last || !shared.config().ops.watch {
+            let Some(now) = read(&files).await else {
+                continue;
+            };
+            // A file missing while it is being replaced is no change yet.
+            let changed = files
+                .iter()
+                .zip(now.iter().zip(&last))
+                .find(|(_, (n, l))| n.is_some() && n != l)
+                .map(|(f, _)| f.clone());
+            let Some(changed) = changed else {
+                continue;
+            };
+            if !shared.config().ops.watch {
                 continue;
             }
             last = now;
             errlog::emit(
                 Severity::Notice,
-                format_args!("\"{}\" changed, reconfiguring", path.display()),
+                format_args!("\"{}\" changed, reconfiguring", changed.display()),
             );
             if tx.send(Command::Reload).is_err() {
                 return;

@@ -41,7 +41,8 @@
 //!   response body type), [`clock`] (the only place that reads clocks),
 //!   [`http1`] (request heads and chunked bodies read with nginx's rules,
 //!   before hyper: what nginx refuses never reaches the upstream),
-//!   [`realip`] (nginx's `real_ip`).
+//!   [`realip`] (nginx's `real_ip`), [`tls`] (certificates read and
+//!   checked at load, the rustls server configuration).
 //! - `fuzzing` (tests and the `fuzzing` feature only): the checks of the
 //!   fuzz targets in `fuzz/`, shared with the corpus replay of the tests.
 
@@ -67,5 +68,6 @@ pub mod request;
 pub mod respond;
 pub mod server;
 pub mod simulate;
+pub mod tls;
 pub mod upstream;
 pub mod vars;

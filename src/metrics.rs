@@ -69,6 +69,8 @@ pub struct Metrics {
     /// Connections closed at once because a worker had
     /// `worker_connections` open.
     refused: Counter,
+    /// TLS handshakes of client connections, by result.
+    handshakes: Family<Outcome, Counter>,
 }
 
 impl Default for Metrics {
@@ -130,8 +132,18 @@ impl Metrics {
             "Client connections closed as soon as accepted because their worker had worker_connections open",
             refused.clone(),
         );
+        let handshakes = Family::<Outcome, Counter>::default();
+        registry.register(
+            "sluice_tls_handshakes",
+            "TLS handshakes of client connections by result (ok, failed, timeout)",
+            handshakes.clone(),
+        );
+        for result in ["ok", "failed", "timeout"] {
+            drop(handshakes.get_or_create(&Outcome { result }));
+        }
         Metrics {
             refused,
+            handshakes,
             registry,
             upstream_errors,
             responses,
@@ -166,6 +178,11 @@ impl Metrics {
 
     pub fn connection_closed(&self) {
         self.connections.dec();
+    }
+
+    /// A client connection's TLS handshake ended: `ok`, `failed` or `timeout`.
+    pub fn tls_handshake(&self, result: &'static str) {
+        self.handshakes.get_or_create(&Outcome { result }).inc();
     }
 
     pub fn connection_refused(&self) {

@@ -49,6 +49,11 @@ pub enum Var {
     LimitConnStatus,
     /// The algorithm of the zone `$limit_req_zone` names (not nginx's).
     LimitReqAlgorithm,
+    /// `on` over TLS, else empty.
+    Https,
+    SslProtocol,
+    SslServerName,
+    SslCipher,
 }
 
 impl Var {
@@ -68,6 +73,10 @@ impl Var {
             "args" | "query_string" => Var::Args,
             "scheme" => Var::Scheme,
             "server_protocol" => Var::ServerProtocol,
+            "https" => Var::Https,
+            "ssl_protocol" => Var::SslProtocol,
+            "ssl_server_name" => Var::SslServerName,
+            "ssl_cipher" => Var::SslCipher,
             "status" => Var::Status,
             "retry_after" => Var::RetryAfter,
             "limit_req_status" => Var::LimitReqStatus,
@@ -331,6 +340,8 @@ pub struct RequestVars<'a> {
     /// The request line as the client sent it, for a request refused
     /// before it could be parsed: `$request` shows it, as nginx's does.
     pub raw_request_line: Option<&'a [u8]>,
+    /// The connection's TLS session, if it speaks TLS.
+    pub tls: Option<&'a std::sync::Arc<crate::tls::Session>>,
 }
 
 /// What an error page or `return` adds.
@@ -483,8 +494,24 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
         Var::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
         Var::Request => req.push_request_line(out),
         Var::Args => out.extend_from_slice(req.uri.query().unwrap_or("").as_bytes()),
-        Var::Scheme => out.extend_from_slice(b"http"),
         Var::ServerProtocol => out.extend_from_slice(version_str(req.version).as_bytes()),
+        Var::Scheme => out.extend_from_slice(if req.tls.is_some() { b"https" } else { b"http" }),
+        Var::Https => out.extend_from_slice(if req.tls.is_some() { b"on" } else { b"" }),
+        Var::SslProtocol => {
+            if let Some(t) = req.tls {
+                out.extend_from_slice(t.protocol.name().as_bytes());
+            }
+        }
+        Var::SslServerName => {
+            if let Some(name) = req.tls.and_then(|t| t.server_name.as_deref()) {
+                out.extend_from_slice(name.as_bytes());
+            }
+        }
+        Var::SslCipher => {
+            if let Some(t) = req.tls {
+                out.extend_from_slice(t.cipher.as_bytes());
+            }
+        }
         Var::Http(name) => {
             if let Some(v) = req.headers.get(name) {
                 out.extend_from_slice(v.as_bytes());
@@ -591,6 +618,7 @@ mod tests {
             path: uri.path(),
             headers,
             raw_request_line: None,
+            tls: None,
         }
     }
 

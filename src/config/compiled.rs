@@ -72,7 +72,10 @@ pub struct Config {
     pub zones: Vec<Arc<Zone>>,
     /// `[conn_zones]`, for `limit_conn`.
     pub conn_zones: Vec<Arc<crate::connlimit::ConnZone>>,
+    /// In file order.
     pub servers: Vec<Arc<Server>>,
+    /// The listening addresses and their servers.
+    pub addresses: Vec<super::address::Address>,
     /// Access-log files, kept open across reloads.
     pub sinks: Sinks,
     /// Process-level settings (pid file, watch, admin listener, …).
@@ -95,16 +98,26 @@ impl Config {
             .unwrap_or(DEFAULT_WORKER_CONNECTIONS)
     }
 
-    /// The server of a configured `listen` address (none after a reload
+    /// A configured `listen` address and its servers (none after a reload
     /// that removed it).
+    pub fn address(&self, listen: SocketAddr) -> Option<&super::address::Address> {
+        self.addresses.iter().find(|a| a.listen == listen)
+    }
+
+    /// The default server of a configured `listen` address.
     pub fn server_at(&self, listen: SocketAddr) -> Option<&Arc<Server>> {
-        self.servers.iter().find(|s| s.listen == listen)
+        self.address(listen).map(|a| a.default_server())
     }
 }
 
 pub struct Server {
     pub listen: SocketAddr,
+    /// The first `server_name` (`$server_name`, the logs' `server:`).
     pub name: String,
+    /// HTTP/2: offered by ALPN with TLS, with prior knowledge without.
+    pub http2: bool,
+    /// Its certificate and TLS settings, on an `ssl` address.
+    pub tls: Option<ServerTls>,
     pub locations: Locations,
     pub client_header_timeout: Duration,
     /// Idle time allowed between requests on a connection; zero: no keep-alive.
@@ -119,9 +132,16 @@ pub struct Server {
     /// What a request head may be (`underscores_in_headers`,
     /// `ignore_invalid_headers`, `large_client_header_buffers`).
     pub head_rules: crate::http1::HeadRules,
-    /// HTTP/2 is served (`http2`): h2c with prior knowledge on a plain
-    /// listener, beside HTTP/1.1.
-    pub http2: bool,
+}
+
+/// A server's TLS, as its handshakes use it.
+pub struct ServerTls {
+    /// Its certificate, protocols and ALPN.
+    pub config: Arc<rustls::ServerConfig>,
+    pub certificate: crate::tls::Certificate,
+    pub cert_file: std::path::PathBuf,
+    pub key_file: std::path::PathBuf,
+    pub protocols: Vec<crate::tls::Protocol>,
 }
 
 pub struct Location {
@@ -247,6 +267,9 @@ pub enum CompileError {
     },
     #[error("[redis]: {0}")]
     Redis(String),
+    /// A certificate that could not be read or used.
+    #[error("{0}")]
+    Certificate(String),
     /// sluice's own default `log_format` does not parse (a bug: a test
     /// guards against it).
     #[error("the default log_format: {0}")]

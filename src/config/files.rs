@@ -1,16 +1,20 @@
 //! The file step: the files a configuration names must be readable when
-//! it is loaded. Today these are `[redis]`'s TLS files (so a missing
-//! certificate is reported with its line and column, not at the first
-//! connection). Kept apart from parsing, which stays pure: `parse_str`
+//! it is loaded: `[redis]`'s TLS files and the servers' certificates and
+//! keys (so a missing or broken certificate is reported with its line and
+//! column, not at the first connection or handshake). Kept apart from parsing, which stays pure: `parse_str`
 //! does not run this step, `load` and `load_text` do.
 
 use super::error::Diagnostics;
 use super::parse::Draft;
 use super::parse::read::Reported;
+use super::parse::servers::ServerDraft;
 
 /// Report each named file that cannot be read, at the value naming it, and
 /// mark it failed so that validation does not report it again.
 pub(super) fn check(draft: &mut Draft, d: &mut Diagnostics) {
+    for s in draft.servers.iter_mut().flatten() {
+        certificate(s, d);
+    }
     let Some(redis) = &mut draft.redis else {
         return;
     };
@@ -28,4 +32,25 @@ pub(super) fn check(draft: &mut Draft, d: &mut Diagnostics) {
             *file = Some(Err(Reported));
         }
     }
+}
+
+/// A server's `ssl_certificate` with its `ssl_certificate_key`: read, and
+/// the key checked against the certificate. The error is the file's own,
+/// reported at the key that names the file at fault (the certificate's
+/// when the two do not match).
+fn certificate(s: &mut ServerDraft, d: &mut Diagnostics) {
+    let (Some(Ok(cert)), Some(Ok(key))) = (&s.ssl_certificate, &s.ssl_certificate_key) else {
+        return;
+    };
+    s.certificate = Some(match crate::tls::load(&cert.path, &key.path) {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            let span = match e.which {
+                crate::tls::Which::Key => key.span.clone(),
+                crate::tls::Which::Certificate => cert.span.clone(),
+            };
+            d.error(span, format!("\"{}\": {}", e.key_name(), e.message));
+            Err(Reported)
+        }
+    });
 }

@@ -15,6 +15,7 @@
 //! file. The names of keys are the product's contract and follow nginx's
 //! directives (`limit_req_status`, `limit_req_log_level`, …).
 
+mod address;
 mod compile;
 mod compiled;
 mod error;
@@ -24,6 +25,7 @@ mod spec;
 mod validate;
 pub mod values;
 
+pub use address::Address;
 pub use compiled::*;
 pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use spec::*;

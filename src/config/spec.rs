@@ -227,14 +227,31 @@ impl Level {
 /// `[[servers]]`.
 pub struct ServerSpec {
     pub listen: SocketAddr,
+    /// `listen`'s flags (`ssl`, `http2`, `default_server`), as this server
+    /// wrote them; an address's flags are those of all its servers.
+    pub options: super::values::Listen,
+    /// The first name (`$server_name`, the logs).
     pub server_name: String,
+    pub names: Vec<super::values::ServerName>,
+    /// Its certificate, when it listens with `ssl`.
+    pub tls: Option<TlsSpec>,
+    /// `http2 = true | false` (unset: on for `ssl`, else the listen flag).
+    pub http2: Option<bool>,
     /// The server's `proxy_pass`: where its locations without one of their
     /// own forward, and its implicit `location /`.
     pub proxy_pass: Option<ProxyPass>,
-    /// `http2`, if written (its default depends on the listener).
-    pub http2: Option<bool>,
     pub level: Level,
     pub locations: Vec<LocationSpec>,
+}
+
+/// A server's certificate and the protocols it speaks.
+pub struct TlsSpec {
+    pub cert_file: std::path::PathBuf,
+    pub key_file: std::path::PathBuf,
+    pub protocols: Vec<crate::tls::Protocol>,
+    /// Read by the file step (`None` when the configuration was parsed
+    /// without reading files: compiling reads it then).
+    pub certificate: Option<crate::tls::Certificate>,
 }
 
 /// `[[servers.locations]]`.

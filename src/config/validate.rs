@@ -16,7 +16,8 @@ use super::parse::read::Reported;
 use super::parse::redis::{RedisDraft, TlsFile};
 use super::parse::servers::{LocationDraft, ServerDraft};
 use super::spec::{
-    Action, ConnLimitSpec, ConnZoneSpec, Level, LimitSpec, LocationSpec, ServerSpec, Spec, ZoneSpec,
+    Action, ConnLimitSpec, ConnZoneSpec, Level, LimitSpec, LocationSpec, ServerSpec, Spec, TlsSpec,
+    ZoneSpec,
 };
 use super::values::{PathRule, ProxyPass};
 use crate::limiter::RedisConfig;
@@ -42,23 +43,13 @@ pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
         conn: &draft.conn_zones,
     };
     let http = level(draft.http, &zones, d);
-    let servers: Vec<(ServerSpec, Range<usize>)> = draft
+    let servers: Vec<(ServerSpec, Spans)> = draft
         .servers
         .unwrap_or_default()
         .into_iter()
         .filter_map(|s| server(s, &zones, d))
         .collect();
-    for (i, (s, span)) in servers.iter().enumerate() {
-        if servers[..i].iter().any(|(o, _)| o.listen == s.listen) {
-            d.error(
-                span.clone(),
-                format!(
-                    "a duplicate listen {} (already used by another [[servers]])",
-                    s.listen
-                ),
-            );
-        }
-    }
+    addresses(&servers, d);
     let servers = servers.into_iter().map(|(s, _)| s).collect();
     Spec {
         http,
@@ -225,13 +216,118 @@ fn resolve<T>(
     ok.then_some(out)
 }
 
+/// Where a server's `listen` and `server_name` values are, for the checks
+/// of an address's servers together.
+struct Spans {
+    listen: Range<usize>,
+    names: Option<Range<usize>>,
+    /// Its certificate had a problem (reported): not "missing" too.
+    tls_failed: bool,
+}
+
+/// The servers sharing an address, as nginx checks them: one default
+/// server, no name twice, and — the address speaks TLS if any of them says
+/// `ssl` — a certificate for every one of them.
+fn addresses(servers: &[(ServerSpec, Spans)], d: &mut Diagnostics) {
+    for (i, (s, spans)) in servers.iter().enumerate() {
+        let group = || servers.iter().filter(|(o, _)| o.listen == s.listen);
+        if s.options.default_server
+            && servers[..i]
+                .iter()
+                .any(|(o, _)| o.listen == s.listen && o.options.default_server)
+        {
+            d.error(
+                spans.listen.clone(),
+                format!("a duplicate default server for {}", s.listen),
+            );
+        }
+        if s.tls.is_none() && !spans.tls_failed && group().any(|(o, _)| o.options.ssl) {
+            d.error(
+                spans.listen.clone(),
+                format!(
+                    "no \"ssl_certificate\" is defined for the server on {} (listen with \"ssl\" there): set \"ssl_certificate\" and \"ssl_certificate_key\"",
+                    s.listen
+                ),
+            );
+        }
+        let earlier: Vec<String> = servers[..i]
+            .iter()
+            .filter(|(o, _)| o.listen == s.listen)
+            .flat_map(|(o, _)| name_keys(o))
+            .collect();
+        if let Some(clash) = name_keys(s).into_iter().find(|n| earlier.contains(n)) {
+            d.error(
+                spans.names.clone().unwrap_or(spans.listen.clone()),
+                format!("conflicting server name \"{clash}\" on {}", s.listen),
+            );
+        }
+    }
+}
+
+/// A server's names to compare; no `server_name` is nginx's `""`.
+fn name_keys(s: &ServerSpec) -> Vec<String> {
+    if s.names.is_empty() {
+        return vec![String::new()];
+    }
+    s.names.iter().filter_map(name_key).collect()
+}
+
+/// A name as written back, to compare (regexes are never the same name).
+fn name_key(n: &super::values::ServerName) -> Option<String> {
+    use super::values::ServerName;
+    match n {
+        ServerName::Exact(e) => Some(e.clone()),
+        ServerName::Front(f) => Some(format!("*{f}")),
+        ServerName::Back(b) => Some(format!("{b}*")),
+        ServerName::Regex(_) => None,
+    }
+}
+
+/// A server's certificate: both files or neither, and only with `ssl`
+/// (`Err`: a problem, reported).
+fn tls(s: &mut ServerDraft, d: &mut Diagnostics) -> Result<Option<TlsSpec>, Reported> {
+    let ssl = s.listen.as_ref().is_some_and(|(l, _)| l.ssl);
+    let protocols = match s.ssl_protocols.take() {
+        Some(Ok(p)) => p,
+        Some(Err(Reported)) => return Err(Reported),
+        None => crate::tls::DEFAULT_PROTOCOLS.to_vec(),
+    };
+    let (cert, key) = match (s.ssl_certificate.take(), s.ssl_certificate_key.take()) {
+        (None, None) => return Ok(None),
+        (Some(Ok(c)), Some(Ok(k))) => (c, k),
+        (Some(Ok(f)), None) | (None, Some(Ok(f))) => {
+            let other = if f.key == "ssl_certificate" {
+                "ssl_certificate_key"
+            } else {
+                "ssl_certificate"
+            };
+            d.error(f.span, format!("\"{}\" needs \"{other}\"", f.key));
+            return Err(Reported);
+        }
+        _ => return Err(Reported),
+    };
+    if !ssl && s.listen.is_some() {
+        d.error(
+            cert.span.clone(),
+            "\"ssl_certificate\" is set but the server does not listen with \"ssl\" (listen = \"ADDR:PORT ssl\")",
+        );
+    }
+    let certificate = match s.certificate.take() {
+        Some(Ok(c)) => Some(c),
+        Some(Err(Reported)) => return Err(Reported),
+        None => None,
+    };
+    Ok(Some(TlsSpec {
+        cert_file: cert.path,
+        key_file: key.path,
+        protocols,
+        certificate,
+    }))
+}
+
 /// A server with its locations; `None` without a usable `listen` (reported).
-/// Also returns the span of the `listen` value.
-fn server(
-    s: ServerDraft,
-    zones: &Zones,
-    d: &mut Diagnostics,
-) -> Option<(ServerSpec, Range<usize>)> {
+fn server(mut s: ServerDraft, zones: &Zones, d: &mut Diagnostics) -> Option<(ServerSpec, Spans)> {
+    let tls = tls(&mut s, d);
     let level = level(s.level, zones, d);
     let proxy_pass = s.proxy_pass.and_then(Result::ok);
     // nginx: "duplicate location", reported after each location's own.
@@ -258,17 +354,25 @@ fn server(
     for (span, message) in duplicates {
         d.error(span, message);
     }
-    let (listen, span) = s.listen?;
+    let (options, span) = s.listen?;
+    let tls_failed = tls.is_err();
     Some((
         ServerSpec {
-            listen,
+            listen: options.addr,
+            options,
             server_name: s.server_name,
-            proxy_pass,
+            names: s.names,
+            tls: tls.unwrap_or(None),
             http2: s.http2,
+            proxy_pass,
             level,
             locations,
         },
-        span,
+        Spans {
+            listen: span,
+            names: s.names_span,
+            tls_failed,
+        },
     ))
 }
 

@@ -93,6 +93,103 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total))
 }
 
+/// A server's `listen`: the address, and nginx's flags after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    /// `ssl`: connections on this address speak TLS.
+    pub ssl: bool,
+    /// `http2` (nginx 1.22's flag; the `http2` key says the same).
+    pub http2: bool,
+    /// `default_server`: the server of names no other server on the
+    /// address has (else the first server on it).
+    pub default_server: bool,
+}
+
+/// `listen = "ADDR [ssl] [http2] [default_server]"`.
+pub fn parse_listen_flags(s: &str) -> Result<Listen, String> {
+    let mut words = s.split_ascii_whitespace();
+    let addr = parse_listen(words.next().unwrap_or(""))?;
+    let mut l = Listen {
+        addr,
+        ssl: false,
+        http2: false,
+        default_server: false,
+    };
+    for w in words {
+        let flag = match w {
+            "ssl" => &mut l.ssl,
+            "http2" => &mut l.http2,
+            "default_server" | "default" => &mut l.default_server,
+            _ => {
+                return Err(format!(
+                    "invalid parameter \"{w}\" in listen (expected \"ssl\", \"http2\" or \"default_server\")"
+                ));
+            }
+        };
+        *flag = true;
+    }
+    Ok(l)
+}
+
+/// One of a server's `server_name`s, as nginx matches them.
+#[derive(Clone, Debug)]
+pub enum ServerName {
+    /// `example.com` (lowercased).
+    Exact(String),
+    /// `*.example.com`: the suffix `.example.com`.
+    Front(String),
+    /// `www.example.*`: the prefix `www.example.`.
+    Back(String),
+    /// `~^www\d+\.example\.com$`.
+    Regex(regex::Regex),
+}
+
+/// `server_name = "example.com *.example.com .example.org www.example.* ~re"`:
+/// nginx's names (`.example.org` is `example.org` and `*.example.org`).
+pub fn parse_server_names(s: &str) -> Result<Vec<ServerName>, String> {
+    let mut out = Vec::new();
+    for w in s.split_ascii_whitespace() {
+        if let Some(re) = w.strip_prefix('~') {
+            let r = regex::RegexBuilder::new(re)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| {
+                    format!(
+                        "invalid server name regex \"{re}\": {}",
+                        e.to_string().lines().last().unwrap_or("")
+                    )
+                })?;
+            out.push(ServerName::Regex(r));
+            continue;
+        }
+        let w = w.to_ascii_lowercase();
+        let bad = || format!("invalid server name or wildcard \"{w}\"");
+        if let Some(rest) = w.strip_prefix("*.") {
+            if rest.is_empty() || rest.contains('*') {
+                return Err(bad());
+            }
+            out.push(ServerName::Front(format!(".{rest}")));
+        } else if let Some(rest) = w.strip_suffix(".*") {
+            if rest.is_empty() || rest.contains('*') {
+                return Err(bad());
+            }
+            out.push(ServerName::Back(format!("{rest}.")));
+        } else if let Some(rest) = w.strip_prefix('.') {
+            if rest.is_empty() || rest.contains('*') {
+                return Err(bad());
+            }
+            out.push(ServerName::Exact(rest.to_string()));
+            out.push(ServerName::Front(w.clone()));
+        } else if w.contains('*') {
+            return Err(bad());
+        } else {
+            out.push(ServerName::Exact(w));
+        }
+    }
+    Ok(out)
+}
+
 /// `listen`: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all addresses).
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {

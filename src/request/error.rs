@@ -45,6 +45,9 @@ impl std::error::Error for CloseConnection {}
 pub(crate) enum ProxyError<'a> {
     /// The path climbs above the root or has a bad escape: 400.
     InvalidPath,
+    /// Plain HTTP on an `ssl` address: nginx's 400 "The plain HTTP request
+    /// was sent to HTTPS port", and the connection closed.
+    PlainHttpOnHttps,
     /// No location matches the path: 404.
     NoLocation(&'a str),
     /// A Content-Length over `client_max_body_size`: 413.
@@ -91,7 +94,9 @@ impl ProxyError<'_> {
     pub(crate) fn status(&self, loc: Option<&Location>) -> u16 {
         let limit_req_status = loc.map_or(503, |l| l.status);
         match self {
-            ProxyError::InvalidPath | ProxyError::InvalidChunked => 400,
+            ProxyError::InvalidPath | ProxyError::InvalidChunked | ProxyError::PlainHttpOnHttps => {
+                400
+            }
             ProxyError::NoLocation(_) => 404,
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => 413,
             ProxyError::Limited { .. }
@@ -139,6 +144,11 @@ impl ProxyError<'_> {
             ProxyError::ClientGone => (
                 Severity::Info,
                 "client prematurely closed connection while sending request to upstream".into(),
+            ),
+            ProxyError::PlainHttpOnHttps => (
+                Severity::Info,
+                "client sent plain HTTP request to HTTPS port while reading client request headers"
+                    .into(),
             ),
             ProxyError::Upstream {
                 error,
@@ -224,6 +234,7 @@ impl ProxyError<'_> {
     fn detail(&self, loc: Option<&Location>) -> String {
         match self {
             ProxyError::InvalidPath => "The request path is invalid.".into(),
+            ProxyError::PlainHttpOnHttps => "The plain HTTP request was sent to HTTPS port.".into(),
             ProxyError::NoLocation(path) => format!("No location matches \"{path}\"."),
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => format!(
                 "The request body is larger than client_max_body_size ({} bytes).",
@@ -266,6 +277,7 @@ impl ProxyError<'_> {
                 | ProxyError::ChunkedBodyTooLarge { .. }
                 | ProxyError::InvalidChunked
                 | ProxyError::ClientBodyTimeout
+                | ProxyError::PlainHttpOnHttps
         )
     }
 }

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 /// The request's variables: the client's address as `real_ip` resolves it,
 /// the normalised path (empty when it is invalid).
 pub(crate) fn request_vars<'a>(
-    conn: &Conn,
+    conn: &'a Conn,
     server: &'a Server,
     parts: &'a http::request::Parts,
     path: &'a str,
@@ -34,7 +34,19 @@ pub(crate) fn request_vars<'a>(
         path,
         headers: &parts.headers,
         raw_request_line: None,
+        tls: conn.tls.as_ref(),
     }
+}
+
+/// The host that chooses the request's server: an absolute request
+/// target's (or HTTP/2's `:authority`), else the `Host` header.
+pub(crate) fn host(parts: &http::request::Parts) -> Option<&str> {
+    parts.uri.authority().map(|a| a.host()).or_else(|| {
+        parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+    })
 }
 
 /// The location for a normalised path (`None`: the path was invalid).

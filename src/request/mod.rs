@@ -91,10 +91,14 @@ pub(crate) async fn handle(
     let config = env.config();
     // None after a reload removed the connection's `listen`: its last
     // requests get 503.
-    let Some(server) = config.server_at(conn.listen) else {
+    let Some(address) = config.address(conn.listen) else {
         return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
     };
     let (parts, body) = req.into_parts();
+    let server = address.server_for(
+        find::host(&parts),
+        conn.tls.as_ref().and_then(|t| t.server_name.as_deref()),
+    );
     let path = normalize_path(parts.uri.path());
     let vars = find::request_vars(&conn, server, &parts, path.as_deref().unwrap_or(""));
     let cx = Ctx {
@@ -103,6 +107,10 @@ pub(crate) async fn handle(
         vars,
         start,
     };
+    if conn.plain_on_https {
+        let resp = ProxyError::PlainHttpOnHttps.respond(&cx, &server.error_pages, None, UNDECIDED);
+        return finish(resp, cx.record(&server.access_log), UNDECIDED);
+    }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
         Err(e) => {

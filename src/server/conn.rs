@@ -6,6 +6,7 @@ use super::Shared;
 use super::h2;
 use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
+use super::tls;
 use crate::body::{Body, UntilEnd};
 use crate::conn::{Conn, ConnState, Expired, Idle, Timeouts};
 use crate::connlimit::WorkerSlot;
@@ -30,14 +31,20 @@ struct ServerSide {
     timeouts: Timeouts,
     name: String,
     head_rules: crate::http1::HeadRules,
-    /// `http2`: a client may open with HTTP/2's preface.
+    /// A client may open with HTTP/2's preface (`http2` on a plain address).
     http2: bool,
 }
 
 impl ServerSide {
-    fn of(shared: &Shared, configured: SocketAddr) -> ServerSide {
+    /// The connection's server: the one its SNI name chose, else the
+    /// address's default.
+    fn of(shared: &Shared, configured: SocketAddr, sni: Option<&str>) -> ServerSide {
         let config = shared.config();
-        let Some(s) = config.server_at(configured) else {
+        let address = config.address(configured);
+        // Prior knowledge on a plain address (with TLS, ALPN says).
+        let http2 = address.is_some_and(|a| a.http2 && !a.ssl);
+        let server = address.map(|a| a.server_for(None, sni));
+        let Some(s) = server else {
             return ServerSide {
                 timeouts: Timeouts {
                     client_header: crate::config::DEFAULT_TIMEOUT,
@@ -57,13 +64,22 @@ impl ServerSide {
             },
             name: s.name.clone(),
             head_rules: s.head_rules,
-            http2: s.http2,
+            http2,
         }
     }
 }
 
-/// One client connection of a server: nginx's timeouts around hyper's
-/// HTTP/1.1, each request handled by [`request::handle`].
+/// What a client connection's socket can be: plain TCP, or TLS over it.
+pub(crate) trait ClientStream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static
+{
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> ClientStream for S {}
+
+/// One client connection of a server: on an `ssl` address its TLS
+/// handshake first; then nginx's timeouts around hyper's HTTP/1.1, each
+/// request handled by [`request::handle`].
 pub(crate) fn serve_client(
     shared: &Arc<Shared>,
     stopping: &tokio::sync::watch::Receiver<bool>,
@@ -74,7 +90,55 @@ pub(crate) fn serve_client(
 ) {
     let local = stream.local_addr().unwrap_or(configured);
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let side = ServerSide::of(shared, configured);
+    let ssl = shared.config().address(configured).is_some_and(|a| a.ssl);
+    let (stopping, shared) = (stopping.clone(), shared.clone());
+    tokio::spawn(async move {
+        // Counted against worker_connections until this task ends.
+        let _slot = slot;
+        shared.env.metrics.connection_opened();
+        let at = (configured, local, remote, id);
+        if !ssl {
+            serve_stream(&shared, stopping, at, stream, Tls::None).await;
+            return;
+        }
+        match Box::pin(tls::accept(&shared, stream, configured, (id, remote))).await {
+            tls::Accepted::Tls(h) => {
+                let h = *h;
+                serve_stream(&shared, stopping, at, h.stream, Tls::Session(h.session)).await;
+            }
+            tls::Accepted::Plain(stream) => {
+                serve_stream(&shared, stopping, at, stream, Tls::PlainOnHttps).await;
+            }
+            tls::Accepted::Failed => shared.env.metrics.connection_closed(),
+        }
+    });
+}
+
+/// What a connection's stream is, as far as TLS goes.
+enum Tls {
+    /// A plain address.
+    None,
+    /// An `ssl` address, and the session its handshake settled.
+    Session(Arc<crate::tls::Session>),
+    /// An `ssl` address the client spoke plain HTTP to.
+    PlainOnHttps,
+}
+
+/// A connection's requests, on its (plain or TLS) stream, then its close.
+async fn serve_stream<S: ClientStream>(
+    shared: &Arc<Shared>,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+    (configured, local, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
+    stream: S,
+    tls: Tls,
+) {
+    let plain_on_https = matches!(tls, Tls::PlainOnHttps);
+    let tls = match tls {
+        Tls::Session(s) => Some(s),
+        _ => None,
+    };
+    let sni = tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let side = ServerSide::of(shared, configured, sni);
     let state = ConnState::new(side.timeouts);
     let conn = Arc::new(Conn {
         id,
@@ -82,36 +146,35 @@ pub(crate) fn serve_client(
         local,
         listen: configured,
         state: state.clone(),
+        tls,
+        plain_on_https,
     });
-    let (mut stopping, shared) = (stopping.clone(), shared.clone());
-    tokio::spawn(async move {
-        // Counted against worker_connections until this task ends.
-        let _slot = slot;
-        shared.env.metrics.connection_opened();
-        let mut stream = stream;
-        // With `http2`, HTTP/2's preface or HTTP/1.1 (boxed: an HTTP/1.1
-        // connection's task keeps no room for either).
-        let first = if side.http2 {
+    // HTTP/2: as ALPN chose on TLS; by its preface on a plain address with
+    // `http2` (boxed: an HTTP/1.1 connection's task keeps no room for it).
+    let mut stream = stream;
+    let (h2, first) = match &conn.tls {
+        Some(t) => (t.h2, Vec::new()),
+        None if side.http2 => {
             let deadline = Instant::now() + side.timeouts.client_header;
             match Box::pin(h2::opening(&mut stream, deadline, &mut stopping)).await {
-                h2::Opening::H2(read) => {
-                    let (s, c) = (shared.clone(), conn.clone());
-                    Box::pin(h2::serve_h2(s, c, stream, read, stopping)).await;
-                    shared.env.metrics.connection_closed();
-                    return;
-                }
-                h2::Opening::Http1(read) => read,
+                h2::Opening::H2(read) => (true, read),
+                h2::Opening::Http1(read) => (false, read),
             }
-        } else {
-            Vec::new()
-        };
-        let mut io = TimedIo::new(stream, state, side.head_rules);
-        io.park_when_idle(!side.timeouts.keepalive.is_zero());
-        // Read, not yet through the head gate.
-        io.gate.input().extend_from_slice(&first);
-        let (io, served) = serve_requests(&shared, &conn, &side, io, stopping).await;
-        closed(&shared, &conn, &side, io, served).await;
-    });
+        }
+        None => (false, Vec::new()),
+    };
+    if h2 {
+        let server = (side.head_rules, side.name);
+        Box::pin(h2::serve_h2(shared, conn, stream, first, stopping, server)).await;
+        shared.env.metrics.connection_closed();
+        return;
+    }
+    let mut io = TimedIo::new(stream, state, side.head_rules);
+    io.park_when_idle(!side.timeouts.keepalive.is_zero());
+    // Read while looking for the preface, not yet through the head gate.
+    io.gate.input().extend_from_slice(&first);
+    let (io, served) = serve_requests(shared, &conn, &side, io, stopping).await;
+    closed(shared, &conn, &side, io, served).await;
 }
 
 /// What the service answers a request with.
@@ -152,13 +215,13 @@ fn service(
 /// arrived: a connection waiting for (the rest of) a head, or idle and
 /// handed back by [`TimedIo::park_when_idle`], holds no buffer but the
 /// bytes it sent, until its next request, a timeout or a stop.
-async fn serve_requests(
+async fn serve_requests<S: ClientStream>(
     shared: &Arc<Shared>,
     conn: &Arc<Conn>,
     side: &ServerSide,
-    mut io: TimedIo<tokio::net::TcpStream>,
+    mut io: TimedIo<S>,
     mut stopping: tokio::sync::watch::Receiver<bool>,
-) -> (TimedIo<tokio::net::TcpStream>, Result<(), hyper::Error>) {
+) -> (TimedIo<S>, Result<(), hyper::Error>) {
     let svc = service(shared, conn);
     let keepalive = !side.timeouts.keepalive.is_zero();
     loop {
@@ -212,11 +275,11 @@ async fn serve_requests(
 
 /// The end of a connection (counted closed): a refused head is answered; an upstream body
 /// that broke off, or a timeout, is logged as nginx logs it.
-async fn closed(
+async fn closed<S: ClientStream>(
     shared: &Arc<Shared>,
     conn: &Conn,
     side: &ServerSide,
-    mut io: TimedIo<tokio::net::TcpStream>,
+    mut io: TimedIo<S>,
     served: Result<(), hyper::Error>,
 ) {
     let (id, remote, server_name) = (conn.id, conn.remote, &side.name);
@@ -260,8 +323,8 @@ async fn closed(
 }
 
 /// nginx's info line for each header field a head dropped as invalid.
-pub(crate) fn log_dropped_headers(
-    io: &mut TimedIo<tokio::net::TcpStream>,
+pub(crate) fn log_dropped_headers<S>(
+    io: &mut TimedIo<S>,
     id: u64,
     remote: SocketAddr,
     server: &str,

@@ -111,24 +111,18 @@ pub(crate) async fn opening<S: AsyncRead + Unpin>(
 /// client leaves, a timeout, a stop, or an error. The caller counts the
 /// connection (worker_connections, metrics).
 pub(crate) async fn serve_h2<S>(
-    shared: Arc<Shared>,
+    shared: &Arc<Shared>,
     conn: Arc<Conn>,
     stream: S,
     read_ahead: Vec<u8>,
     mut stopping: watch::Receiver<bool>,
+    (head_rules, server): (crate::http1::HeadRules, String),
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (field_max, list_max, server) = {
-        let config = shared.config();
-        let s = config.server_at(conn.listen);
-        let (n, size) = s.map_or(
-            crate::http1::HeadRules::default().large_header_buffers,
-            |s| s.head_rules.large_header_buffers,
-        );
-        let list = u32::try_from(n.saturating_mul(size)).unwrap_or(u32::MAX);
-        (size, list, s.map_or_else(String::new, |s| s.name.clone()))
-    };
+    // One field may fill one of large_client_header_buffers, the list all.
+    let (n, field_max) = head_rules.large_header_buffers;
+    let list_max = u32::try_from(n.saturating_mul(field_max)).unwrap_or(u32::MAX);
     let streams = Arc::new(Streams::new(conn.id, conn.remote.ip(), server));
     let io = H2Io::new(stream, read_ahead, conn.state.clone(), streams.clone());
     let svc = H2Service::new(shared.clone(), conn.clone(), streams.clone(), field_max);

@@ -8,6 +8,7 @@
 //! - [`io`]: the client socket read through the head gate, with nginx's
 //!   timeouts;
 //! - [`refuse`]: the answer to a head nginx refuses;
+//! - [`tls`]: the TLS handshake of a connection on an `ssl` address;
 //! - [`admin`]: `/metrics` and `/healthz`.
 //!
 //! A request itself is [`crate::request`]'s.
@@ -18,6 +19,7 @@ mod h2;
 pub mod io;
 mod listener;
 mod refuse;
+mod tls;
 mod workers;
 
 use self::listener::{Kind, Listener};
@@ -323,9 +325,9 @@ fn reconfigured(old: &Config, new: &Config) -> String {
 
 /// The listeners a configuration asks for.
 pub(crate) fn wanted(rt: &Config) -> Vec<(Kind, SocketAddr)> {
-    rt.servers
+    rt.addresses
         .iter()
-        .map(|s| (Kind::Proxy, s.listen))
+        .map(|a| (Kind::Proxy, a.listen))
         .chain(rt.ops.admin.map(|a| (Kind::Admin, a)))
         .collect()
 }

@@ -19,8 +19,8 @@ use tokio::time::Instant;
 /// connection is closed the way nginx's lingering close does it (the write
 /// side first, the rest of what the client sends read and dropped for a
 /// while), so that the client reads the answer instead of a reset.
-pub(crate) async fn refuse(
-    mut io: TimedIo<tokio::net::TcpStream>,
+pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut io: TimedIo<S>,
     refusal: &crate::http1::Refusal,
     srv: Option<&Server>,
     (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
@@ -95,6 +95,7 @@ pub(crate) fn access_refused(
         path: "",
         headers: &headers,
         raw_request_line: Some(line),
+        tls: None,
     };
     let mut r = Record::new(log.clone(), &vars, id, start);
     r.status = refusal.status;
@@ -103,7 +104,7 @@ pub(crate) fn access_refused(
 
 /// nginx's lingering close (`lingering_time` 30 s, `lingering_timeout` 5 s):
 /// read and drop what the client still sends, until it stops or closes.
-pub(crate) async fn linger(stream: &mut tokio::net::TcpStream) {
+pub(crate) async fn linger<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) {
     use tokio::io::AsyncReadExt;
     let end = Instant::now() + Duration::from_secs(30);
     let mut buf = [0u8; 4096];

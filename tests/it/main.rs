@@ -17,3 +17,4 @@ mod ops;
 mod proxy;
 mod redis;
 mod simulate;
+mod tls;

@@ -37,15 +37,19 @@ impl Config {
             req: &req,
             conn: &conn,
         };
-        let servers = spec
-            .servers
-            .into_iter()
-            .map(|s| servers::server(s, &spec.http, &zones, &mut logs))
-            .collect::<Result<_, _>>()?;
+        let mut named = Vec::new();
+        for s in spec.servers {
+            let (listen, names, options) = (s.listen, s.names.clone(), s.options);
+            let server = servers::server(s, &spec.http, &zones, &mut logs)?;
+            named.push((listen, server, names, options));
+        }
+        let addresses = servers::addresses(&named);
+        let servers = named.into_iter().map(|(_, s, _, _)| s).collect();
         Ok(Config {
             zones: req,
             conn_zones: conn,
             servers,
+            addresses,
             sinks: logs.into_sinks(),
             ops: spec.ops,
             redis,

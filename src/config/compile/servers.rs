@@ -2,13 +2,16 @@
 //! locations in nginx's lookup structure, and the implicit `location /` of
 //! a server with `proxy_pass`.
 
+use super::super::address::Address;
 use super::super::compiled::{
-    CompileError, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_TIMEOUT, Locations, Server,
+    CompileError, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_TIMEOUT, Locations, Server, ServerTls,
 };
-use super::super::spec::{Action, Level, LocationSpec, PathMatch, ServerSpec};
+use super::super::spec::{Action, Level, LocationSpec, PathMatch, ServerSpec, TlsSpec};
+use super::super::values::{Listen, ServerName};
 use super::logs::AccessLogs;
 use super::{Zones, locations};
 use crate::http1::HeadRules;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub(super) fn server(
@@ -28,9 +31,18 @@ pub(super) fn server(
         locations.push(rule, loc);
     }
     locations.finish();
+    // nginx 1.22: `listen … http2` (or here `http2 = true`); on by default
+    // with TLS, where ALPN lets a client choose.
+    let http2 = s.http2.unwrap_or(s.options.http2 || s.options.ssl);
+    let tls = match s.tls {
+        Some(t) => Some(tls(t, http2)?),
+        None => None,
+    };
     Ok(Arc::new(Server {
         listen: s.listen,
         name: s.server_name,
+        http2,
+        tls,
         locations,
         client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),
         keepalive_timeout: level.keepalive_timeout.unwrap_or(DEFAULT_KEEPALIVE_TIMEOUT),
@@ -39,9 +51,54 @@ pub(super) fn server(
         access_log: logs.open(&level.access_log)?,
         real_ip: level.real_ip.clone(),
         head_rules: head_rules(&level),
-        // Off on a plain listener unless asked for.
-        http2: s.http2.unwrap_or(false),
     }))
+}
+
+/// A server's TLS: its certificate (read again if the file step did not),
+/// protocols and ALPN, in the configuration its handshakes use.
+fn tls(t: TlsSpec, http2: bool) -> Result<ServerTls, CompileError> {
+    let certificate = match t.certificate {
+        Some(c) => c,
+        None => crate::tls::load(&t.cert_file, &t.key_file)
+            .map_err(|e| CompileError::Certificate(e.to_string()))?,
+    };
+    // ALPN offers `h2` (then `http/1.1`) when the server has `http2`.
+    let config = crate::tls::server_config(&certificate, &t.protocols, http2)
+        .map_err(CompileError::Certificate)?;
+    Ok(ServerTls {
+        config,
+        certificate,
+        cert_file: t.cert_file,
+        key_file: t.key_file,
+        protocols: t.protocols,
+    })
+}
+
+/// The addresses of the servers (in the order each first appears), with
+/// their servers; an address speaks TLS if one of its servers says `ssl`.
+pub(super) fn addresses(
+    servers: &[(SocketAddr, Arc<Server>, Vec<ServerName>, Listen)],
+) -> Vec<Address> {
+    let mut order: Vec<SocketAddr> = Vec::new();
+    for (listen, ..) in servers {
+        if !order.contains(listen) {
+            order.push(*listen);
+        }
+    }
+    order
+        .into_iter()
+        .map(|listen| {
+            let on: Vec<_> = servers.iter().filter(|s| s.0 == listen).collect();
+            let ssl = on.iter().any(|s| s.3.ssl);
+            let group: Vec<_> = on
+                .iter()
+                .map(|(_, s, names, o)| (s.clone(), names.clone(), o.default_server))
+                .collect();
+            let default = group.iter().position(|g| g.2).unwrap_or(0);
+            let http2 = group[default].0.http2;
+            Address::new(listen, ssl, http2, group)
+        })
+        .collect()
 }
 
 /// A server with `proxy_pass` and no `/` location proxies everything else,

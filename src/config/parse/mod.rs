@@ -81,7 +81,7 @@ static TOP: Schema<Top> = Schema {
         },
         Key {
             name: "servers",
-            read: |cx, k, v, t| t.draft.servers = Some(servers::servers(cx, k, v)),
+            read: |cx, k, v, t| t.draft.servers = Some(servers::servers(cx, k, v, &t.file)),
         },
         level_key!("client_header_timeout", level::client_header_timeout),
         Key {

@@ -255,6 +255,31 @@ impl Cx<'_> {
         }
     }
 
+    /// A list of words: one string (`"TLSv1.2 TLSv1.3"`, as nginx writes
+    /// it) or an array of strings; the words joined by spaces.
+    pub fn scalar_list(&mut self, v: &Val, key: &str) -> Option<String> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            DeValue::Array(items) => {
+                let mut words = Vec::new();
+                for item in items {
+                    words.push(self.str(item, key)?.to_string());
+                }
+                Some(words.join(" "))
+            }
+            other => {
+                self.err(
+                    v.span(),
+                    format!(
+                        "\"{key}\" must be a string or an array of strings, found {}",
+                        type_name(other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
     pub fn template(&mut self, v: &Val, key: &str, cx: Context) -> Option<Template> {
         let s = self.str(v, key)?;
         match Template::parse(s, cx) {

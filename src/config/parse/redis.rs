@@ -118,7 +118,12 @@ fn prefix(cx: &mut Cx, k: &str, v: &Val) -> Result<String, Reported> {
     Ok(s.to_string())
 }
 
-fn file(cx: &mut Cx, k: &'static str, v: &Val, dir: &std::path::Path) -> Result<FileRef, Reported> {
+pub(super) fn file(
+    cx: &mut Cx,
+    k: &'static str,
+    v: &Val,
+    dir: &std::path::Path,
+) -> Result<FileRef, Reported> {
     let s = cx.str(v, k).ok_or(Reported)?;
     Ok(FileRef {
         key: k,

@@ -6,24 +6,37 @@
 //! each table is read on its own.
 
 use super::super::spec::PathMatch;
-use super::super::values::{self, PathRule, ProxyPass};
+use super::super::values::{self, Listen, PathRule, ProxyPass, ServerName};
 use super::level::{self, LevelDraft, Leveled};
 use super::read::{Cx, Key, Reported, Schema, Val, has};
+use super::redis::{FileRef, file};
 use crate::respond::ReturnSpec;
 use crate::vars::Context;
-use std::net::SocketAddr;
 use std::ops::Range;
 
 /// A `[[servers]]` table as read.
 #[derive(Default)]
 pub(in crate::config) struct ServerDraft {
-    /// The address and the span of its value; `None` when missing or bad
-    /// (reported).
-    pub listen: Option<(SocketAddr, Range<usize>)>,
+    /// The address and its flags, and the span of its value; `None` when
+    /// missing or bad (reported).
+    pub listen: Option<(Listen, Range<usize>)>,
+    /// The first name as written (`$server_name`, the logs' `server:`).
     pub server_name: String,
-    pub proxy_pass: Option<Result<ProxyPass, Reported>>,
-    /// `http2`: HTTP/2 offered to clients (`None`: the listener's default).
+    pub names: Vec<ServerName>,
+    /// The span of `server_name`'s value (conflicting names are reported there).
+    pub names_span: Option<Range<usize>>,
+    /// The directory of the configuration file: certificate paths are
+    /// relative to it.
+    pub dir: std::path::PathBuf,
+    pub ssl_certificate: Option<Result<FileRef, Reported>>,
+    pub ssl_certificate_key: Option<Result<FileRef, Reported>>,
+    pub ssl_protocols: Option<Result<Vec<crate::tls::Protocol>, Reported>>,
+    /// The certificate and key, read by the file step (`None`: not both
+    /// named, or not read yet).
+    pub certificate: Option<Result<crate::tls::Certificate, Reported>>,
+    /// `http2 = true | false`.
     pub http2: Option<bool>,
+    pub proxy_pass: Option<Result<ProxyPass, Reported>>,
     pub level: LevelDraft,
     pub locations: Vec<LocationDraft>,
 }
@@ -68,7 +81,7 @@ static SERVER: Schema<ServerDraft> = Schema {
             name: "listen",
             read: |cx, k, v, s| {
                 s.listen = cx.str(v, k).and_then(|a| {
-                    values::parse_listen(a)
+                    values::parse_listen_flags(a)
                         .map_err(|e| cx.err(v.span(), e))
                         .ok()
                         .map(|a| (a, v.span()))
@@ -77,7 +90,41 @@ static SERVER: Schema<ServerDraft> = Schema {
         },
         Key {
             name: "server_name",
-            read: |cx, k, v, s| s.server_name = cx.str(v, k).unwrap_or("").to_string(),
+            read: |cx, k, v, s| {
+                let text = cx.str(v, k).unwrap_or("");
+                s.server_name = text.split_ascii_whitespace().next().unwrap_or("").into();
+                s.names_span = Some(v.span());
+                match values::parse_server_names(text) {
+                    Ok(names) => s.names = names,
+                    Err(e) => cx.err(v.span(), e),
+                }
+            },
+        },
+        Key {
+            name: "ssl_certificate",
+            read: |cx, _, v, s| s.ssl_certificate = Some(file(cx, "ssl_certificate", v, &s.dir)),
+        },
+        Key {
+            name: "ssl_certificate_key",
+            read: |cx, _, v, s| {
+                s.ssl_certificate_key = Some(file(cx, "ssl_certificate_key", v, &s.dir))
+            },
+        },
+        Key {
+            name: "ssl_protocols",
+            read: |cx, k, v, s| {
+                let read = cx.scalar_list(v, k).ok_or(Reported).and_then(|words| {
+                    crate::tls::parse_protocols(&words).map_err(|e| {
+                        cx.err(v.span(), e);
+                        Reported
+                    })
+                });
+                s.ssl_protocols = Some(read);
+            },
+        },
+        Key {
+            name: "http2",
+            read: |cx, k, v, s| s.http2 = cx.bool(v, k),
         },
         Key {
             name: "proxy_pass",
@@ -86,10 +133,6 @@ static SERVER: Schema<ServerDraft> = Schema {
         Key {
             name: "locations",
             read: |cx, k, v, s| s.locations = locations(cx, k, v),
-        },
-        Key {
-            name: "http2",
-            read: |cx, k, v, s| s.http2 = cx.bool(v, k),
         },
         level_key!("client_header_timeout", level::client_header_timeout),
         level_key!("real_ip", level::real_ip),
@@ -138,11 +181,17 @@ fn proxy_pass(cx: &mut Cx, k: &str, v: &Val) -> Result<ProxyPass, Reported> {
 }
 
 /// The `servers` array.
-pub(super) fn servers(cx: &mut Cx, k: &str, v: &Val) -> Vec<ServerDraft> {
+pub(super) fn servers(cx: &mut Cx, k: &str, v: &Val, file: &str) -> Vec<ServerDraft> {
+    let dir = std::path::Path::new(file)
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
     cx.array_of_tables(v, k, "[[servers]]")
         .into_iter()
         .map(|(t, span)| {
-            let mut s = ServerDraft::default();
+            let mut s = ServerDraft {
+                dir: dir.to_path_buf(),
+                ..ServerDraft::default()
+            };
             SERVER.read(cx, t, "[[servers]]", &mut s);
             if !has(t, "listen") {
                 cx.err(

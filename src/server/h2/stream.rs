@@ -318,7 +318,10 @@ fn refused(
     start: Instant,
 ) -> Response<Body> {
     let config = shared.config();
-    let server = config.server_at(conn.listen);
+    let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let server = config
+        .address(conn.listen)
+        .map(|a| a.server_for(req.uri().host(), sni));
     let name = server.map_or("", |s| s.name.as_str());
     errlog::emit(
         Severity::Info,
@@ -344,6 +347,7 @@ fn refused(
         path: "",
         headers: req.headers(),
         raw_request_line: None,
+        tls: conn.tls.as_ref(),
     };
     let mut record = Record::new(log.clone(), &vars, conn.id, start);
     record.status = status;
