@@ -11,13 +11,16 @@
 //!   a delayed stream not holding up another, limit_conn per stream, nginx-tests'
 //!   h2_limit_req.t cases in our own words, a client resetting a delayed stream;
 //! - [`protections`]: advertised settings, header sizes, rapid reset, idle timeouts, a
-//!   graceful stop.
+//!   graceful stop;
+//! - [`tls`]: HTTP/2 by ALPN on `ssl` listeners (curl, openssl s_client, h2load), `http2 =
+//!   false` offering HTTP/1.1 only, the burst against nginx's `listen … ssl http2`.
 
 mod basics;
 mod client;
 mod limits;
 mod protections;
 mod raw;
+mod tls;
 
 use std::net::SocketAddr;
 use std::process::Output;
@@ -52,9 +55,14 @@ struct NginxH2 {
 
 impl NginxH2 {
     fn start(http: &str, server: &str) -> NginxH2 {
+        NginxH2::listen("http2", http, server)
+    }
+
+    /// With `listen ADDR FLAGS` (`ssl http2`: ALPN offers h2 and http/1.1).
+    fn listen(flags: &str, http: &str, server: &str) -> NginxH2 {
         let port = Port::reserve();
         let nginx = Nginx::start(&format!(
-            "{http}\n  server {{\n    listen {} http2;\n{server}\n  }}\n  server {{ return 444; }}\n",
+            "{http}\n  server {{\n    listen {} {flags};\n{server}\n  }}\n  server {{ return 444; }}\n",
             port.addr()
         ));
         NginxH2 { nginx, port }

@@ -22,6 +22,8 @@ pub struct H2 {
     pub conn: JoinHandle<Result<(), h2::Error>>,
     pub addr: SocketAddr,
     pub source: IpAddr,
+    /// `http`, or `https` over TLS.
+    scheme: &'static str,
 }
 
 /// A stream sent and not yet answered.
@@ -36,7 +38,41 @@ impl H2 {
     /// Connects from `source` and does the HTTP/2 handshake (preface, SETTINGS).
     pub async fn connect(addr: SocketAddr, source: IpAddr) -> H2 {
         let tcp = connect(addr, source).await;
-        let (send, conn) = h2::client::handshake(tcp)
+        H2::over(tcp, addr, source, "http").await
+    }
+
+    /// Connects over TLS, trusting the CA certificate `ca` for `localhost`, with ALPN `h2`
+    /// (which the server must choose).
+    pub async fn connect_tls(addr: SocketAddr, source: IpAddr, ca: &std::path::Path) -> H2 {
+        use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(ca).expect("the CA's PEM file") {
+            roots
+                .add(cert.expect("a CA certificate"))
+                .expect("a usable CA");
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let tcp = connect(addr, source).await;
+        let name = ServerName::try_from("localhost").expect("a name");
+        let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap_or_else(|e| panic!("TLS handshake with {addr} failed: {e}"));
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "ALPN");
+        H2::over(tls, addr, source, "https").await
+    }
+
+    async fn over<T>(io: T, addr: SocketAddr, source: IpAddr, scheme: &'static str) -> H2
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (send, conn) = h2::client::handshake(io)
             .await
             .unwrap_or_else(|e| panic!("HTTP/2 handshake with {addr} failed: {e}"));
         H2 {
@@ -44,6 +80,7 @@ impl H2 {
             conn: tokio::spawn(conn),
             addr,
             source,
+            scheme,
         }
     }
 
@@ -51,7 +88,7 @@ impl H2 {
     pub fn get(&self, path: &str) -> http::request::Builder {
         http::Request::builder()
             .method("GET")
-            .uri(format!("http://{}{path}", self.addr))
+            .uri(format!("{}://{}{path}", self.scheme, self.addr))
     }
 
     /// Sends `req` (with `body`, its end, unless `more_body`) without waiting for the answer.

@@ -50,11 +50,10 @@ path = "/free"
     )
 }
 
-/// 10 streams to `/burst` and one to `/free`, sent together on one connection; then, the burst
+/// 10 streams to `/burst` and one to `/free`, sent together on connection `c`; then, the burst
 /// done, one more `/burst` on the same connection. Returns the burst's replies, `/free`'s, the
 /// last one's.
-async fn burst_and_more(addr: SocketAddr) -> (Vec<Reply>, Reply, Reply) {
-    let mut c = H2::connect(addr, client(2)).await;
+pub(super) async fn burst_and_more(mut c: H2) -> (Vec<Reply>, Reply, Reply) {
     let mut pending = Vec::new();
     for _ in 0..10 {
         let req = c.get("/burst").body(()).unwrap();
@@ -75,8 +74,10 @@ async fn burst_of_streams_gets_the_article_table_as_on_nginx() {
     let _timing = timing();
     let (nu, su) = (Upstream::start(), Upstream::start());
     let (nginx, sluice) = (nginx_burst(nu.addr), sluice_burst(su.addr));
-    let ((n_burst, n_free, n_after), (s_burst, s_free, s_after)) =
-        tokio::join!(burst_and_more(nginx.addr()), burst_and_more(sluice.addr()));
+    let ((n_burst, n_free, n_after), (s_burst, s_free, s_after)) = tokio::join!(
+        async { burst_and_more(H2::connect(nginx.addr(), client(2)).await).await },
+        async { burst_and_more(H2::connect(sluice.addr(), client(2)).await).await },
+    );
     let table = expect(&[(200, &[0, 500, 1000, 1500, 2000, 2500]), (503, &[0; 4])]);
     assert_expected("burst over HTTP/2", "nginx", &n_burst, &table);
     assert_expected("burst over HTTP/2", "sluice", &s_burst, &table);
