@@ -357,3 +357,42 @@ async fn nginx_tests_h2_limit_req_cases() {
         "sluice: delayed answer, next stream, still serving"
     );
 }
+
+/// limit_conn counts requests, so streams: three at once on one connection with `conn = 1`, in
+/// front of an upstream that holds each answer 300 ms, get one 200 and two 503s on nginx and on
+/// sluice; the connection itself is not what is counted.
+#[tokio::test]
+async fn limit_conn_counts_each_stream() {
+    let _timing = timing();
+    let hold = Duration::from_millis(300);
+    let (nu, su) = (Upstream::start_slow(hold), Upstream::start_slow(hold));
+    let nginx = NginxH2::start(
+        "  limit_conn_zone $binary_remote_addr zone=addr:1m;",
+        &format!(
+            "    location / {{ limit_conn addr 1; proxy_pass http://{}; }}",
+            nu.addr
+        ),
+    );
+    let sluice = Sluice::start(&format!(
+        "[conn_zones.addr]\nkey = \"$binary_remote_addr\"\nsize = \"1m\"\n[[servers]]\n\
+         http2 = true\nproxy_pass = \"http://{}\"\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n",
+        su.addr
+    ));
+    let three = async |addr: SocketAddr| {
+        let mut c = H2::connect(addr, client(2)).await;
+        let mut pending = Vec::new();
+        for _ in 0..3 {
+            pending.push(c.start(c.get("/").body(()).unwrap(), None).await);
+        }
+        let replies = answers(pending).await;
+        // The count is released with the answer: the connection's next stream passes.
+        (replies, c.fetch("/").await)
+    };
+    let ((n, n_next), (s, s_next)) = tokio::join!(three(nginx.addr()), three(sluice.addr()));
+    let want = expect(&[(200, &[300]), (503, &[0, 0])]);
+    assert_expected("3 streams, limit_conn 1", "nginx", &n, &want);
+    assert_same("3 streams, limit_conn 1", &n, &s);
+    let one = std::slice::from_ref;
+    assert_same("the next stream", one(&n_next), one(&s_next));
+    assert_eq!((n_next.status, s_next.status), (200, 200));
+}
