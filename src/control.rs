@@ -262,24 +262,8 @@ pub fn watch_file(
     shared: Arc<Shared>,
 ) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher as _;
-    let mut files = vec![config.to_path_buf()];
-    for s in &shared.config().servers {
-        if let Some(t) = &s.tls {
-            files.extend([t.cert_file.clone(), t.key_file.clone()]);
-        }
-    }
-    files.dedup();
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for f in &files {
-        let dir = match f.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !dirs.contains(&dir) {
-            dirs.push(dir);
-        }
-    }
-    let (raw_tx, mut raw_rx) = mpsc::unbounded_channel::<()>();
+    let (files, dirs) = watched(config, &shared);
+    let (raw_tx, raw_rx) = mpsc::unbounded_channel::<()>();
     let names: Vec<_> = files
         .iter()
         .filter_map(|f| f.file_name())
@@ -319,6 +303,41 @@ pub fn watch_file(
             return None;
         }
     };
+    reload_on_change(files, raw_rx, tx, shared);
+    Some(watcher)
+}
+
+/// The files `watch` follows: the configuration, and the servers'
+/// certificates and keys; and their directories.
+fn watched(config: &Path, shared: &Shared) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut files = vec![config.to_path_buf()];
+    for s in &shared.config().servers {
+        if let Some(t) = &s.tls {
+            files.extend([t.cert_file.clone(), t.key_file.clone()]);
+        }
+    }
+    files.dedup();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for f in &files {
+        let dir = match f.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    (files, dirs)
+}
+
+/// After each burst of events (once quiet for [`DEBOUNCE`]), reload if
+/// one of `files` has new content and `watch` is still on.
+fn reload_on_change(
+    files: Vec<PathBuf>,
+    mut raw_rx: mpsc::UnboundedReceiver<()>,
+    tx: UnboundedSender<Command>,
+    shared: Arc<Shared>,
+) {
     let read = |files: &[PathBuf]| {
         let files = files.to_vec();
         // Off the threads that serve /healthz.
@@ -369,7 +388,6 @@ pub fn watch_file(
             }
         }
     });
-    Some(watcher)
 }
 
 #[cfg(test)]

@@ -81,3 +81,5 @@ mod stage_tests;
 mod tests;
 #[cfg(test)]
 mod tests_algorithms;
+#[cfg(test)]
+mod tests_tls;

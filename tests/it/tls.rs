@@ -416,3 +416,60 @@ async fn watch_reloads_when_a_certificate_is_renewed() {
     .await;
     assert!(s.log().contains("live."), "{}", s.log());
 }
+
+#[tokio::test]
+async fn the_example_tls_config_runs_with_the_script_made_certificate() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let certs = tmp.path().join("tls");
+    let out = run(Command::new(repo.join("scripts/tls-cert.sh")).arg(&certs));
+    assert!(out.status.success(), "scripts/tls-cert.sh: {out:?}");
+    let toml = std::fs::read_to_string(repo.join("config/tls.toml"))
+        .expect("config/tls.toml")
+        .replace("\"tls/", &format!("\"{}/", certs.display()));
+    let s = Sluice::builder(&toml)
+        .relocate("127.0.0.1:7443")
+        .relocate("127.0.0.1:7080")
+        .relocate("127.0.0.1:7471")
+        .start();
+    let (tls, plain) = (s.addr_of(0), s.addr_of(1));
+    let ca = |args: &[&str]| {
+        let out = run(Command::new("curl")
+            .args([
+                "-s",
+                "--max-time",
+                "5",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
+            .arg("--cacert")
+            .arg(certs.join("ca.crt"))
+            .arg("--resolve")
+            .arg(format!("localhost:{}:127.0.0.1", tls.port()))
+            .args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url = format!("https://localhost:{}/burst", tls.port());
+    // The article's burst, one request after another: burst 5 nodelay lets 6 through.
+    let codes: Vec<String> = (0..8).map(|_| ca(&[url.as_str()])).collect();
+    assert_eq!(
+        codes,
+        ["200", "200", "200", "200", "200", "200", "429", "429"]
+    );
+    // The plain server sends clients to the TLS one.
+    let redirect = run(Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{redirect_url}",
+        ])
+        .arg(format!("http://127.0.0.1:{}/x?y=1", plain.port())));
+    assert_eq!(
+        String::from_utf8_lossy(&redirect.stdout),
+        "301 https://127.0.0.1:7443/x?y=1"
+    );
+}
