@@ -20,7 +20,8 @@
 //! - `client_header_timeout` for a connection that opens no stream,
 //!   `keepalive_timeout` for one whose streams are all done: a `GOAWAY`,
 //!   then the close; `keepalive_timeout 0` allows one stream;
-//!   `send_timeout` for a client that stops taking what is written;
+//!   `send_timeout` for a client that stops taking what is written: its
+//!   socket full, or its windows shut while no stream gets on;
 //! - a stop (SIGTERM, a reload that removes the listener) sends `GOAWAY`
 //!   and lets the open streams finish, within `shutdown_timeout`.
 //!
@@ -178,12 +179,22 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             // A stream came as the GOAWAY went: its end may still be on its way.
             *grace = state.timeouts.send;
         }
-        let wake = if streams.calm() {
+        let idle = if streams.calm() {
             Some(*calm_until.get_or_insert_with(|| Instant::now() + CALM_GRACE))
         } else if let Some((went, grace)) = going {
             (!open).then(|| went.max(streams.idle_since()) + grace)
         } else {
             streams.idle_deadline(state)
+        };
+        // No stream got on for send_timeout while some waited for the client.
+        let send = state.timeouts.send;
+        let stalled = streams
+            .stalled_since()
+            .filter(|_| !send.is_zero())
+            .map(|p| p + send);
+        let wake = match (idle, stalled) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         if let Some(at) = wake {
             if timer.deadline() != at {
@@ -197,6 +208,14 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 going = Some((Instant::now(), state.timeouts.send));
             }
             _ = &mut timer, if wake.is_some() => {
+                let now = Instant::now();
+                if stalled.is_some_and(|at| now >= at) {
+                    let _ = state.expire(Expired::Send);
+                    return Ok(());
+                }
+                if idle.is_none_or(|at| now < at) {
+                    continue;
+                }
                 if streams.calm() || going.is_some() {
                     // It did not close by itself in time.
                     return Ok(());

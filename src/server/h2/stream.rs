@@ -34,7 +34,13 @@ pub(super) struct Streams {
     idle_since: Mutex<Instant>,
     /// Too many cancelled: the connection ends with ENHANCE_YOUR_CALM.
     calm: AtomicBool,
-    /// The connection's loop looks again (idle began or ended, calm).
+    /// Streams whose last frame hyper took without asking for the next
+    /// yet: they wait for the client (its window, or its socket).
+    owed: AtomicU32,
+    /// When a stream last got on while some waited for the client.
+    progress: Mutex<Instant>,
+    /// The connection's loop looks again (idle began or ended, calm, a
+    /// stream began to wait for the client).
     pub(super) changed: Notify,
     /// For log lines: the connection's number, client and server.
     pub(super) id: u64,
@@ -50,6 +56,8 @@ impl Streams {
             cancelled: AtomicU64::new(0),
             idle_since: Mutex::new(Instant::now()),
             calm: AtomicBool::new(false),
+            owed: AtomicU32::new(0),
+            progress: Mutex::new(Instant::now()),
             changed: Notify::new(),
             id,
             client,
@@ -119,6 +127,25 @@ impl Streams {
     pub(super) fn calm(&self) -> bool {
         self.calm.load(Ordering::Relaxed)
     }
+
+    /// Since when no stream got on while some waited for the client (a
+    /// client that takes nothing for `send_timeout` is timed out, as on
+    /// HTTP/1.1: nginx times out a stream its window holds up the same way).
+    pub(super) fn stalled_since(&self) -> Option<Instant> {
+        (self.owed.load(Ordering::Relaxed) > 0).then(|| *self.progress.lock())
+    }
+
+    fn owe(&self) {
+        if self.owed.fetch_add(1, Ordering::Relaxed) == 0 {
+            *self.progress.lock() = Instant::now();
+            self.changed.notify_one();
+        }
+    }
+
+    fn repaid(&self) {
+        self.owed.fetch_sub(1, Ordering::Relaxed);
+        *self.progress.lock() = Instant::now();
+    }
 }
 
 /// One stream, counted open until dropped (with its response body, or
@@ -126,10 +153,24 @@ impl Streams {
 struct Stream {
     streams: Arc<Streams>,
     answered: bool,
+    /// hyper took a frame of its body and has not asked for the next.
+    owed: bool,
+}
+
+impl Stream {
+    fn owe(&mut self, owed: bool) {
+        match (self.owed, owed) {
+            (false, true) => self.streams.owe(),
+            (true, false) => self.streams.repaid(),
+            _ => {}
+        }
+        self.owed = owed;
+    }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        self.owe(false);
         self.streams.closed(self.answered);
     }
 }
@@ -151,6 +192,9 @@ impl hyper::body::Body for StreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
+        if let Some(s) = this.stream.as_mut() {
+            s.owe(false);
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Err(e))) => {
@@ -165,7 +209,12 @@ impl hyper::body::Body for StreamBody {
             }
             Poll::Ready(None) => this.stream = None,
             Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.stream = None,
-            _ => {}
+            Poll::Ready(Some(Ok(_))) => {
+                if let Some(s) = this.stream.as_mut() {
+                    s.owe(true);
+                }
+            }
+            Poll::Pending => {}
         }
         polled
     }
@@ -230,6 +279,7 @@ impl hyper::service::Service<Request<Incoming>> for H2Service {
         let stream = Stream {
             streams: self.streams.clone(),
             answered: false,
+            owed: false,
         };
         let (shared, conn) = (self.shared.clone(), self.conn.clone());
         Box::pin(serve_stream(shared, conn, req, stream, self.field_max))

@@ -326,3 +326,64 @@ async fn a_stop_sends_goaway_and_lets_open_streams_finish() {
     let exit = s.wait_exit(Duration::from_secs(5)).await;
     assert!(exit.is_some_and(|e| e.success()), "{exit:?}");
 }
+
+/// A client whose window stays shut takes nothing: once no stream has got on for
+/// `send_timeout`, the connection is closed with HTTP/1.1's info line (nginx times such a
+/// stream out after `send_timeout` too). The client got its window's worth (65535 bytes) of a
+/// 1 MB answer the upstream sent at once.
+#[tokio::test]
+async fn a_client_whose_window_stays_shut_is_timed_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    let upstream = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            if s.read(&mut b).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        let body = vec![b'x'; 1 << 20];
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n")
+            .await;
+        let _ = s.write_all(&body).await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    });
+    let s = Sluice::start(&format!(
+        "[[servers]]\nhttp2 = true\nsend_timeout = \"1s\"\nproxy_pass = \"http://{up}\"\n"
+    ));
+    let mut c = Raw::connect(s.addr()).await;
+    let block = raw::request_block("GET", "/big", &s.addr().to_string(), &[]);
+    c.send(&raw::frame(
+        raw::HEADERS,
+        raw::END_HEADERS | raw::END_STREAM,
+        1,
+        &block,
+    ))
+    .await;
+    let start = Instant::now();
+    let mut data = 0;
+    while let Some(f) = c.next(Duration::from_secs(5)).await {
+        if f.kind == raw::DATA {
+            data += f.payload.len();
+        }
+    }
+    let took = start.elapsed();
+    upstream.abort();
+    assert_eq!(data, 65535);
+    assert!(
+        (900..1800).contains(&took.as_millis()),
+        "closed after {took:?}"
+    );
+    let log = s.log();
+    assert!(
+        log.contains(
+            "client timed out (110: Connection timed out) while sending response to client"
+        ),
+        "{log}"
+    );
+}
