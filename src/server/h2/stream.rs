@@ -34,6 +34,9 @@ pub(super) struct Streams {
     idle_since: Mutex<Instant>,
     /// Too many cancelled: the connection ends with ENHANCE_YOUR_CALM.
     calm: AtomicBool,
+    /// The connection has ended: the streams it drops are not the client's
+    /// resets.
+    ended: AtomicBool,
     /// Streams whose last frame hyper took without asking for the next
     /// yet: they wait for the client (its window, or its socket).
     owed: AtomicU32,
@@ -56,6 +59,7 @@ impl Streams {
             cancelled: AtomicU64::new(0),
             idle_since: Mutex::new(Instant::now()),
             calm: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
             owed: AtomicU32::new(0),
             progress: Mutex::new(Instant::now()),
             changed: Notify::new(),
@@ -82,7 +86,7 @@ impl Streams {
     fn closed(&self, answered: bool) {
         if answered {
             self.answered.fetch_add(1, Ordering::Relaxed);
-        } else {
+        } else if !self.ended.load(Ordering::Relaxed) {
             let cancelled = self.cancelled.fetch_add(1, Ordering::Relaxed) + 1;
             if cancelled > CANCELLED_MAX
                 && cancelled > self.answered.load(Ordering::Relaxed)
@@ -126,6 +130,11 @@ impl Streams {
 
     pub(super) fn calm(&self) -> bool {
         self.calm.load(Ordering::Relaxed)
+    }
+
+    /// The connection is over (its streams are dropped after it).
+    pub(super) fn end(&self) {
+        self.ended.store(true, Ordering::Relaxed);
     }
 
     /// Since when no stream got on while some waited for the client (a
