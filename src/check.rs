@@ -139,7 +139,7 @@ fn location(s: &mut String, spec: &Spec, loc: &LocationSpec, eff: &Level) {
     let limits = limits_text(spec, eff);
     let _ = writeln!(
         s,
-        "  location {:<14} {:<40} {}  [status {}{}{}]",
+        "  location {:<14} {:<40} {}  [status {}{}{}{}]",
         loc.path,
         if limits.is_empty() {
             "no limit".to_string()
@@ -158,7 +158,34 @@ fn location(s: &mut String, spec: &Spec, loc: &LocationSpec, eff: &Level) {
         } else {
             ""
         },
+        upstream_tls_text(&loc.action, eff),
     );
+}
+
+/// For an `https://` upstream: how its certificate is verified (against
+/// what, for which name), or that it is not.
+fn upstream_tls_text(action: &Action, eff: &Level) -> String {
+    let Action::Proxy(p) = action else {
+        return String::new();
+    };
+    if !p.https {
+        return String::new();
+    }
+    let tls = &eff.proxy_ssl;
+    if tls.verify == Some(false) {
+        return ", tls verify off".into();
+    }
+    let mut t = match &tls.trusted_certificate {
+        Some(f) => format!(", tls verify {}", f.path.display()),
+        None => ", tls verify system CAs".into(),
+    };
+    if let Some(n) = &tls.name {
+        let _ = write!(t, " name {}", n.to_str());
+    }
+    if tls.certificate.is_some() {
+        t.push_str(" client cert");
+    }
+    t
 }
 
 /// Each `limit_req` as nginx writes it: `ZONE burst=N nodelay|delay=N`.
@@ -186,7 +213,8 @@ fn action_text(action: &Action) -> String {
     match action {
         Action::Return(r) => format!("return {}", r.status),
         Action::Proxy(p) => format!(
-            "proxy_pass http://{}{}",
+            "proxy_pass {}://{}{}",
+            p.scheme(),
             p.authority,
             p.uri.as_deref().unwrap_or("")
         ),
@@ -257,5 +285,51 @@ return = { status = 200 }
         // (1 + (32 + 800) / 64 = 14 states a key).
         assert!(s.contains("1048576 B (16384 states)  gcra"), "{s}");
         assert!(s.contains("1048576 B (1170 states)  sliding_log"), "{s}");
+    }
+
+    #[test]
+    fn https_upstreams_say_how_they_are_verified() {
+        let spec = crate::config::parse_str(
+            "t.toml",
+            r#"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "https://up.example"
+[[servers.locations]]
+path = "/system"
+[[servers.locations]]
+path = "/ca"
+proxy_ssl_trusted_certificate = "ca.pem"
+proxy_ssl_name = "backend.internal"
+[[servers.locations]]
+path = "/lab"
+proxy_ssl_verify = false
+[[servers.locations]]
+path = "/plain"
+proxy_pass = "http://up.example"
+"#,
+        )
+        .unwrap();
+        let s = summary("t.toml", &spec);
+        let line = |path: &str| {
+            s.lines()
+                .find(|l| l.contains(&format!("location {path} ")))
+                .unwrap_or_else(|| panic!("no {path} in\n{s}"))
+                .to_string()
+        };
+        assert!(
+            line("/system").contains("proxy_pass https://up.example"),
+            "{s}"
+        );
+        assert!(
+            line("/system").ends_with("[status 503, tls verify system CAs]"),
+            "{s}"
+        );
+        assert!(
+            line("/ca").ends_with(", tls verify ca.pem name backend.internal]"),
+            "{s}"
+        );
+        assert!(line("/lab").ends_with(", tls verify off]"), "{s}");
+        assert!(line("/plain").ends_with("[status 503]"), "{s}");
     }
 }

@@ -65,6 +65,10 @@ pub struct ConnState {
     /// What the chunked body being read has announced (see
     /// [`crate::client_body::LimitedBody`]).
     pub(crate) declared_body: AtomicU64,
+    /// The request being served is answered 101: the connection becomes a
+    /// tunnel once the answer is written (see [`crate::http1::Gate`]), with
+    /// this (the request layer's tunnel, opaque here) for its other side.
+    pub(crate) switching: Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
 
 impl ConnState {
@@ -79,6 +83,7 @@ impl ConnState {
             with_body: AtomicBool::new(false),
             waiting_read: Mutex::new(None),
             declared_body: AtomicU64::new(0),
+            switching: Mutex::new(None),
         })
     }
 
@@ -115,6 +120,22 @@ impl ConnState {
         if let Some(w) = self.waiting_read.lock().take() {
             w.wake();
         }
+    }
+
+    /// The request being served switches protocols (its 101 is on the
+    /// way); `tunnel` is for the connection to take once it is written.
+    pub fn switch(&self, tunnel: Box<dyn std::any::Any + Send>) {
+        *self.switching.lock() = Some(tunnel);
+    }
+
+    /// A switch is on the way and not yet taken.
+    pub fn switching(&self) -> bool {
+        self.switching.lock().is_some()
+    }
+
+    /// What [`ConnState::switch`] left for the connection.
+    pub fn take_switch(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        self.switching.lock().take()
     }
 
     /// A request is being served (hyper holds it).

@@ -35,6 +35,47 @@ struct Outcome {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Direction {
+    direction: &'static str,
+}
+
+/// Tunnels (connections switched to another protocol by the upstream's
+/// 101): opened, open now, bytes each way. The byte counters are taken
+/// out of their family once, so that counting costs one atomic add.
+struct Tunnels {
+    opened: Counter,
+    open: Gauge,
+    to_client: Counter,
+    to_upstream: Counter,
+}
+
+impl Tunnels {
+    fn register(registry: &mut Registry) -> Tunnels {
+        let opened = Counter::default();
+        registry.register(
+            "sluice_tunnels_opened",
+            "Tunnels opened: upgrade requests (WebSocket, …) the upstream answered 101",
+            opened.clone(),
+        );
+        let open = Gauge::default();
+        registry.register("sluice_tunnels_active", "Tunnels open", open.clone());
+        let bytes = Family::<Direction, Counter>::default();
+        registry.register(
+            "sluice_tunnel_bytes",
+            "Bytes passed through tunnels, by direction (to_client, to_upstream)",
+            bytes.clone(),
+        );
+        let counter = |direction| bytes.get_or_create(&Direction { direction }).clone();
+        Tunnels {
+            opened,
+            open,
+            to_client: counter("to_client"),
+            to_upstream: counter("to_upstream"),
+        }
+    }
+}
+
 /// Why a request to an upstream failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpstreamError {
@@ -71,6 +112,7 @@ pub struct Metrics {
     refused: Counter,
     /// TLS handshakes of client connections, by result.
     handshakes: Family<Outcome, Counter>,
+    tunnels: Tunnels,
 }
 
 impl Default for Metrics {
@@ -141,9 +183,11 @@ impl Metrics {
         for result in ["ok", "failed", "timeout"] {
             drop(handshakes.get_or_create(&Outcome { result }));
         }
+        let tunnels = Tunnels::register(&mut registry);
         Metrics {
             refused,
             handshakes,
+            tunnels,
             registry,
             upstream_errors,
             responses,
@@ -187,6 +231,31 @@ impl Metrics {
 
     pub fn connection_refused(&self) {
         self.refused.inc();
+    }
+
+    /// A tunnel opened (its 101 was sent).
+    pub fn tunnel_opened(&self) {
+        self.tunnels.opened.inc();
+        self.tunnels.open.inc();
+    }
+
+    pub fn tunnel_closed(&self) {
+        self.tunnels.open.dec();
+    }
+
+    /// Bytes a tunnel passed on, as they go.
+    pub fn tunnel_bytes(&self, to_client: u64, to_upstream: u64) {
+        if to_client > 0 {
+            self.tunnels.to_client.inc_by(to_client);
+        }
+        if to_upstream > 0 {
+            self.tunnels.to_upstream.inc_by(to_upstream);
+        }
+    }
+
+    /// Tunnels open now.
+    pub fn tunnels(&self) -> i64 {
+        self.tunnels.open.get()
     }
 
     /// Connections refused since start.
@@ -587,6 +656,11 @@ return = { status = 200 }
         m.response(200, Duration::from_millis(3));
         m.reload(false);
         m.connection_refused();
+        m.tunnel_opened();
+        m.tunnel_opened();
+        m.tunnel_closed();
+        m.tunnel_bytes(5, 0);
+        m.tunnel_bytes(2, 7);
         let cz = &rt.conn_zones[0];
         cz.counts.rejected.fetch_add(2, Ordering::Relaxed);
         let _held = cz.acquire(b"k", 1);
@@ -608,6 +682,10 @@ return = { status = 200 }
             "sluice_limit_req_zone_info{zone=\"slow\",algorithm=\"leaky_bucket\",rate=\"30r/m\"} 1",
             "sluice_limit_req_zone_evictions_total{zone=\"z\"} 0",
             "sluice_connections_refused_total 1",
+            "sluice_tunnels_opened_total 2",
+            "sluice_tunnels_active 1",
+            "sluice_tunnel_bytes_total{direction=\"to_client\"} 7",
+            "sluice_tunnel_bytes_total{direction=\"to_upstream\"} 7",
             "sluice_limit_conn_requests_total{zone=\"addr\",status=\"rejected\"} 2",
             "sluice_limit_conn_requests_total{zone=\"addr\",status=\"passed\"} 0",
             "sluice_limit_conn_zone_full_total{zone=\"addr\"} 0",

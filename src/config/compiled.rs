@@ -166,6 +166,8 @@ pub struct Location {
     pub conn_dry_run: bool,
     pub error_pages: Arc<ErrorPages>,
     pub action: Action,
+    /// For an `https://` `proxy_pass`: its `proxy_ssl_*` settings, made.
+    pub upstream_tls: Option<Arc<crate::upstream::Tls>>,
     /// `proxy_connect_timeout`, `proxy_send_timeout`, `proxy_read_timeout`
     /// and `client_body_timeout`.
     pub timeouts: crate::upstream::Timeouts,
@@ -270,6 +272,10 @@ pub enum CompileError {
     /// A certificate that could not be read or used.
     #[error("{0}")]
     Certificate(String),
+    /// An HTTPS upstream's settings that cannot be used: a file (only when
+    /// the file step did not run), no system CAs to verify with.
+    #[error("{0}")]
+    UpstreamTls(String),
     /// sluice's own default `log_format` does not parse (a bug: a test
     /// guards against it).
     #[error("the default log_format: {0}")]

@@ -1,8 +1,10 @@
 //! The file step: the files a configuration names must be readable when
-//! it is loaded: `[redis]`'s TLS files and the servers' certificates and
+//! it is loaded: `[redis]`'s TLS files, the servers' certificates and
 //! keys (so a missing or broken certificate is reported with its line and
-//! column, not at the first connection or handshake). Kept apart from parsing, which stays pure: `parse_str`
-//! does not run this step, `load` and `load_text` do.
+//! column, not at the first connection or handshake), and the `proxy_ssl_*`
+//! files of HTTPS upstreams (read and parsed here, see
+//! [`super::upstream_tls`]). Kept apart from parsing, which stays pure:
+//! `parse_str` does not run this step, `load` and `load_text` do.
 
 use super::error::Diagnostics;
 use super::parse::Draft;
@@ -10,11 +12,17 @@ use super::parse::read::Reported;
 use super::parse::servers::ServerDraft;
 
 /// Report each named file that cannot be read, at the value naming it, and
-/// mark it failed so that validation does not report it again.
-pub(super) fn check(draft: &mut Draft, d: &mut Diagnostics) {
+/// mark it failed so that validation does not report it again; `file` is
+/// the configuration file (relative `proxy_ssl_*` paths start from its
+/// directory).
+pub(super) fn check(draft: &mut Draft, file: &str, d: &mut Diagnostics) {
     for s in draft.servers.iter_mut().flatten() {
         certificate(s, d);
     }
+    let dir = std::path::Path::new(file)
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
+    super::upstream_tls::check_files(draft, dir, d);
     let Some(redis) = &mut draft.redis else {
         return;
     };

@@ -22,6 +22,7 @@ mod error;
 mod files;
 mod parse;
 mod spec;
+mod upstream_tls;
 mod validate;
 pub mod values;
 
@@ -29,6 +30,7 @@ pub use address::Address;
 pub use compiled::*;
 pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use spec::*;
+pub use upstream_tls::{PemFile, PemKind, ProxySsl};
 pub use values::{PathRule, ProxyPass};
 
 pub use crate::limiter::{OnError, RedisConfig};
@@ -65,7 +67,7 @@ fn stages(file: &str, text: &str, read_files: bool) -> Result<Spec, ConfigErrors
         return Err(d.into_errors(file, text));
     };
     if read_files {
-        files::check(&mut draft, &mut d);
+        files::check(&mut draft, file, &mut d);
     }
     let spec = validate::validate(draft, &mut d);
     if d.is_empty() {
@@ -83,3 +85,5 @@ mod tests;
 mod tests_algorithms;
 #[cfg(test)]
 mod tests_tls;
+#[cfg(test)]
+mod tests_upstream_tls;

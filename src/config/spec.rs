@@ -166,6 +166,8 @@ pub struct Level {
     pub ignore_invalid_headers: Option<bool>,
     /// `large_client_header_buffers` (http, server): count and size.
     pub large_client_header_buffers: Option<(usize, usize)>,
+    /// `proxy_ssl_*`: how HTTPS upstreams are spoken to.
+    pub proxy_ssl: super::upstream_tls::ProxySsl,
 }
 
 impl Level {
@@ -220,6 +222,7 @@ impl Level {
             large_client_header_buffers: self
                 .large_client_header_buffers
                 .or(parent.large_client_header_buffers),
+            proxy_ssl: self.proxy_ssl.inherit(&parent.proxy_ssl),
         }
     }
 }

@@ -207,6 +207,8 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 /// A parsed `proxy_pass`: where to connect, and the URI part if any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProxyPass {
+    /// `https://`: the upstream speaks TLS (port 443 unless written).
+    pub https: bool,
     /// `host:port` as written (the `Host` header sent upstream, as nginx's
     /// `$proxy_host`).
     pub authority: http::uri::Authority,
@@ -215,13 +217,31 @@ pub struct ProxyPass {
     pub uri: Option<String>,
 }
 
+impl ProxyPass {
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.https { "https" } else { "http" }
+    }
+
+    /// The host, without brackets around an IPv6 address: what
+    /// `proxy_ssl_name` defaults to (nginx's `$proxy_host` without its port).
+    pub fn host(&self) -> &str {
+        let h = self.authority.host();
+        h.strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(h)
+    }
+}
+
 pub fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
-    let Some(rest) = s.strip_prefix("http://") else {
-        return Err(if s.starts_with("https://") {
-            format!("invalid URL prefix in \"{s}\": https upstreams are not supported yet")
-        } else {
-            format!("invalid URL prefix in \"{s}\" (expected \"http://HOST:PORT[/URI]\")")
-        });
+    let (https, rest) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
+        (Some(rest), _) => (false, rest),
+        (None, Some(rest)) => (true, rest),
+        (None, None) => {
+            return Err(format!(
+                "invalid URL prefix in \"{s}\" (expected \"http://HOST:PORT[/URI]\" or \"https://HOST:PORT[/URI]\")"
+            ));
+        }
     };
     let (auth, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest[i..].to_string())),
@@ -241,7 +261,11 @@ pub fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
             return Err(format!("invalid URI part in upstream \"{s}\""));
         }
     }
-    Ok(ProxyPass { authority, uri })
+    Ok(ProxyPass {
+        https,
+        authority,
+        uri,
+    })
 }
 
 /// A location's matching rule, nginx's modifiers.
@@ -328,6 +352,17 @@ mod tests {
         assert_eq!(p.uri, None);
         let p = parse_proxy_pass("http://up:80/base/").unwrap();
         assert_eq!(p.uri.as_deref(), Some("/base/"));
+        assert!(!p.https);
+        let p = parse_proxy_pass("https://up.example/base/").unwrap();
+        assert!(p.https);
+        assert_eq!(
+            (p.authority.as_str(), p.host(), p.scheme()),
+            ("up.example", "up.example", "https")
+        );
+        assert_eq!(p.uri.as_deref(), Some("/base/"));
+        let p = parse_proxy_pass("https://[::1]:8443").unwrap();
+        assert_eq!((p.authority.port_u16(), p.host()), (Some(8443), "::1"));
+        assert!(parse_proxy_pass("https://").is_err());
         assert!(parse_proxy_pass("ftp://x").is_err());
         assert!(parse_proxy_pass("http://").is_err());
     }

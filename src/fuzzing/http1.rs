@@ -248,6 +248,9 @@ fn gate_output(
                     gate.consumed(n);
                 }
                 Ok(Fill::NeedInput) => break,
+                // After an upgrade request: answered without a switch, the
+                // bytes held after it are the next request.
+                Ok(Fill::Held) => gate.resume(),
                 Ok(Fill::Refused) => {
                     let r = gate.take_refusal().expect("a refusal to take");
                     return (out, Some(r.status), false);

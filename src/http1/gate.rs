@@ -8,6 +8,13 @@
 //! before it, then sees an end of file), and the connection answers the
 //! refusal itself and closes.
 //!
+//! A request that asks to switch protocols ([`super::upgrade_asked`]) may be
+//! the last HTTP on its connection: the bytes after it (and after its body)
+//! are held, unread, until its answer is known. A 101 makes the connection a
+//! tunnel ([`Gate::tunnel`]: the held bytes go to the upstream as they are,
+//! the gate reads nothing more); any other answer lets the gate read them as
+//! the next request ([`Gate::resume`]), as nginx does.
+//!
 //! The gate holds no buffer while a connection is idle: [`Gate::input`]
 //! keeps only the bytes of a head still incomplete (a slowloris costs the
 //! bytes it sent, as in nginx), and both buffers are released whenever they
@@ -25,6 +32,10 @@ enum State {
     Length(u64),
     Chunked(Chunked),
     Refused,
+    /// After an upgrade request: waiting for its answer.
+    Held,
+    /// The connection switched protocols: nothing more is HTTP.
+    Tunnel,
 }
 
 /// What [`Gate::process`] left for the caller.
@@ -36,6 +47,9 @@ pub enum Fill {
     NeedInput,
     /// A head was refused ([`Gate::take_refusal`]); nothing more for hyper.
     Refused,
+    /// Held after an upgrade request, or a tunnel: nothing for hyper, and
+    /// nothing to read for it (see the module doc).
+    Held,
 }
 
 /// The request stream of one connection.
@@ -51,6 +65,9 @@ pub struct Gate {
     refusal: Option<Refusal>,
     /// Invalid header lines of the last head, for nginx's info lines.
     dropped: Vec<Vec<u8>>,
+    /// The current request asked to switch protocols: what follows it is
+    /// held.
+    hold: bool,
 }
 
 impl Gate {
@@ -62,6 +79,7 @@ impl Gate {
             output: BytesMut::new(),
             refusal: None,
             dropped: Vec::new(),
+            hold: false,
         }
     }
 
@@ -90,8 +108,27 @@ impl Gate {
             State::Head(_) => super::head::CLIENT_HEADER_BUFFER.max(self.input.len()),
             State::Length(n) => usize::try_from(n).unwrap_or(usize::MAX).clamp(1, 16 * 1024),
             State::Chunked(_) => 16 * 1024,
-            State::Refused => 0,
+            State::Refused | State::Held | State::Tunnel => 0,
         }
+    }
+
+    /// The upgrade request was answered without a switch: the bytes held
+    /// after it are read as the next request.
+    pub fn resume(&mut self) {
+        if matches!(self.state, State::Held) {
+            self.state = State::Head(HeadParser::new(self.rules));
+        }
+    }
+
+    /// The connection switched protocols: the gate steps aside for good,
+    /// and gives back what it held (bytes hyper had not taken first), to be
+    /// passed on as they are.
+    pub fn tunnel(&mut self) -> BytesMut {
+        self.state = State::Tunnel;
+        let mut held = std::mem::take(&mut self.output);
+        held.extend_from_slice(&self.input);
+        self.input = BytesMut::new();
+        held
     }
 
     /// Between requests with nothing held: no head begun, nothing buffered.
@@ -148,6 +185,7 @@ impl Gate {
             }
             match &mut self.state {
                 State::Refused => return Ok(Fill::Refused),
+                State::Held | State::Tunnel => return Ok(Fill::Held),
                 _ if self.input.is_empty() => return Ok(Fill::NeedInput),
                 State::Head(parser) => match parser.advance(&self.input) {
                     Parsed::Partial => return Ok(Fill::NeedInput),
@@ -167,10 +205,9 @@ impl Gate {
                             self.output.extend_from_slice(&h.canonical);
                         }
                         self.dropped = h.dropped;
+                        self.hold = h.upgrade;
                         self.state = match h.framing {
-                            Framing::None | Framing::Length(0) => {
-                                State::Head(HeadParser::new(self.rules))
-                            }
+                            Framing::None | Framing::Length(0) => self.next_request(),
                             Framing::Length(n) => State::Length(n),
                             Framing::Chunked => State::Chunked(Chunked::new()),
                         };
@@ -183,7 +220,7 @@ impl Gate {
                     self.output = self.input.split_to(k);
                     *n -= k as u64;
                     if *n == 0 {
-                        self.state = State::Head(HeadParser::new(self.rules));
+                        self.state = self.next_request();
                     }
                 }
                 State::Chunked(c) => {
@@ -191,10 +228,20 @@ impl Gate {
                     let used = c.feed_into(&self.input, Some(&mut self.output))?;
                     self.input.advance(used);
                     if c.done() {
-                        self.state = State::Head(HeadParser::new(self.rules));
+                        self.state = self.next_request();
                     }
                 }
             }
+        }
+    }
+
+    /// What comes after a request (its head and body): the next head, or
+    /// held bytes after an upgrade request.
+    fn next_request(&self) -> State {
+        if self.hold {
+            State::Held
+        } else {
+            State::Head(HeadParser::new(self.rules))
         }
     }
 
@@ -257,6 +304,60 @@ mod tests {
         assert_eq!(out, b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(fill, Fill::Refused);
         assert_eq!(g.take_refusal().map(|r| r.status), Some(400));
+    }
+
+    /// After an upgrade request (and its body) the gate gives hyper nothing
+    /// more until the answer is known: read on after any other answer, the
+    /// bytes held as they came for a tunnel.
+    #[test]
+    fn what_follows_an_upgrade_request_waits_for_its_answer() {
+        let ws = "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\r\n";
+        let next = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut g = Gate::new(HeadRules::default());
+        let (out, fill) = run(&mut g, format!("{ws}{next}").as_bytes());
+        assert_eq!(String::from_utf8(out).unwrap(), ws);
+        assert_eq!(fill, Fill::Held);
+        assert_eq!(g.want(), 0, "nothing more is read while held");
+        g.resume();
+        let (out, fill) = run(&mut g, b"");
+        assert_eq!(String::from_utf8(out).unwrap(), next);
+        assert_eq!(fill, Fill::NeedInput);
+
+        // A body first, then the hold; a tunnel takes the bytes unparsed.
+        let post = "POST /ws HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: upgrade\r\nContent-Length: 3\r\n\r\n";
+        let mut g = Gate::new(HeadRules::default());
+        let mut sent = format!("{post}abc").into_bytes();
+        sent.extend_from_slice(b"\x81\x05hello");
+        let (out, fill) = run(&mut g, &sent);
+        assert_eq!(out, format!("{post}abc").as_bytes());
+        assert_eq!(fill, Fill::Held);
+        g.input().extend_from_slice(b"\x88\x00");
+        assert_eq!(&g.tunnel()[..], b"\x81\x05hello\x88\x00");
+        assert_eq!(
+            run(&mut g, b"GET / HTTP/1.1\r\n\r\n"),
+            (Vec::new(), Fill::Held)
+        );
+    }
+
+    /// Only an HTTP/1.1 request with `Connection: upgrade` asks to switch
+    /// (RFC 9110 §7.8): nothing is held after the others.
+    #[test]
+    fn only_a_complete_upgrade_request_holds() {
+        for head in [
+            "GET / HTTP/1.0\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade:  \r\nConnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgraded\r\n\r\n",
+        ] {
+            let mut g = Gate::new(HeadRules::default());
+            let (_, fill) = run(
+                &mut g,
+                format!("{head}GET /2 HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+            );
+            assert_eq!(fill, Fill::NeedInput, "{head:?}");
+            assert!(g.idle(), "{head:?}: both requests went through");
+        }
     }
 
     #[test]

@@ -27,4 +27,6 @@ pub mod head;
 
 pub use chunked::{ChunkError, Chunked};
 pub use gate::{Fill, Gate};
-pub use head::{Framing, Head, HeadParser, HeadRules, Parsed, Refusal, parse_head};
+pub use head::{
+    Framing, Head, HeadParser, HeadRules, Parsed, Refusal, lists_upgrade, parse_head, upgrade_asked,
+};

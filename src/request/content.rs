@@ -1,17 +1,24 @@
 //! The content phase: a location's `return`, or the request forwarded to
 //! its upstream (with its body read whole first, as nginx's
 //! `proxy_request_buffering`).
+//!
+//! An upgrade request (WebSocket, … see [`crate::http1::upgrade_asked`]) is
+//! forwarded with its `Upgrade`; the upstream's `101` makes the response a
+//! tunnel's ([`super::tunnel`]), any other answer is an ordinary response.
+//! A body is forwarded as any request's (nginx does too), and must have been
+//! sent whole before the 101 (else 502: the rest would be lost).
 
 use super::Ctx;
 use super::error::{ProxyError, invalid_chunked};
 use super::limit::Limited;
+use super::tunnel::{self, Tunnel};
 use crate::accesslog::Record;
 use crate::body::Body;
 use crate::client_body::{LimitedBody, ReadError, read_whole};
 use crate::config::{Action, Location, ProxyPass};
 use crate::respond;
 use crate::upstream;
-use http::{Response, Uri};
+use http::{HeaderValue, Response, Uri, Version, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -38,6 +45,7 @@ pub(crate) async fn content<'l>(
                 Failed::Client(e) => e,
                 Failed::Upstream(error) => ProxyError::Upstream {
                     error,
+                    scheme: pp.scheme(),
                     authority: pp.authority.as_str(),
                     target,
                 },
@@ -102,17 +110,20 @@ async fn forward<'l>(
 ) -> Result<Response<Body>, Failed<'l>> {
     let (body, body_limit) =
         LimitedBody::new(body, loc.client_max_body_size, Some(cx.conn.state.clone()));
+    let upgrade = upgrade_of(parts);
     let head = upstream::Head {
         method: &parts.method,
         target,
         headers: &parts.headers,
         host: &pp.authority,
         client: cx.vars.remote.ip(),
+        upgrade,
     };
+    let tls = loc.upstream_tls.as_ref();
     let sent = match &loc.request_buffering {
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
             match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
-                Ok(whole) => upstream::send(&pp.authority, loc.timeouts, &head, whole).await,
+                Ok(whole) => upstream::send(&pp.authority, tls, loc.timeouts, &head, whole).await,
                 Err(ReadError::Timeout) => Err(upstream::Error::ClientBodyTimeout),
                 Err(ReadError::Body(e)) => Err(upstream::Error::Body(e)),
                 Err(ReadError::File(error)) => {
@@ -121,15 +132,59 @@ async fn forward<'l>(
                 }
             }
         }
-        _ => upstream::send(&pp.authority, loc.timeouts, &head, body).await,
+        _ => upstream::send(&pp.authority, tls, loc.timeouts, &head, body).await,
     };
-    match sent {
-        Ok(resp) => Ok(resp.map(BodyExt::boxed)),
+    match sent.and_then(|resp| upstream::switched(resp, upgrade.is_some())) {
+        Ok(upstream::Answer::Switched(head, switched)) => {
+            let limits = tunnel::Limits {
+                idle: loc.timeouts.read,
+                to_client: cx.conn.state.timeouts.send,
+                to_upstream: loc.timeouts.send,
+            };
+            let mut context = Vec::new();
+            let upstream = (pp.scheme(), pp.authority.as_str(), target);
+            super::log::push_context_upstream(&mut context, &cx.vars, Some(upstream));
+            let t = Tunnel::new(switched, limits, cx.conn.id, context);
+            Ok(tunnel::respond(head, t))
+        }
+        Ok(upstream::Answer::Response(resp)) => Ok(resp.map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
             received: body_limit.received(),
         })),
         Err(e) => Err(classify(e)),
     }
+}
+
+/// The protocol an upgrade request asks for (its first `Upgrade` value),
+/// by the same words the connection's head gate held its bytes by. Never
+/// `h2c`: the HTTP/2 connection it switches to would carry every request
+/// after the first past sluice's limits, unseen ("h2c smuggling"), and RFC
+/// 9113 retired that upgrade; the request goes as a plain one.
+fn upgrade_of(parts: &http::request::Parts) -> Option<&HeaderValue> {
+    let h = &parts.headers;
+    // (Most requests have no Upgrade: one lookup for them.)
+    let upgrade = h.get_all(header::UPGRADE);
+    upgrade.iter().next()?;
+    let connection = h.get_all(header::CONNECTION).into_iter();
+    let http11 = parts.version == Version::HTTP_11;
+    let (upgrades, options) = (
+        upgrade.iter().map(HeaderValue::as_bytes),
+        connection.map(HeaderValue::as_bytes),
+    );
+    if !crate::http1::upgrade_asked(http11, upgrades, options) || upgrade.iter().any(lists_h2c) {
+        return None;
+    }
+    upgrade
+        .into_iter()
+        .find(|v| !v.as_bytes().trim_ascii().is_empty())
+}
+
+/// An `Upgrade` value offers `h2c` (among its comma-separated protocols).
+fn lists_h2c(value: &HeaderValue) -> bool {
+    value
+        .as_bytes()
+        .split(|&b| b == b',')
+        .any(|p| p.trim_ascii().eq_ignore_ascii_case(b"h2c"))
 }
 
 /// The client's own failures — a broken chunked body, too slow, or gone —

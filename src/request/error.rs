@@ -76,6 +76,8 @@ pub(crate) enum ProxyError<'a> {
     /// The upstream failed: 502, or 504 for a timeout.
     Upstream {
         error: upstream::Error,
+        /// `http` or `https`.
+        scheme: &'static str,
         authority: &'a str,
         target: std::borrow::Cow<'a, str>,
     },
@@ -152,13 +154,14 @@ impl ProxyError<'_> {
             ),
             ProxyError::Upstream {
                 error,
+                scheme,
                 authority,
                 target,
             } => {
                 log_upstream(
                     cx.conn,
                     &cx.vars,
-                    (authority, target),
+                    (scheme, authority, target),
                     format_args!("{error}"),
                 );
                 return;
@@ -179,9 +182,10 @@ impl ProxyError<'_> {
         decided: Decided,
     ) -> Result<Response<Body>, CloseConnection> {
         if let ProxyError::Upstream { error, .. } = &self {
+            // A failed TLS handshake is no connection, as a refused one.
             cx.env.metrics.upstream_error(match error {
                 _ if error.is_timeout() => UpstreamError::Timeout,
-                upstream::Error::Connect(_) => UpstreamError::Connect,
+                _ if error.is_connect() => UpstreamError::Connect,
                 _ => UpstreamError::Other,
             });
         }

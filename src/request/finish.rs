@@ -22,6 +22,10 @@ pub(crate) fn finish(
     match resp {
         Ok(resp) => {
             r.status = resp.status().as_u16();
+            // A tunnel's line is written when it closes.
+            let Some(r) = super::tunnel::log_at_close(&resp, r) else {
+                return Ok(resp);
+            };
             let (parts, body) = resp.into_parts();
             Ok(Response::from_parts(parts, LoggedBody::wrap(body, r)))
         }

@@ -13,11 +13,11 @@ pub(crate) fn push_context(out: &mut Vec<u8>, r: &RequestVars) {
 }
 
 /// [`push_context`] with nginx's `upstream: "…"` (after the request, before
-/// the host).
+/// the host): its scheme, authority and target.
 pub(crate) fn push_context_upstream(
     out: &mut Vec<u8>,
     r: &RequestVars,
-    upstream: Option<(&str, &str)>,
+    upstream: Option<(&str, &str, &str)>,
 ) {
     out.extend_from_slice(b", client: ");
     errlog::push_ip(out, r.remote.ip());
@@ -31,8 +31,10 @@ pub(crate) fn push_context_upstream(
     out.push(b' ');
     out.extend_from_slice(crate::vars::version_str(r.version).as_bytes());
     out.push(b'"');
-    if let Some((authority, target)) = upstream {
-        out.extend_from_slice(b", upstream: \"http://");
+    if let Some((scheme, authority, target)) = upstream {
+        out.extend_from_slice(b", upstream: \"");
+        out.extend_from_slice(scheme.as_bytes());
+        out.extend_from_slice(b"://");
         out.extend_from_slice(authority.as_bytes());
         out.extend_from_slice(target.as_bytes());
         out.push(b'"');
@@ -63,7 +65,7 @@ pub(crate) fn push_req_line(
 pub(crate) fn log_upstream(
     conn: &Conn,
     vars: &RequestVars,
-    upstream: (&str, &str),
+    upstream: (&str, &str, &str),
     msg: std::fmt::Arguments<'_>,
 ) {
     errlog::emit_with(Severity::Error, |out| {

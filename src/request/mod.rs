@@ -4,7 +4,9 @@
 //! upstream), [`finish`] (quota headers, the access record). Everything that
 //! ends a request early is an [`error::ProxyError`], mapped to its status,
 //! log line and response in one place ([`error`]); [`log`] writes nginx's
-//! error-log lines about a request.
+//! error-log lines about a request. An upgrade request the upstream answers
+//! 101 becomes a [`tunnel`], which the connection runs once its 101 is
+//! written.
 //!
 //! Unlike nginx, `return` does not bypass the limits (the seed article's
 //! pitfall).
@@ -16,6 +18,7 @@ mod finish;
 mod limit;
 mod limit_conn;
 mod log;
+pub(crate) mod tunnel;
 
 pub use error::CloseConnection;
 pub use find::normalize_path;
@@ -145,5 +148,6 @@ pub(crate) async fn handle(
     // The counts are held until the response body has been sent (or
     // dropped), as nginx releases them when the request is freed.
     let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
-    finish(resp, record, limited.decided).map(|r| held.keep_until_sent(r))
+    // (A tunnel's, for as long as it is open.)
+    finish(resp, record, limited.decided).map(|r| tunnel::hand_over(r, held, &conn.state))
 }

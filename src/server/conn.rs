@@ -1,6 +1,8 @@
 //! One client connection: each burst of requests is served by hyper once a
 //! whole head has arrived; between bursts the connection waits with no
-//! buffer but the bytes it sent.
+//! buffer but the bytes it sent. A request answered 101 ends HTTP on the
+//! connection: hyper gives the socket back, and it becomes a tunnel's
+//! ([`request::tunnel`]).
 
 use super::Shared;
 use super::h2;
@@ -263,6 +265,21 @@ async fn serve_requests<S: ClientStream>(
         let parts = (*hyper_conn).into_parts();
         io = parts.io.into_inner();
         io.leave_hyper();
+        // A 101 was written: the connection is a tunnel's until it closes.
+        if let Some(t) = request::tunnel::taken(&conn.state).filter(|_| served.is_ok()) {
+            let first = io.into_tunnel(&parts.read_buf);
+            let stop = stopped(&mut stopping);
+            // Boxed: every connection's task would keep room for it.
+            Box::pin(request::tunnel::run(
+                t,
+                &mut io,
+                first,
+                &shared.env.metrics,
+                stop,
+            ))
+            .await;
+            return (io, Ok(()));
+        }
         if served.is_err() || !io.take_parked() {
             return (io, served);
         }
@@ -271,6 +288,14 @@ async fn serve_requests<S: ClientStream>(
             io.unread(&parts.read_buf);
         }
     }
+}
+
+/// A graceful stop's deadline: the accept loop keeps its stop signal until
+/// `shutdown_timeout` has passed (or every connection closed), so the
+/// signal going away is the deadline.
+async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|stop| *stop).await;
+    while stopping.changed().await.is_ok() {}
 }
 
 /// The end of a connection (counted closed): a refused head is answered; an upstream body

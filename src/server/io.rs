@@ -8,8 +8,14 @@
 //! the right deadline for the connection's [`Phase`] (see [`crate::conn`]).
 //! It also parks idle keep-alive connections out of hyper, so that a
 //! waiting connection holds no buffer but the bytes it sent.
+//!
+//! After an upgrade request the gate holds the bytes that follow until the
+//! request is answered: a 101 ([`crate::conn::ConnState::switching`]) turns
+//! the connection into a tunnel ([`TimedIo::into_tunnel`]: no gate, no
+//! deadline, the tunnel keeps its own), any other answer lets the gate read
+//! on once it has been sent.
 
-use crate::conn::{ConnState, Expired, Timeouts};
+use crate::conn::{ConnState, Expired, Phase, Timeouts};
 use crate::http1::{Fill, Gate, HeadRules, Refusal};
 use std::io;
 use std::pin::Pin;
@@ -63,6 +69,8 @@ pub struct TimedIo<T> {
     /// A head was refused: hyper was given an end of file, the refusal is
     /// answered by the connection, which then closes.
     pub(crate) refused: bool,
+    /// The connection switched protocols: bytes pass as they are.
+    pub(crate) tunnel: bool,
 }
 
 /// What the socket gave, as far as hyper is concerned.
@@ -99,7 +107,28 @@ impl<T> TimedIo<T> {
             gate: Gate::new(rules),
             eof: false,
             refused: false,
+            tunnel: false,
         }
+    }
+
+    /// The connection switched protocols (its 101 is written): from now on
+    /// reads and writes go straight to the socket, with no deadline. Returns
+    /// the client's bytes to pass on first: `unread` (hyper's, not used),
+    /// then what the gate held.
+    pub fn into_tunnel(&mut self, unread: &[u8]) -> bytes::BytesMut {
+        self.tunnel = true;
+        self.write_timer = None;
+        let held = self.gate.tunnel();
+        let mut first = bytes::BytesMut::with_capacity(unread.len() + held.len());
+        first.extend_from_slice(unread);
+        first.extend_from_slice(&held);
+        first
+    }
+
+    /// The upgrade request the gate holds after was answered, and not with
+    /// a switch: what follows it is the next request.
+    fn answered_without_switch(&self) -> bool {
+        !self.state.switching() && matches!(self.state.phase(), Phase::Idle { .. })
     }
 
     /// Once a connection has been idle for [`PARK_AFTER`], end it for hyper
@@ -204,6 +233,21 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
                     }
                     return Poll::Ready(Ok(Filled::Refused));
                 }
+                Ok(Fill::Held) => {
+                    if self.answered_without_switch() {
+                        self.gate.resume();
+                        continue;
+                    }
+                    // Woken when the answer has been sent (ConnState::idle).
+                    *self.state.waiting_read.lock() = Some(cx.waker().clone());
+                    if self.answered_without_switch() {
+                        self.gate.resume();
+                        continue;
+                    }
+                    // (No parking: the gate is not idle.)
+                    ready!(self.poll_timers(cx))?;
+                    return Poll::Pending;
+                }
                 Ok(Fill::NeedInput) => {}
                 // (proxy::forward tells it from a client gone by the error.)
                 Err(e) => return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e))),
@@ -288,6 +332,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.tunnel {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
         if ready!(this.poll_fill(cx))? == Filled::Data {
             let out = this.gate.output();
             let n = out.len().min(buf.remaining());
@@ -305,6 +352,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if self.tunnel {
+            return Pin::new(&mut self.inner).poll_write(cx, buf);
+        }
         match Pin::new(&mut self.inner).poll_write(cx, buf) {
             Poll::Ready(r) => {
                 self.write_timer = None;
@@ -315,6 +365,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.tunnel {
+            return Pin::new(&mut self.inner).poll_flush(cx);
+        }
         match Pin::new(&mut self.inner).poll_flush(cx) {
             Poll::Ready(r) => {
                 self.write_timer = None;
@@ -338,6 +391,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if self.tunnel {
+            return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        }
         match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
             Poll::Ready(r) => {
                 self.write_timer = None;
@@ -508,6 +564,51 @@ mod tests {
             "{at:?}"
         );
         assert_eq!(state.expired(), Some(Expired::Idle));
+    }
+
+    /// After an upgrade request hyper is given nothing more until it is
+    /// answered: the next request after an ordinary answer; after a 101 the
+    /// socket is a tunnel's, what was held coming back first, as sent.
+    #[tokio::test(start_paused = true)]
+    async fn an_upgrade_request_holds_what_follows_until_answered() {
+        let ws =
+            &b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"[..];
+        let next = &b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n"[..];
+        for switch in [false, true] {
+            let (a, mut b) = tokio::io::duplex(1024);
+            let state = ConnState::new(timeouts());
+            let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
+            io.enter_hyper();
+            b.write_all(&[ws, next].concat()).await.unwrap();
+            let mut buf = [0u8; 256];
+            let n = io.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], ws);
+            state.busy();
+            let waited = tokio::time::timeout(Duration::from_secs(100), io.read(&mut buf)).await;
+            assert!(waited.is_err(), "held while the request is served");
+            if switch {
+                state.switch(Box::new(()));
+            }
+            state.idle();
+            if !switch {
+                let n = io.read(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], next);
+                continue;
+            }
+            let waited = tokio::time::timeout(Duration::from_secs(5), io.read(&mut buf)).await;
+            assert!(
+                waited.is_err(),
+                "held until the connection takes the tunnel"
+            );
+            assert!(state.take_switch().is_some());
+            assert_eq!(&io.into_tunnel(b"hy")[..], [&b"hy"[..], next].concat());
+            b.write_all(b"\x81\x00").await.unwrap();
+            let n = io.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"\x81\x00");
+            // No deadline in a tunnel: the tunnel keeps its own.
+            let waited = tokio::time::timeout(Duration::from_secs(1000), io.read(&mut buf)).await;
+            assert!(waited.is_err());
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -10,10 +10,9 @@
 //! body's end for the same reason.
 
 use super::os;
-use super::pool::{Conn, READ_CHUNK, checkin};
+use super::pool::{Conn, Key, READ_CHUNK, checkin};
 use crate::body::BodyError;
 use bytes::{Bytes, BytesMut};
-use http::uri::Authority;
 use http_body::{Body, Frame, SizeHint};
 use std::future::Future;
 use std::io;
@@ -57,7 +56,7 @@ pub(crate) enum Chunk {
 /// before that, the connection closes.
 pub struct UpstreamBody {
     pub(super) conn: Option<Conn>,
-    pub(super) key: Authority,
+    pub(super) key: Key,
     pub(super) framing: Framing,
     pub(super) keep: bool,
     /// nginx's `proxy_read_timeout` between two reads of the body.

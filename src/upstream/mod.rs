@@ -18,7 +18,8 @@
 //! retries cached connections too) — if it had no body to lose.
 //!
 //! The parts, in a request's order: `pool` keeps the connections (one
-//! idle list per worker thread, and connecting when it has none),
+//! idle list per worker thread, and connecting when it has none; `stream`
+//! is a connection's bytes, plain or TLS, and `tls` the HTTPS side),
 //! `request` writes the rewritten head and streams the body, `response`
 //! reads the response head and decides its framing, and `body` reads the
 //! body by that framing and hands the connection back when it ends. This
@@ -29,8 +30,10 @@ mod body;
 mod pool;
 mod request;
 mod response;
+mod stream;
 #[cfg(test)]
 mod tests;
+pub mod tls;
 
 pub use body::{BodyFailure, UpstreamBody};
 pub(crate) use body::{Chunk, Framing};
@@ -46,12 +49,14 @@ use bytes::Bytes;
 use http::uri::Authority;
 use http::{HeaderMap, Method, Response, header};
 use http_body::Body;
-use pool::{Conn, checkout, connect};
+use pool::{Conn, Key, checkout, connect};
 use request::{send_body, write_all, write_head};
 use response::read_head;
 use std::io;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
+pub use tls::Tls;
 
 /// The timeouts of one proxied request, nginx's names and defaults (60 s each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +81,23 @@ pub enum Error {
     Connect(io::Error),
     #[error("upstream timed out (110: Connection timed out) while connecting to upstream")]
     ConnectTimeout,
+    /// The certificate did not verify (with OpenSSL's code and text).
+    #[error("upstream SSL certificate verify error: ({0}) while SSL handshaking to upstream")]
+    Verify(String),
+    /// The certificate is not for `proxy_ssl_name`.
+    #[error("upstream SSL certificate does not match \"{0}\" while SSL handshaking to upstream")]
+    NameMismatch(String),
+    /// Any other TLS failure (an alert from the upstream, no common
+    /// protocol or cipher, not TLS at all).
+    #[error("SSL_do_handshake() failed ({0}) while SSL handshaking to upstream")]
+    Handshake(String),
+    /// The upstream closed (or reset) the connection during the handshake.
+    #[error("peer closed connection in SSL handshake{} while SSL handshaking to upstream", .0.as_ref().map(|e| format!(" ({})", os(e))).unwrap_or_default())]
+    HandshakeClosed(Option<io::Error>),
+    /// `proxy_connect_timeout` passed during the handshake (nginx counts
+    /// the handshake in it).
+    #[error("upstream timed out (110: Connection timed out) while SSL handshaking to upstream")]
+    HandshakeTimeout,
     #[error("writev() failed ({}) while sending request to upstream", os(.0))]
     Send(io::Error),
     /// The client's request body failed (too large, or the client left).
@@ -103,15 +125,29 @@ pub enum Error {
 }
 
 impl Error {
+    /// No connection was made: refused, unreachable, or its TLS handshake
+    /// failed (or timed out).
     pub fn is_connect(&self) -> bool {
-        matches!(self, Error::Connect(_) | Error::ConnectTimeout)
+        matches!(
+            self,
+            Error::Connect(_)
+                | Error::ConnectTimeout
+                | Error::Verify(_)
+                | Error::NameMismatch(_)
+                | Error::Handshake(_)
+                | Error::HandshakeClosed(_)
+                | Error::HandshakeTimeout
+        )
     }
 
     /// One of the upstream's timeouts passed (nginx answers 504).
     pub fn is_timeout(&self) -> bool {
         matches!(
             self,
-            Error::ConnectTimeout | Error::ReadTimeout | Error::SendTimeout
+            Error::ConnectTimeout
+                | Error::HandshakeTimeout
+                | Error::ReadTimeout
+                | Error::SendTimeout
         )
     }
 }
@@ -140,10 +176,15 @@ pub struct Head<'a> {
     pub host: &'a Authority,
     /// Appended to X-Forwarded-For.
     pub client: IpAddr,
+    /// The request asks to switch to this protocol (`Upgrade`, with
+    /// `Connection: upgrade`, see [`crate::http1::upgrade_asked`]): both
+    /// are sent, and a `101` answer is a tunnel ([`switched`]).
+    pub upgrade: Option<&'a http::HeaderValue>,
 }
 
-/// Sends one request to `upstream` and returns its response once the head
-/// is read; the body streams from the connection.
+/// Sends one request to `upstream` (over TLS made with `tls`, if any) and
+/// returns its response once the head is read; the body streams from the
+/// connection.
 ///
 /// Timeouts as nginx's ([`Timeouts`]): `proxy_connect_timeout` to connect,
 /// `proxy_send_timeout` per write of the request, `client_body_timeout` per
@@ -153,6 +194,7 @@ pub struct Head<'a> {
 /// is heard, and its connection not reused.
 pub async fn send<B>(
     upstream: &Authority,
+    tls: Option<&Arc<Tls>>,
     timeouts: Timeouts,
     head: &Head<'_>,
     mut body: B,
@@ -175,11 +217,12 @@ where
     };
     // nginx does not send a non-idempotent request twice.
     let idempotent = !matches!(head.method.as_str(), "POST" | "PATCH" | "LOCK");
+    let key = Key::new(upstream, tls);
     let mut fresh = false;
     loop {
-        let (mut conn, reused) = match if fresh { None } else { checkout(upstream) } {
+        let (mut conn, reused) = match if fresh { None } else { checkout(&key) } {
             Some(c) => (c, true),
-            None => (connect(upstream, timeouts.connect).await?, false),
+            None => (connect(&key, timeouts.connect).await?, false),
         };
         write_head(&mut conn.write, head, framing);
         let mut received = false;
@@ -195,7 +238,7 @@ where
             Ok((resp, framing, keep)) => {
                 let body = UpstreamBody {
                     conn: Some(conn),
-                    key: upstream.clone(),
+                    key,
                     framing,
                     keep,
                     read_timeout: timeouts.read,
@@ -280,4 +323,45 @@ where
             }
         }
     }
+}
+
+/// The upstream side of a tunnel: its connection after its `101` (never
+/// kept alive again), and the bytes it sent right after the head.
+pub struct Switched {
+    pub io: Box<dyn Duplex>,
+    pub early: bytes::BytesMut,
+}
+
+/// A connection both ways, as a tunnel's upstream side needs it.
+pub trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Duplex for T {}
+
+/// What the upstream answered a request that may switch protocols.
+pub enum Answer {
+    /// Its `101`: the head (for the client) and the connection.
+    Switched(Response<()>, Switched),
+    /// Any other response, unchanged.
+    Response(Response<UpstreamBody>),
+}
+
+/// The upstream's `101 Switching Protocols` as the end of HTTP on its
+/// connection. `asked`: the request asked for it ([`Head::upgrade`]); a 101
+/// it did not ask for, or one that came before the whole request was sent
+/// (the rest of the body would be lost), is an invalid response (502).
+pub fn switched(resp: Response<UpstreamBody>, asked: bool) -> Result<Answer, Error> {
+    if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+        return Ok(Answer::Response(resp));
+    }
+    let (parts, mut body) = resp.into_parts();
+    // (`keep`: for a 101, that the whole request went; see response.rs.)
+    let conn = body.conn.take().filter(|_| asked && body.keep);
+    let Some(conn) = conn else {
+        return Err(Error::Invalid("101 response"));
+    };
+    let switched = Switched {
+        io: Box::new(conn.stream),
+        early: conn.read,
+    };
+    Ok(Answer::Switched(Response::from_parts(parts, ()), switched))
 }

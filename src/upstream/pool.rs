@@ -8,13 +8,18 @@
 //! response body the moment its last byte is read (see `super::body`), and
 //! one sweeper task per worker closes those that expired or that the
 //! upstream closed, so they do not sit in CLOSE_WAIT.
+//!
+//! TLS connections are kept the same way, under a [`Key`] that names how
+//! they were made: a request only ever rides a connection made to its
+//! upstream, with its scheme, its TLS settings and its TLS name.
 
 use super::Error;
+use super::stream::Stream;
+use super::tls::{self, Tls};
 use bytes::BytesMut;
 use http::uri::Authority;
 use std::cell::RefCell;
-use std::io;
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
@@ -31,24 +36,46 @@ pub(super) const READ_CHUNK: usize = 8 * 1024;
 
 /// One upstream connection and its buffers, reused with it.
 pub(super) struct Conn {
-    pub(super) stream: TcpStream,
+    pub(super) stream: Stream,
     pub(super) read: BytesMut,
     pub(super) write: Vec<u8>,
 }
 
 impl Conn {
-    /// No news from the upstream since the last response: not closed, no
-    /// stray bytes. Costs no system call while the socket is quiet.
+    /// No news from the upstream since the last response (see
+    /// [`Stream::is_quiet`]).
     fn is_quiet(&mut self) -> bool {
-        let mut cx = Context::from_waker(Waker::noop());
-        match self.stream.poll_read_ready(&mut cx) {
-            Poll::Pending => true,
-            Poll::Ready(Err(_)) => false,
-            Poll::Ready(Ok(())) => {
-                let mut probe = [0u8; 1];
-                matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
+        self.stream.is_quiet()
+    }
+}
+
+/// What a kept-alive connection may be reused for: its upstream (as
+/// written in `proxy_pass`), and for TLS the settings and name it was made
+/// with.
+#[derive(Clone)]
+pub(super) struct Key {
+    authority: Authority,
+    tls: Option<Arc<Tls>>,
+}
+
+impl Key {
+    pub(super) fn new(authority: &Authority, tls: Option<&Arc<Tls>>) -> Key {
+        Key {
+            authority: authority.clone(),
+            tls: tls.cloned(),
         }
+    }
+
+    /// A connection made for `self` may carry a request for `other`.
+    /// Compared by bytes: few upstreams per worker, so a list beats hashing
+    /// on every request.
+    fn matches(&self, other: &Key) -> bool {
+        self.authority.as_str().as_bytes() == other.authority.as_str().as_bytes()
+            && match (&self.tls, &other.tls) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same(b),
+                _ => false,
+            }
     }
 }
 
@@ -63,12 +90,12 @@ thread_local! {
     static IDLE: RefCell<Pool> = RefCell::new(Pool::default());
 }
 
-/// Idle connections per upstream. Few upstreams per worker, so a list
+/// Idle connections per [`Key`]. Few upstreams per worker, so a list
 /// (compared by bytes) beats hashing the authority on every request; age is
 /// counted in sweeps, so checking in and out reads no clock.
 #[derive(Default)]
 struct Pool {
-    idle: Vec<(Authority, Vec<Idle>)>,
+    idle: Vec<(Key, Vec<Idle>)>,
     sweeps: u64,
     sweeping: bool,
 }
@@ -78,22 +105,16 @@ struct Pool {
 const MAX_SWEEPS: u64 = IDLE_TIMEOUT.as_secs() / SWEEP_EVERY.as_secs();
 
 impl Pool {
-    fn list(&mut self, key: &Authority) -> Option<&mut Vec<Idle>> {
-        let k = key.as_str().as_bytes();
+    fn list(&mut self, key: &Key) -> Option<&mut Vec<Idle>> {
         self.idle
             .iter_mut()
-            .find(|(a, _)| a.as_str().as_bytes() == k)
+            .find(|(k, _)| k.matches(key))
             .map(|(_, l)| l)
     }
 
     /// The list for `key`, made on its first check-in.
-    fn list_or_new(&mut self, key: &Authority) -> &mut Vec<Idle> {
-        let k = key.as_str().as_bytes();
-        let at = match self
-            .idle
-            .iter()
-            .position(|(a, _)| a.as_str().as_bytes() == k)
-        {
+    fn list_or_new(&mut self, key: &Key) -> &mut Vec<Idle> {
+        let at = match self.idle.iter().position(|(k, _)| k.matches(key)) {
             Some(at) => at,
             None => {
                 self.idle.push((key.clone(), Vec::new()));
@@ -106,7 +127,7 @@ impl Pool {
 
 /// A kept-alive connection to `key` that is still fit for a request, if
 /// this worker has one.
-pub(super) fn checkout(key: &Authority) -> Option<Conn> {
+pub(super) fn checkout(key: &Key) -> Option<Conn> {
     IDLE.with(|p| {
         let mut p = p.borrow_mut();
         let sweeps = p.sweeps;
@@ -124,7 +145,7 @@ pub(super) fn checkout(key: &Authority) -> Option<Conn> {
 
 /// Keeps `conn` for the next request to `key` (up to [`MAX_IDLE`]), and
 /// starts this worker's sweeper the first time.
-pub(super) fn checkin(key: &Authority, conn: Conn) {
+pub(super) fn checkin(key: &Key, conn: Conn) {
     let start_sweeper = IDLE.with(|p| {
         let mut p = p.borrow_mut();
         let since = p.sweeps;
@@ -156,23 +177,116 @@ async fn sweeper() {
             for (_, list) in &mut p.idle {
                 list.retain_mut(|i| sweeps - i.since < MAX_SWEEPS && i.conn.is_quiet());
             }
+            // A reload makes new TLS settings, so new keys: the old ones go
+            // with their last connection.
+            p.idle
+                .retain(|(k, list)| !list.is_empty() || k.tls.is_none());
         });
     }
 }
 
-/// A new connection to `upstream`, within `proxy_connect_timeout`.
-pub(super) async fn connect(upstream: &Authority, timeout: Duration) -> Result<Conn, Error> {
-    let addr = (upstream.host(), upstream.port_u16().unwrap_or(80));
-    let host = addr.0.trim_start_matches('[').trim_end_matches(']');
-    let stream = match tokio::time::timeout(timeout, TcpStream::connect((host, addr.1))).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(Error::Connect(e)),
-        Err(_) => return Err(Error::ConnectTimeout),
+/// A new connection for `key`, its TLS handshake included, within
+/// `proxy_connect_timeout` (nginx counts the handshake in it).
+pub(super) async fn connect(key: &Key, timeout: Duration) -> Result<Conn, Error> {
+    let upstream = &key.authority;
+    let default_port = if key.tls.is_some() { 443 } else { 80 };
+    let port = upstream.port_u16().unwrap_or(default_port);
+    let host = upstream
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    // One deadline for both: the handshake has what the connect left.
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let tcp = tokio::select! {
+        made = TcpStream::connect((host, port)) => made.map_err(Error::Connect)?,
+        () = &mut deadline => return Err(Error::ConnectTimeout),
     };
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_nodelay(true);
+    let stream = match &key.tls {
+        None => Stream::Plain(tcp),
+        Some(t) => tokio::select! {
+            made = tls::handshake(tcp, t) => Stream::Tls(Box::new(made?)),
+            () = &mut deadline => return Err(Error::HandshakeTimeout),
+        },
+    };
     Ok(Conn {
         stream,
         read: BytesMut::with_capacity(READ_CHUNK),
         write: Vec::with_capacity(1024),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::tls::{Settings, client_config};
+    use rustls::pki_types::ServerName;
+
+    fn config(sni: bool) -> Arc<rustls::ClientConfig> {
+        let s = Settings {
+            roots: None,
+            client: None,
+            protocols: crate::tls::DEFAULT_PROTOCOLS,
+            sni,
+        };
+        client_config(&s).unwrap()
+    }
+
+    fn tls(config: &Arc<rustls::ClientConfig>, name: &str) -> Arc<Tls> {
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        Arc::new(Tls::new(config.clone(), name, false))
+    }
+
+    fn key(authority: &str, tls: Option<&Arc<Tls>>) -> Key {
+        Key::new(&authority.parse().unwrap(), tls)
+    }
+
+    /// A request rides only a connection made the way it would make one:
+    /// same upstream, same scheme, same TLS configuration, same TLS name.
+    #[test]
+    fn keys_separate_scheme_settings_and_name() {
+        let (a, b) = (config(true), config(true));
+        let plain = key("up:8443", None);
+        let one = key("up:8443", Some(&tls(&a, "up")));
+        assert!(plain.matches(&key("up:8443", None)));
+        assert!(
+            !plain.matches(&one) && !one.matches(&plain),
+            "TLS is not plain"
+        );
+        assert!(!plain.matches(&key("up:8444", None)), "another port");
+
+        // Two locations with the same settings share one configuration,
+        // so their connections are one pool.
+        assert!(one.matches(&key("up:8443", Some(&tls(&a, "up")))));
+        // Another configuration (another CA, client certificate, protocol,
+        // or SNI off), even with equal contents: not the same connections.
+        assert!(!one.matches(&key("up:8443", Some(&tls(&b, "up")))));
+        assert!(!one.matches(&key("up:8443", Some(&tls(&config(false), "up")))));
+        // Another proxy_ssl_name: the connection verified another name.
+        assert!(!one.matches(&key("up:8443", Some(&tls(&a, "other")))));
+        assert!(!one.matches(&key("other:8443", Some(&tls(&a, "up")))));
+    }
+
+    /// The lists of the pool follow the keys: a connection checked in
+    /// under one key is not checked out under another.
+    #[tokio::test]
+    async fn checkout_follows_the_key() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let _accepting = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = l.accept().await {
+                held.push(s);
+            }
+        });
+        let plain = key(&addr, None);
+        let conn = connect(&plain, Duration::from_secs(1)).await.unwrap();
+        checkin(&plain, conn);
+        let c = config(true);
+        let as_tls = key(&addr, Some(&tls(&c, "127.0.0.1")));
+        assert!(checkout(&as_tls).is_none(), "a plain connection for TLS");
+        assert!(checkout(&plain).is_some());
+        assert!(checkout(&plain).is_none(), "checked out once");
+    }
 }

@@ -1,6 +1,7 @@
 //! The request as the upstream receives it: the head rewritten (hop-by-hop
 //! headers dropped, Host, X-Forwarded-For and the framing written by
-//! sluice), then the body, streamed as it arrives.
+//! sluice; `Upgrade` and `Connection: upgrade` for an upgrade request only),
+//! then the body, streamed as it arrives.
 //!
 //! Why the framing is always sluice's own: the client's `Content-Length`
 //! or `Transfer-Encoding` (or a `Connection` header naming them) must never
@@ -21,7 +22,9 @@ use tokio::io::AsyncWriteExt;
 
 /// Writes part of the request. As nginx's `proxy_send_timeout`, the timeout
 /// bounds each wait for the upstream to take more, not the whole transfer:
-/// an upstream that reads slowly but steadily is not timed out.
+/// an upstream that reads slowly but steadily is not timed out. Flushed at
+/// the end: TLS keeps what it encrypted until then (TCP has nothing to
+/// flush).
 pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
     w: &mut W,
     mut bytes: &[u8],
@@ -35,7 +38,11 @@ pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
             Err(_) => return Err(Error::SendTimeout),
         }
     }
-    Ok(())
+    match tokio::time::timeout(timeout, w.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Send(e)),
+        Err(_) => Err(Error::SendTimeout),
+    }
 }
 
 /// Request headers that are the connection's, not the request's (RFC 9110
@@ -83,6 +90,15 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     out.extend_from_slice(head.host.as_str().as_bytes());
     out.extend_from_slice(b"\r\n");
+    // The client's own are dropped below: only the protocol asked for, and
+    // the option that makes it meant for this hop (nginx's usual
+    // `proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection
+    // "upgrade"`, for upgrade requests only).
+    if let Some(protocol) = head.upgrade {
+        out.extend_from_slice(b"upgrade: ");
+        out.extend_from_slice(protocol.as_bytes());
+        out.extend_from_slice(b"\r\nconnection: upgrade\r\n");
+    }
     let listed = head.headers.contains_key(header::CONNECTION);
     for (name, value) in head.headers {
         if replaced(name) || (listed && named_in_connection(head.headers, name)) {
@@ -161,4 +177,49 @@ where
         write_all(w, b"0\r\n\r\n", timeouts.send).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderValue, Method};
+
+    /// An upgrade request's head: its protocol and `Connection: upgrade`,
+    /// none of the client's hop-by-hop fields; without the upgrade, neither.
+    #[test]
+    fn an_upgrade_request_sends_its_protocol_and_nothing_else_hop_by_hop() {
+        let mut headers = HeaderMap::new();
+        for (n, v) in [
+            ("connection", "keep-alive, Upgrade, X-Hop"),
+            ("upgrade", "websocket"),
+            ("x-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("sec-websocket-key", "k"),
+        ] {
+            headers.append(HeaderName::from_static(n), HeaderValue::from_static(v));
+        }
+        let protocol = HeaderValue::from_static("websocket");
+        let host = http::uri::Authority::from_static("up:80");
+        let mut head = Head {
+            method: &Method::GET,
+            target: "/ws",
+            headers: &headers,
+            host: &host,
+            client: "10.0.0.1".parse().unwrap(),
+            upgrade: Some(&protocol),
+        };
+        let mut out = Vec::new();
+        write_head(&mut out, &head, Framing::Done);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "GET /ws HTTP/1.1\r\nhost: up:80\r\nupgrade: websocket\r\nconnection: upgrade\r\n\
+             sec-websocket-key: k\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+        );
+        head.upgrade = None;
+        write_head(&mut out, &head, Framing::Done);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET /ws HTTP/1.1\r\nhost: up:80\r\nsec-websocket-key: k\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+        );
+    }
 }

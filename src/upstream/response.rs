@@ -1,5 +1,5 @@
 //! The upstream's response head: read until complete, parsed with
-//! `httparse`, 1xx skipped, hop-by-hop headers dropped, and its body's
+//! `httparse`, 1xx skipped (but 101, the last head on its connection), hop-by-hop headers dropped, and its body's
 //! framing decided by RFC 9112 §6.3, with whether the connection may be
 //! reused after it.
 //!
@@ -77,10 +77,8 @@ pub(crate) fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<P
     };
     let code = parsed.code.unwrap_or(0);
     let status = StatusCode::from_u16(code).map_err(|_| Error::Invalid("status"))?;
-    if status.is_informational() {
-        if code == 101 {
-            return Err(Error::Invalid("101 response"));
-        }
+    let switching = status == StatusCode::SWITCHING_PROTOCOLS;
+    if status.is_informational() && !switching {
         buf.advance(len);
         return Ok(Some(Parsed::Interim));
     }
@@ -88,12 +86,24 @@ pub(crate) fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<P
     let count = parsed.headers.len();
     let at = locate(buf.as_ptr() as usize, parsed.headers);
     let head = buf.split_to(len).freeze();
-    let mut fields = read_fields(&head, &at[..count], http11)?;
-    let framing = body_framing(method, status, http11, &mut fields)?;
+    let mut fields = read_fields(&head, &at[..count], http11, switching)?;
+    // A 101 ends HTTP on the connection: what follows is the new protocol,
+    // until either side closes; the connection is never reused (it is the
+    // tunnel's, or closed with the response). Its `keep` says only that
+    // nothing went wrong before it: `exchange` clears it when the 101 came
+    // before the whole request was sent (see `super::switched`).
+    let (framing, keep) = if switching {
+        // (A length would be the new protocol's business.)
+        fields.headers.remove(header::CONTENT_LENGTH);
+        (Framing::UntilClose, true)
+    } else {
+        let framing = body_framing(method, status, http11, &mut fields)?;
+        (framing, fields.keep)
+    };
     let mut resp = Response::new(());
     *resp.status_mut() = status;
     *resp.headers_mut() = fields.headers;
-    Ok(Some(Parsed::Final(resp, framing, fields.keep)))
+    Ok(Some(Parsed::Final(resp, framing, keep)))
 }
 
 /// Header values share the head's bytes rather than each being copied:
@@ -123,8 +133,9 @@ struct Fields {
 
 /// The header lines at `at` in `head`, in order: the framing ones and
 /// Connection read (not passed on), hop-by-hop ones dropped, the names
-/// Connection lists removed.
-fn read_fields(head: &Bytes, at: &[Span], http11: bool) -> Result<Fields, Error> {
+/// Connection lists removed; `Upgrade` kept in a 101 (`switching`: the
+/// client is told which protocol it switched to).
+fn read_fields(head: &Bytes, at: &[Span], http11: bool, switching: bool) -> Result<Fields, Error> {
     let mut f = Fields {
         headers: HeaderMap::with_capacity(at.len()),
         keep: http11,
@@ -155,6 +166,7 @@ fn read_fields(head: &Bytes, at: &[Span], http11: bool) -> Result<Fields, Error>
                 connection_tokens(value, &mut f.keep, &mut connection);
                 continue;
             }
+            "upgrade" if switching => {}
             "keep-alive" | "proxy-connection" | "te" | "trailer" | "upgrade"
             | "proxy-authenticate" => continue,
             _ => {}
@@ -164,7 +176,9 @@ fn read_fields(head: &Bytes, at: &[Span], http11: bool) -> Result<Fields, Error>
         f.headers.append(name, value);
     }
     for n in connection {
-        f.headers.remove(n);
+        if !(switching && n == header::UPGRADE) {
+            f.headers.remove(n);
+        }
     }
     Ok(f)
 }
@@ -218,4 +232,40 @@ fn body_framing(
         f.keep = !matches!(framing, Framing::UntilClose);
     }
     Ok(framing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 101 is the last head on its connection: `Upgrade` kept for the
+    /// client, what follows it left unread (the new protocol's first bytes).
+    #[test]
+    fn a_101_keeps_upgrade_and_leaves_what_follows() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade, X-Hop\r\nX-Hop: 1\r\nSec-WebSocket-Accept: abc\r\nContent-Length: 5\r\n\r\n\x81\x02hi"[..],
+        );
+        let Ok(Some(Parsed::Final(resp, framing, keep))) = parse_head(&mut buf, &Method::GET)
+        else {
+            panic!("a final head");
+        };
+        assert_eq!(resp.status(), 101);
+        assert_eq!(resp.headers()["upgrade"], "websocket");
+        assert_eq!(resp.headers()["sec-websocket-accept"], "abc");
+        for gone in ["connection", "x-hop", "content-length"] {
+            assert!(!resp.headers().contains_key(gone), "{gone}");
+        }
+        assert_eq!(framing, Framing::UntilClose);
+        assert!(keep, "(for a 101: nothing went wrong before it)");
+        assert_eq!(&buf[..], b"\x81\x02hi");
+
+        // Any other response drops Upgrade, as before.
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n"[..],
+        );
+        let Ok(Some(Parsed::Final(resp, ..))) = parse_head(&mut buf, &Method::GET) else {
+            panic!("a final head");
+        };
+        assert!(!resp.headers().contains_key("upgrade"));
+    }
 }

@@ -94,6 +94,7 @@ fn head<'a>(method: &'a Method, headers: &'a HeaderMap, host: &'a Authority) -> 
         headers,
         host,
         client: "127.0.0.9".parse().unwrap(),
+        upgrade: None,
     }
 }
 
@@ -104,7 +105,7 @@ fn empty() -> http_body_util::combinators::BoxBody<Bytes, BodyError> {
 async fn get(up: &Upstream, method: Method) -> Result<(Response<()>, Bytes), String> {
     let headers = HeaderMap::new();
     let h = head(&method, &headers, &up.key);
-    let resp = send(&up.key, timeouts(Duration::from_secs(1)), &h, empty())
+    let resp = send(&up.key, None, timeouts(Duration::from_secs(1)), &h, empty())
         .await
         .map_err(|e| e.to_string())?;
     let (parts, body) = resp.into_parts();
@@ -120,7 +121,7 @@ async fn post(up: &Upstream, headers: &HeaderMap, body: &'static [u8]) {
         .map_err(|n| match n {})
         .boxed();
     let timeouts = timeouts(Duration::from_secs(1));
-    let resp = send(&up.key, timeouts, &h, body).await.unwrap();
+    let resp = send(&up.key, None, timeouts, &h, body).await.unwrap();
     resp.into_body().collect().await.unwrap();
 }
 
@@ -291,7 +292,7 @@ async fn a_stalled_body_times_out_after_proxy_read_timeout() {
     let headers = HeaderMap::new();
     let h = head(&Method::GET, &headers, &up.key);
     let read_timeout = Duration::from_millis(300);
-    let resp = send(&up.key, timeouts(read_timeout), &h, empty())
+    let resp = send(&up.key, None, timeouts(read_timeout), &h, empty())
         .await
         .unwrap();
     let start = tokio::time::Instant::now();
@@ -313,7 +314,7 @@ async fn connect_errors_read_like_nginx() {
     drop(l);
     let headers = HeaderMap::new();
     let h = head(&Method::GET, &headers, &key);
-    let Err(e) = send(&key, timeouts(Duration::from_secs(1)), &h, empty()).await else {
+    let Err(e) = send(&key, None, timeouts(Duration::from_secs(1)), &h, empty()).await else {
         panic!("connected to a closed port");
     };
     assert!(e.is_connect());
@@ -409,7 +410,7 @@ async fn an_early_answer_during_a_large_upload_is_heard() {
     let h = head(&method, &headers, &key);
     let timeouts = timeouts(Duration::from_secs(2));
     let start = tokio::time::Instant::now();
-    let resp = send(&key, timeouts, &h, body).await.expect("the 401");
+    let resp = send(&key, None, timeouts, &h, body).await.expect("the 401");
     assert_eq!(resp.status(), 401);
     assert!(
         start.elapsed() < Duration::from_secs(2),
@@ -477,7 +478,7 @@ async fn retries_are_bounded() {
         let headers = headers.clone();
         async move {
             let h = head(&m, &headers, &key);
-            let r = send(&key, timeouts, &h, empty()).await.unwrap();
+            let r = send(&key, None, timeouts, &h, empty()).await.unwrap();
             r.into_body().collect().await.unwrap();
         }
     };
@@ -486,14 +487,14 @@ async fn retries_are_bounded() {
     assert_eq!(before, 3, "three connections pooled");
     // A POST meets a connection the upstream drops: not sent again.
     let h = head(&Method::POST, &headers, &key);
-    assert!(send(&key, timeouts, &h, empty()).await.is_err());
+    assert!(send(&key, None, timeouts, &h, empty()).await.is_err());
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(requests.load(Ordering::SeqCst) - before, 1);
     before += 1;
     // A GET: once on a pooled connection (dropped), once more on a new
     // one (answered) — not once per pooled connection.
     let h = head(&Method::GET, &headers, &key);
-    assert!(send(&key, timeouts, &h, empty()).await.is_ok());
+    assert!(send(&key, None, timeouts, &h, empty()).await.is_ok());
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(requests.load(Ordering::SeqCst) - before, 2);
 }
@@ -580,7 +581,9 @@ async fn a_slow_upload_is_not_a_read_timeout() {
     };
     let timeouts = timeouts(Duration::from_millis(300));
     let start = tokio::time::Instant::now();
-    let resp = send(&key, timeouts, &h, body).await.expect("answered");
+    let resp = send(&key, None, timeouts, &h, body)
+        .await
+        .expect("answered");
     assert_eq!(resp.status(), 200);
     assert!(
         start.elapsed() >= Duration::from_millis(700),
@@ -623,7 +626,9 @@ async fn a_slow_steady_upstream_is_not_a_send_timeout() {
         ..timeouts(Duration::from_secs(60))
     };
     let start = tokio::time::Instant::now();
-    let resp = send(&key, timeouts, &h, body).await.expect("answered");
+    let resp = send(&key, None, timeouts, &h, body)
+        .await
+        .expect("answered");
     assert_eq!(resp.status(), 200);
     assert!(
         start.elapsed() > Duration::from_millis(400),

@@ -110,6 +110,13 @@ fn deliberate(case: &str) -> Option<(&'static str, &'static str, &'static str)> 
             "200 open",
             "100 Continue only before a body is read (RFC 9110 lets a server answer at once)",
         )),
+        // The recorder answers 200: an ordinary response, and the connection goes on.
+        "Connection upgrade" => Some((
+            "200 open",
+            "200 open",
+            "an upgrade request goes with its Upgrade (as nginx's does with the usual \
+             `proxy_set_header Upgrade $http_upgrade`, which this nginx runs without)",
+        )),
         _ => None,
     }
 }

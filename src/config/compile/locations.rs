@@ -6,7 +6,7 @@ use super::super::compiled::{
     CompileError, DEFAULT_CLIENT_BODY_BUFFER_SIZE, DEFAULT_CLIENT_MAX_BODY_SIZE,
     DEFAULT_LIMIT_REQ_STATUS, DEFAULT_TIMEOUT, Location, RequestBuffering,
 };
-use super::super::spec::{Level, LocationSpec, PathMatch};
+use super::super::spec::{Action, Level, LocationSpec, PathMatch};
 use super::Zones;
 use super::logs::AccessLogs;
 use crate::connlimit::{self, ConnLimit};
@@ -40,6 +40,10 @@ pub(super) fn location(
         })
         .collect();
     let status = eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS);
+    let upstream_tls = match &l.action {
+        Action::Proxy(pp) if pp.https => Some(zones.tls.location(&eff, pp, &l.path)?),
+        _ => None,
+    };
     let location = Location {
         path: l.path,
         prefix,
@@ -62,6 +66,7 @@ pub(super) fn location(
         conn_dry_run: eff.conn_dry_run.unwrap_or(false),
         error_pages: eff.error_pages.clone().unwrap_or_default(),
         action: l.action,
+        upstream_tls,
         timeouts: Timeouts {
             connect: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
             send: eff.proxy_send_timeout.unwrap_or(DEFAULT_TIMEOUT),

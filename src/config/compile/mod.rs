@@ -18,10 +18,12 @@ use super::spec::Spec;
 use crate::connlimit::ConnZone;
 use std::sync::Arc;
 
-/// The zones locations may use, by the index the spec names them with.
+/// The zones locations may use, by the index the spec names them with,
+/// and the generation's upstream TLS client configurations.
 struct Zones<'a> {
     req: &'a [Arc<Zone>],
     conn: &'a [Arc<ConnZone>],
+    tls: &'a super::upstream_tls::ClientConfigs,
 }
 
 impl Config {
@@ -33,9 +35,11 @@ impl Config {
         let req = zones::zones(spec.zones, previous, redis.as_ref())?;
         let conn = zones::conn_zones(spec.conn_zones, previous)?;
         let mut logs = logs::AccessLogs::new(spec.log_format, spec.ops.log_escape, previous)?;
+        let tls = super::upstream_tls::ClientConfigs::default();
         let zones = Zones {
             req: &req,
             conn: &conn,
+            tls: &tls,
         };
         let mut named = Vec::new();
         for s in spec.servers {

@@ -8,6 +8,7 @@
 //! resolved by validation, once every zone is known.
 
 use super::super::spec::Level;
+use super::super::upstream_tls::{PemFile, PemKind};
 use super::super::values;
 use super::limits::{self, ConnUse, LimitUse};
 use super::read::{Cx, Key, Reported, Schema, Val};
@@ -52,6 +53,16 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("proxy_request_buffering", proxy_request_buffering),
         level_key!("client_body_buffer_size", client_body_buffer_size),
         level_key!("client_body_temp_path", client_body_temp_path),
+        level_key!("proxy_ssl_verify", proxy_ssl_verify),
+        level_key!(
+            "proxy_ssl_trusted_certificate",
+            proxy_ssl_trusted_certificate
+        ),
+        level_key!("proxy_ssl_server_name", proxy_ssl_server_name),
+        level_key!("proxy_ssl_name", proxy_ssl_name),
+        level_key!("proxy_ssl_certificate", proxy_ssl_certificate),
+        level_key!("proxy_ssl_certificate_key", proxy_ssl_certificate_key),
+        level_key!("proxy_ssl_protocols", proxy_ssl_protocols),
     ];
 }
 
@@ -167,6 +178,68 @@ fn client_body_buffer_size(cx: &mut Cx, k: &str, v: &Val, l: R) {
 
 fn client_body_temp_path(cx: &mut Cx, k: &str, v: &Val, l: R) {
     l.level.client_body_temp_path = cx.str(v, k).map(|s| Arc::new(std::path::PathBuf::from(s)));
+}
+
+// --- HTTPS upstreams (see config::upstream_tls) -----------------------------
+
+fn proxy_ssl_verify(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_ssl.verify = cx.bool(v, k);
+}
+
+fn proxy_ssl_server_name(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_ssl.server_name = cx.bool(v, k);
+}
+
+/// A file path, named here and read by the file step.
+fn pem_file(cx: &mut Cx, k: &str, v: &Val, kind: PemKind) -> Option<Arc<PemFile>> {
+    match cx.str(v, k)? {
+        "" => {
+            cx.err(v.span(), format!("\"{k}\" must be a file path"));
+            None
+        }
+        s => Some(Arc::new(PemFile::new(kind, s.into(), v.span()))),
+    }
+}
+
+fn proxy_ssl_trusted_certificate(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_ssl.trusted_certificate = pem_file(cx, k, v, PemKind::Roots);
+}
+
+fn proxy_ssl_certificate(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_ssl.certificate = pem_file(cx, k, v, PemKind::Chain);
+}
+
+fn proxy_ssl_certificate_key(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_ssl.certificate_key = pem_file(cx, k, v, PemKind::Key);
+}
+
+/// A host name or an IP address (`[::1]` or `::1`): what the certificate
+/// must be for, and the SNI sent (none for an address).
+fn proxy_ssl_name(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    let Some(s) = cx.str(v, k) else { return };
+    let bare = s
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .unwrap_or(s);
+    match rustls::pki_types::ServerName::try_from(bare.to_string()) {
+        Ok(name) => l.level.proxy_ssl.name = Some(name),
+        Err(_) => cx.err(
+            v.span(),
+            format!("invalid proxy_ssl_name \"{s}\" (expected a host name or an IP address)"),
+        ),
+    }
+}
+
+/// nginx's list, `"TLSv1.2 TLSv1.3"`, or a TOML array of the same names
+/// (read as `ssl_protocols` is).
+fn proxy_ssl_protocols(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    let Some(words) = cx.scalar_list(v, k) else {
+        return;
+    };
+    match crate::tls::parse_protocols(&words) {
+        Ok(p) => l.level.proxy_ssl.protocols = Some(p),
+        Err(e) => cx.err(v.span(), format!("\"{k}\": {e}")),
+    }
 }
 
 // --- http and server only: what is needed before a location is known ----

@@ -69,8 +69,23 @@ impl HeadParser {
                 return Ok(false);
             }
         }
+        self.note_upgrade(name, value);
         canonical::field(&mut self.canonical, name, value);
         Ok(false)
+    }
+
+    /// Notes the fields [`super::upgrade_asked`] reads (the length first:
+    /// most names are neither).
+    fn note_upgrade(&mut self, name: &[u8], value: &[u8]) {
+        match name.len() {
+            7 if name.eq_ignore_ascii_case(b"upgrade") => {
+                self.upgrade.0 |= !value.trim_ascii().is_empty();
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                self.upgrade.1 |= super::lists_upgrade(value);
+            }
+            _ => {}
+        }
     }
 
     /// nginx's 400 for a header line, naming its first 64 bytes.

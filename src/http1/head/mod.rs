@@ -101,6 +101,9 @@ pub struct Head {
     /// Fields dropped as invalid, for nginx's info line each
     /// (`client sent invalid header line: "…"`), the first few only.
     pub dropped: Vec<Vec<u8>>,
+    /// It asks to switch protocols ([`upgrade_asked`]): what follows it on
+    /// the connection may not be HTTP (see [`super::Gate`]).
+    pub upgrade: bool,
 }
 
 /// nginx's answer to a head it will not serve; the connection is closed
@@ -166,6 +169,9 @@ pub struct HeadParser {
     /// `Some(true)`: exactly `chunked`.
     transfer_encoding: Option<bool>,
     dropped: Vec<Vec<u8>>,
+    /// An `Upgrade` field with a value, and a `Connection` field listing
+    /// `upgrade`, were kept.
+    upgrade: (bool, bool),
 }
 
 #[derive(Clone, Debug)]
@@ -194,6 +200,7 @@ impl HeadParser {
             content_length: None,
             transfer_encoding: None,
             dropped: Vec::new(),
+            upgrade: (false, false),
         }
     }
 
@@ -299,6 +306,28 @@ impl HeadParser {
             in_headers: self.line.is_some(),
         }
     }
+}
+
+/// Whether a request asks to switch protocols (RFC 9110 §7.8): HTTP/1.1 (an
+/// `Upgrade` in HTTP/1.0 must be ignored), an `Upgrade` field with a value,
+/// and the `upgrade` option in `Connection` (without it, `Upgrade` was not
+/// meant for this hop). The head parser and the request's handler both
+/// decide by these words, so the connection and the request agree on it.
+pub fn upgrade_asked<'a>(
+    http11: bool,
+    upgrade: impl IntoIterator<Item = &'a [u8]>,
+    connection: impl IntoIterator<Item = &'a [u8]>,
+) -> bool {
+    http11
+        && upgrade.into_iter().any(|v| !v.trim_ascii().is_empty())
+        && connection.into_iter().any(lists_upgrade)
+}
+
+/// A `Connection` value lists the `upgrade` option.
+pub fn lists_upgrade(value: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
 }
 
 fn memchr(b: u8, s: &[u8]) -> Option<usize> {

@@ -132,6 +132,7 @@ impl HeadParser {
             canonical,
             framing,
             dropped: std::mem::take(&mut self.dropped),
+            upgrade: line.http11 && self.upgrade.0 && self.upgrade.1,
         })
     }
 }

@@ -6,12 +6,16 @@
 //! - [`forwarding`]: proxy_pass (URI and headers), 502/504, timeouts, streaming both ways;
 //! - [`requests`]: malformed requests, location matching, realip;
 //! - [`limits`]: what limits do to the response: 444, Retry-After, a client gone while
-//!   delayed, dry run, a flood of log lines.
+//!   delayed, dry run, a flood of log lines;
+//! - [`websocket`]: upgrades (WebSocket) and the tunnels they make.
+//! - [`https_upstream`]: `proxy_pass = "https://…"` against nginx with `ssl`.
 
 mod algorithms;
 mod forwarding;
+mod https_upstream;
 mod limits;
 mod requests;
+mod websocket;
 
 use crate::support::{
     InProcess, Port, Sluice, Upstream, burst, client, eventually, limit_lines, request,
