@@ -26,6 +26,8 @@ pub enum Var {
     Request,
     Args,
     Scheme,
+    /// `HTTP/1.0`, `HTTP/1.1`, `HTTP/2.0`.
+    ServerProtocol,
     Http(HeaderName),
     Cookie(String),
     Arg(String),
@@ -70,6 +72,7 @@ impl Var {
             "request" => Var::Request,
             "args" | "query_string" => Var::Args,
             "scheme" => Var::Scheme,
+            "server_protocol" => Var::ServerProtocol,
             "https" => Var::Https,
             "ssl_protocol" => Var::SslProtocol,
             "ssl_server_name" => Var::SslServerName,
@@ -491,6 +494,7 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
         Var::RequestMethod => out.extend_from_slice(req.method.as_str().as_bytes()),
         Var::Request => req.push_request_line(out),
         Var::Args => out.extend_from_slice(req.uri.query().unwrap_or("").as_bytes()),
+        Var::ServerProtocol => out.extend_from_slice(version_str(req.version).as_bytes()),
         Var::Scheme => out.extend_from_slice(if req.tls.is_some() { b"https" } else { b"http" }),
         Var::Https => out.extend_from_slice(if req.tls.is_some() { b"on" } else { b"" }),
         Var::SslProtocol => {

@@ -5,6 +5,7 @@
 //! ([`request::tunnel`]).
 
 use super::Shared;
+use super::h2;
 use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
 use super::tls;
@@ -32,6 +33,8 @@ struct ServerSide {
     timeouts: Timeouts,
     name: String,
     head_rules: crate::http1::HeadRules,
+    /// A client may open with HTTP/2's preface (`http2` on a plain address).
+    http2: bool,
 }
 
 impl ServerSide {
@@ -39,7 +42,10 @@ impl ServerSide {
     /// address's default.
     fn of(shared: &Shared, configured: SocketAddr, sni: Option<&str>) -> ServerSide {
         let config = shared.config();
-        let server = config.address(configured).map(|a| a.server_for(None, sni));
+        let address = config.address(configured);
+        // Prior knowledge on a plain address (with TLS, ALPN says).
+        let http2 = address.is_some_and(|a| a.http2 && !a.ssl);
+        let server = address.map(|a| a.server_for(None, sni));
         let Some(s) = server else {
             return ServerSide {
                 timeouts: Timeouts {
@@ -49,6 +55,7 @@ impl ServerSide {
                 },
                 name: String::new(),
                 head_rules: crate::http1::HeadRules::default(),
+                http2: false,
             };
         };
         ServerSide {
@@ -59,6 +66,7 @@ impl ServerSide {
             },
             name: s.name.clone(),
             head_rules: s.head_rules,
+            http2,
         }
     }
 }
@@ -121,7 +129,7 @@ enum Tls {
 /// A connection's requests, on its (plain or TLS) stream, then its close.
 async fn serve_stream<S: ClientStream>(
     shared: &Arc<Shared>,
-    stopping: tokio::sync::watch::Receiver<bool>,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
     (configured, local, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
     stream: S,
     tls: Tls,
@@ -143,8 +151,30 @@ async fn serve_stream<S: ClientStream>(
         tls,
         plain_on_https,
     });
+    // HTTP/2: as ALPN chose on TLS; by its preface on a plain address with
+    // `http2` (boxed: an HTTP/1.1 connection's task keeps no room for it).
+    let mut stream = stream;
+    let (h2, first) = match &conn.tls {
+        Some(t) => (t.h2, Vec::new()),
+        None if side.http2 => {
+            let deadline = Instant::now() + side.timeouts.client_header;
+            match Box::pin(h2::opening(&mut stream, deadline, &mut stopping)).await {
+                h2::Opening::H2(read) => (true, read),
+                h2::Opening::Http1(read) => (false, read),
+            }
+        }
+        None => (false, Vec::new()),
+    };
+    if h2 {
+        let server = (side.head_rules, side.name);
+        Box::pin(h2::serve_h2(shared, conn, stream, first, stopping, server)).await;
+        shared.env.metrics.connection_closed();
+        return;
+    }
     let mut io = TimedIo::new(stream, state, side.head_rules);
     io.park_when_idle(!side.timeouts.keepalive.is_zero());
+    // Read while looking for the preface, not yet through the head gate.
+    io.gate.input().extend_from_slice(&first);
     let (io, served) = serve_requests(shared, &conn, &side, io, stopping).await;
     closed(shared, &conn, &side, io, served).await;
 }

@@ -4,6 +4,7 @@
 //! - [`workers`]: one single-threaded tokio runtime per core;
 //! - [`listener`]: the listening sockets and their accept loops;
 //! - [`conn`]: one client connection, from its first byte to its close;
+//! - [`h2`]: HTTP/2 on a client connection, each stream a request;
 //! - [`io`]: the client socket read through the head gate, with nginx's
 //!   timeouts;
 //! - [`refuse`]: the answer to a head nginx refuses;
@@ -14,6 +15,7 @@
 
 mod admin;
 mod conn;
+mod h2;
 pub mod io;
 mod listener;
 mod refuse;

@@ -9,6 +9,7 @@ mod support;
 mod article;
 mod client_contract;
 mod conformance;
+mod h2;
 mod layout;
 mod limit_conn;
 mod nginx_diff;

@@ -62,9 +62,8 @@ fn tls(t: TlsSpec, http2: bool) -> Result<ServerTls, CompileError> {
         None => crate::tls::load(&t.cert_file, &t.key_file)
             .map_err(|e| CompileError::Certificate(e.to_string()))?,
     };
-    // ALPN offers `h2` once the HTTP/2 server is in (until then, HTTP/1.1).
-    let _ = http2;
-    let config = crate::tls::server_config(&certificate, &t.protocols, false)
+    // ALPN offers `h2` (then `http/1.1`) when the server has `http2`.
+    let config = crate::tls::server_config(&certificate, &t.protocols, http2)
         .map_err(CompileError::Certificate)?;
     Ok(ServerTls {
         config,

@@ -1,0 +1,414 @@
+//! The streams of one HTTP/2 connection: each one a request through
+//! [`request::handle`], counted open until its response ends, and counted
+//! cancelled when the client resets it before its answer.
+
+use super::super::Shared;
+use super::CANCELLED_MAX;
+use crate::accesslog::{LoggedBody, Record};
+use crate::body::Body;
+use crate::conn::{Conn, ConnState};
+use crate::errlog::{self, Severity};
+use crate::request::{self, CloseConnection};
+use crate::respond::{self, ErrorPages, Made};
+use crate::vars::RequestVars;
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, header};
+use hyper::body::{Frame, Incoming, SizeHint};
+use parking_lot::Mutex;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The streams of one connection, as its service and its timers see them.
+pub(super) struct Streams {
+    /// Open now: accepted, and not yet answered to the end.
+    open: AtomicU32,
+    answered: AtomicU64,
+    /// Reset (or abandoned) by the client before their answer.
+    cancelled: AtomicU64,
+    /// When the connection last had no open stream.
+    idle_since: Mutex<Instant>,
+    /// Too many cancelled: the connection ends with ENHANCE_YOUR_CALM.
+    calm: AtomicBool,
+    /// The connection has ended: the streams it drops are not the client's
+    /// resets.
+    ended: AtomicBool,
+    /// Streams whose last frame hyper took without asking for the next
+    /// yet: they wait for the client (its window, or its socket).
+    owed: AtomicU32,
+    /// When a stream last got on while some waited for the client.
+    progress: Mutex<Instant>,
+    /// The connection's loop looks again (idle began or ended, calm, a
+    /// stream began to wait for the client).
+    pub(super) changed: Notify,
+    /// For log lines: the connection's number, client and server.
+    pub(super) id: u64,
+    pub(super) client: IpAddr,
+    pub(super) server: String,
+}
+
+impl Streams {
+    pub(super) fn new(id: u64, client: IpAddr, server: String) -> Streams {
+        Streams {
+            open: AtomicU32::new(0),
+            answered: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            calm: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            owed: AtomicU32::new(0),
+            progress: Mutex::new(Instant::now()),
+            changed: Notify::new(),
+            id,
+            client,
+            server,
+        }
+    }
+
+    pub(super) fn open(&self) -> u32 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn idle_since(&self) -> Instant {
+        *self.idle_since.lock()
+    }
+
+    fn opened(&self) {
+        if self.open.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.changed.notify_one();
+        }
+    }
+
+    fn closed(&self, answered: bool) {
+        if answered {
+            self.answered.fetch_add(1, Ordering::Relaxed);
+        } else if !self.ended.load(Ordering::Relaxed) {
+            let cancelled = self.cancelled.fetch_add(1, Ordering::Relaxed) + 1;
+            if cancelled > CANCELLED_MAX
+                && cancelled > self.answered.load(Ordering::Relaxed)
+                && !self.calm.swap(true, Ordering::Relaxed)
+            {
+                errlog::emit(
+                    Severity::Info,
+                    format_args!(
+                        "*{} client reset {cancelled} streams before their response, closing \
+                         the connection (ENHANCE_YOUR_CALM), client: {}, server: {}",
+                        self.id, self.client, self.server
+                    ),
+                );
+                self.changed.notify_one();
+            }
+        }
+        if self.open.fetch_sub(1, Ordering::Relaxed) == 1 {
+            *self.idle_since.lock() = Instant::now();
+            self.changed.notify_one();
+        }
+    }
+
+    pub(super) fn begun(&self) -> u64 {
+        self.answered.load(Ordering::Relaxed) + self.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// When the connection is to go away for idling, if it has no stream:
+    /// `client_header_timeout` after it opened if it never had one, else
+    /// `keepalive_timeout` after its last one ended.
+    pub(super) fn idle_deadline(&self, state: &ConnState) -> Option<Instant> {
+        if self.open.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let wait = if self.begun() == 0 {
+            state.timeouts.client_header
+        } else {
+            state.timeouts.keepalive
+        };
+        Some(*self.idle_since.lock() + wait)
+    }
+
+    pub(super) fn calm(&self) -> bool {
+        self.calm.load(Ordering::Relaxed)
+    }
+
+    /// The connection is over (its streams are dropped after it).
+    pub(super) fn end(&self) {
+        self.ended.store(true, Ordering::Relaxed);
+    }
+
+    /// Since when no stream got on while some waited for the client (a
+    /// client that takes nothing for `send_timeout` is timed out, as on
+    /// HTTP/1.1: nginx times out a stream its window holds up the same way).
+    pub(super) fn stalled_since(&self) -> Option<Instant> {
+        (self.owed.load(Ordering::Relaxed) > 0).then(|| *self.progress.lock())
+    }
+
+    fn owe(&self) {
+        if self.owed.fetch_add(1, Ordering::Relaxed) == 0 {
+            *self.progress.lock() = Instant::now();
+            self.changed.notify_one();
+        }
+    }
+
+    fn repaid(&self) {
+        self.owed.fetch_sub(1, Ordering::Relaxed);
+        *self.progress.lock() = Instant::now();
+    }
+}
+
+/// One stream, counted open until dropped (with its response body, or
+/// before it was answered: the client reset it, or the connection ended).
+struct Stream {
+    streams: Arc<Streams>,
+    answered: bool,
+    /// hyper took a frame of its body and has not asked for the next.
+    owed: bool,
+}
+
+impl Stream {
+    fn owe(&mut self, owed: bool) {
+        match (self.owed, owed) {
+            (false, true) => self.streams.owe(),
+            (true, false) => self.streams.repaid(),
+            _ => {}
+        }
+        self.owed = owed;
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.owe(false);
+        self.streams.closed(self.answered);
+    }
+}
+
+/// A stream's response body: the stream stays open until it ends; an
+/// upstream body that broke off is logged (as on HTTP/1.1, where it ends
+/// the connection; here hyper resets the stream alone).
+pub(super) struct StreamBody {
+    inner: Body,
+    stream: Option<Stream>,
+}
+
+impl hyper::body::Body for StreamBody {
+    type Data = Bytes;
+    type Error = crate::body::BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if let Some(s) = this.stream.as_mut() {
+            s.owe(false);
+        }
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Err(e))) => {
+                if let (Some(f), Some(s)) = (body_failure(&**e), &this.stream) {
+                    let s = &s.streams;
+                    errlog::emit(
+                        Severity::Error,
+                        format_args!("*{} {f}, client: {}, server: {}", s.id, s.client, s.server),
+                    );
+                }
+                this.stream = None;
+            }
+            Poll::Ready(None) => this.stream = None,
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.stream = None,
+            Poll::Ready(Some(Ok(_))) => {
+                if let Some(s) = this.stream.as_mut() {
+                    s.owe(true);
+                }
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The upstream body failure in a body error's chain, if that is what it is.
+fn body_failure<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a crate::upstream::BodyFailure> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(f) = err.downcast_ref::<crate::upstream::BodyFailure>() {
+            return Some(f);
+        }
+        cur = err.source();
+    }
+    None
+}
+
+/// The service hyper calls for each stream.
+pub(super) struct H2Service {
+    shared: Arc<Shared>,
+    conn: Arc<Conn>,
+    streams: Arc<Streams>,
+    /// One buffer of `large_client_header_buffers`: the longest field.
+    field_max: usize,
+}
+
+impl H2Service {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        conn: Arc<Conn>,
+        streams: Arc<Streams>,
+        field_max: usize,
+    ) -> H2Service {
+        H2Service {
+            shared,
+            conn,
+            streams,
+            field_max,
+        }
+    }
+}
+
+pub(super) type Answer = Result<Response<StreamBody>, CloseConnection>;
+
+impl hyper::service::Service<Request<Incoming>> for H2Service {
+    type Response = Response<StreamBody>;
+    type Error = CloseConnection;
+    type Future = Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        self.streams.opened();
+        let stream = Stream {
+            streams: self.streams.clone(),
+            answered: false,
+            owed: false,
+        };
+        let (shared, conn) = (self.shared.clone(), self.conn.clone());
+        Box::pin(serve_stream(shared, conn, req, stream, self.field_max))
+    }
+}
+
+/// One stream: a request as HTTP/1.1 would carry it, through
+/// [`request::handle`]; dropped (and counted as cancelled) if the client
+/// resets it first.
+async fn serve_stream(
+    shared: Arc<Shared>,
+    conn: Arc<Conn>,
+    mut req: Request<Incoming>,
+    mut stream: Stream,
+    field_max: usize,
+) -> Answer {
+    let start = Instant::now();
+    let resp = match too_large(&req, field_max) {
+        Some(refusal) => Ok(refused(&shared, &conn, &req, refusal, start)),
+        None => {
+            as_http1(&mut req);
+            request::handle(shared.env.clone(), conn, req, start).await
+        }
+    };
+    let status = resp
+        .as_ref()
+        .map_or_else(|c| c.status, |r| r.status().as_u16());
+    shared.env.metrics.response(status, start.elapsed());
+    stream.answered = true;
+    resp.map(|r| {
+        r.map(|inner| StreamBody {
+            inner,
+            stream: Some(stream),
+        })
+    })
+}
+
+/// The request's fields as HTTP/1.1 carries them: `Host` is `:authority`
+/// (which nginx takes for `$host`, `$http_host` and the server's name), and
+/// the cookies HTTP/2 clients send one per field are one `Cookie`, joined
+/// by `"; "` (RFC 9113 §8.2.3).
+fn as_http1(req: &mut Request<Incoming>) {
+    let authority = req
+        .uri()
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
+    let headers = req.headers_mut();
+    if let Some(a) = authority {
+        headers.insert(header::HOST, a);
+    }
+    if headers.get_all(header::COOKIE).iter().nth(1).is_some() {
+        let mut joined = Vec::new();
+        for v in headers.get_all(header::COOKIE) {
+            if !joined.is_empty() {
+                joined.extend_from_slice(b"; ");
+            }
+            joined.extend_from_slice(v.as_bytes());
+        }
+        if let Ok(v) = HeaderValue::from_bytes(&joined) {
+            headers.insert(header::COOKIE, v);
+        }
+    }
+}
+
+/// A field longer than one `large_client_header_buffers` buffer, as
+/// HTTP/1.1 refuses its line: 414 for the path, 400 for a header field
+/// (nginx's HTTP/2 ends the whole connection for either).
+fn too_large(req: &Request<Incoming>, max: usize) -> Option<(u16, &'static str)> {
+    let path = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if path > max {
+        return Some((414, "client sent too long URI"));
+    }
+    req.headers()
+        .iter()
+        .any(|(n, v)| n.as_str().len() + v.len() > max)
+        .then_some((400, "client sent too large header field"))
+}
+
+/// The answer to a field [`too_large`] refused: its info line, the
+/// server's error page, an access-log line.
+fn refused(
+    shared: &Shared,
+    conn: &Conn,
+    req: &Request<Incoming>,
+    (status, why): (u16, &str),
+    start: Instant,
+) -> Response<Body> {
+    let config = shared.config();
+    let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let server = config
+        .address(conn.listen)
+        .map(|a| a.server_for(req.uri().host(), sni));
+    let name = server.map_or("", |s| s.name.as_str());
+    errlog::emit(
+        Severity::Info,
+        format_args!(
+            "*{} {why} while reading client request headers, client: {}, server: {name}",
+            conn.id,
+            conn.remote.ip()
+        ),
+    );
+    let no_pages = ErrorPages::default();
+    let pages = server.map_or(&no_pages, |s| &*s.error_pages);
+    let resp = respond::error_response(pages, None, &Made::plain(status, why.to_string()));
+    let Some(log) = server.and_then(|s| s.access_log.as_ref()) else {
+        return resp;
+    };
+    let vars = RequestVars {
+        remote: conn.remote,
+        local: conn.local,
+        server_name: name,
+        method: req.method(),
+        uri: req.uri(),
+        version: req.version(),
+        path: "",
+        headers: req.headers(),
+        raw_request_line: None,
+        tls: conn.tls.as_ref(),
+    };
+    let mut record = Record::new(log.clone(), &vars, conn.id, start);
+    record.status = status;
+    resp.map(|b| LoggedBody::wrap(b, record))
+}

@@ -1,0 +1,188 @@
+//! HTTP/2 to clients (h2c with prior knowledge, `http2 = true`), with real peers: curl
+//! (`--http2-prior-knowledge`), h2load and nghttp (nghttp2-client), real nginx 1.22 with
+//! `listen … http2` beside sluice for the same bursts, and a client of our own (the `h2` crate)
+//! where a test needs each stream timed or reset, or raw frames.
+//!
+//! # Layout
+//! - [`client`]: [`client::H2`], one connection driven stream by stream; [`raw`]: frames by hand;
+//! - [`basics`]: curl through to the upstream, headers both ways, the access log, metrics,
+//!   HTTP/1.1 beside HTTP/2 on one listener, `http2 = false`;
+//! - [`limits`]: the burst over one connection against nginx (statuses and delays), h2load,
+//!   a delayed stream not holding up another, limit_conn per stream, nginx-tests'
+//!   h2_limit_req.t cases in our own words, a client resetting a delayed stream;
+//! - [`protections`]: advertised settings, header sizes, rapid reset, idle timeouts, a
+//!   graceful stop;
+//! - [`tls`]: HTTP/2 by ALPN on `ssl` listeners (curl, openssl s_client, h2load), `http2 =
+//!   false` offering HTTP/1.1 only, the burst against nginx's `listen … ssl http2`.
+
+mod basics;
+mod client;
+mod limits;
+mod protections;
+mod raw;
+mod tls;
+
+use std::net::SocketAddr;
+use std::process::Output;
+
+use tokio::process::Command;
+
+use crate::support::{Nginx, Port};
+
+/// Runs a command of the nghttp2 or curl packages and returns its output (the test's runtime
+/// keeps serving meanwhile: the upstreams live on it); a missing tool is a failure with the
+/// package to install, never a skip.
+async fn run(program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {program} ({e}): install it (curl; h2load and nghttp are in Debian's \
+                 nghttp2-client; scripts/test.sh installs them)"
+            )
+        })
+}
+
+/// Real nginx with one `listen ADDR http2;` server (nginx 1.22 speaks only h2c there), whose
+/// inside is `server`, after `http` (zones and the like). The harness gives ports to servers
+/// without `listen`: a second, idle server takes that one.
+struct NginxH2 {
+    nginx: Nginx,
+    port: Port,
+}
+
+impl NginxH2 {
+    fn start(http: &str, server: &str) -> NginxH2 {
+        NginxH2::listen("http2", http, server)
+    }
+
+    /// With `listen ADDR FLAGS` (`ssl http2`: ALPN offers h2 and http/1.1).
+    fn listen(flags: &str, http: &str, server: &str) -> NginxH2 {
+        let port = Port::reserve();
+        let nginx = Nginx::start(&format!(
+            "{http}\n  server {{\n    listen {} {flags};\n{server}\n  }}\n  server {{ return 444; }}\n",
+            port.addr()
+        ));
+        NginxH2 { nginx, port }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.port.addr()
+    }
+}
+
+/// An upstream that answers every request with its body (`x-length` says how many bytes came),
+/// and counts the requests it answered: what a proxy forwarded of a body, over HTTP/1.1, with a
+/// Content-Length or chunked.
+struct BodyEcho {
+    addr: SocketAddr,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BodyEcho {
+    async fn start() -> BodyEcho {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = hits.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                tokio::spawn(echo_bodies(s, counter.clone()));
+            }
+        });
+        BodyEcho { addr, hits, task }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for BodyEcho {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Each request of one upstream connection: head, body (by Content-Length or chunks), answer.
+async fn echo_bodies(
+    mut s: tokio::net::TcpStream,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = Vec::new();
+    let more = async |s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>| {
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk).await {
+            Ok(n) if n > 0 => {
+                buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+            _ => false,
+        }
+    };
+    loop {
+        let end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            if !more(&mut s, &mut buf).await {
+                return;
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        buf.drain(..end);
+        let field = |name: &str| {
+            head.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':').map(str::trim))
+                .map(str::to_owned)
+        };
+        let mut body = Vec::new();
+        if let Some(n) = field("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            while buf.len() < n {
+                if !more(&mut s, &mut buf).await {
+                    return;
+                }
+            }
+            body = buf.drain(..n).collect();
+        } else if field("transfer-encoding").is_some() {
+            loop {
+                let Some(i) = buf.windows(2).position(|w| w == b"\r\n") else {
+                    if !more(&mut s, &mut buf).await {
+                        return;
+                    }
+                    continue;
+                };
+                let size = String::from_utf8_lossy(&buf[..i]);
+                let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                while buf.len() < i + 2 + size + 2 {
+                    if !more(&mut s, &mut buf).await {
+                        return;
+                    }
+                }
+                body.extend_from_slice(&buf[i + 2..i + 2 + size]);
+                buf.drain(..i + 2 + size + 2);
+                if size == 0 {
+                    break;
+                }
+            }
+        }
+        hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Length: {}\r\n\r\n",
+            body.len(),
+            body.len()
+        );
+        if s.write_all(head.as_bytes()).await.is_err() || s.write_all(&body).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// HTTP/2's connection preface (RFC 9113 §3.4).
+fn h2_preface() -> &'static [u8] {
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+}
