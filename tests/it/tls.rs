@@ -451,12 +451,51 @@ async fn the_example_tls_config_runs_with_the_script_made_certificate() {
             .args(args));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let url = format!("https://localhost:{}/burst", tls.port());
-    // The article's burst, one request after another: burst 5 nodelay lets 6 through.
-    let codes: Vec<String> = (0..8).map(|_| ca(&[url.as_str()])).collect();
+    // The article's burst as the README shows it: 10 streams on one HTTP/2 connection; six
+    // pass, five of them delayed by 500 ms steps, four are rejected at once.
+    let out = run(Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "10",
+            "--http2",
+            "--parallel",
+            "--parallel-max",
+            "10",
+        ])
+        .args([
+            "-w",
+            "%{http_version} %{http_code} %{time_total}\\n",
+            "--cacert",
+        ])
+        .arg(certs.join("ca.crt"))
+        .arg("--resolve")
+        .arg(format!("localhost:{}:127.0.0.1", tls.port()))
+        .args(["-o", "/dev/null"].repeat(10))
+        .arg(format!("https://localhost:{}/burst?[1-10]", tls.port())));
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut rows: Vec<(String, f64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let (version, code, t) = (w.next()?, w.next()?, w.next()?);
+            Some((format!("{version} {code}"), t.parse().ok()?))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let codes: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    let (rejected, passed) = (["2 429"; 4], ["2 200"; 6]);
+    assert_eq!(codes, [&rejected[..], &passed[..]].concat(), "{out}");
+    for (i, (_, t)) in rows[4..].iter().enumerate() {
+        let want = 0.5 * i as f64;
+        assert!(
+            (t - want).abs() < 0.15,
+            "200 number {i} at {t} s, not {want} s: {out}"
+        );
+    }
     assert_eq!(
-        codes,
-        ["200", "200", "200", "200", "200", "200", "429", "429"]
+        ca(&[&format!("https://localhost:{}/burst", tls.port())]),
+        "200"
     );
     // The plain server sends clients to the TLS one.
     let redirect = run(Command::new("curl")
