@@ -419,6 +419,8 @@ async fn watch_reloads_when_a_certificate_is_renewed() {
 
 #[tokio::test]
 async fn the_example_tls_config_runs_with_the_script_made_certificate() {
+    // Its assertions time the article's delays: apart from the heavy tests.
+    let _timing = crate::support::timing();
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let tmp = tempfile::tempdir().expect("temp dir");
     let certs = tmp.path().join("tls");
@@ -483,13 +485,18 @@ async fn the_example_tls_config_runs_with_the_script_made_certificate() {
         })
         .collect();
     rows.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let codes: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    let (rejected, passed) = (["2 429"; 4], ["2 200"; 6]);
-    assert_eq!(codes, [&rejected[..], &passed[..]].concat(), "{out}");
-    for (i, (_, t)) in rows[4..].iter().enumerate() {
+    let count = |code: &str| rows.iter().filter(|r| r.0 == code).count();
+    assert_eq!((count("2 200"), count("2 429")), (6, 4), "{out}");
+    // The 200s delayed by the bucket: never early; late only by what a loaded machine adds.
+    let passed: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.0 == "2 200")
+        .map(|r| r.1)
+        .collect();
+    for (i, t) in passed.iter().enumerate() {
         let want = 0.5 * i as f64;
         assert!(
-            (t - want).abs() < 0.15,
+            *t > want - 0.1 && *t < want + 0.35,
             "200 number {i} at {t} s, not {want} s: {out}"
         );
     }
