@@ -144,7 +144,7 @@ async fn starts_while_redis_is_down_and_connects_later() {
 }
 
 fn tls_config(port: u16, certs: &TlsFiles, with_ca: bool) -> String {
-    let p = |f: &str| certs.dir.path().join(f).display().to_string();
+    let p = |f: &str| certs.dir().join(f).display().to_string();
     let ca = if with_ca {
         format!("tls_ca = \"{}\"", p("ca.crt"))
     } else {

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use tempfile::TempDir;
 
+use super::certs::{KeyKind, TestCa};
 use super::ports::Port;
 use super::spawn::{Process, StartError, Stop, with_ports};
 
@@ -46,7 +47,7 @@ impl RedisServer {
     /// A server that also listens with TLS on a second port, requiring client certificates
     /// signed by `certs`' CA (the plain port stays for the test's own checks).
     pub fn start_tls(certs: &TlsFiles) -> RedisServer {
-        let certs = certs.dir.path().to_owned();
+        let certs = certs.dir().to_owned();
         let ((process, dir), mut ports) = with_ports("redis-server with TLS", 2, |ports| {
             spawn(&ports[0], Some((&ports[1], &certs)))
         });
@@ -173,97 +174,23 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A throw-away CA, a server certificate for 127.0.0.1 and a client
-/// certificate, made with the `openssl` command.
+/// A throw-away CA (`ca.crt`), a server certificate for 127.0.0.1
+/// (`server.crt`, `server.key`) and a client certificate (`client.crt`,
+/// `client.key`), all in one directory: made by [`TestCa`].
 pub struct TlsFiles {
-    pub dir: tempfile::TempDir,
+    ca: TestCa,
 }
 
 impl TlsFiles {
     pub fn generate() -> TlsFiles {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let run = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(dir.path())
-                .output()
-                .unwrap_or_else(|e| {
-                    panic!("cannot run openssl ({e}): it makes the TLS test's certificates")
-                });
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        run(&[
-            &["req", "-x509"][..],
-            &ec,
-            &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=sluice test CA",
-            ],
-        ]
-        .concat());
-        std::fs::write(
-            dir.path().join("server.ext"),
-            "subjectAltName=IP:127.0.0.1\n",
-        )
-        .unwrap();
-        std::fs::write(
-            dir.path().join("client.ext"),
-            "extendedKeyUsage=clientAuth\n",
-        )
-        .unwrap();
-        for who in ["server", "client"] {
-            let key = format!("{who}.key");
-            let csr = format!("{who}.csr");
-            let crt = format!("{who}.crt");
-            let ext = format!("{who}.ext");
-            run(&[
-                &["req"][..],
-                &ec,
-                &[
-                    "-keyout",
-                    &key,
-                    "-out",
-                    &csr,
-                    "-subj",
-                    &format!("/CN={who}"),
-                ],
-            ]
-            .concat());
-            run(&[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &crt,
-                "-days",
-                "2",
-                "-extfile",
-                &ext,
-            ]);
-        }
-        TlsFiles { dir }
+        let ca = TestCa::new();
+        ca.leaf("server", &["127.0.0.1"], KeyKind::EcdsaP256);
+        ca.client("client", "client");
+        TlsFiles { ca }
+    }
+
+    /// The directory holding the files.
+    pub fn dir(&self) -> &std::path::Path {
+        self.ca.dir()
     }
 }
