@@ -124,7 +124,7 @@ fn tls(s: &mut String, srv: &ServerSpec, t: &crate::config::TlsSpec, now: u64) {
         None => "not read".into(),
     };
     let protocols: Vec<&str> = t.protocols.iter().map(|p| p.name()).collect();
-    let http2 = srv.http2.unwrap_or(true);
+    let http2 = srv.http2_on();
     let _ = writeln!(
         s,
         "  tls {} ({read}) protocols {} http2 {}",

@@ -316,7 +316,15 @@ fn watched(config: &Path, shared: &Shared) -> (Vec<PathBuf>, Vec<PathBuf>) {
             files.extend([t.cert_file.clone(), t.key_file.clone()]);
         }
     }
-    files.dedup();
+    // Servers may share a certificate: each file once.
+    let mut seen = Vec::new();
+    files.retain(|f| {
+        let new = !seen.contains(f);
+        if new {
+            seen.push(f.clone());
+        }
+        new
+    });
     let mut dirs: Vec<PathBuf> = Vec::new();
     for f in &files {
         let dir = match f.parent() {

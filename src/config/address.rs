@@ -38,15 +38,15 @@ impl Address {
     pub(super) fn new(
         listen: SocketAddr,
         ssl: bool,
-        http2: bool,
         servers: Vec<(Arc<Server>, Vec<ServerName>, bool)>,
     ) -> Address {
+        let default = servers.iter().position(|s| s.2).unwrap_or(0);
         let mut a = Address {
             listen,
             ssl,
-            http2,
+            http2: servers.get(default).is_some_and(|s| s.0.http2),
             servers: Vec::new(),
-            default: servers.iter().position(|s| s.2).unwrap_or(0),
+            default,
             exact: HashMap::new(),
             front: Vec::new(),
             back: Vec::new(),
@@ -168,7 +168,7 @@ mod tests {
                 )
             })
             .collect();
-        Address::new("127.0.0.1:1".parse().unwrap(), false, false, servers)
+        Address::new("127.0.0.1:1".parse().unwrap(), false, servers)
     }
 
     fn found(a: &Address, host: &str) -> Option<String> {

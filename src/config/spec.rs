@@ -247,6 +247,15 @@ pub struct ServerSpec {
     pub locations: Vec<LocationSpec>,
 }
 
+impl ServerSpec {
+    /// Whether the server speaks HTTP/2: `http2` if set, else nginx 1.22's
+    /// `listen … http2`, and on by default with TLS, where ALPN lets a
+    /// client choose.
+    pub fn http2_on(&self) -> bool {
+        self.http2.unwrap_or(self.options.http2 || self.options.ssl)
+    }
+}
+
 /// A server's certificate and the protocols it speaks.
 pub struct TlsSpec {
     pub cert_file: std::path::PathBuf,

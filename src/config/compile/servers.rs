@@ -21,6 +21,7 @@ pub(super) fn server(
     logs: &mut AccessLogs,
 ) -> Result<Arc<Server>, CompileError> {
     let level = s.level.inherit(http);
+    let http2 = s.http2_on();
     let mut specs = s.locations;
     if let Some(implicit) = implicit_root(s.proxy_pass, &specs) {
         specs.push(implicit);
@@ -31,9 +32,6 @@ pub(super) fn server(
         locations.push(rule, loc);
     }
     locations.finish();
-    // nginx 1.22: `listen … http2` (or here `http2 = true`); on by default
-    // with TLS, where ALPN lets a client choose.
-    let http2 = s.http2.unwrap_or(s.options.http2 || s.options.ssl);
     let tls = match s.tls {
         Some(t) => Some(tls(t, http2)?),
         None => None,
@@ -94,9 +92,7 @@ pub(super) fn addresses(
                 .iter()
                 .map(|(_, s, names, o)| (s.clone(), names.clone(), o.default_server))
                 .collect();
-            let default = group.iter().position(|g| g.2).unwrap_or(0);
-            let http2 = group[default].0.http2;
-            Address::new(listen, ssl, http2, group)
+            Address::new(listen, ssl, group)
         })
         .collect()
 }
