@@ -454,7 +454,14 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
                 .push("(one [[servers]] per listen: a sluice server has one address)".into());
         }
         let bare = addr.split(' ').next().unwrap_or("").to_string();
+        let tls_addr = cx.tls_addrs.contains(&bare);
         let mut head = Table::default();
+        let (addr, c) = if tls_addr && !addr.contains(" ssl") {
+            let a = addr.replacen(&bare, &format!("{bare} ssl"), 1);
+            (a, format!("{c} (ssl: another server's listen makes the address TLS)"))
+        } else {
+            (addr, c)
+        };
         head.set("listen", Value::Str(addr), vec![c]);
         let mut tls = s.tls.clone();
         for item in &out.server_defaults.items {
@@ -462,7 +469,7 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
                 tls.items.push(item.clone());
             }
         }
-        if !cx.tls_addrs.contains(&bare) {
+        if !tls_addr {
             tls.items.retain(|i| i.key == "http2");
         }
         tls.emit(&mut head, None);
