@@ -623,3 +623,57 @@ fn a_translation_that_does_not_check_is_an_internal_error() {
                    return = { status = 200 }\n";
     assert!(super::check(pending).is_ok());
 }
+
+#[test]
+fn a_named_location_no_error_page_names_is_reported() {
+    let o = run(&http(
+        "limit_req_zone $binary_remote_addr zone=site:1m rate=1r/s;
+         server { listen 127.0.0.1:8080;
+           location / { try_files $uri $uri/ @backend; }
+           location @backend { limit_req zone=site burst=10; proxy_pass http://127.0.0.1:9000; } }",
+    ));
+    let r = o.report("location @backend");
+    assert_eq!(r.kind, Kind::NotTranslated);
+    assert!(r.short.ends_with("nginx.conf:6"), "{r:?}");
+    assert!(
+        r.line().contains(": not translated: location @backend ("),
+        "{}",
+        r.line()
+    );
+}
+
+#[test]
+fn default_type_is_the_type_of_return_texts_and_error_pages() {
+    let o = run(&http(
+        "default_type application/octet-stream;
+         server { listen 127.0.0.1:8080;
+           error_page 429 @throttled;
+           location @throttled { default_type application/json; access_log off;
+                                 return 429 '{\"error\":\"rate limited\"}'; }
+           location /t { return 200 'text'; }
+           location /j { default_type application/json; return 200 '{}'; }
+           location /r { return 302 /elsewhere; } } ",
+    ));
+    let page = &o.server(0)["error_pages"]["429"];
+    assert_eq!(
+        page["headers"]["Content-Type"].as_str(),
+        Some("application/json")
+    );
+    assert_eq!(page["body"].as_str(), Some("{\"error\":\"rate limited\"}"));
+    let ct = |i: usize| o.location(0, i)["return"]["headers"]["Content-Type"].clone();
+    assert_eq!(ct(0).as_str(), Some("application/octet-stream"), "http's");
+    assert_eq!(ct(1).as_str(), Some("application/json"));
+    assert_eq!(
+        o.location(0, 2)["return"].to_string(),
+        "{ status = 302, headers = { Location = \"/elsewhere\" } }"
+    );
+    assert!(
+        !o.reports
+            .iter()
+            .any(|r| r.directive.starts_with("default_type")),
+        "{:#?}",
+        o.reports
+    );
+    // What else the error page's location says is reported.
+    assert_eq!(o.report("access_log off").kind, Kind::NotTranslated);
+}
