@@ -72,7 +72,6 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
     let mut cx = Cx::new(opts, conf_dir);
     let toml = top::translate(&mut cx, &tree);
     check(&toml)?;
-    sort(&mut cx.reports);
     Ok(Translation {
         toml,
         reports: cx.reports,
@@ -133,6 +132,8 @@ pub(crate) struct Cx<'a> {
     pub tls_addrs: Vec<String>,
     /// Every address some server listens on.
     pub all_addrs: Vec<String>,
+    /// What differs everywhere (see [`Cx::note`]).
+    pub notes: Vec<String>,
 }
 
 impl<'a> Cx<'a> {
@@ -145,6 +146,7 @@ impl<'a> Cx<'a> {
             used_format: None,
             tls_addrs: Vec::new(),
             all_addrs: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -158,10 +160,25 @@ impl<'a> Cx<'a> {
     }
 
     /// A path nginx resolves against its prefix (logs, pid, temp files).
-    pub fn path(&self, p: &str) -> String {
+    pub fn path(&mut self, p: &str) -> String {
         match &self.opts.prefix {
             Some(prefix) if Path::new(p).is_relative() => prefix.join(p).display().to_string(),
+            None if Path::new(p).is_relative() => {
+                self.note(
+                    "Relative paths of logs, pid and temporary files: nginx resolves them against \
+                     its prefix (nginx -p), sluice against its working directory (--prefix DIR \
+                     makes them absolute).",
+                );
+                p.to_string()
+            }
             _ => p.to_string(),
+        }
+    }
+
+    /// A difference the whole translation has, said once at its top.
+    pub fn note(&mut self, text: &str) {
+        if !self.notes.iter().any(|n| n == text) {
+            self.notes.push(text.to_string());
         }
     }
 
@@ -218,7 +235,7 @@ impl<'a> Cx<'a> {
 
 /// Reports in file order: files as they were first reported (the order
 /// they were read in, near enough), lines within each.
-fn sort(reports: &mut [Report]) {
+pub(crate) fn sort(reports: &mut [Report]) {
     let mut files: Vec<String> = Vec::new();
     for r in reports.iter() {
         let f = r.file().to_string();

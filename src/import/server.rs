@@ -67,6 +67,8 @@ struct ServerAcc {
     ret: Option<(Ret, String)>,
     /// http's `default_type`.
     http_type: Option<String>,
+    /// `ssl on;`
+    ssl_on: bool,
 }
 
 impl ServerAcc {
@@ -87,11 +89,15 @@ fn comment(d: &Directive) -> String {
 pub fn addresses(servers: &[&Directive]) -> (Vec<String>, Vec<String>) {
     let (mut tls, mut all) = (Vec::new(), Vec::new());
     for s in servers {
+        let ssl_on = s
+            .children()
+            .iter()
+            .any(|d| d.name == "ssl" && d.args == ["on"]);
         for l in s.children().iter().filter(|d| d.name == "listen") {
             let Ok(a) = values::listen_addr(l.arg(0)) else {
                 continue;
             };
-            if l.args.iter().skip(1).any(|a| a == "ssl") {
+            if ssl_on || l.args.iter().skip(1).any(|a| a == "ssl") {
                 tls.push(a.clone());
             }
             all.push(a);
@@ -154,12 +160,33 @@ pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
                     s.ret = Some((r, comment(c)));
                 }
             }
+            // nginx before 1.25: every listen of the server speaks TLS.
+            "ssl" if c.args == ["on"] => s.ssl_on = true,
+            "ssl" if c.args == ["off"] => {}
             _ => {
                 if !level::directive(cx, &mut s.level, c, Ctx::Server) {
                     top::other(cx, c);
                 }
             }
         }
+    }
+    if s.ssl_on {
+        for (addr, ssl, _) in s.listens.iter_mut().filter(|l| !l.1) {
+            *ssl = true;
+            *addr = match addr.split_once(' ') {
+                Some((a, flags)) => format!("{a} ssl {flags}"),
+                None => format!("{addr} ssl"),
+            };
+        }
+    }
+    let had_listen = d.children().iter().any(|c| c.name == "listen");
+    if had_listen && s.listens.is_empty() {
+        cx.report(
+            Kind::NotTranslated,
+            d,
+            "no listen sluice can use: the server is left out",
+        );
+        return Vec::new();
     }
     emit(cx, out, d, s)
 }
@@ -288,10 +315,11 @@ fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level
         match c.name.as_str() {
             "location" => nested.push(c),
             "proxy_pass" => {
-                if let Some(url) = proxy_pass(cx, c) {
-                    content = Content::Proxy(url);
-                    comments.push(comment(c));
-                }
+                content = match proxy_pass(cx, c) {
+                    Some(url) => Content::Proxy(url),
+                    None => Content::Gateway(c.text()),
+                };
+                comments.push(comment(c));
             }
             "return" => {
                 if let Some(r) = ret(cx, c) {
@@ -443,8 +471,20 @@ fn location_table(cx: &mut Cx, l: &Loc, s: &ServerAcc) -> Table {
     };
     t.set("path", Value::str(&l.path), vec![]);
     match &l.content {
-        Content::Proxy(url) => t.set("proxy_pass", Value::str(url), vec![]),
-        Content::Return(r) => t.set("return", return_value(r, s.content_type(&l.level)), vec![]),
+        Content::Proxy(url) => {
+            cx.note(
+                "sluice sends X-Forwarded-For ($proxy_add_x_forwarded_for) to upstreams unless \
+                 proxy_set_header sets it; nginx does not send it by default.",
+            );
+            t.set("proxy_pass", Value::str(url), vec![]);
+        }
+        Content::Return(r) => {
+            cx.note(
+                "sluice applies limit_req and limit_conn to return too; nginx's return answers \
+                 before them.",
+            );
+            t.set("return", return_value(r, s.content_type(&l.level)), vec![]);
+        }
         Content::Files => match cx.backend() {
             Some(b) => t.set(
                 "proxy_pass",
@@ -464,7 +504,9 @@ fn location_table(cx: &mut Cx, l: &Loc, s: &ServerAcc) -> Table {
         Content::Gateway(what) => t.set(
             "return",
             Value::Inline(vec![("status".into(), Value::Int(502))]),
-            vec![format!("not translated: {what} (sluice proxies HTTP only)")],
+            vec![format!(
+                "not translated: {what} (see the top): sluice answers 502"
+            )],
         ),
     }
     l.level.emit(&mut t, None);

@@ -726,3 +726,33 @@ fn deny_all_is_a_403_and_error_log_anywhere_is_the_process_level() {
     sorted.sort();
     assert_eq!(lines, sorted);
 }
+
+#[test]
+fn ssl_on_unusable_listens_and_notes() {
+    let o = run(&http(
+        "server { listen 127.0.0.1:8443; ssl on; ssl_certificate c.pem; ssl_certificate_key c.key;
+                  access_log logs/a.log;
+                  location / { proxy_pass http://unix:/run/app.sock:/; } }
+         server { listen example.com:80; location / { return 200; } }",
+    ));
+    assert_eq!(o.server(0)["listen"].as_str(), Some("127.0.0.1:8443 ssl"));
+    assert!(
+        o.server(0)["ssl_certificate"]
+            .as_str()
+            .unwrap()
+            .ends_with("/c.pem")
+    );
+    assert_eq!(o.location(0, 0)["return"].to_string(), "{ status = 502 }");
+    assert_eq!(
+        o.toml["servers"].as_array().unwrap().len(),
+        1,
+        "the second is left out"
+    );
+    assert!(o.report("server").why.contains("no listen sluice can use"));
+    assert!(
+        o.text
+            .contains("#   Relative paths of logs, pid and temporary files"),
+        "{}",
+        o.text
+    );
+}

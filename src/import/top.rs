@@ -297,6 +297,7 @@ fn render(cx: &mut Cx, out: Out) -> String {
     for s in out.servers {
         top.push("servers", s);
     }
+    super::sort(&mut cx.reports);
     let mut text = header(cx);
     text.push_str(&top.render());
     text
@@ -325,6 +326,12 @@ fn header(cx: &Cx) -> String {
         s.push_str(&format!("#\n# {title} ({}):\n", of.len()));
         for r in of {
             s.push_str(&format!("#   {}: {} ({})\n", r.short, r.directive, r.why));
+        }
+    }
+    if !cx.notes.is_empty() {
+        s.push_str("#\n# Notes:\n");
+        for n in &cx.notes {
+            s.push_str(&format!("#   {n}\n"));
         }
     }
     s.push('\n');
