@@ -60,6 +60,7 @@ pub mod errlog;
 pub mod fmt;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+pub mod headers;
 pub mod http1;
 pub mod limiter;
 pub mod metrics;
