@@ -518,8 +518,8 @@ fn access_log(cx: &mut Cx, lv: &mut Level, d: &Directive) {
 }
 
 /// A header value sluice can send, or a report of the variables it lacks.
-fn header_value(cx: &mut Cx, d: &Directive, value: &str) -> Option<String> {
-    let unknown = values::unknown_vars(value, None);
+fn header_value(cx: &mut Cx, d: &Directive, value: &str, vars: Context) -> Option<String> {
+    let unknown = values::unknown_vars(value, vars);
     if unknown.is_empty() {
         return Some(value.to_string());
     }
@@ -544,7 +544,7 @@ fn proxy_set_header(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         cx.report(Kind::Ignored, d, why);
         return;
     }
-    let Some(value) = header_value(cx, d, value) else {
+    let Some(value) = header_value(cx, d, value, Context::Proxy) else {
         return;
     };
     lv.push(
@@ -563,7 +563,7 @@ fn add_header(cx: &mut Cx, lv: &mut Level, d: &Directive) {
             return;
         }
     };
-    let Some(value) = header_value(cx, d, d.arg(1)) else {
+    let Some(value) = header_value(cx, d, d.arg(1), Context::Response) else {
         return;
     };
     let mut kv = vec![
@@ -672,5 +672,5 @@ fn real_ip(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) {
 
 /// A variable of `cx` in a zone key that sluice lacks.
 pub fn key_template_ok(s: &str) -> Vec<String> {
-    values::unknown_vars(s, Some(Context::Key))
+    values::unknown_vars(s, Context::Key)
 }

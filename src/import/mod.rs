@@ -14,6 +14,7 @@
 mod doc;
 mod level;
 mod lex;
+mod pages;
 mod report;
 mod server;
 mod top;
@@ -258,5 +259,7 @@ fn same(a: &Path, b: &Path) -> bool {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pages;
 #[cfg(test)]
 mod tests_read;

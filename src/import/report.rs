@@ -205,6 +205,13 @@ pub fn why_not(name: &str) -> &'static str {
         | "ssl_conf_command"
         | "ssl_password_file"
         | "ssl_crl" => "not among sluice's TLS settings (rustls' safe defaults)",
+        n => family(n),
+    }
+}
+
+/// Why, for the directives of a module, by their prefix.
+fn family(name: &str) -> &'static str {
+    match name {
         n if n.starts_with("gzip") || n.starts_with("brotli") => "sluice does not compress",
         n if n.starts_with("proxy_cache") || n.starts_with("proxy_no_cache") => {
             "sluice does not cache"

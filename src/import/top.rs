@@ -252,7 +252,7 @@ fn emit_log_format(cx: &mut Cx, out: &Out, top: &mut Table) {
     } else {
         return;
     };
-    let unknown = values::unknown_vars(&text, Some(crate::vars::Context::Log));
+    let unknown = values::unknown_vars(&text, crate::vars::Context::Log);
     let text = match (unknown.is_empty(), d) {
         (false, Some(d)) => {
             let why = format!(

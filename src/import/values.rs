@@ -150,32 +150,12 @@ pub fn variables(s: &str) -> Vec<String> {
     out
 }
 
-/// Variables sluice's headers know besides the request's: the upstream's
-/// (the headers of issue #16).
-const HEADER_VARS: &[&str] = &[
-    "proxy_host",
-    "proxy_port",
-    "proxy_add_x_forwarded_for",
-    "upstream_addr",
-    "upstream_status",
-    "request_id",
-];
-
-/// The variables of `s` sluice does not have in `cx` (`None`: a header
-/// value, which also has the upstream's).
-pub fn unknown_vars(s: &str, cx: Option<Context>) -> Vec<String> {
+/// The variables of `s` sluice does not have in `cx` (`Proxy` for
+/// `proxy_set_header`, `Response` for `add_header`, as sluice reads them).
+pub fn unknown_vars(s: &str, cx: Context) -> Vec<String> {
     variables(s)
         .into_iter()
-        .filter(|v| {
-            let known = match cx {
-                Some(cx) => Template::parse(&format!("${{{v}}}"), cx).is_ok(),
-                None => {
-                    HEADER_VARS.contains(&v.as_str())
-                        || Template::parse(&format!("${{{v}}}"), Context::Log).is_ok()
-                }
-            };
-            !known
-        })
+        .filter(|v| Template::parse(&format!("${{{v}}}"), cx).is_err())
         .collect()
 }
 
@@ -255,12 +235,22 @@ mod tests {
     fn variables_known_and_not() {
         assert_eq!(variables("${a}b$c_d-$e"), ["a", "c_d", "e"]);
         assert_eq!(
-            unknown_vars("$binary_remote_addr$limit_key", Some(Context::Key)),
+            unknown_vars("$binary_remote_addr$limit_key", Context::Key),
             ["limit_key"]
         );
-        assert!(unknown_vars("$proxy_add_x_forwarded_for $host $http_x", None).is_empty());
+        assert!(
+            unknown_vars(
+                "$proxy_host $proxy_add_x_forwarded_for $host $http_x",
+                Context::Proxy
+            )
+            .is_empty()
+        );
         assert_eq!(
-            unknown_vars("$connection_upgrade", None),
+            unknown_vars("$request_id", Context::Response),
+            ["request_id"]
+        );
+        assert_eq!(
+            unknown_vars("$connection_upgrade", Context::Proxy),
             ["connection_upgrade"]
         );
         assert_eq!(replace_vars("$a $ab ${a}", &["a".into()], "-"), "- $ab -");
