@@ -251,6 +251,25 @@ impl Locations {
         self.prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     }
 
+    /// nginx's `auto_redirect`: `path` is the name of a proxied location
+    /// (`/app/`, exact or prefix) without its final slash, and no location
+    /// is named `path` itself. Then the request is answered 301 to that
+    /// name, before regexes are looked at; the name is returned.
+    pub fn adds_slash(&self, path: &str) -> Option<&str> {
+        if path.ends_with('/') || self.exact.contains_key(path) {
+            return None;
+        }
+        let proxied = |i: usize| matches!(self.all[i].action, Action::Proxy(_));
+        let mut named = self.exact.iter().map(|(p, &i)| (p.as_str(), i));
+        let mut prefixes = self.prefixes.iter().map(|(p, _, i)| (p.as_str(), *i));
+        if prefixes.clone().any(|(p, _)| p == path) {
+            return None;
+        }
+        let slashed = |(p, _): &(&str, usize)| p.len() == path.len() + 1 && p.starts_with(path);
+        let found = named.find(slashed).or_else(|| prefixes.find(slashed))?;
+        proxied(found.1).then_some(found.0)
+    }
+
     pub fn find(&self, path: &str) -> Option<&Arc<Location>> {
         if let Some(&i) = self.exact.get(path) {
             return Some(&self.all[i]);

@@ -33,6 +33,7 @@ pub(crate) async fn content<'l>(
     record: &mut Option<Record>,
 ) -> Result<Response<Body>, ProxyError<'l>> {
     match &loc.action {
+        Action::Return(ret) if ret.status == 444 => Err(ProxyError::Close),
         Action::Return(ret) => Ok(respond::return_response(ret, &cx.vars, limited.decided.0)),
         Action::Proxy(pp) => {
             let target = upstream_target(pp, loc, &parts.uri, path);

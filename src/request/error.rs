@@ -50,6 +50,12 @@ pub(crate) enum ProxyError<'a> {
     PlainHttpOnHttps,
     /// No location matches the path: 404.
     NoLocation(&'a str),
+    /// The path is a proxied location's name without its final slash:
+    /// nginx's 301 to the name (`location /app/` answers `/app` so), with
+    /// the query.
+    AddSlash { to: &'a str },
+    /// `return = { status = 444 }`: the connection closed, no response.
+    Close,
     /// A Content-Length over `client_max_body_size`: 413.
     BodyTooLarge { len: u64 },
     /// A body that grew over `client_max_body_size` as it came: 413.
@@ -100,6 +106,8 @@ impl ProxyError<'_> {
                 400
             }
             ProxyError::NoLocation(_) => 404,
+            ProxyError::AddSlash { .. } => 301,
+            ProxyError::Close => 444,
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => 413,
             ProxyError::Limited { .. }
             | ProxyError::ZoneFull { .. }
@@ -226,6 +234,9 @@ impl ProxyError<'_> {
                 respond::error_response(pages, Some(&cx.vars), &made)
             }
         };
+        if let ProxyError::AddSlash { to } = self {
+            add_location(&mut resp, cx, to);
+        }
         if self.closes() {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -240,6 +251,7 @@ impl ProxyError<'_> {
             ProxyError::InvalidPath => "The request path is invalid.".into(),
             ProxyError::PlainHttpOnHttps => "The plain HTTP request was sent to HTTPS port.".into(),
             ProxyError::NoLocation(path) => format!("No location matches \"{path}\"."),
+            ProxyError::AddSlash { to } => format!("Moved to \"{to}\"."),
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => format!(
                 "The request body is larger than client_max_body_size ({} bytes).",
                 loc.map_or(0, |l| l.client_max_body_size)
@@ -268,7 +280,8 @@ impl ProxyError<'_> {
             ProxyError::Limited { .. }
             | ProxyError::ZoneFull { .. }
             | ProxyError::Unavailable { .. }
-            | ProxyError::ClientGone => String::new(),
+            | ProxyError::ClientGone
+            | ProxyError::Close => String::new(),
         }
     }
 
@@ -283,6 +296,28 @@ impl ProxyError<'_> {
                 | ProxyError::ClientBodyTimeout
                 | ProxyError::PlainHttpOnHttps
         )
+    }
+}
+
+/// nginx's absolute `Location` (`absolute_redirect`, `port_in_redirect`
+/// on): the scheme, the request's host, the port unless the scheme's own,
+/// then `path` and the query.
+fn add_location(resp: &mut Response<Body>, cx: &Ctx, path: &str) {
+    let https = cx.vars.tls.is_some();
+    let port = cx.vars.local.port();
+    let mut v = String::from(if https { "https://" } else { "http://" });
+    let host = cx.vars.host();
+    v.push_str(&host);
+    if port != if https { 443 } else { 80 } {
+        v.push_str(&format!(":{port}"));
+    }
+    v.push_str(path);
+    if let Some(q) = cx.vars.uri.query() {
+        v.push('?');
+        v.push_str(q);
+    }
+    if let Ok(v) = HeaderValue::from_str(&v) {
+        resp.headers_mut().insert(header::LOCATION, v);
     }
 }
 

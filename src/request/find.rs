@@ -55,6 +55,9 @@ pub(crate) fn location<'a>(
     path: Option<&'a str>,
 ) -> Result<&'a std::sync::Arc<Location>, ProxyError<'a>> {
     let path = path.ok_or(ProxyError::InvalidPath)?;
+    if let Some(to) = server.locations.adds_slash(path) {
+        return Err(ProxyError::AddSlash { to });
+    }
     server
         .locations
         .find(path)

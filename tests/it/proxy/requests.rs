@@ -128,3 +128,84 @@ return = { status = 200, body = "$remote_addr\n" }
     assert_eq!(a.body_text(), "1.1.1.1\n");
     assert_eq!((a.status, b.status, c.status), (200, 200, 429));
 }
+
+/// nginx's `auto_redirect`: a proxied location named `/app/` answers `/app` with a 301 to
+/// `/app/` (query kept, Location absolute with the server's port), unless a location is named
+/// `/app` itself; before regexes. And `return 444` closes the connection without a response.
+#[tokio::test]
+async fn a_proxied_location_adds_its_slash_and_444_closes_as_nginx() {
+    let (nginx_up, sluice_up) = (Upstream::start(), Upstream::start());
+    let nginx = crate::support::Nginx::start(&format!(
+        r#"
+  server {{
+    location /app/ {{ proxy_pass http://{0}; }}
+    location = /exact/ {{ proxy_pass http://{0}; }}
+    location /both/ {{ proxy_pass http://{0}; }}
+    location /both {{ return 200 "both\n"; }}
+    location /ret/ {{ return 200 "ret\n"; }}
+    location ~ ^/app {{ return 200 "regex\n"; }}
+    location /gone {{ return 444; }}
+  }}
+"#,
+        nginx_up.addr
+    ));
+    let sluice = Sluice::start(&format!(
+        r#"
+[[servers]]
+[[servers.locations]]
+path = "/app/"
+proxy_pass = "http://{0}"
+[[servers.locations]]
+path = "= /exact/"
+proxy_pass = "http://{0}"
+[[servers.locations]]
+path = "/both/"
+proxy_pass = "http://{0}"
+[[servers.locations]]
+path = "/both"
+return = {{ status = 200, body = "both\n" }}
+[[servers.locations]]
+path = "/ret/"
+return = {{ status = 200, body = "ret\n" }}
+[[servers.locations]]
+path = "~ ^/app"
+return = {{ status = 200, body = "regex\n" }}
+[[servers.locations]]
+path = "/gone"
+return = {{ status = 444 }}
+"#,
+        sluice_up.addr
+    ));
+    for (path, status) in [
+        ("/app?x=1", 301),
+        ("/app/", 200),
+        ("/apple", 200),
+        ("/exact", 301),
+        ("/both", 200),
+        ("/ret", 404),
+        ("/gone", 0),
+    ] {
+        let (n, s) = tokio::join!(
+            request(nginx.addr(), client(2), "GET", path, &[]),
+            request(sluice.addr(), client(2), "GET", path, &[]),
+        );
+        assert_eq!(n.status, status, "nginx {path}");
+        assert_eq!(s.status, status, "sluice {path}: {}", s.body_text());
+        let location = |r: &crate::support::Reply, port: u16| {
+            r.header("location")
+                .map(|l| l.replace(&format!(":{port}/"), ":PORT/"))
+        };
+        assert_eq!(
+            location(&s, sluice.addr().port()),
+            location(&n, nginx.addr().port()),
+            "{path}: Location"
+        );
+        if status == 200 {
+            assert_eq!(
+                s.body_text().lines().next(),
+                n.body_text().lines().next(),
+                "{path}"
+            );
+        }
+    }
+}
