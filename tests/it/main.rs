@@ -10,6 +10,7 @@ mod article;
 mod client_contract;
 mod conformance;
 mod h2;
+mod import;
 mod layout;
 mod limit_conn;
 mod nginx_diff;
