@@ -18,7 +18,9 @@
 //!   finish; every early end is a `ProxyError` answered in one place.
 //! - [`metrics`]: Prometheus counters for the admin listener;
 //!   [`check`]: the summary `sluice check` prints; [`simulate`]: `sluice
-//!   simulate`, the limiter's algorithms compared over a request sequence.
+//!   simulate`, the limiter's algorithms compared over a request sequence;
+//!   [`import`]: `sluice import-nginx`, an nginx.conf translated into
+//!   sluice's TOML (checked by [`config`]'s own stages).
 //! - [`config`]: the TOML file → a validated [`config::Spec`], every error
 //!   reported as `FILE:LINE:COL: message` → the [`config::Config`] that
 //!   serves (inheritance resolved, zones allocated, locations in nginx's
@@ -61,6 +63,7 @@ pub mod fmt;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod http1;
+pub mod import;
 pub mod limiter;
 pub mod metrics;
 pub mod realip;

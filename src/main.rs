@@ -91,6 +91,28 @@ enum Command {
     /// Run the limiter's algorithms over a request sequence and compare
     /// what each admits (the seed article's table).
     Simulate(SimulateArgs),
+    /// Translate an nginx.conf (and its includes) into sluice's TOML; what
+    /// cannot be translated is reported on stderr and at the top of the
+    /// output.
+    ImportNginx(ImportArgs),
+}
+
+/// `sluice import-nginx FILE [-o OUT.toml] [--backend URL] [--prefix DIR]`.
+#[derive(clap::Args)]
+struct ImportArgs {
+    /// The nginx configuration file.
+    file: PathBuf,
+    /// Write the TOML here instead of stdout.
+    #[arg(long, short, value_name = "OUT.toml")]
+    output: Option<PathBuf>,
+    /// The server that now serves what nginx served from files (root,
+    /// try_files, index): such locations proxy to it (without it: 404).
+    #[arg(long, value_name = "URL")]
+    backend: Option<String>,
+    /// nginx's prefix (`nginx -p`): relative log, pid and temporary paths
+    /// are made absolute under it.
+    #[arg(long, value_name = "DIR")]
+    prefix: Option<PathBuf>,
 }
 
 /// `sluice simulate (--scenario A|B | --trace FILE) [options]`.
@@ -171,6 +193,7 @@ fn main() -> ExitCode {
         Some(Command::Reopen(t)) => signal(t, control::Signal::Reopen),
         Some(Command::Stop(t)) => signal(t, control::Signal::Stop),
         Some(Command::Simulate(args)) => simulate(args),
+        Some(Command::ImportNginx(args)) => import_nginx(args),
         None => match cli.config {
             Some(config) => run(config),
             None => {
@@ -308,6 +331,41 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     match args.format {
         SimFormat::Table => print!("{}", simulate::table(&report, &trace, source)),
         SimFormat::Json => print!("{}", simulate::json(&report, source)),
+    }
+    ExitCode::SUCCESS
+}
+
+/// `sluice import-nginx`: the reports on stderr, the TOML to stdout or
+/// `-o`; exit 1 when the file cannot be read or translated.
+fn import_nginx(args: ImportArgs) -> ExitCode {
+    let out_dir = args.output.as_ref().map(|o| {
+        o.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or(PathBuf::from("."), PathBuf::from)
+    });
+    let opts = sluice::import::Options {
+        backend: args.backend,
+        prefix: args.prefix,
+        out_dir,
+    };
+    let t = match sluice::import::import(&args.file, &opts) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for r in &t.reports {
+        eprintln!("{}", r.line());
+    }
+    match &args.output {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &t.toml) {
+                eprintln!("sluice: cannot write {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+        }
+        None => print!("{}", t.toml),
     }
     ExitCode::SUCCESS
 }

@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["respond", "conn"],
     &["accesslog", "connlimit", "upstream", "client_body"],
     &["config"],
-    &["metrics", "check", "simulate"],
+    &["metrics", "check", "simulate", "import"],
     &["request"],
     &["server"],
     &["control"],

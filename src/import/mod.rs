@@ -1,0 +1,223 @@
+//! `sluice import-nginx`: an nginx.conf (with its `include`s) translated
+//! into sluice's TOML, everything it cannot translate reported.
+//!
+//! 1. read (`lex.rs`, `tree.rs`): nginx's tokens and blocks, our own
+//!    reader, each directive with its file and line; includes expanded.
+//! 2. translate (`top.rs`, `level.rs`, `server.rs`, `upstream.rs`): each
+//!    directive into a key of a TOML document (`doc.rs`) commented with the
+//!    nginx line it came from, or into a [`Report`].
+//! 3. check: the text is run through sluice's own configuration stages
+//!    (parse, validate: what `sluice check` does without reading the files
+//!    the text names) and a translation that does not pass is an internal
+//!    error, never output.
+
+mod doc;
+mod level;
+mod lex;
+mod report;
+mod server;
+mod top;
+mod tree;
+mod upstream;
+mod values;
+
+pub use report::{Kind, Report};
+
+use std::path::{Path, PathBuf};
+
+/// What the command line adds to the file.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The server that now serves what nginx served from files (`root`,
+    /// `try_files`, …): such locations proxy to it. Without it they
+    /// answer 404.
+    pub backend: Option<String>,
+    /// nginx's prefix (`nginx -p`): relative `access_log`, `pid`,
+    /// `client_body_temp_path` paths are made absolute under it.
+    pub prefix: Option<PathBuf>,
+    /// The directory the output is written to (relative certificate paths
+    /// are kept when it is the nginx.conf's own).
+    pub out_dir: Option<PathBuf>,
+}
+
+/// A translation: the TOML text and what it left out.
+#[derive(Debug)]
+pub struct Translation {
+    pub toml: String,
+    pub reports: Vec<Report>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The file cannot be read, or is not nginx syntax (`FILE:LINE: …`).
+    #[error("{0}")]
+    Read(String),
+    /// A command-line value is wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// The translation does not pass sluice's check: a bug of the
+    /// translator.
+    #[error("internal: the translation does not check: {0}")]
+    Internal(String),
+}
+
+/// Translate the nginx configuration at `path`.
+pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
+    if let Some(b) = &opts.backend {
+        crate::config::values::parse_proxy_pass(b)
+            .map_err(|e| ImportError::Usage(format!("--backend: {e}")))?;
+    }
+    let tree = tree::read(path).map_err(|e| ImportError::Read(e.0))?;
+    let conf_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let mut cx = Cx::new(opts, conf_dir);
+    let toml = top::translate(&mut cx, &tree);
+    check(&toml)?;
+    Ok(Translation {
+        toml,
+        reports: cx.reports,
+    })
+}
+
+/// Keys of issue #16 that sluice's parser learns as the issue lands: until
+/// then a translation that uses them cannot check, and it is not the
+/// translator's fault.
+const PENDING: &[&str] = &[
+    "proxy_set_header",
+    "add_header",
+    "proxy_hide_header",
+    "proxy_pass_header",
+    "upstreams",
+    "proxy_next_upstream",
+    "proxy_next_upstream_tries",
+    "proxy_next_upstream_timeout",
+];
+
+/// Parse and validate `toml` as `sluice check` does (without reading the
+/// certificate files it names, which may live on another machine).
+fn check(toml: &str) -> Result<(), ImportError> {
+    let Err(errors) = crate::config::parse_str("import.toml", toml) else {
+        return Ok(());
+    };
+    let real: Vec<String> = errors
+        .0
+        .iter()
+        .map(|e| e.to_string())
+        .filter(|e| {
+            !PENDING
+                .iter()
+                .any(|k| e.contains(&format!("unknown key \"{k}\"")))
+        })
+        .collect();
+    if real.is_empty() {
+        return Ok(());
+    }
+    Err(ImportError::Internal(format!(
+        "\n{}\n--- the translation ---\n{toml}",
+        real.join("\n")
+    )))
+}
+
+/// The translation's state: the options, what was reported, and what the
+/// whole file says that single directives need.
+pub(crate) struct Cx<'a> {
+    opts: &'a Options,
+    conf_dir: PathBuf,
+    pub reports: Vec<Report>,
+    /// Variables the configuration makes (`map`, `geo`, `set`, …): name →
+    /// `map at FILE:LINE`.
+    made: Vec<(String, String)>,
+    /// The `log_format` the first access log uses, and its line.
+    used_format: Option<(String, String)>,
+    /// The addresses that speak TLS (some server's `listen … ssl`).
+    pub tls_addrs: Vec<String>,
+}
+
+impl<'a> Cx<'a> {
+    fn new(opts: &'a Options, conf_dir: PathBuf) -> Cx<'a> {
+        Cx {
+            opts,
+            conf_dir,
+            reports: Vec::new(),
+            made: Vec::new(),
+            used_format: None,
+            tls_addrs: Vec::new(),
+        }
+    }
+
+    /// `--backend`: where what nginx served from files is now.
+    pub fn backend(&self) -> Option<&str> {
+        self.opts.backend.as_deref()
+    }
+
+    pub fn report(&mut self, kind: Kind, d: &tree::Directive, why: impl Into<String>) {
+        self.reports.push(Report::new(kind, d, why));
+    }
+
+    /// A path nginx resolves against its prefix (logs, pid, temp files).
+    pub fn path(&self, p: &str) -> String {
+        match &self.opts.prefix {
+            Some(prefix) if Path::new(p).is_relative() => prefix.join(p).display().to_string(),
+            _ => p.to_string(),
+        }
+    }
+
+    /// A path nginx resolves against the conf prefix (certificates); sluice
+    /// resolves it against the TOML file's directory.
+    pub fn conf_path(&self, p: &str) -> String {
+        if Path::new(p).is_absolute() {
+            return p.to_string();
+        }
+        let same_dir = match &self.opts.out_dir {
+            Some(out) => same(out, &self.conf_dir),
+            None => false,
+        };
+        if same_dir {
+            return p.to_string();
+        }
+        let dir = std::fs::canonicalize(&self.conf_dir).unwrap_or(self.conf_dir.clone());
+        dir.join(p).display().to_string()
+    }
+
+    /// Why sluice lacks these variables, for a report.
+    pub fn why_var(&self, vars: &[String]) -> String {
+        let made: Vec<String> = vars
+            .iter()
+            .filter_map(|v| {
+                self.made
+                    .iter()
+                    .find(|(n, _)| n == v)
+                    .map(|(_, w)| format!("${v} is made by {w}"))
+            })
+            .collect();
+        if made.is_empty() {
+            "is not a variable sluice has".into()
+        } else {
+            format!("({}, not translated)", made.join("; "))
+        }
+    }
+
+    /// An access log uses the `log_format` `name`: sluice has one format
+    /// for the whole file, the first one used.
+    pub fn use_log_format(&mut self, name: &str, d: &tree::Directive) {
+        match &self.used_format {
+            None => self.used_format = Some((name.to_string(), d.origin.short())),
+            Some((first, _)) if first == name => {}
+            Some((first, at)) => {
+                let why = format!(
+                    "sluice has one log_format for all access logs: this one writes \"{first}\" (as at {at}), not \"{name}\""
+                );
+                self.report(Kind::Partial, d, why);
+            }
+        }
+    }
+}
+
+fn same(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests;

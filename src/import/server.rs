@@ -1,0 +1,642 @@
+//! `server` blocks → `[[servers]]`, their `location`s (nested ones
+//! flattened) → `[[servers.locations]]`, and `error_page` with the named
+//! locations it sends to → `error_pages`.
+//!
+//! sluice's server has one `listen`: a server with several is written once
+//! per address (same names, same locations), which keeps nginx's choice of
+//! server per address. An address speaks TLS when any server's `listen` on
+//! it says `ssl`, as in nginx; each copy on such an address gets the
+//! certificate (its own or http's).
+
+use super::Cx;
+use super::doc::{Sub, Table, Value};
+use super::level::{self, Ctx, Level};
+use super::report::Kind;
+use super::top::{self, Out};
+use super::tree::Directive;
+use super::values;
+
+/// A location's content: what answers a request there.
+#[derive(Debug, Clone)]
+enum Content {
+    /// nginx's static files (`root`, `try_files`, `index`, or nothing).
+    Files,
+    Proxy(String),
+    Return(Ret),
+    /// Another module's upstream (`fastcgi_pass`, …): the directive.
+    Gateway(String),
+}
+
+/// A `return`: its code and text (a body, or a URL for redirects).
+#[derive(Debug, Clone)]
+struct Ret {
+    code: i64,
+    text: Option<String>,
+}
+
+/// A location as translated.
+struct Loc {
+    path: String,
+    level: Level,
+    content: Content,
+    /// The nginx lines of the location and of its content.
+    comments: Vec<String>,
+}
+
+/// A named location (`location @name`): a target of `error_page`.
+struct Named {
+    name: String,
+    level: Level,
+    content: Content,
+    comments: Vec<String>,
+}
+
+#[derive(Default)]
+struct ServerAcc {
+    /// `listen`: the address with sluice's flags, and the comment.
+    listens: Vec<(String, bool, String)>,
+    names: Option<(String, String)>,
+    level: Level,
+    tls: Level,
+    locs: Vec<Loc>,
+    named: Vec<Named>,
+    /// A server-level `return`.
+    ret: Option<(Ret, String)>,
+}
+
+fn comment(d: &Directive) -> String {
+    format!("{}: {}", d.origin.short(), d.text())
+}
+
+/// The addresses any server's `listen … ssl` names (they speak TLS for
+/// every server on them).
+pub fn tls_addresses(servers: &[&Directive]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in servers {
+        for l in s.children().iter().filter(|d| d.name == "listen") {
+            let ssl = l.args.iter().skip(1).any(|a| a == "ssl");
+            if let (true, Ok(a)) = (ssl, values::listen_addr(l.arg(0))) {
+                out.push(a);
+            }
+        }
+    }
+    out
+}
+
+/// `ssl_certificate`, `ssl_certificate_key`, `ssl_protocols`, `http2`: a
+/// server's keys, which http may set for every server.
+pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
+    let key: &'static str = match d.name.as_str() {
+        "ssl_certificate" => "ssl_certificate",
+        "ssl_certificate_key" => "ssl_certificate_key",
+        "ssl_protocols" => "ssl_protocols",
+        _ => "http2",
+    };
+    if lv.has(key) {
+        let why = "sluice has one certificate per server (no RSA beside ECDSA)";
+        cx.report(Kind::NotTranslated, d, why);
+        return;
+    }
+    let value = match key {
+        "ssl_protocols" => match level::protocol_list(cx, d) {
+            Some(p) => Value::Str(p),
+            None => return,
+        },
+        "http2" => match values::flag(d.arg(0)) {
+            Ok(b) => Value::Bool(b),
+            Err(e) => return cx.report(Kind::NotTranslated, d, e),
+        },
+        _ if d.arg(0).contains('$') => {
+            return cx.report(
+                Kind::NotTranslated,
+                d,
+                "sluice's certificates take no variables",
+            );
+        }
+        _ => Value::Str(cx.conf_path(d.arg(0))),
+    };
+    lv.push(key, value, d);
+}
+
+/// One `server` block: a `[[servers]]` table per `listen`.
+pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
+    let mut s = ServerAcc::default();
+    for c in d.children() {
+        match c.name.as_str() {
+            "listen" => listen(cx, &mut s, c),
+            "server_name" => server_name(cx, &mut s, c),
+            "ssl_certificate" | "ssl_certificate_key" | "ssl_protocols" | "http2" => {
+                server_key(cx, &mut s.tls, c)
+            }
+            "location" => location(cx, &mut s, c, None),
+            "return" => {
+                if let Some(r) = ret(cx, c) {
+                    s.ret = Some((r, comment(c)));
+                }
+            }
+            _ => {
+                if !level::directive(cx, &mut s.level, c, Ctx::Server) {
+                    top::other(cx, c);
+                }
+            }
+        }
+    }
+    emit(cx, out, d, s)
+}
+
+fn listen(cx: &mut Cx, s: &mut ServerAcc, d: &Directive) {
+    let addr = match values::listen_addr(d.arg(0)) {
+        Ok(a) => a,
+        Err(why) => return cx.report(Kind::NotTranslated, d, why),
+    };
+    let mut flags = String::new();
+    let mut ssl = false;
+    let mut left = Vec::new();
+    for p in d.args.iter().skip(1) {
+        match p.as_str() {
+            "ssl" => ssl = true,
+            "http2" => flags.push_str(" http2"),
+            "default_server" | "default" => flags.push_str(" default_server"),
+            p => left.push(p.to_string()),
+        }
+    }
+    if ssl {
+        flags.insert_str(0, " ssl");
+    }
+    if let Some(p) = left.iter().find(|p| *p == "proxy_protocol") {
+        let why = format!("{p}: sluice does not speak the PROXY protocol");
+        cx.report(Kind::NotTranslated, d, why);
+        return;
+    }
+    if !left.is_empty() {
+        let why = format!("{}: socket options sluice does not set", left.join(" "));
+        cx.report(Kind::Partial, d, why);
+    }
+    s.listens.push((format!("{addr}{flags}"), ssl, comment(d)));
+}
+
+fn server_name(cx: &mut Cx, s: &mut ServerAcc, d: &Directive) {
+    let (kept, dropped): (Vec<&String>, Vec<&String>) = d
+        .args
+        .iter()
+        .partition(|n| !n.contains('$') && crate::config::values::parse_server_names(n).is_ok());
+    if !dropped.is_empty() {
+        let names: Vec<&str> = dropped.iter().map(|s| s.as_str()).collect();
+        let why = format!(
+            "{} left out: sluice takes names, wildcards and regexes without captures or variables",
+            names.join(" ")
+        );
+        cx.report(Kind::Partial, d, why);
+    }
+    let kept: Vec<&str> = kept.iter().map(|s| s.as_str()).collect();
+    s.names = Some((kept.join(" "), comment(d)));
+}
+
+/// `return CODE [TEXT]`, `return CODE URL`, `return URL`.
+fn ret(cx: &mut Cx, d: &Directive) -> Option<Ret> {
+    let (code, text) = match d.args.as_slice() {
+        [url]
+            if url.starts_with("http://")
+                || url.starts_with("https://")
+                || url.starts_with("$scheme") =>
+        {
+            (302, Some(url.clone()))
+        }
+        [code] => (code.parse().ok()?, None),
+        [code, text] => (code.parse().ok()?, Some(text.clone())),
+        _ => {
+            cx.report(Kind::NotTranslated, d, "invalid number of arguments");
+            return None;
+        }
+    };
+    if !(100..=999).contains(&code) {
+        cx.report(Kind::NotTranslated, d, "invalid return code");
+        return None;
+    }
+    let text = text.map(|t| {
+        let unknown = values::unknown_vars(&t, Some(crate::vars::Context::Response));
+        if unknown.is_empty() {
+            return t;
+        }
+        let why = format!(
+            "{} {}: sent empty",
+            values::list_vars(&unknown),
+            cx.why_var(&unknown)
+        );
+        cx.report(Kind::Partial, d, why);
+        values::replace_vars(&t, &unknown, "")
+    });
+    Some(Ret { code, text })
+}
+
+fn is_redirect(code: i64) -> bool {
+    matches!(code, 301 | 302 | 303 | 307 | 308)
+}
+
+/// `return = { status, body | headers.Location }`.
+fn return_value(r: &Ret) -> Value {
+    let mut kv = vec![("status".to_string(), Value::Int(r.code))];
+    match &r.text {
+        Some(t) if is_redirect(r.code) => kv.push((
+            "headers".into(),
+            Value::Inline(vec![("Location".into(), Value::str(t))]),
+        )),
+        Some(t) => kv.push(("body".into(), Value::str(t))),
+        None => {}
+    }
+    Value::Inline(kv)
+}
+
+/// A `location` block (and the locations nested in it, after it).
+fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level>) {
+    let path = match values::location_path(&d.args) {
+        Ok(p) => p,
+        Err(why) => return cx.report(Kind::NotTranslated, d, why),
+    };
+    let mut lv = Level::default();
+    let mut content = Content::Files;
+    let mut comments = vec![comment(d)];
+    let mut nested = Vec::new();
+    for c in d.children() {
+        match c.name.as_str() {
+            "location" => nested.push(c),
+            "proxy_pass" => {
+                if let Some(url) = proxy_pass(cx, c) {
+                    content = Content::Proxy(url);
+                    comments.push(comment(c));
+                }
+            }
+            "return" => {
+                if let Some(r) = ret(cx, c) {
+                    content = Content::Return(r);
+                    comments.push(comment(c));
+                }
+            }
+            n if n.ends_with("_pass") && !n.starts_with("proxy_") => {
+                cx.report(Kind::NotTranslated, c, super::report::why_not(n));
+                content = Content::Gateway(c.text());
+            }
+            _ => {
+                if !level::directive(cx, &mut lv, c, Ctx::Location) {
+                    top::other(cx, c);
+                }
+            }
+        }
+    }
+    let lv = match parent {
+        Some(p) => lv.inherit(p),
+        None => lv,
+    };
+    let Some(path) = path else {
+        let name = d.arg(0).to_string();
+        s.named.push(Named {
+            name,
+            level: lv,
+            content,
+            comments,
+        });
+        return;
+    };
+    if parent.is_some() {
+        comments[0] = format!("{} (nested: inherits its parent's settings)", comments[0]);
+        if path.starts_with('~') {
+            let why = "a nested regex location: sluice tests it for every URI, nginx only under its parent";
+            cx.report(Kind::Partial, d, why);
+        }
+    }
+    s.locs.push(Loc {
+        path,
+        level: lv.clone(),
+        content,
+        comments,
+    });
+    for n in nested {
+        location(cx, s, n, Some(&lv));
+    }
+}
+
+/// `proxy_pass URL`; `None` (reported) when sluice cannot.
+fn proxy_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
+    let url = d.arg(0);
+    if url.contains('$') {
+        let why = "a proxy_pass with variables: sluice's is a fixed URL";
+        cx.report(Kind::NotTranslated, d, why);
+        return None;
+    }
+    if url.contains("://unix:") {
+        cx.report(
+            Kind::NotTranslated,
+            d,
+            "sluice connects to TCP upstreams only",
+        );
+        return None;
+    }
+    match crate::config::values::parse_proxy_pass(url) {
+        Ok(_) => Some(url.to_string()),
+        Err(e) => {
+            cx.report(Kind::NotTranslated, d, e);
+            None
+        }
+    }
+}
+
+/// The server's tables, one per `listen`.
+fn emit(cx: &mut Cx, out: &Out, d: &Directive, mut s: ServerAcc) -> Vec<Table> {
+    let mut base = Table::default();
+    if let Some((names, c)) = &s.names {
+        base.set("server_name", Value::str(names), vec![c.clone()]);
+    }
+    s.level.emit(&mut base, Some(&out.http));
+    let pages_from = if s.level.error_pages.is_empty() {
+        &out.http.error_pages
+    } else {
+        &s.level.error_pages
+    };
+    let pages = error_pages(cx, pages_from, &s);
+    if let Some(p) = pages {
+        base.subs.push(("error_pages".into(), Sub::Table(p)));
+    }
+    if let Some((r, c)) = s.ret.take() {
+        let why = "sluice's return is a location's: one location / answers every request, \
+                   as this server-level return does in nginx";
+        cx.report(Kind::Partial, d, why);
+        s.locs = vec![Loc {
+            path: "/".into(),
+            level: Level::default(),
+            content: Content::Return(r),
+            comments: vec![format!("{c} (the server's return)")],
+        }];
+    }
+    fallback(cx, &mut s);
+    for l in &s.locs {
+        let t = location_table(cx, l, &s);
+        base.push("locations", t);
+    }
+    copies(cx, out, d, &s, base)
+}
+
+/// nginx answers what no location matches from files: with `--backend` a
+/// location `/` proxies there; a server without locations gets one too.
+fn fallback(cx: &mut Cx, s: &mut ServerAcc) {
+    if s.locs.iter().any(|l| l.path == "/") {
+        return;
+    }
+    if cx.backend().is_none() && !s.locs.is_empty() {
+        return;
+    }
+    s.locs.push(Loc {
+        path: "/".into(),
+        level: Level::default(),
+        content: Content::Files,
+        comments: vec!["(no location /: nginx serves what no location matches from files)".into()],
+    });
+}
+
+fn location_table(cx: &mut Cx, l: &Loc, s: &ServerAcc) -> Table {
+    let mut t = Table {
+        comments: l.comments.clone(),
+        ..Table::default()
+    };
+    t.set("path", Value::str(&l.path), vec![]);
+    match &l.content {
+        Content::Proxy(url) => t.set("proxy_pass", Value::str(url), vec![]),
+        Content::Return(r) => t.set("return", return_value(r), vec![]),
+        Content::Files => match cx.backend() {
+            Some(b) => t.set(
+                "proxy_pass",
+                Value::str(b),
+                vec!["nginx served this from files: --backend serves them now".into()],
+            ),
+            None => t.set(
+                "return",
+                Value::Inline(vec![("status".into(), Value::Int(404))]),
+                vec![
+                    "nginx served this from files (root, try_files, index): sluice serves none; \
+                      --backend URL proxies such locations to a server that does"
+                        .into(),
+                ],
+            ),
+        },
+        Content::Gateway(what) => t.set(
+            "return",
+            Value::Inline(vec![("status".into(), Value::Int(502))]),
+            vec![format!("not translated: {what} (sluice proxies HTTP only)")],
+        ),
+    }
+    l.level.emit(&mut t, None);
+    if !l.level.error_pages.is_empty() {
+        if let Some(p) = error_pages(cx, &l.level.error_pages, s) {
+            t.subs.push(("error_pages".into(), Sub::Table(p)));
+        }
+    }
+    t
+}
+
+/// One table per `listen` (nginx's default `*:80` without one), with the
+/// TLS keys on TLS addresses.
+fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> Vec<Table> {
+    let listens = if s.listens.is_empty() {
+        vec![(
+            "0.0.0.0:80".to_string(),
+            false,
+            "(no listen: nginx's default *:80, or *:8000 when not run as root)".to_string(),
+        )]
+    } else {
+        s.listens.clone()
+    };
+    let several = listens.len() > 1;
+    let mut tables = Vec::new();
+    for (addr, _, c) in listens {
+        let mut t = base.clone();
+        t.comments = vec![comment(d)];
+        if several {
+            t.comments
+                .push("(one [[servers]] per listen: a sluice server has one address)".into());
+        }
+        let bare = addr.split(' ').next().unwrap_or("").to_string();
+        let mut head = Table::default();
+        head.set("listen", Value::Str(addr), vec![c]);
+        let mut tls = s.tls.clone();
+        for item in &out.server_defaults.items {
+            if !tls.has(item.key) {
+                tls.items.push(item.clone());
+            }
+        }
+        if !cx.tls_addrs.contains(&bare) {
+            tls.items.retain(|i| i.key == "http2");
+        }
+        tls.emit(&mut head, None);
+        head.entries.extend(t.entries);
+        t.entries = head.entries;
+        tables.push(t);
+    }
+    tables
+}
+
+/// `error_page CODE… [=[NEW]] TARGET` lines → `error_pages`, where the
+/// target is a named location, or a location of the server, answering
+/// with `return`, or a URL (a redirect).
+fn error_pages(cx: &mut Cx, pages: &[Directive], s: &ServerAcc) -> Option<Table> {
+    let mut t = Table::default();
+    for d in pages {
+        let Some((codes, overwrite, target)) = parse_error_page(d) else {
+            cx.report(Kind::NotTranslated, d, "invalid arguments");
+            continue;
+        };
+        let Some(page) = page(cx, d, overwrite, &target, s) else {
+            continue;
+        };
+        for code in codes {
+            let mut p = page.clone();
+            if let Some(e) = p.entries.iter().position(|e| e.key == "status") {
+                if p.entries[e].value == Value::Int(code) {
+                    p.entries.remove(e);
+                }
+            }
+            *t.sub(&code.to_string()) = p;
+        }
+    }
+    (!t.subs.is_empty()).then_some(t)
+}
+
+/// The codes, the `=` (`Some(None)`: `=` alone, the target's code), the
+/// target.
+fn parse_error_page(d: &Directive) -> Option<(Vec<i64>, Option<Option<i64>>, String)> {
+    let (target, rest) = d.args.split_last()?;
+    let mut codes = Vec::new();
+    let mut overwrite = None;
+    for a in rest {
+        if let Some(n) = a.strip_prefix('=') {
+            overwrite = Some(if n.is_empty() {
+                None
+            } else {
+                Some(n.parse().ok()?)
+            });
+        } else {
+            let c: i64 = a.parse().ok()?;
+            if !(300..=599).contains(&c) {
+                return None;
+            }
+            codes.push(c);
+        }
+    }
+    (!codes.is_empty()).then_some((codes, overwrite, target.clone()))
+}
+
+/// One error page's table (its `status` absent when it is the code's).
+fn page(
+    cx: &mut Cx,
+    d: &Directive,
+    overwrite: Option<Option<i64>>,
+    target: &str,
+    s: &ServerAcc,
+) -> Option<Table> {
+    let mut t = Table {
+        comments: vec![comment(d)],
+        ..Table::default()
+    };
+    if target.starts_with("http://") || target.starts_with("https://") {
+        let code = match overwrite {
+            Some(Some(c)) if is_redirect(c) => c,
+            _ => 302,
+        };
+        t.set("status", Value::Int(code), vec![]);
+        let loc = Value::Inline(vec![("Location".into(), Value::str(target))]);
+        t.set("headers", loc, vec![]);
+        return Some(t);
+    }
+    let found = if let Some(name) = target.strip_prefix('@') {
+        s.named
+            .iter()
+            .find(|n| n.name.strip_prefix('@') == Some(name))
+            .map(|n| (&n.content, &n.level, &n.comments))
+    } else {
+        find_location(s, target).map(|l| (&l.content, &l.level, &l.comments))
+    };
+    let Some((content, lv, comments)) = found else {
+        let why = format!("{target} is not a location of this server sluice can see");
+        cx.report(Kind::NotTranslated, d, why);
+        return None;
+    };
+    let Content::Return(r) = content else {
+        let why = format!(
+            "{target} does not answer with return: sluice's error pages are a status, headers and a body"
+        );
+        cx.report(Kind::NotTranslated, d, why);
+        return None;
+    };
+    t.comments.extend(comments.iter().cloned());
+    let status = match overwrite {
+        Some(Some(c)) => Some(c),
+        Some(None) => Some(r.code),
+        None => None,
+    };
+    if let Some(c) = status {
+        t.set("status", Value::Int(c), vec![]);
+    }
+    page_body(cx, &mut t, r, lv, status);
+    Some(t)
+}
+
+/// A page's headers (the target's `add_header … always`, and `Location`
+/// for a redirect) and body.
+fn page_body(cx: &mut Cx, t: &mut Table, r: &Ret, lv: &Level, status: Option<i64>) {
+    let mut headers = Vec::new();
+    let mut notes = Vec::new();
+    let ok_status = status.is_some_and(|c| (200..400).contains(&c));
+    for item in lv.items.iter().filter(|i| i.key == "add_header") {
+        let Value::Inline(kv) = &item.value else {
+            continue;
+        };
+        let get = |k: &str| kv.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let always = get("always") == Some(Value::Bool(true));
+        let (Some(Value::Str(name)), Some(value)) = (get("name"), get("value")) else {
+            continue;
+        };
+        if !always && !ok_status {
+            notes.push(format!(
+                "{} (not sent: no always, and the status is an error)",
+                item.comment
+            ));
+            continue;
+        }
+        if name.eq_ignore_ascii_case("retry-after")
+            && !matches!(&value, Value::Str(v) if v.contains('$'))
+        {
+            notes.push(format!(
+                "{} — sluice can compute it: \"{name}\" = \"$retry_after\"",
+                item.comment
+            ));
+        } else {
+            notes.push(item.comment.clone());
+        }
+        headers.push((name, value));
+    }
+    if let (Some(text), true) = (&r.text, is_redirect(r.code)) {
+        headers.push(("Location".into(), Value::str(text)));
+    }
+    if !headers.is_empty() {
+        t.set("headers", Value::Inline(headers), notes);
+    } else if !notes.is_empty() {
+        t.comments.extend(notes);
+    }
+    if let (Some(text), false) = (&r.text, is_redirect(r.code)) {
+        t.set("body", Value::str(text), vec![]);
+    }
+    let _ = cx;
+}
+
+/// The location nginx's internal redirect to `uri` finds (exact, then the
+/// longest prefix; regexes are not looked at).
+fn find_location<'s>(s: &'s ServerAcc, uri: &str) -> Option<&'s Loc> {
+    let exact = format!("= {uri}");
+    s.locs.iter().find(|l| l.path == exact).or_else(|| {
+        s.locs
+            .iter()
+            .filter(|l| {
+                let p = l.path.strip_prefix("^~ ").unwrap_or(&l.path);
+                !l.path.starts_with('=') && !l.path.starts_with('~') && uri.starts_with(p)
+            })
+            .max_by_key(|l| l.path.len())
+    })
+}

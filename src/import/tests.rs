@@ -1,0 +1,1 @@
+//! The translation, rule by rule: nginx text in, TOML and reports out.

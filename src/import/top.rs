@@ -1,0 +1,331 @@
+//! The main context, `events` and `http`: process settings, zones, log
+//! formats, upstream groups and the http level; then the servers, and the
+//! whole document with the list of what was left out at its top.
+
+use super::Cx;
+use super::doc::{Table, Value};
+use super::level::{self, Ctx, Level};
+use super::report::{self, Kind};
+use super::server;
+use super::tree::{Directive, Tree};
+use super::upstream;
+use super::values;
+
+/// nginx's `combined`, which `access_log FILE` without a format writes
+/// (sluice's own default adds `$request_time $limit_req_status`).
+const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status \
+                        $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
+
+/// What the main context and `http` make, before rendering.
+#[derive(Default)]
+pub struct Out {
+    /// Top-level keys from the main context: pid_file, error_log_level, …
+    pub ops: Table,
+    pub http: Level,
+    /// http-level `ssl_*` and `http2`, which each server inherits.
+    pub server_defaults: Level,
+    pub zones: Table,
+    pub conn_zones: Table,
+    pub upstreams: Table,
+    pub servers: Vec<Table>,
+    /// `log_format` NAME → (escape, text, the directive).
+    pub formats: Vec<(String, Option<String>, String, Directive)>,
+}
+
+pub fn translate(cx: &mut Cx, tree: &Tree) -> String {
+    for m in &tree.missing {
+        let kind = if m.directive.arg(0).ends_with("mime.types") {
+            Kind::Ignored
+        } else {
+            Kind::NotTranslated
+        };
+        cx.report(kind, &m.directive, m.why.clone());
+    }
+    collect_made(cx, &tree.directives);
+    let mut out = Out::default();
+    for d in &tree.directives {
+        main_directive(cx, &mut out, d);
+    }
+    render(cx, out)
+}
+
+/// The variables `map`, `geo`, `split_clients`, `set`, … make, anywhere.
+fn collect_made(cx: &mut Cx, ds: &[Directive]) {
+    for d in ds {
+        let made = match d.name.as_str() {
+            "map" | "split_clients" | "map_hash_bucket_size" if d.args.len() >= 2 => d.args.get(1),
+            "geo" | "geoip_country" | "geoip_city" => d.args.last(),
+            "set" | "perl_set" | "js_set" | "auth_request_set" => d.args.first(),
+            _ => None,
+        };
+        if let Some(v) = made.and_then(|v| v.strip_prefix('$')) {
+            cx.made
+                .push((v.to_string(), format!("{} at {}", d.name, d.origin.short())));
+        }
+        collect_made(cx, d.children());
+    }
+}
+
+fn comment(d: &Directive) -> String {
+    format!("{}: {}", d.origin.short(), d.text())
+}
+
+fn main_directive(cx: &mut Cx, out: &mut Out, d: &Directive) {
+    match d.name.as_str() {
+        "http" => {
+            let servers = http(cx, out, d.children());
+            cx.tls_addrs = server::tls_addresses(&servers);
+            for s in servers {
+                let tables = server::server(cx, out, s);
+                out.servers.extend(tables);
+            }
+        }
+        "events" => {
+            for e in d.children() {
+                if e.name == "worker_connections" {
+                    match e.arg(0).parse::<i64>() {
+                        Ok(n) if (1..=1_000_000).contains(&n) => {
+                            out.ops
+                                .set("worker_connections", Value::Int(n), vec![comment(e)])
+                        }
+                        _ => cx.report(Kind::NotTranslated, e, "invalid number"),
+                    }
+                } else {
+                    other(cx, e);
+                }
+            }
+        }
+        "pid" => {
+            let p = cx.path(d.arg(0));
+            out.ops.set("pid_file", Value::Str(p), vec![comment(d)]);
+        }
+        "worker_shutdown_timeout" => match values::time(d.arg(0)) {
+            Ok(t) => out
+                .ops
+                .set("shutdown_timeout", Value::Str(t), vec![comment(d)]),
+            Err(e) => cx.report(Kind::NotTranslated, d, e),
+        },
+        "error_log" => error_log(cx, out, d),
+        _ => other(cx, d),
+    }
+}
+
+/// A directive with no translation here: ignored or not translated.
+pub fn other(cx: &mut Cx, d: &Directive) {
+    match report::ignored(&d.name) {
+        Some(why) => cx.report(Kind::Ignored, d, why),
+        None => cx.report(Kind::NotTranslated, d, report::why_not(&d.name)),
+    }
+}
+
+/// `error_log FILE [LEVEL]`: the level (sluice writes nginx's lines to
+/// stderr).
+fn error_log(cx: &mut Cx, out: &mut Out, d: &Directive) {
+    let level = d.args.get(1).map_or("error", String::as_str);
+    let (sluice, note) = match level {
+        "debug" => ("info", Some("debug is info in sluice")),
+        "info" | "notice" | "warn" | "error" => (level, None),
+        "crit" | "alert" | "emerg" => ("error", Some("sluice's least verbose level is error")),
+        _ => {
+            cx.report(Kind::NotTranslated, d, "invalid level");
+            return;
+        }
+    };
+    if out.ops.has("error_log_level") {
+        cx.report(Kind::NotTranslated, d, "sluice has one error log");
+        return;
+    }
+    out.ops
+        .set("error_log_level", Value::str(sluice), vec![comment(d)]);
+    let mut why = String::from("the level is translated; sluice writes its error log to stderr");
+    if let Some(n) = note {
+        why = format!("{why}; {n}");
+    }
+    if d.arg(0) != "stderr" || note.is_some() {
+        cx.report(Kind::Partial, d, why);
+    }
+}
+
+/// The `http` block; returns its `server` blocks, translated once the
+/// whole http level is known.
+fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directive> {
+    let mut servers = Vec::new();
+    for d in ds {
+        match d.name.as_str() {
+            "server" => servers.push(d),
+            "limit_req_zone" => zone(cx, out, d, false),
+            "limit_conn_zone" => zone(cx, out, d, true),
+            "upstream" => upstream::upstream(cx, out, d),
+            "log_format" => log_format(out, d),
+            "ssl_certificate" | "ssl_certificate_key" | "ssl_protocols" | "http2" => {
+                server::server_key(cx, &mut out.server_defaults, d)
+            }
+            _ => {
+                if !level::directive(cx, &mut out.http, d, Ctx::Http) {
+                    other(cx, d);
+                }
+            }
+        }
+    }
+    servers
+}
+
+/// `limit_req_zone KEY zone=NAME:SIZE rate=R` / `limit_conn_zone KEY
+/// zone=NAME:SIZE`.
+fn zone(cx: &mut Cx, out: &mut Out, d: &Directive, conn: bool) {
+    let mut name_size = None;
+    let mut rate = None;
+    for a in d.args.iter().skip(1) {
+        match a.split_once('=') {
+            Some(("zone", z)) => name_size = z.split_once(':'),
+            Some(("rate", r)) if !conn => rate = Some(r),
+            _ if a == "sync" => cx.report(Kind::Partial, d, "sync is nginx Plus's"),
+            _ => {
+                cx.report(Kind::NotTranslated, d, format!("invalid parameter \"{a}\""));
+                return;
+            }
+        }
+    }
+    let Some((name, size)) = name_size else {
+        cx.report(Kind::NotTranslated, d, "no zone=NAME:SIZE");
+        return;
+    };
+    let mut key = d.arg(0).to_string();
+    let unknown = level::key_template_ok(&key);
+    if !unknown.is_empty() {
+        let why = format!(
+            "the key {} {}: the zone limits by $binary_remote_addr instead (every client, each on its own; \
+             a zone's exempt = [CIDR…] skips networks)",
+            values::list_vars(&unknown),
+            cx.why_var(&unknown)
+        );
+        cx.report(Kind::Partial, d, why);
+        key = "$binary_remote_addr".into();
+    }
+    let mut t = Table {
+        comments: vec![comment(d)],
+        ..Table::default()
+    };
+    t.set("key", Value::Str(key), vec![]);
+    t.set("size", Value::str(size), vec![]);
+    if let Some(r) = rate {
+        if let Err(e) = crate::limiter::algorithm::parse_rate(r) {
+            cx.report(Kind::NotTranslated, d, e);
+            return;
+        }
+        t.set("rate", Value::str(r), vec![]);
+    }
+    let into = if conn {
+        &mut out.conn_zones
+    } else {
+        &mut out.zones
+    };
+    *into.sub(name) = t;
+}
+
+/// `log_format NAME [escape=…] STRING…`.
+fn log_format(out: &mut Out, d: &Directive) {
+    let mut args = d.args.iter().skip(1).peekable();
+    let escape = match args.peek().and_then(|a| a.strip_prefix("escape=")) {
+        Some(e) => {
+            args.next();
+            Some(e.to_string())
+        }
+        None => None,
+    };
+    let text: String = args.map(String::as_str).collect();
+    out.formats
+        .push((d.arg(0).to_string(), escape, text, d.clone()));
+}
+
+/// The top-level keys of the access log's format.
+fn emit_log_format(cx: &mut Cx, out: &Out, top: &mut Table) {
+    let Some((name, at)) = cx.used_format.clone() else {
+        return;
+    };
+    let (escape, text, mut comments, d) = if name == "combined" {
+        let c = format!("nginx's combined, as the access log at {at} writes it");
+        (None, COMBINED.to_string(), vec![c], None)
+    } else if let Some((_, e, t, d)) = out.formats.iter().find(|f| f.0 == name) {
+        (e.clone(), t.clone(), vec![comment(d)], Some(d))
+    } else {
+        return;
+    };
+    let unknown = values::unknown_vars(&text, Some(crate::vars::Context::Log));
+    let text = match (unknown.is_empty(), d) {
+        (false, Some(d)) => {
+            let why = format!(
+                "{} {}: written as -",
+                values::list_vars(&unknown),
+                cx.why_var(&unknown)
+            );
+            cx.report(Kind::Partial, d, why);
+            comments.push(format!(
+                "(sluice writes - for {})",
+                values::list_vars(&unknown)
+            ));
+            values::replace_vars(&text, &unknown, "-")
+        }
+        _ => text,
+    };
+    top.set("log_format", Value::Str(text), comments);
+    if let Some(e @ ("default" | "json" | "none")) = escape.as_deref() {
+        top.set("log_format_escape", Value::str(e), vec![]);
+    }
+}
+
+/// The document: the reports, the top-level keys, the zones, the groups,
+/// the servers.
+fn render(cx: &mut Cx, out: Out) -> String {
+    let mut top = Table {
+        entries: out.ops.entries.clone(),
+        ..Table::default()
+    };
+    out.http.emit(&mut top, None);
+    emit_log_format(cx, &out, &mut top);
+    for (name, t) in [
+        ("zones", &out.zones),
+        ("conn_zones", &out.conn_zones),
+        ("upstreams", &out.upstreams),
+    ] {
+        if !t.subs.is_empty() {
+            top.subs
+                .push((name.to_string(), super::doc::Sub::Table(t.clone())));
+        }
+    }
+    for s in out.servers {
+        top.push("servers", s);
+    }
+    let mut text = header(cx);
+    text.push_str(&top.render());
+    text
+}
+
+/// The comment block at the top: what was left out, by kind.
+fn header(cx: &Cx) -> String {
+    let mut s = String::from(
+        "# sluice configuration translated from nginx by `sluice import-nginx`.\n\
+         # Each key is commented with the nginx line it came from (FILE:LINE: directive).\n",
+    );
+    for kind in [Kind::NotTranslated, Kind::Partial, Kind::Ignored] {
+        let of: Vec<&super::Report> = cx.reports.iter().filter(|r| r.kind == kind).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let title = match kind {
+            Kind::NotTranslated => {
+                "Not translated: sluice does not do these, the file behaves differently there"
+            }
+            Kind::Partial => "Translated in part",
+            Kind::Ignored => {
+                "Ignored: about nginx's own processes, files and buffers; no meaning for sluice"
+            }
+        };
+        s.push_str(&format!("#\n# {title} ({}):\n", of.len()));
+        for r in of {
+            s.push_str(&format!("#   {}: {} ({})\n", r.short, r.directive, r.why));
+        }
+    }
+    s.push('\n');
+    s
+}
