@@ -23,10 +23,6 @@
 //! checked against the step's own expectation, so a harness fault cannot make both sides
 //! agree on nonsense.
 
-// The import half is wired case by case as `sluice import-nginx` lands; until then the cases
-// run nginx alone. Removed once every case imports.
-#![allow(dead_code)]
-
 mod cases;
 
 use std::collections::BTreeMap;
@@ -52,9 +48,28 @@ fn import_listen(n: usize) -> String {
     format!("127.0.0.1:{}", 61000 + n)
 }
 
-/// One warning the import must give: the file (relative to the main file's directory), the
-/// line, the directive.
-pub type Warning = (&'static str, u32, &'static str);
+/// One line the import must report: the file (relative to the main file's directory), the
+/// line, the kind ([`NOT`], [`PART`] or [`IGNORED`]), the directive.
+pub type Warning = (&'static str, u32, &'static str, &'static str);
+
+/// `FILE:LINE: not translated: …`: nothing of the directive is in the output.
+pub const NOT: &str = "not translated";
+/// `FILE:LINE: translated in part: …`.
+pub const PART: &str = "translated in part";
+/// `FILE:LINE: ignored (no meaning for sluice): …`.
+pub const IGNORED: &str = "ignored";
+
+/// What the import says of the lines every corpus file starts with: `user` at line `user`
+/// (then `worker_processes`, `daemon`, `pid`, `error_log`), `proxy_temp_path` at line `temp`.
+pub fn preamble(user: u32, temp: u32) -> Vec<Warning> {
+    vec![
+        ("nginx.conf", user, IGNORED, "user"),
+        ("nginx.conf", user + 1, IGNORED, "worker_processes"),
+        ("nginx.conf", user + 2, IGNORED, "daemon"),
+        ("nginx.conf", user + 4, PART, "error_log"),
+        ("nginx.conf", temp, IGNORED, "proxy_temp_path"),
+    ]
+}
 
 /// What a case is given besides its file: the values of the placeholders that are the same for
 /// both sides.
@@ -129,8 +144,6 @@ pub struct Imported {
     pub name: &'static str,
     /// The TOML `import-nginx` wrote.
     pub toml: String,
-    /// Its stderr.
-    pub stderr: String,
     listens: usize,
     shared: Shared,
     _dir: tempfile::TempDir,
@@ -180,7 +193,6 @@ pub fn import(name: &'static str, listens: usize, warnings: &[Warning]) -> Impor
     Imported {
         name,
         toml,
-        stderr,
         listens,
         shared,
         _dir: dir,
@@ -194,17 +206,23 @@ fn assert_warnings(name: &str, conf_dir: &Path, stderr: &str, expected: &[Warnin
     let mut got: Vec<String> = stderr
         .lines()
         .filter_map(|l| {
-            let (at, what) = l.split_once(": not translated: ")?;
+            let (at, kind, what) = [
+                (": not translated: ", NOT),
+                (": translated in part: ", PART),
+                (": ignored (no meaning for sluice): ", IGNORED),
+            ]
+            .iter()
+            .find_map(|(sep, kind)| l.split_once(sep).map(|(a, w)| (a, *kind, w)))?;
             let at = at.strip_prefix(&prefix).unwrap_or(at);
             let directive = what.split_whitespace().next().unwrap_or_default();
-            Some(format!("{at}: {directive}"))
+            Some(format!("{at}: {kind}: {directive}"))
         })
         .collect();
     got.sort();
     got.dedup();
     let mut want: Vec<String> = expected
         .iter()
-        .map(|(file, line, d)| format!("{file}:{line}: {d}"))
+        .map(|(file, line, kind, d)| format!("{file}:{line}: {kind}: {d}"))
         .collect();
     want.sort();
     let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
@@ -263,7 +281,7 @@ impl Imported {
     pub fn side_by_side_with(self, env: &[(&str, &str)]) -> Pair {
         let timing = timing();
         let nginx = start_nginx(&self.shared, self.name, self.listens);
-        let mut builder = Sluice::builder(&self.toml);
+        let mut builder = Sluice::builder(&self.toml).dir("logs").dir("temp");
         for (k, v) in env {
             builder = builder.env(k, v);
         }
@@ -362,7 +380,17 @@ pub struct Step {
     pub seen: Vec<&'static str>,
     /// nginx's 2xx latencies, sorted, each within ±[`TOLERANCE`] (ms), when given.
     pub delays: Option<Vec<u64>>,
+    /// Sent to nginx alone: what the import reported it could not translate.
+    pub nginx_only: bool,
+    /// Response headers compared in this step, when not the case's.
+    pub show: Option<Vec<&'static str>>,
+    /// Which request got which answer is left open (the signatures leave the request and
+    /// backend targets out): for requests to different targets that one bucket decides.
+    pub any_target: bool,
 }
+
+/// In a `seen` list: the targets are left out of the signatures (see [`Step::any_target`]).
+const ANY_TARGET: &str = ":any-target";
 
 /// A step comparing the case's default backend headers.
 pub fn step(what: &'static str, reqs: Vec<Req>, expect: &'static str) -> Step {
@@ -372,10 +400,31 @@ pub fn step(what: &'static str, reqs: Vec<Req>, expect: &'static str) -> Step {
         expect,
         seen: Vec::new(),
         delays: None,
+        nginx_only: false,
+        show: None,
+        any_target: false,
     }
 }
 
 impl Step {
+    /// Response headers compared in this step (replacing the case's).
+    pub fn show(mut self, names: &[&'static str]) -> Step {
+        self.show = Some(names.to_vec());
+        self
+    }
+
+    /// Leaves open which request got which answer (see [`Step::any_target`]'s field).
+    pub fn any_target(mut self) -> Step {
+        self.any_target = true;
+        self
+    }
+
+    /// Sent to nginx alone (the import reported what this step needs as not translated).
+    pub fn nginx_only(mut self) -> Step {
+        self.nginx_only = true;
+        self
+    }
+
     /// nginx's 2xx answers must come back after these delays (ms, any order).
     pub fn delays(mut self, ms: &[u64]) -> Step {
         self.delays = Some(ms.to_vec());
@@ -403,25 +452,44 @@ impl Pair {
     pub async fn run(&self, compare: &Compare, steps: Vec<Step>) -> Vec<(Vec<Reply>, Vec<Reply>)> {
         let mut all = Vec::new();
         for step in steps {
-            let sluice_addr = |i: usize| self.sluice.as_ref().map(|s| s.addr_of(i - 1));
+            let sluice = self.sluice.as_ref().filter(|_| !step.nginx_only);
+            let sluice_addr = |i: usize| sluice.map(|s| s.addr_of(i - 1));
             let (n, s) = tokio::join!(
                 send_all(|i| Some(self.nginx.addr_of(i - 1)), &step.reqs),
                 send_all(sluice_addr, &step.reqs)
             );
-            let seen = if step.seen.is_empty() {
+            let mut seen = if step.seen.is_empty() {
                 compare.seen.to_vec()
             } else {
                 step.seen.clone()
             };
+            if step.any_target {
+                seen.push(ANY_TARGET);
+            }
+            let show = step.show.clone().unwrap_or_else(|| compare.show.to_vec());
             let scenario = format!("{}: {}", self.name, step.what);
             if let Some(want) = &step.delays {
                 check_delays(&scenario, &n, want);
             }
-            self.compare_replies(&scenario, compare.show, &seen, step.expect, &n, &s);
+            if step.nginx_only {
+                self.compare_replies_nginx(&scenario, &show, &seen, step.expect, &n);
+            } else {
+                self.compare_replies(&scenario, &show, &seen, step.expect, &n, &s);
+            }
             all.push((n, s));
         }
         all
     }
+}
+
+/// nginx's status counts against the step's.
+fn assert_nginx(scenario: &str, show: &[&str], seen: &[&str], expect: &str, nginx: &[Reply]) {
+    assert_eq!(
+        status_counts(nginx),
+        expect,
+        "{scenario}: nginx answered otherwise than the step expects\n{}",
+        listing(nginx, show, seen)
+    );
 }
 
 /// nginx's 2xx latencies against the step's delays.
@@ -471,17 +539,24 @@ impl Pair {
         nginx: &[Reply],
         sluice: &[Reply],
     ) {
-        assert_eq!(
-            status_counts(nginx),
-            expect,
-            "{scenario}: nginx answered otherwise than the step expects\n{}",
-            listing(nginx, show, seen)
-        );
-        if self.sluice.is_some() {
-            assert_same_replies(scenario, nginx, sluice, show, seen, self);
-        } else {
-            println!("{scenario} (nginx alone)\n{}", listing(nginx, show, seen));
+        if self.sluice.is_none() {
+            return self.compare_replies_nginx(scenario, show, seen, expect, nginx);
         }
+        assert_nginx(scenario, show, seen, expect, nginx);
+        assert_same_replies(scenario, nginx, sluice, show, seen, self);
+    }
+
+    /// nginx's status counts against `expect`, for a step sluice is not sent.
+    fn compare_replies_nginx(
+        &self,
+        scenario: &str,
+        show: &[&str],
+        seen: &[&str],
+        expect: &str,
+        nginx: &[Reply],
+    ) {
+        assert_nginx(scenario, show, seen, expect, nginx);
+        println!("{scenario} (nginx alone)\n{}", listing(nginx, show, seen));
     }
 
     /// The test CA's certificate, which signed `{{CERT}}`.
@@ -591,8 +666,13 @@ pub fn backend_view(reply: &Reply, seen: &[&str]) -> String {
         .map(|(n, v)| (n.trim(), v.trim()))
         .collect();
     let version = parts.next().unwrap_or_default();
+    let target = if seen.contains(&ANY_TARGET) {
+        "…"
+    } else {
+        target
+    };
     let mut out = format!("{echo} {method} {target}");
-    for name in seen {
+    for name in seen.iter().filter(|n| **n != ANY_TARGET) {
         if *name == ":version" {
             let _ = write!(out, " {version}");
             continue;
@@ -619,7 +699,12 @@ pub fn signature(reply: &Reply, show: &[&str], seen: &[&str]) -> String {
     } else {
         reply.status.to_string()
     };
-    let mut out = format!("{} {status}", reply.path);
+    let path = if seen.contains(&ANY_TARGET) {
+        "…"
+    } else {
+        &reply.path
+    };
+    let mut out = format!("{path} {status}");
     for name in show {
         let _ = write!(out, " {name}={}", reply.header(name).unwrap_or("-"));
     }
@@ -632,9 +717,10 @@ fn listing(replies: &[Reply], show: &[&str], seen: &[&str]) -> String {
     for r in replies {
         let _ = writeln!(
             out,
-            "    {:>5} ms  {}  {}",
+            "    {:>5} ms  {}  {}  {}",
             r.ms(),
             r.source,
+            r.path,
             signature(r, show, seen)
         );
     }
