@@ -59,6 +59,17 @@ impl Level {
         self.items.iter().any(|i| i.key == key)
     }
 
+    /// The string value of `key`, if the level sets it.
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.items
+            .iter()
+            .find(|i| i.key == key)
+            .and_then(|i| match &i.value {
+                Value::Str(s) => Some(s.as_str()),
+                _ => None,
+            })
+    }
+
     pub fn push(&mut self, key: &'static str, value: Value, d: &Directive) {
         self.items.push(Item {
             key,
@@ -87,7 +98,7 @@ impl Level {
     pub fn emit(&self, t: &mut Table, real_ip_parent: Option<&Level>) {
         let mut done: Vec<&str> = Vec::new();
         for item in &self.items {
-            if done.contains(&item.key) {
+            if done.contains(&item.key) || item.key == "default_type" {
                 continue;
             }
             done.push(item.key);
@@ -203,6 +214,12 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
         "proxy_next_upstream_tries" => tries(cx, lv, d),
         "set_real_ip_from" | "real_ip_header" | "real_ip_recursive" => real_ip(cx, lv, d, ctx),
         "error_page" => lv.error_pages.push(d.clone()),
+        // The type of files, and of `return`'s text: the latter is the
+        // `Content-Type` of the returns and error pages below it (see
+        // `server.rs`); files have their own reports.
+        "default_type" if d.args.len() == 1 => {
+            one_key(cx, lv, d, "default_type", Value::str(d.arg(0)))
+        }
         _ => return false,
     }
     true

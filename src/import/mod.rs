@@ -221,3 +221,5 @@ fn same(a: &Path, b: &Path) -> bool {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_read;

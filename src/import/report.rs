@@ -89,7 +89,7 @@ pub fn ignored(name: &str) -> Option<&'static str> {
         "use" | "multi_accept" | "accept_mutex" | "accept_mutex_delay" => {
             "nginx's event loop; sluice's is tokio's"
         }
-        "types" | "default_type" | "charset_types" => "sluice serves no files",
+        "types" | "charset_types" => "sluice serves no files",
         "sendfile" | "sendfile_max_chunk" | "tcp_nopush" | "aio" | "directio"
         | "output_buffers" | "postpone_output" => "sluice serves no files",
         "tcp_nodelay" => "sluice always sets TCP_NODELAY",

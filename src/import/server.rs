@@ -49,6 +49,9 @@ struct Named {
     level: Level,
     content: Content,
     comments: Vec<String>,
+    d: Directive,
+    /// Whether an error page was made of it (else it is reported).
+    used: std::cell::Cell<bool>,
 }
 
 #[derive(Default)]
@@ -62,6 +65,17 @@ struct ServerAcc {
     named: Vec<Named>,
     /// A server-level `return`.
     ret: Option<(Ret, String)>,
+    /// http's `default_type`.
+    http_type: Option<String>,
+}
+
+impl ServerAcc {
+    /// The `default_type` a level of this server ends up with.
+    fn content_type<'a>(&'a self, lv: &'a Level) -> Option<&'a str> {
+        lv.get_str("default_type")
+            .or_else(|| self.level.get_str("default_type"))
+            .or(self.http_type.as_deref())
+    }
 }
 
 fn comment(d: &Directive) -> String {
@@ -120,7 +134,10 @@ pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
 
 /// One `server` block: a `[[servers]]` table per `listen`.
 pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
-    let mut s = ServerAcc::default();
+    let mut s = ServerAcc {
+        http_type: out.http.get_str("default_type").map(str::to_string),
+        ..ServerAcc::default()
+    };
     for c in d.children() {
         match c.name.as_str() {
             "listen" => listen(cx, &mut s, c),
@@ -233,15 +250,22 @@ fn is_redirect(code: i64) -> bool {
     matches!(code, 301 | 302 | 303 | 307 | 308)
 }
 
-/// `return = { status, body | headers.Location }`.
-fn return_value(r: &Ret) -> Value {
+/// `return = { status, body | headers.Location }`; a body has the
+/// `default_type` in force as its type.
+fn return_value(r: &Ret, content_type: Option<&str>) -> Value {
     let mut kv = vec![("status".to_string(), Value::Int(r.code))];
     match &r.text {
         Some(t) if is_redirect(r.code) => kv.push((
             "headers".into(),
             Value::Inline(vec![("Location".into(), Value::str(t))]),
         )),
-        Some(t) => kv.push(("body".into(), Value::str(t))),
+        Some(t) => {
+            kv.push(("body".into(), Value::str(t)));
+            if let Some(ct) = content_type {
+                let h = vec![("Content-Type".into(), Value::str(ct))];
+                kv.push(("headers".into(), Value::Inline(h)));
+            }
+        }
         None => {}
     }
     Value::Inline(kv)
@@ -294,6 +318,8 @@ fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level
             level: lv,
             content,
             comments,
+            d: d.clone(),
+            used: std::cell::Cell::new(false),
         });
         return;
     };
@@ -372,6 +398,12 @@ fn emit(cx: &mut Cx, out: &Out, d: &Directive, mut s: ServerAcc) -> Vec<Table> {
         let t = location_table(cx, l, &s);
         base.push("locations", t);
     }
+    for n in s.named.iter().filter(|n| !n.used.get()) {
+        let why = "a named location becomes an error page when an error_page names it and it \
+                   answers with return; this one is reached otherwise (try_files, rewrite, …) \
+                   or not at all";
+        cx.report(Kind::NotTranslated, &n.d, why);
+    }
     copies(cx, out, d, &s, base)
 }
 
@@ -400,7 +432,7 @@ fn location_table(cx: &mut Cx, l: &Loc, s: &ServerAcc) -> Table {
     t.set("path", Value::str(&l.path), vec![]);
     match &l.content {
         Content::Proxy(url) => t.set("proxy_pass", Value::str(url), vec![]),
-        Content::Return(r) => t.set("return", return_value(r), vec![]),
+        Content::Return(r) => t.set("return", return_value(r, s.content_type(&l.level)), vec![]),
         Content::Files => match cx.backend() {
             Some(b) => t.set(
                 "proxy_pass",
@@ -454,7 +486,17 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
                 .push("(one [[servers]] per listen: a sluice server has one address)".into());
         }
         let bare = addr.split(' ').next().unwrap_or("").to_string();
+        let tls_addr = cx.tls_addrs.contains(&bare);
         let mut head = Table::default();
+        let (addr, c) = if tls_addr && !addr.contains(" ssl") {
+            let a = addr.replacen(&bare, &format!("{bare} ssl"), 1);
+            (
+                a,
+                format!("{c} (ssl: another server's listen makes the address TLS)"),
+            )
+        } else {
+            (addr, c)
+        };
         head.set("listen", Value::Str(addr), vec![c]);
         let mut tls = s.tls.clone();
         for item in &out.server_defaults.items {
@@ -462,7 +504,7 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
                 tls.items.push(item.clone());
             }
         }
-        if !cx.tls_addrs.contains(&bare) {
+        if !tls_addr {
             tls.items.retain(|i| i.key == "http2");
         }
         tls.emit(&mut head, None);
@@ -545,11 +587,13 @@ fn page(
         t.set("headers", loc, vec![]);
         return Some(t);
     }
-    let found = if let Some(name) = target.strip_prefix('@') {
+    let named = target.strip_prefix('@').and_then(|name| {
         s.named
             .iter()
             .find(|n| n.name.strip_prefix('@') == Some(name))
-            .map(|n| (&n.content, &n.level, &n.comments))
+    });
+    let found = if target.starts_with('@') {
+        named.map(|n| (&n.content, &n.level, &n.comments))
     } else {
         find_location(s, target).map(|l| (&l.content, &l.level, &l.comments))
     };
@@ -566,6 +610,11 @@ fn page(
         return None;
     };
     t.comments.extend(comments.iter().cloned());
+    if let Some(n) = named {
+        if !n.used.replace(true) {
+            named_rest(cx, n);
+        }
+    }
     let status = match overwrite {
         Some(Some(c)) => Some(c),
         Some(None) => Some(r.code),
@@ -574,13 +623,24 @@ fn page(
     if let Some(c) = status {
         t.set("status", Value::Int(c), vec![]);
     }
-    page_body(cx, &mut t, r, lv, status);
+    page_body(&mut t, r, lv, status, s.content_type(lv));
     Some(t)
+}
+
+/// What a named location made into an error page says besides `return`,
+/// `add_header` and `default_type`: reported, an error page has no more.
+fn named_rest(cx: &mut Cx, n: &Named) {
+    for c in n.d.children() {
+        if !matches!(c.name.as_str(), "return" | "add_header" | "default_type") {
+            let why = "in an error page's location: sluice's error pages are a status, headers and a body";
+            cx.report(Kind::NotTranslated, c, why);
+        }
+    }
 }
 
 /// A page's headers (the target's `add_header … always`, and `Location`
 /// for a redirect) and body.
-fn page_body(cx: &mut Cx, t: &mut Table, r: &Ret, lv: &Level, status: Option<i64>) {
+fn page_body(t: &mut Table, r: &Ret, lv: &Level, status: Option<i64>, ctype: Option<&str>) {
     let mut headers = Vec::new();
     let mut notes = Vec::new();
     let ok_status = status.is_some_and(|c| (200..400).contains(&c));
@@ -612,8 +672,12 @@ fn page_body(cx: &mut Cx, t: &mut Table, r: &Ret, lv: &Level, status: Option<i64
         }
         headers.push((name, value));
     }
-    if let (Some(text), true) = (&r.text, is_redirect(r.code)) {
-        headers.push(("Location".into(), Value::str(text)));
+    match (&r.text, ctype) {
+        (Some(text), _) if is_redirect(r.code) => {
+            headers.push(("Location".into(), Value::str(text)))
+        }
+        (Some(_), Some(ct)) => headers.push(("Content-Type".into(), Value::str(ct))),
+        _ => {}
     }
     if !headers.is_empty() {
         t.set("headers", Value::Inline(headers), notes);
@@ -623,7 +687,6 @@ fn page_body(cx: &mut Cx, t: &mut Table, r: &Ret, lv: &Level, status: Option<i64
     if let (Some(text), false) = (&r.text, is_redirect(r.code)) {
         t.set("body", Value::str(text), vec![]);
     }
-    let _ = cx;
 }
 
 /// The location nginx's internal redirect to `uri` finds (exact, then the

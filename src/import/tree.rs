@@ -118,6 +118,7 @@ pub struct MissingInclude {
 }
 
 /// The main file, its includes expanded.
+#[derive(Debug)]
 pub struct Tree {
     pub directives: Vec<Directive>,
     pub missing: Vec<MissingInclude>,
@@ -408,4 +409,3 @@ impl Parser {
         }
     }
 }
-
