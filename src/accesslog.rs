@@ -229,6 +229,7 @@ impl Record {
             limit_req_algorithm: self.limit_req_algorithm,
         };
         let resp = ResponseVars {
+            proxy_host: "",
             status: self.status,
             retry_after: None,
             limit_req_status: self.limit_req_status,

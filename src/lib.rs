@@ -62,6 +62,7 @@ pub mod errlog;
 pub mod fmt;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+pub mod headers;
 pub mod http1;
 pub mod import;
 pub mod limiter;

@@ -84,6 +84,7 @@ pub fn error_response(
     made: &Made,
 ) -> Response<Body> {
     let vars = ResponseVars {
+        proxy_host: "",
         status: made.status,
         retry_after: made.retry_after,
         limit_req_status: made.limit_req_status,
@@ -204,6 +205,7 @@ pub fn return_response(
     limit_req_status: Option<LimitReqStatus>,
 ) -> Response<Body> {
     let vars = ResponseVars {
+        proxy_host: "",
         status: ret.status,
         retry_after: None,
         limit_req_status,

@@ -132,6 +132,8 @@ pub struct Server {
     /// What a request head may be (`underscores_in_headers`,
     /// `ignore_invalid_headers`, `large_client_header_buffers`).
     pub head_rules: crate::http1::HeadRules,
+    /// `add_header` for answers made before a location is known.
+    pub add_headers: Arc<[crate::headers::AddHeader]>,
 }
 
 /// A server's TLS, as its handshakes use it.
@@ -177,6 +179,35 @@ pub struct Location {
     /// `client_body_temp_path`: see [`crate::client_body`].
     pub request_buffering: Option<RequestBuffering>,
     pub access_log: Option<Arc<AccessLog>>,
+    /// `proxy_set_header` with sluice's defaults, `add_header`, and the
+    /// upstream's fields the client does not get.
+    pub headers: Headers,
+}
+
+/// A location's (or server's) header directives, compiled.
+#[derive(Default)]
+pub struct Headers {
+    pub proxy: Arc<crate::headers::ProxyHeaders>,
+    pub add: Arc<[crate::headers::AddHeader]>,
+    pub hidden: Arc<crate::headers::HiddenHeaders>,
+}
+
+impl Headers {
+    pub(super) fn of(level: &super::spec::HeaderLevel) -> Headers {
+        let none = Vec::new();
+        let hide = level.proxy_hide_header.as_deref().unwrap_or(&none);
+        let pass = level.proxy_pass_header.as_deref().unwrap_or(&none);
+        Headers {
+            proxy: Arc::new(crate::headers::ProxyHeaders::new(
+                level.proxy_set_header.as_deref().map_or(&[], |v| v),
+            )),
+            add: level
+                .add_header
+                .as_deref()
+                .map_or_else(|| Arc::from([]), |v| Arc::from(v.as_slice())),
+            hidden: Arc::new(crate::headers::HiddenHeaders::new(hide, pass)),
+        }
+    }
 }
 
 /// Where a body waits until it is whole.

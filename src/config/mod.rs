@@ -84,6 +84,8 @@ mod tests;
 #[cfg(test)]
 mod tests_algorithms;
 #[cfg(test)]
+mod tests_headers;
+#[cfg(test)]
 mod tests_tls;
 #[cfg(test)]
 mod tests_upstream_tls;

@@ -168,6 +168,36 @@ pub struct Level {
     pub large_client_header_buffers: Option<(usize, usize)>,
     /// `proxy_ssl_*`: how HTTPS upstreams are spoken to.
     pub proxy_ssl: super::upstream_tls::ProxySsl,
+    /// `proxy_set_header`, `add_header`, `proxy_hide_header`, `proxy_pass_header`.
+    pub headers: HeaderLevel,
+}
+
+/// The header directives of a level, each inherited on its own (a level
+/// that sets one replaces its parent's list, as nginx).
+#[derive(Clone, Default)]
+pub struct HeaderLevel {
+    pub proxy_set_header: Option<Arc<Vec<(http::HeaderName, crate::vars::Template)>>>,
+    pub add_header: Option<Arc<Vec<crate::headers::AddHeader>>>,
+    pub proxy_hide_header: Option<Arc<Vec<http::HeaderName>>>,
+    pub proxy_pass_header: Option<Arc<Vec<http::HeaderName>>>,
+}
+
+impl HeaderLevel {
+    fn inherit(&self, parent: &HeaderLevel) -> HeaderLevel {
+        let pick = |mine: &Option<_>, theirs: &Option<_>| mine.clone().or_else(|| theirs.clone());
+        HeaderLevel {
+            proxy_set_header: self
+                .proxy_set_header
+                .clone()
+                .or_else(|| parent.proxy_set_header.clone()),
+            add_header: self
+                .add_header
+                .clone()
+                .or_else(|| parent.add_header.clone()),
+            proxy_hide_header: pick(&self.proxy_hide_header, &parent.proxy_hide_header),
+            proxy_pass_header: pick(&self.proxy_pass_header, &parent.proxy_pass_header),
+        }
+    }
 }
 
 impl Level {
@@ -223,6 +253,7 @@ impl Level {
                 .large_client_header_buffers
                 .or(parent.large_client_header_buffers),
             proxy_ssl: self.proxy_ssl.inherit(&parent.proxy_ssl),
+            headers: self.headers.inherit(&parent.headers),
         }
     }
 }

@@ -115,8 +115,9 @@ async fn forward<'l>(
         method: &parts.method,
         target,
         headers: &parts.headers,
-        host: &pp.authority,
-        client: cx.vars.remote.ip(),
+        proxy: &loc.headers.proxy,
+        vars: &cx.vars,
+        proxy_host: pp.authority.as_str(),
         upgrade,
     };
     let tls = loc.upstream_tls.as_ref();
@@ -135,7 +136,8 @@ async fn forward<'l>(
         _ => upstream::send(&pp.authority, tls, loc.timeouts, &head, body).await,
     };
     match sent.and_then(|resp| upstream::switched(resp, upgrade.is_some())) {
-        Ok(upstream::Answer::Switched(head, switched)) => {
+        Ok(upstream::Answer::Switched(mut head, switched)) => {
+            loc.headers.hidden.apply(head.headers_mut());
             let limits = tunnel::Limits {
                 idle: loc.timeouts.read,
                 to_client: cx.conn.state.timeouts.send,
@@ -147,7 +149,10 @@ async fn forward<'l>(
             let t = Tunnel::new(switched, limits, cx.conn.id, context);
             Ok(tunnel::respond(head, t))
         }
-        Ok(upstream::Answer::Response(resp)) => Ok(resp.map(BodyExt::boxed)),
+        Ok(upstream::Answer::Response(mut resp)) => {
+            loc.headers.hidden.apply(resp.headers_mut());
+            Ok(resp.map(BodyExt::boxed))
+        }
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
             received: body_limit.received(),
         })),

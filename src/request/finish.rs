@@ -4,9 +4,41 @@ use super::error::{CloseConnection, Decided, retry_after_secs};
 use crate::accesslog::{LoggedBody, Record};
 use crate::body::Body;
 use crate::config::Location;
+use crate::headers::AddHeader;
 use crate::limiter::Outcome;
 use crate::respond::{self, RateLimitHeaders};
-use http::Response;
+use crate::vars::{RequestVars, ResponseVars};
+use http::{Response, header};
+
+/// The response with `list`'s `add_header` fields, as nginx's headers
+/// filter adds them to every response of the location (its own answers,
+/// error pages and rejections included, by their status and `always`).
+pub(crate) fn with_added(
+    resp: Result<Response<Body>, CloseConnection>,
+    list: &[AddHeader],
+    vars: &RequestVars,
+    proxy_host: &str,
+    (limit_req_status, zone, _): Decided,
+) -> Result<Response<Body>, CloseConnection> {
+    let Ok(mut r) = resp else { return resp };
+    if list.is_empty() {
+        return Ok(r);
+    }
+    let retry_after = r
+        .headers()
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let made = ResponseVars {
+        proxy_host,
+        status: r.status().as_u16(),
+        retry_after,
+        limit_req_status,
+        limit_req_zone: zone,
+        log: None,
+    };
+    crate::headers::add(r.headers_mut(), list, vars, &made);
+    Ok(r)
+}
 
 /// The request's access-log record gets the response's status and writes
 /// itself when the body is done.

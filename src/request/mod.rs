@@ -24,7 +24,7 @@ pub use error::CloseConnection;
 pub use find::normalize_path;
 
 use self::error::{ProxyError, UNDECIDED, plain_status};
-use self::finish::{finish, with_quota};
+use self::finish::{finish, with_added, with_quota};
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
 use crate::clock::Clock;
@@ -110,36 +110,42 @@ pub(crate) async fn handle(
         vars,
         start,
     };
+    let server_added = |resp| with_added(resp, &server.add_headers, &cx.vars, "", UNDECIDED);
     if conn.plain_on_https {
         let resp = ProxyError::PlainHttpOnHttps.respond(&cx, &server.error_pages, None, UNDECIDED);
-        return finish(resp, cx.record(&server.access_log), UNDECIDED);
+        return finish(server_added(resp), cx.record(&server.access_log), UNDECIDED);
     }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
         Err(e) => {
             let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
-            return finish(resp, cx.record(&server.access_log), UNDECIDED);
+            return finish(server_added(resp), cx.record(&server.access_log), UNDECIDED);
         }
     };
+    let proxy_host = match &loc.action {
+        crate::config::Action::Proxy(pp) => pp.authority.as_str(),
+        crate::config::Action::Return(_) => "",
+    };
+    let added = |resp, decided| with_added(resp, &loc.headers.add, &cx.vars, proxy_host, decided);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
     if let Err(e) = find::check_body_size(loc, &parts.headers) {
         let resp = e.respond(&cx, &loc.error_pages, Some(loc), UNDECIDED);
-        return finish(resp, record, UNDECIDED);
+        return finish(added(resp, UNDECIDED), record, UNDECIDED);
     }
     let limited = match limit::limit_req(&cx, loc, &mut record).await {
         Ok(limited) => limited,
         Err((e, limited)) => {
             let resp = e.respond(&cx, &loc.error_pages, Some(loc), limited.decided);
             let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
-            return finish(resp, record, limited.decided);
+            return finish(added(resp, limited.decided), record, limited.decided);
         }
     };
     let held = match limit_conn::limit_conn(&cx, loc, &mut record) {
         Ok(held) => held,
         Err(e) => {
             let resp = e.respond(&cx, &loc.error_pages, Some(loc), limited.decided);
-            return finish(resp, record, limited.decided);
+            return finish(added(resp, limited.decided), record, limited.decided);
         }
     };
     let resp = content::content(&cx, loc, (&parts, body), path, &limited, &mut record).await;
@@ -148,6 +154,7 @@ pub(crate) async fn handle(
     // The counts are held until the response body has been sent (or
     // dropped), as nginx releases them when the request is freed.
     let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
+    let resp = added(resp, limited.decided);
     // (A tunnel's, for as long as it is open.)
     finish(resp, record, limited.decided).map(|r| tunnel::hand_over(r, held, &conn.state))
 }

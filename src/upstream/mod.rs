@@ -53,7 +53,6 @@ use pool::{Conn, Key, checkout, connect};
 use request::{send_body, write_all, write_head};
 use response::read_head;
 use std::io;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 pub use tls::Tls;
@@ -169,13 +168,15 @@ pub struct Head<'a> {
     pub method: &'a Method,
     /// Origin-form target: path and query.
     pub target: &'a str,
-    /// The client's headers; hop-by-hop ones, Host and X-Forwarded-For are
+    /// The client's headers; hop-by-hop ones and those `proxy` sets are
     /// replaced here.
     pub headers: &'a HeaderMap,
-    /// Host, as nginx's `$proxy_host`.
-    pub host: &'a Authority,
-    /// Appended to X-Forwarded-For.
-    pub client: IpAddr,
+    /// `proxy_set_header` with sluice's defaults (Host, X-Forwarded-For).
+    pub proxy: &'a crate::headers::ProxyHeaders,
+    /// What its values are made of.
+    pub vars: &'a crate::vars::RequestVars<'a>,
+    /// nginx's `$proxy_host`: `proxy_pass`'s host and port, or its group.
+    pub proxy_host: &'a str,
     /// The request asks to switch to this protocol (`Upgrade`, with
     /// `Connection: upgrade`, see [`crate::http1::upgrade_asked`]): both
     /// are sent, and a `101` answer is a tunnel ([`switched`]).

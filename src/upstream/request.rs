@@ -47,8 +47,9 @@ pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
 
 /// Request headers that are the connection's, not the request's (RFC 9110
 /// §7.6.1), `Expect` (sluice answers 100-continue itself and streams the
-/// body at once), and those this function writes itself (Host, framing,
-/// X-Forwarded-For).
+/// body at once), and the framing, which this function writes itself.
+/// (Those `proxy_set_header` names, Host and X-Forwarded-For by default,
+/// are replaced too.)
 fn replaced(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -63,8 +64,6 @@ fn replaced(name: &HeaderName) -> bool {
             | "proxy-authenticate"
             | "proxy-authorization"
             | "expect"
-            | "host"
-            | "x-forwarded-for"
     )
 }
 
@@ -87,9 +86,8 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
     out.extend_from_slice(head.method.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(head.target.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-    out.extend_from_slice(head.host.as_str().as_bytes());
-    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    head.proxy.write(out, head.vars, head.proxy_host);
     // The client's own are dropped below: only the protocol asked for, and
     // the option that makes it meant for this hop (nginx's usual
     // `proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection
@@ -101,7 +99,10 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
     }
     let listed = head.headers.contains_key(header::CONNECTION);
     for (name, value) in head.headers {
-        if replaced(name) || (listed && named_in_connection(head.headers, name)) {
+        if replaced(name)
+            || head.proxy.replaces(name)
+            || (listed && named_in_connection(head.headers, name))
+        {
             continue;
         }
         out.extend_from_slice(name.as_str().as_bytes());
@@ -109,21 +110,6 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    // $proxy_add_x_forwarded_for; several lines are one list (nginx joins them).
-    out.extend_from_slice(b"x-forwarded-for: ");
-    for v in head.headers.get_all("x-forwarded-for") {
-        out.extend_from_slice(v.as_bytes());
-        out.extend_from_slice(b", ");
-    }
-    let mut ip = [0u8; 64];
-    let n = {
-        use std::io::Write;
-        let mut w = &mut ip[..];
-        let _ = write!(w, "{}", head.client);
-        64 - w.len()
-    };
-    out.extend_from_slice(&ip[..n]);
-    out.extend_from_slice(b"\r\n");
     // The framing is sluice's own, never the client's word for it.
     match framing {
         Framing::Chunked(_) => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
@@ -199,27 +185,29 @@ mod tests {
             headers.append(HeaderName::from_static(n), HeaderValue::from_static(v));
         }
         let protocol = HeaderValue::from_static("websocket");
-        let host = http::uri::Authority::from_static("up:80");
+        let vars = crate::vars::RequestVars::for_test(&headers, "10.0.0.1");
+        let proxy = crate::headers::ProxyHeaders::default();
         let mut head = Head {
             method: &Method::GET,
             target: "/ws",
             headers: &headers,
-            host: &host,
-            client: "10.0.0.1".parse().unwrap(),
+            proxy: &proxy,
+            vars: &vars,
+            proxy_host: "up:80",
             upgrade: Some(&protocol),
         };
         let mut out = Vec::new();
         write_head(&mut out, &head, Framing::Done);
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
-            "GET /ws HTTP/1.1\r\nhost: up:80\r\nupgrade: websocket\r\nconnection: upgrade\r\n\
-             sec-websocket-key: k\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+            "GET /ws HTTP/1.1\r\nhost: up:80\r\nx-forwarded-for: 10.0.0.1\r\n\
+             upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-key: k\r\n\r\n"
         );
         head.upgrade = None;
         write_head(&mut out, &head, Framing::Done);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "GET /ws HTTP/1.1\r\nhost: up:80\r\nsec-websocket-key: k\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+            "GET /ws HTTP/1.1\r\nhost: up:80\r\nx-forwarded-for: 10.0.0.1\r\nsec-websocket-key: k\r\n\r\n"
         );
     }
 }

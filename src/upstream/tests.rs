@@ -88,12 +88,14 @@ async fn upstream(answers: Vec<Answer>) -> Upstream {
 }
 
 fn head<'a>(method: &'a Method, headers: &'a HeaderMap, host: &'a Authority) -> Head<'a> {
+    let vars = crate::vars::RequestVars::for_test(headers, "127.0.0.9");
     Head {
         method,
         target: "/t?q=1",
         headers,
-        host,
-        client: "127.0.0.9".parse().unwrap(),
+        proxy: Box::leak(Box::default()),
+        vars: Box::leak(Box::new(vars)),
+        proxy_host: host.as_str(),
         upgrade: None,
     }
 }
@@ -349,8 +351,8 @@ async fn the_request_head_is_rewritten_and_bodies_reframed() {
     assert_eq!(
         got,
         format!(
-            "POST /t?q=1 HTTP/1.1\r\nhost: {}\r\nx-keep: kept\r\n\
-             x-forwarded-for: 1.2.3.4, 5.6.7.8, 127.0.0.9\r\ncontent-length: 5\r\n\r\nhello",
+            "POST /t?q=1 HTTP/1.1\r\nhost: {}\r\n\
+             x-forwarded-for: 1.2.3.4, 5.6.7.8, 127.0.0.9\r\nx-keep: kept\r\ncontent-length: 5\r\n\r\nhello",
             up.key
         )
     );

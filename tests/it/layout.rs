@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["errlog"],
     &["limiter"],
     &["vars"],
-    &["respond", "conn"],
+    &["respond", "conn", "headers"],
     &["accesslog", "connlimit", "upstream", "client_body"],
     &["config"],
     &["metrics", "check", "simulate", "import"],

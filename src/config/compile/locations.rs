@@ -78,6 +78,7 @@ pub(super) fn location(
             .client_max_body_size
             .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),
         access_log: logs.open(&eff.access_log)?,
+        headers: super::super::compiled::Headers::of(&eff.headers),
     };
     Ok((l.rule, location))
 }

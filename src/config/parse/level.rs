@@ -63,6 +63,10 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("proxy_ssl_certificate", proxy_ssl_certificate),
         level_key!("proxy_ssl_certificate_key", proxy_ssl_certificate_key),
         level_key!("proxy_ssl_protocols", proxy_ssl_protocols),
+        level_key!("proxy_set_header", super::headers::proxy_set_header),
+        level_key!("add_header", super::headers::add_header),
+        level_key!("proxy_hide_header", super::headers::proxy_hide_header),
+        level_key!("proxy_pass_header", super::headers::proxy_pass_header),
     ];
 }
 

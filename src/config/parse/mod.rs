@@ -21,6 +21,7 @@ macro_rules! level_key {
     };
 }
 
+mod headers;
 pub(super) mod level;
 pub(super) mod limits;
 pub(super) mod read;

@@ -12,6 +12,7 @@
 
 mod algorithms;
 mod forwarding;
+mod headers;
 mod https_upstream;
 mod limits;
 mod requests;

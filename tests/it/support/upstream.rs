@@ -124,8 +124,9 @@ async fn serve(mut stream: TcpStream, hits: Arc<AtomicUsize>, delay: Duration) {
             _ => http10,
         };
         let body = format!("{head}\r\n");
+        let (status, extra) = asked_for(&head);
         let response = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n{body}",
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: {}\r\n{extra}\r\n{body}",
             body.len(),
             if close { "close" } else { "keep-alive" }
         );
@@ -134,6 +135,27 @@ async fn serve(mut stream: TcpStream, hits: Arc<AtomicUsize>, delay: Duration) {
             return;
         }
     }
+}
+
+/// What the request asks the echo to answer with: `X-Echo-Status: 404` for another status line,
+/// and each `X-Echo-Header: Name: value` as one more response header (to see what a proxy does
+/// with the upstream's headers).
+fn asked_for(head: &str) -> (String, String) {
+    let mut status = "200 OK".to_owned();
+    let mut extra = String::new();
+    for line in head.lines().skip(1) {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("x-echo-status") {
+            status = format!("{value} Echo");
+        } else if name.eq_ignore_ascii_case("x-echo-header") {
+            extra.push_str(value);
+            extra.push_str("\r\n");
+        }
+    }
+    (status, extra)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

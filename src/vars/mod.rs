@@ -54,6 +54,10 @@ pub enum Var {
     SslProtocol,
     SslServerName,
     SslCipher,
+    /// `proxy_pass`'s host (and port), or its upstream group's name.
+    ProxyHost,
+    /// The client's `X-Forwarded-For` with `$remote_addr` appended.
+    ProxyAddXForwardedFor,
 }
 
 impl Var {
@@ -91,6 +95,8 @@ impl Var {
             "connection" => Var::ConnectionId,
             "limit_conn_status" => Var::LimitConnStatus,
             "limit_req_algorithm" => Var::LimitReqAlgorithm,
+            "proxy_host" => Var::ProxyHost,
+            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             _ => {
                 if let Some(h) = name.strip_prefix("http_") {
                     let h = h.replace('_', "-").to_ascii_lowercase();
@@ -109,6 +115,7 @@ impl Var {
     /// The narrowest context a variable is available in.
     fn context(&self) -> Context {
         match self {
+            Var::ProxyHost => Context::Proxy,
             Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone => {
                 Context::Response
             }
@@ -171,6 +178,8 @@ pub struct TemplateError {
 pub enum Context {
     /// A zone key: request variables only.
     Key,
+    /// `proxy_set_header`: also `$proxy_host`.
+    Proxy,
     /// An error page or `return`: also `$status`, `$retry_after`, …
     Response,
     /// The access log: also `$request_time`, `$body_bytes_sent`, …
@@ -224,6 +233,9 @@ impl Template {
                 return Err(TemplateError {
                     offset: start,
                     message: match var.context() {
+                        Context::Proxy => format!(
+                            "variable \"${name}\" is only available in proxy_set_header, add_header, error pages, return and access logs"
+                        ),
                         Context::Response => format!(
                             "variable \"${name}\" is only available in error pages, return and access logs"
                         ),
@@ -347,9 +359,11 @@ pub struct RequestVars<'a> {
 /// What an error page or `return` adds.
 #[derive(Default)]
 pub struct ResponseVars<'a> {
+    /// `$proxy_host` (empty when not proxied).
+    pub proxy_host: &'a str,
     pub status: u16,
     pub retry_after: Option<u64>,
-    /// `None` prints `-`.
+    /// `None`: empty (the access log prints `-`).
     pub limit_req_status: Option<LimitReqStatus>,
     pub limit_req_zone: &'a str,
     /// Access log only.
@@ -396,7 +410,25 @@ fn push_time(out: &mut Vec<u8>, unix_ms: u64, iso: bool) {
     });
 }
 
-impl RequestVars<'_> {
+impl<'a> RequestVars<'a> {
+    /// A `GET /t?q=1` from `remote` with `headers`, for tests elsewhere.
+    #[cfg(test)]
+    pub fn for_test(headers: &'a HeaderMap, remote: &str) -> RequestVars<'a> {
+        let uri: &'static Uri = Box::leak(Box::new(Uri::from_static("/t?q=1")));
+        RequestVars {
+            remote: SocketAddr::new(remote.parse().unwrap(), 5555),
+            local: "127.0.0.1:7060".parse().unwrap(),
+            server_name: "",
+            method: &Method::GET,
+            uri,
+            version: Version::HTTP_11,
+            path: "/t",
+            headers,
+            raw_request_line: None,
+            tls: None,
+        }
+    }
+
     /// nginx's `$host`: the Host header, lowercased, without its port; else
     /// the server name.
     pub fn host(&self) -> String {
@@ -445,8 +477,7 @@ pub fn version_str(v: Version) -> &'static str {
 }
 
 /// One variable's value, appended to `out`. A variable whose context is
-/// missing (no response being made, not the access log) appends nothing,
-/// except `$limit_req_status`, which is then `-`.
+/// missing (no response being made, not the access log) appends nothing.
 fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
     match v {
         Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone => {
@@ -466,6 +497,11 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
             }
         }
         Var::RemoteUser => out.push(b'-'),
+        Var::ProxyHost => {
+            if let Some(r) = resp {
+                out.extend_from_slice(r.proxy_host.as_bytes());
+            }
+        }
         _ => eval_request_var(v, req, out),
     }
 }
@@ -525,6 +561,16 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
                 }
             }
         }
+        Var::ProxyAddXForwardedFor => {
+            for v in req
+                .headers
+                .get_all(http::header::HeaderName::from_static("x-forwarded-for"))
+            {
+                out.extend_from_slice(v.as_bytes());
+                out.extend_from_slice(b", ");
+            }
+            push_ip(out, req.remote.ip());
+        }
         Var::Arg(name) => {
             if let Some(q) = req.uri.query() {
                 if let Some(v) = find_pair(q.as_bytes(), b'&', name.as_bytes(), false) {
@@ -549,9 +595,12 @@ fn eval_response_var(v: &Var, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
                 push_u64(out, s);
             }
         }
+        // nginx's is not found (empty) when no limit applied; the access
+        // log prints that as `-`.
         Var::LimitReqStatus => {
-            let status = resp.and_then(|r| r.limit_req_status);
-            out.extend_from_slice(status.map_or("-", LimitReqStatus::as_str).as_bytes())
+            if let Some(s) = resp.and_then(|r| r.limit_req_status) {
+                out.extend_from_slice(s.as_str().as_bytes())
+            }
         }
         Var::LimitReqZone => {
             if let Some(r) = resp {
@@ -603,78 +652,4 @@ fn find_pair<'a>(s: &'a [u8], sep: u8, name: &[u8], exact: bool) -> Option<&'a [
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use http::HeaderValue;
-
-    fn req<'a>(uri: &'a Uri, headers: &'a HeaderMap, method: &'a Method) -> RequestVars<'a> {
-        RequestVars {
-            remote: "10.1.2.3:5555".parse().unwrap(),
-            local: "127.0.0.1:7060".parse().unwrap(),
-            server_name: "",
-            method,
-            uri,
-            version: Version::HTTP_11,
-            path: uri.path(),
-            headers,
-            raw_request_line: None,
-            tls: None,
-        }
-    }
-
-    #[test]
-    fn variables_and_text() {
-        let uri: Uri = "/a/b?x=1&Key=v2".parse().unwrap();
-        let mut h = HeaderMap::new();
-        h.insert("host", "Example.COM:8080".parse().unwrap());
-        h.insert("x-api-key", "k1".parse().unwrap());
-        h.insert("cookie", "a=1; sid=abc".parse().unwrap());
-        let m = Method::GET;
-        let r = req(&uri, &h, &m);
-        let t = Template::parse(
-            "$remote_addr|${host}|$uri|$arg_key|$http_x_api_key|$cookie_sid|$request_method",
-            Context::Key,
-        )
-        .unwrap();
-        assert_eq!(
-            String::from_utf8(t.eval_to_vec(&r, None)).unwrap(),
-            "10.1.2.3|example.com|/a/b|v2|k1|abc|GET"
-        );
-        let b = Template::parse("$binary_remote_addr", Context::Key).unwrap();
-        assert_eq!(b.eval_to_vec(&r, None), vec![10, 1, 2, 3]);
-        let e = Template::parse("$http_missing", Context::Key).unwrap();
-        assert!(e.eval_to_vec(&r, None).is_empty());
-    }
-
-    #[test]
-    fn log_escapes_like_nginx() {
-        let uri: Uri = "/a".parse().unwrap();
-        let mut h = HeaderMap::new();
-        h.insert(
-            "user-agent",
-            HeaderValue::from_bytes(b"a\"b\\c\td\xc3\xa9").unwrap(),
-        );
-        let m = Method::GET;
-        let r = req(&uri, &h, &m);
-        let eval = |escape| {
-            let t = Template::parse("\"$http_user_agent\" $http_referer", Context::Log)
-                .unwrap()
-                .with_escape(escape);
-            String::from_utf8_lossy(&t.eval_to_vec(&r, None)).into_owned()
-        };
-        assert_eq!(eval(LogEscape::Default), r#""a\x22b\x5Cc\x09d\xC3\xA9" -"#);
-        assert_eq!(eval(LogEscape::Json), "\"a\\\"b\\\\c\\td\u{e9}\" ");
-        assert_eq!(eval(LogEscape::None), "\"a\"b\\c\td\u{e9}\" -");
-    }
-
-    #[test]
-    fn errors_have_offsets() {
-        let e = Template::parse("ab $nope", Context::Key).unwrap_err();
-        assert_eq!(e.offset, 3);
-        assert!(e.message.contains("unknown \"nope\" variable"));
-        let e = Template::parse("x$retry_after", Context::Key).unwrap_err();
-        assert_eq!(e.offset, 1);
-        assert!(Template::parse("$retry_after", Context::Response).is_ok());
-        assert!(Template::parse("${host", Context::Key).is_err());
-    }
-}
+mod tests;

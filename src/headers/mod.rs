@@ -1,0 +1,223 @@
+//! nginx's header directives, compiled: `proxy_set_header` (the request
+//! head the upstream receives), `add_header` (fields added to responses),
+//! `proxy_hide_header` and `proxy_pass_header` (fields of the upstream's
+//! response the client does not see).
+//!
+//! Why here, apart from the upstream client: the same lists decide the head
+//! sluice writes upstream (`crate::upstream`) and the responses the request
+//! path sends (`crate::request`), and both are built once per location when
+//! the configuration is compiled, so a request only walks short lists.
+//!
+//! What differs from nginx, on purpose: a value is written with the bytes a
+//! header may not hold (CR, LF, NUL and the other controls but TAB)
+//! percent-encoded. nginx writes `$uri` as decoded, so `%0D%0A` in a path
+//! becomes a new header line upstream (a well-known CRLF injection); here it
+//! stays `%0D%0A`.
+
+use crate::vars::{RequestVars, ResponseVars, Template};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+/// `proxy_set_header` of a location, with sluice's defaults: the fields the
+/// upstream's request head carries besides the client's own.
+#[derive(Debug)]
+pub struct ProxyHeaders {
+    /// Written in this order: the configured ones, then the defaults whose
+    /// name was not configured (`Host $proxy_host`, `X-Forwarded-For
+    /// $proxy_add_x_forwarded_for`). A value that evaluates empty is not
+    /// written (nginx's way to remove a field).
+    set: Vec<(HeaderName, Template)>,
+}
+
+/// Request fields sluice writes itself whatever `proxy_set_header` says: the
+/// body's framing (never the client's or the configuration's word: one
+/// request must not smuggle another) and the connection's own fields.
+pub fn managed(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "upgrade"
+            | "keep-alive"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "content-length"
+            | "expect"
+            | "proxy-connection"
+    )
+}
+
+impl ProxyHeaders {
+    /// `configured` (in file order) with the defaults it does not name.
+    /// Fields sluice manages ([`managed`]) are left out: validation warns
+    /// about them.
+    pub fn new(configured: &[(HeaderName, Template)]) -> ProxyHeaders {
+        let mut set: Vec<(HeaderName, Template)> = configured
+            .iter()
+            .filter(|(n, _)| !managed(n))
+            .cloned()
+            .collect();
+        for (name, value) in [
+            ("host", "$proxy_host"),
+            ("x-forwarded-for", "$proxy_add_x_forwarded_for"),
+        ] {
+            if !configured.iter().any(|(n, _)| n == name) {
+                if let Ok(t) = Template::parse(value, crate::vars::Context::Proxy) {
+                    set.push((HeaderName::from_static(name), t));
+                }
+            }
+        }
+        ProxyHeaders { set }
+    }
+
+    /// Whether the client's field of this name is replaced (so not
+    /// forwarded as it came): every configured name, removed ones included.
+    pub fn replaces(&self, name: &HeaderName) -> bool {
+        self.set.iter().any(|(n, _)| n == name)
+    }
+
+    /// Appends the fields, `name: value\r\n` each, to `out`.
+    pub fn write(&self, out: &mut Vec<u8>, req: &RequestVars, proxy_host: &str) {
+        let resp = ResponseVars {
+            proxy_host,
+            ..ResponseVars::default()
+        };
+        for (name, value) in &self.set {
+            let line = out.len();
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            let start = out.len();
+            value.eval(req, Some(&resp), out);
+            if out.len() == start {
+                out.truncate(line);
+                continue;
+            }
+            sanitize_tail(out, start);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+impl Default for ProxyHeaders {
+    fn default() -> ProxyHeaders {
+        ProxyHeaders::new(&[])
+    }
+}
+
+/// `out[from..]` with the bytes no field value may hold percent-encoded.
+fn sanitize_tail(out: &mut Vec<u8>, from: usize) {
+    let bad = |b: u8| (b < 0x20 && b != b'\t') || b == 0x7f;
+    if !out[from..].iter().any(|&b| bad(b)) {
+        return;
+    }
+    let value = out.split_off(from);
+    for b in value {
+        if bad(b) {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            out.push(b);
+        }
+    }
+}
+
+/// One `add_header NAME VALUE [always]`.
+#[derive(Debug, Clone)]
+pub struct AddHeader {
+    pub name: HeaderName,
+    pub value: Template,
+    /// Also on statuses other than nginx's list ([`adds_to`]).
+    pub always: bool,
+}
+
+/// nginx's `add_header` without `always` adds to these statuses only.
+pub fn adds_to(status: u16) -> bool {
+    matches!(
+        status,
+        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+    )
+}
+
+/// Appends `list`'s fields to a response with `resp.status`: those without
+/// `always` only on [`adds_to`] statuses, none whose value evaluates empty
+/// (nginx's rules). Existing fields of the same name stay: nginx appends.
+pub fn add(headers: &mut HeaderMap, list: &[AddHeader], req: &RequestVars, resp: &ResponseVars) {
+    let listed = adds_to(resp.status);
+    let mut value = Vec::new();
+    for h in list {
+        if !(h.always || listed) {
+            continue;
+        }
+        value.clear();
+        h.value.eval(req, Some(resp), &mut value);
+        if value.is_empty() {
+            continue;
+        }
+        sanitize_tail(&mut value, 0);
+        if let Ok(v) = HeaderValue::from_bytes(&value) {
+            headers.append(h.name.clone(), v);
+        }
+    }
+}
+
+/// Fields of the upstream's response the client does not get: nginx's
+/// `proxy_hide_header` defaults, the configured ones, less
+/// `proxy_pass_header`'s.
+#[derive(Debug, Default)]
+pub struct HiddenHeaders {
+    /// `None`: exactly nginx's defaults (the fast path).
+    names: Option<Vec<HeaderName>>,
+}
+
+/// nginx hides these by default (and sends its own `Date` and `Server`;
+/// sluice sends its `Date`, and no `Server`).
+const HIDDEN_BY_DEFAULT: &[&str] = &[
+    "date",
+    "server",
+    "x-pad",
+    "x-accel-expires",
+    "x-accel-redirect",
+    "x-accel-limit-rate",
+    "x-accel-buffering",
+    "x-accel-charset",
+];
+
+impl HiddenHeaders {
+    pub fn new(hide: &[HeaderName], pass: &[HeaderName]) -> HiddenHeaders {
+        if hide.is_empty() && pass.is_empty() {
+            return HiddenHeaders { names: None };
+        }
+        let mut names: Vec<HeaderName> = HIDDEN_BY_DEFAULT
+            .iter()
+            .map(|n| HeaderName::from_static(n))
+            .chain(hide.iter().cloned())
+            .filter(|n| !pass.contains(n))
+            .collect();
+        let mut seen = Vec::with_capacity(names.len());
+        names.retain(|n| {
+            let fresh = !seen.contains(n);
+            seen.push(n.clone());
+            fresh
+        });
+        HiddenHeaders { names: Some(names) }
+    }
+
+    fn hides(&self, name: &HeaderName) -> bool {
+        match &self.names {
+            None => HIDDEN_BY_DEFAULT.contains(&name.as_str()),
+            Some(names) => names.contains(name),
+        }
+    }
+
+    /// `headers` without the hidden fields.
+    pub fn apply(&self, headers: &mut HeaderMap) {
+        if !headers.keys().any(|n| self.hides(n)) {
+            return;
+        }
+        let hidden: Vec<HeaderName> = headers.keys().filter(|n| self.hides(n)).cloned().collect();
+        for n in hidden {
+            headers.remove(n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+use super::*;
+use crate::vars::Context;
+use http::HeaderMap;
+
+fn tpl(s: &str) -> Template {
+    Template::parse(s, Context::Response).unwrap()
+}
+
+fn proxy(set: &[(&str, &str)]) -> ProxyHeaders {
+    let set: Vec<(HeaderName, Template)> = set
+        .iter()
+        .map(|(n, v)| {
+            (
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                Template::parse(v, Context::Proxy).unwrap(),
+            )
+        })
+        .collect();
+    ProxyHeaders::new(&set)
+}
+
+fn written(p: &ProxyHeaders, headers: &HeaderMap) -> String {
+    let vars = RequestVars::for_test(headers, "10.0.0.7");
+    let mut out = Vec::new();
+    p.write(&mut out, &vars, "backend");
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn defaults_are_host_and_forwarded_for() {
+    let mut h = HeaderMap::new();
+    h.insert("x-forwarded-for", "1.1.1.1".parse().unwrap());
+    let p = ProxyHeaders::default();
+    assert_eq!(
+        written(&p, &h),
+        "host: backend\r\nx-forwarded-for: 1.1.1.1, 10.0.0.7\r\n"
+    );
+    assert!(p.replaces(&HeaderName::from_static("host")));
+    assert!(!p.replaces(&HeaderName::from_static("x-other")));
+}
+
+#[test]
+fn configured_come_first_replace_defaults_and_empty_removes() {
+    let mut h = HeaderMap::new();
+    h.insert("host", "client.example:8080".parse().unwrap());
+    let p = proxy(&[
+        ("X-Real-IP", "$remote_addr"),
+        ("Host", "$host"),
+        ("X-Forwarded-For", ""),
+        ("X-Empty", "$http_missing"),
+        ("Connection", "upgrade"),
+    ]);
+    assert_eq!(
+        written(&p, &h),
+        "x-real-ip: 10.0.0.7\r\nhost: client.example\r\n"
+    );
+    // A removed field is not forwarded from the client either.
+    assert!(p.replaces(&HeaderName::from_static("x-forwarded-for")));
+    assert!(p.replaces(&HeaderName::from_static("x-empty")));
+    // Connection stays sluice's own.
+    assert!(!p.replaces(&HeaderName::from_static("connection")));
+}
+
+#[test]
+fn control_bytes_in_values_are_percent_encoded() {
+    let mut out = b"x: ".to_vec();
+    out.extend_from_slice(b"/a\r\nX-Evil: 1\x00\tz");
+    sanitize_tail(&mut out, 3);
+    assert_eq!(out, b"x: /a%0D%0AX-Evil: 1%00\tz");
+}
+
+#[test]
+fn add_header_follows_status_and_always() {
+    let list = vec![
+        AddHeader {
+            name: HeaderName::from_static("x-frame-options"),
+            value: tpl("DENY"),
+            always: false,
+        },
+        AddHeader {
+            name: HeaderName::from_static("x-status"),
+            value: tpl("$status $limit_req_status"),
+            always: true,
+        },
+        AddHeader {
+            name: HeaderName::from_static("x-limit"),
+            value: tpl("$limit_req_status"),
+            always: true,
+        },
+    ];
+    let empty = HeaderMap::new();
+    let vars = RequestVars::for_test(&empty, "10.0.0.7");
+    for (status, frame) in [
+        (200, true),
+        (204, true),
+        (304, true),
+        (308, true),
+        (404, false),
+        (429, false),
+        (502, false),
+        (101, false),
+    ] {
+        let mut h = HeaderMap::new();
+        let resp = ResponseVars {
+            status,
+            ..ResponseVars::default()
+        };
+        add(&mut h, &list, &vars, &resp);
+        assert_eq!(h.contains_key("x-frame-options"), frame, "{status}");
+        assert_eq!(h["x-status"], format!("{status} "), "{status}");
+        // Empty when no limit applied (not "-"), so not sent.
+        assert!(!h.contains_key("x-limit"));
+    }
+    let mut h = HeaderMap::new();
+    h.insert("x-frame-options", "SAMEORIGIN".parse().unwrap());
+    let resp = ResponseVars {
+        status: 429,
+        limit_req_status: Some(crate::limiter::LimitReqStatus::Rejected),
+        ..ResponseVars::default()
+    };
+    add(&mut h, &list, &vars, &resp);
+    assert_eq!(h["x-limit"], "REJECTED");
+    assert_eq!(h.get_all("x-frame-options").iter().count(), 1);
+}
+
+#[test]
+fn hidden_headers_are_nginx_defaults_plus_hide_minus_pass() {
+    let mut h = HeaderMap::new();
+    for (n, v) in [
+        ("date", "Mon"),
+        ("server", "up/1"),
+        ("x-accel-redirect", "/x"),
+        ("x-powered-by", "php"),
+        ("x-kept", "1"),
+    ] {
+        h.insert(HeaderName::from_static(n), v.parse().unwrap());
+    }
+    let mut a = h.clone();
+    HiddenHeaders::default().apply(&mut a);
+    let mut names: Vec<&str> = a.keys().map(|n| n.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["x-kept", "x-powered-by"]);
+    let mut b = h.clone();
+    HiddenHeaders::new(
+        &[HeaderName::from_static("x-powered-by")],
+        &[HeaderName::from_static("server")],
+    )
+    .apply(&mut b);
+    let mut names: Vec<&str> = b.keys().map(|n| n.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["server", "x-kept"]);
+}

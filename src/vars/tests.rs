@@ -1,0 +1,73 @@
+use super::*;
+use http::HeaderValue;
+
+fn req<'a>(uri: &'a Uri, headers: &'a HeaderMap, method: &'a Method) -> RequestVars<'a> {
+    RequestVars {
+        remote: "10.1.2.3:5555".parse().unwrap(),
+        local: "127.0.0.1:7060".parse().unwrap(),
+        server_name: "",
+        method,
+        uri,
+        version: Version::HTTP_11,
+        path: uri.path(),
+        headers,
+        raw_request_line: None,
+        tls: None,
+    }
+}
+
+#[test]
+fn variables_and_text() {
+    let uri: Uri = "/a/b?x=1&Key=v2".parse().unwrap();
+    let mut h = HeaderMap::new();
+    h.insert("host", "Example.COM:8080".parse().unwrap());
+    h.insert("x-api-key", "k1".parse().unwrap());
+    h.insert("cookie", "a=1; sid=abc".parse().unwrap());
+    let m = Method::GET;
+    let r = req(&uri, &h, &m);
+    let t = Template::parse(
+        "$remote_addr|${host}|$uri|$arg_key|$http_x_api_key|$cookie_sid|$request_method",
+        Context::Key,
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(t.eval_to_vec(&r, None)).unwrap(),
+        "10.1.2.3|example.com|/a/b|v2|k1|abc|GET"
+    );
+    let b = Template::parse("$binary_remote_addr", Context::Key).unwrap();
+    assert_eq!(b.eval_to_vec(&r, None), vec![10, 1, 2, 3]);
+    let e = Template::parse("$http_missing", Context::Key).unwrap();
+    assert!(e.eval_to_vec(&r, None).is_empty());
+}
+
+#[test]
+fn log_escapes_like_nginx() {
+    let uri: Uri = "/a".parse().unwrap();
+    let mut h = HeaderMap::new();
+    h.insert(
+        "user-agent",
+        HeaderValue::from_bytes(b"a\"b\\c\td\xc3\xa9").unwrap(),
+    );
+    let m = Method::GET;
+    let r = req(&uri, &h, &m);
+    let eval = |escape| {
+        let t = Template::parse("\"$http_user_agent\" $http_referer", Context::Log)
+            .unwrap()
+            .with_escape(escape);
+        String::from_utf8_lossy(&t.eval_to_vec(&r, None)).into_owned()
+    };
+    assert_eq!(eval(LogEscape::Default), r#""a\x22b\x5Cc\x09d\xC3\xA9" -"#);
+    assert_eq!(eval(LogEscape::Json), "\"a\\\"b\\\\c\\td\u{e9}\" ");
+    assert_eq!(eval(LogEscape::None), "\"a\"b\\c\td\u{e9}\" -");
+}
+
+#[test]
+fn errors_have_offsets() {
+    let e = Template::parse("ab $nope", Context::Key).unwrap_err();
+    assert_eq!(e.offset, 3);
+    assert!(e.message.contains("unknown \"nope\" variable"));
+    let e = Template::parse("x$retry_after", Context::Key).unwrap_err();
+    assert_eq!(e.offset, 1);
+    assert!(Template::parse("$retry_after", Context::Response).is_ok());
+    assert!(Template::parse("${host", Context::Key).is_err());
+}
