@@ -104,7 +104,9 @@ impl Table {
     }
 
     fn render_body(&self, out: &mut String, path: &str) {
-        for e in &self.entries {
+        let (one_line, promoted): (Vec<&Entry>, Vec<&Entry>) =
+            self.entries.iter().partition(|e| !too_wide(e));
+        for e in one_line {
             for c in &e.comments {
                 comment(out, c);
             }
@@ -115,6 +117,25 @@ impl Table {
                 let _ = write!(out, "   # {t}");
             }
             out.push('\n');
+        }
+        for e in promoted {
+            // `[path.key]`, a pair per line: the same TOML, readable.
+            let Value::Inline(kv) = &e.value else {
+                continue;
+            };
+            let full = if path.is_empty() {
+                key(&e.key)
+            } else {
+                format!("{path}.{}", key(&e.key))
+            };
+            out.push('\n');
+            for c in &e.comments {
+                comment(out, c);
+            }
+            let _ = writeln!(out, "[{full}]");
+            for (k, v) in kv {
+                let _ = writeln!(out, "{} = {}", key(k), inline(v));
+            }
         }
         for (name, sub) in &self.subs {
             let full = if path.is_empty() {
@@ -153,6 +174,18 @@ impl Table {
                 t.render_body(out, &full);
             }
         }
+    }
+}
+
+/// An inline table of scalars too wide for one line: written as a table.
+fn too_wide(e: &Entry) -> bool {
+    match &e.value {
+        Value::Inline(kv) => {
+            kv.iter()
+                .all(|(_, v)| !matches!(v, Value::Inline(_) | Value::Array(_)))
+                && key(&e.key).len() + 3 + inline(&e.value).len() > WIDTH
+        }
+        _ => false,
     }
 }
 
@@ -294,6 +327,37 @@ mod tests {
         assert_eq!(
             parsed["servers"][0]["error_pages"]["429"]["body"].as_str(),
             Some("a \"b\"\n")
+        );
+    }
+
+    #[test]
+    fn wide_inline_tables_become_tables() {
+        let kv: Vec<(String, Value)> = (0..6)
+            .map(|i| {
+                (
+                    format!("X-Header-{i}"),
+                    Value::str(format!("$http_x_value_{i}")),
+                )
+            })
+            .collect();
+        let mut top = Table::default();
+        let mut s = Table::default();
+        s.set(
+            "proxy_set_header",
+            Value::Inline(kv),
+            vec!["nginx.conf:1: …".into()],
+        );
+        s.set("listen", Value::str("127.0.0.1:1"), vec![]);
+        top.push("servers", s);
+        let text = top.render();
+        assert!(
+            text.contains("listen = \"127.0.0.1:1\"\n\n# nginx.conf:1: …\n[servers.proxy_set_header]\nX-Header-0 = "),
+            "{text}"
+        );
+        let parsed: toml::Table = toml::from_str(&text).unwrap();
+        assert_eq!(
+            parsed["servers"][0]["proxy_set_header"]["X-Header-5"].as_str(),
+            Some("$http_x_value_5")
         );
     }
 

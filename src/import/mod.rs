@@ -72,6 +72,7 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
     let mut cx = Cx::new(opts, conf_dir);
     let toml = top::translate(&mut cx, &tree);
     check(&toml)?;
+    sort(&mut cx.reports);
     Ok(Translation {
         toml,
         reports: cx.reports,
@@ -130,6 +131,8 @@ pub(crate) struct Cx<'a> {
     used_format: Option<(String, String)>,
     /// The addresses that speak TLS (some server's `listen … ssl`).
     pub tls_addrs: Vec<String>,
+    /// Every address some server listens on.
+    pub all_addrs: Vec<String>,
 }
 
 impl<'a> Cx<'a> {
@@ -141,6 +144,7 @@ impl<'a> Cx<'a> {
             made: Vec::new(),
             used_format: None,
             tls_addrs: Vec::new(),
+            all_addrs: Vec::new(),
         }
     }
 
@@ -210,6 +214,22 @@ impl<'a> Cx<'a> {
             }
         }
     }
+}
+
+/// Reports in file order: files as they were first reported (the order
+/// they were read in, near enough), lines within each.
+fn sort(reports: &mut [Report]) {
+    let mut files: Vec<String> = Vec::new();
+    for r in reports.iter() {
+        let f = r.file().to_string();
+        if !files.contains(&f) {
+            files.push(f);
+        }
+    }
+    reports.sort_by_key(|r| {
+        let f = files.iter().position(|f| f == r.file()).unwrap_or(0);
+        (f, r.line_number())
+    });
 }
 
 fn same(a: &Path, b: &Path) -> bool {

@@ -57,6 +57,21 @@ impl Report {
         }
     }
 
+    /// The file part of [`Report::at`].
+    pub fn file(&self) -> &str {
+        self.at
+            .rsplit_once(':')
+            .map_or(self.at.as_str(), |(f, _)| f)
+    }
+
+    /// The line part of [`Report::at`].
+    pub fn line_number(&self) -> u32 {
+        self.at
+            .rsplit_once(':')
+            .and_then(|(_, l)| l.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The stderr line: `FILE:LINE: not translated: DIRECTIVE ARGS (why)`.
     pub fn line(&self) -> String {
         format!(
@@ -163,6 +178,7 @@ pub fn why_not(name: &str) -> &'static str {
         "limit_except" => "sluice has no per-method blocks",
         "sub_filter" | "sub_filter_once" | "sub_filter_types" | "charset" | "source_charset"
         | "ssi" | "addition_types" => "sluice does not change response bodies",
+        "error_log" => "sluice has one error log, the process's (error_log_level at the top)",
         "stub_status" => "sluice's metrics are Prometheus, on [admin] listen",
         "return" => "sluice's return is a location's",
         "load_module" => "sluice has no dynamic modules",

@@ -83,18 +83,21 @@ fn comment(d: &Directive) -> String {
 }
 
 /// The addresses any server's `listen … ssl` names (they speak TLS for
-/// every server on them).
-pub fn tls_addresses(servers: &[&Directive]) -> Vec<String> {
-    let mut out = Vec::new();
+/// every server on them), and all the addresses listened on.
+pub fn addresses(servers: &[&Directive]) -> (Vec<String>, Vec<String>) {
+    let (mut tls, mut all) = (Vec::new(), Vec::new());
     for s in servers {
         for l in s.children().iter().filter(|d| d.name == "listen") {
-            let ssl = l.args.iter().skip(1).any(|a| a == "ssl");
-            if let (true, Ok(a)) = (ssl, values::listen_addr(l.arg(0))) {
-                out.push(a);
+            let Ok(a) = values::listen_addr(l.arg(0)) else {
+                continue;
+            };
+            if l.args.iter().skip(1).any(|a| a == "ssl") {
+                tls.push(a.clone());
             }
+            all.push(a);
         }
     }
-    out
+    (tls, all)
 }
 
 /// `ssl_certificate`, `ssl_certificate_key`, `ssl_protocols`, `http2`: a
@@ -296,6 +299,15 @@ fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level
                     comments.push(comment(c));
                 }
             }
+            "deny" if c.args == ["all"] && !d.children().iter().any(|a| a.name == "allow") => {
+                let why = "as return 403: every client is denied (sluice has no access rules)";
+                cx.report(Kind::Partial, c, why);
+                content = Content::Return(Ret {
+                    code: 403,
+                    text: None,
+                });
+                comments.push(comment(c));
+            }
             n if n.ends_with("_pass") && !n.starts_with("proxy_") => {
                 cx.report(Kind::NotTranslated, c, super::report::why_not(n));
                 content = Content::Gateway(c.text());
@@ -478,7 +490,26 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
     };
     let several = listens.len() > 1;
     let mut tables = Vec::new();
+    let own: Vec<String> = listens
+        .iter()
+        .map(|(a, _, _)| a.split(' ').next().unwrap_or("").to_string())
+        .collect();
     for (addr, _, c) in listens {
+        let (addr, c) = match dual_stack(cx, &addr) {
+            None => (addr, c),
+            Some(v4) => {
+                let why = format!(
+                    "sluice's listener on [::] would take IPv4 too (no ipv6only), and {v4} is \
+                     listened on: IPv6 clients are not served on this port"
+                );
+                cx.report(Kind::Partial, d, why);
+                if own.contains(&v4) {
+                    continue;
+                }
+                let moved = addr.replacen("[::]", "0.0.0.0", 1);
+                (moved, format!("{c} (as {v4}: see the top)"))
+            }
+        };
         let mut t = base.clone();
         t.comments = vec![comment(d)];
         if several {
@@ -513,6 +544,14 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
         tables.push(t);
     }
     tables
+}
+
+/// `[::]:P` when `0.0.0.0:P` is listened on too: the IPv4 address it
+/// clashes with (nginx's `[::]` listeners are ipv6only, sluice's are not).
+fn dual_stack(cx: &Cx, addr: &str) -> Option<String> {
+    let port = addr.split(' ').next()?.strip_prefix("[::]:")?;
+    let v4 = format!("0.0.0.0:{port}");
+    cx.all_addrs.contains(&v4).then_some(v4)
 }
 
 /// `error_page CODE… [=[NEW]] TARGET` lines → `error_pages`, where the

@@ -677,3 +677,52 @@ fn default_type_is_the_type_of_return_texts_and_error_pages() {
     // What else the error page's location says is reported.
     assert_eq!(o.report("access_log off").kind, Kind::NotTranslated);
 }
+
+#[test]
+fn ipv6_beside_ipv4_on_one_port() {
+    let o = run(&http(
+        "server { listen 80; listen [::]:80; location / { return 200; } }
+         server { listen [::]:80; server_name v6only.example; location / { return 200; } }
+         server { listen [::]:8080; location / { return 200; } }",
+    ));
+    let listens: Vec<&str> = (0..3)
+        .map(|i| o.server(i)["listen"].as_str().unwrap())
+        .collect();
+    // sluice's [::] listener is dual-stack: beside 0.0.0.0:80 it would not bind.
+    assert_eq!(listens, ["0.0.0.0:80", "0.0.0.0:80", "[::]:8080"]);
+    assert!(
+        o.report("server")
+            .why
+            .contains("IPv6 clients are not served")
+    );
+}
+
+#[test]
+fn deny_all_is_a_403_and_error_log_anywhere_is_the_process_level() {
+    let o = run("error_log stderr warn;
+         http { error_log /var/log/e.log;
+                server { listen 127.0.0.1:8080; error_log /var/log/s.log;
+                  location /admin { allow 10.0.0.0/8; deny all; return 200; }
+                  location ~ /\\.ht { deny all; } } }");
+    assert_eq!(o.toml["error_log_level"].as_str(), Some("warn"));
+    assert_eq!(o.location(0, 1)["return"].to_string(), "{ status = 403 }");
+    assert_eq!(
+        o.report("deny all").kind,
+        Kind::NotTranslated,
+        "beside allow"
+    );
+    assert!(
+        o.report("error_log /var/log/e.log")
+            .why
+            .contains("one error log")
+    );
+    assert_eq!(
+        o.report("error_log /var/log/s.log").kind,
+        Kind::NotTranslated
+    );
+    // Reports come in file order.
+    let lines: Vec<u32> = o.reports.iter().map(|r| r.line_number()).collect();
+    let mut sorted = lines.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted);
+}

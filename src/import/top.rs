@@ -74,7 +74,7 @@ fn main_directive(cx: &mut Cx, out: &mut Out, d: &Directive) {
     match d.name.as_str() {
         "http" => {
             let servers = http(cx, out, d.children());
-            cx.tls_addrs = server::tls_addresses(&servers);
+            (cx.tls_addrs, cx.all_addrs) = server::addresses(&servers);
             for s in servers {
                 let tables = server::server(cx, out, s);
                 out.servers.extend(tables);
@@ -157,6 +157,7 @@ fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directiv
             "limit_conn_zone" => zone(cx, out, d, true),
             "upstream" => upstream::upstream(cx, out, d),
             "log_format" => log_format(out, d),
+            "error_log" => error_log(cx, out, d),
             "ssl_certificate" | "ssl_certificate_key" | "ssl_protocols" | "http2" => {
                 server::server_key(cx, &mut out.server_defaults, d)
             }

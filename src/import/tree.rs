@@ -80,10 +80,13 @@ impl Directive {
 
 /// An argument as it could be written back: quoted when it must be.
 pub fn quote(a: &str) -> String {
+    // A backslash may stay: nginx keeps `\.` as written.
     let plain = !a.is_empty()
-        && !a.chars().any(|c| {
-            c.is_whitespace() || matches!(c, ';' | '{' | '"' | '\'' | '\\' | '#') || c.is_control()
-        });
+        && !a.starts_with('#')
+        && !a.contains("\\\\")
+        && !a
+            .chars()
+            .any(|c| c.is_whitespace() || matches!(c, ';' | '{' | '"' | '\'') || c.is_control());
     if plain {
         return a.to_string();
     }
