@@ -44,6 +44,7 @@ mod certs;
 mod client;
 mod compare;
 mod config;
+mod echo;
 mod inproc;
 mod logs;
 mod nginx;
@@ -63,6 +64,7 @@ pub use client::{Reply, Request, burst, connect, exchange, fire, get, request};
 pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
 };
+pub use echo::Echo;
 pub use logs::{Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines};
 pub use nginx::{Nginx, nginx_binary};
 pub use ports::Port;

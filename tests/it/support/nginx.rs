@@ -186,3 +186,66 @@ fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
+
+impl Nginx {
+    /// A real nginx on a whole `nginx.conf` of the test's own (a corpus file, not a fragment the
+    /// harness wraps): `write(prefix, addrs)` writes `conf/nginx.conf`, and whatever it includes,
+    /// into the new prefix for the `n` reserved addresses it must listen on, and returns the
+    /// configuration's text. The prefix has `conf`, `html` (with `ok.txt`), `logs` and `temp`, so
+    /// the file's relative paths (`logs/error.log`, `temp/proxy`) stay inside it. Started with
+    /// `-p PREFIX/ -c PREFIX/conf/nginx.conf`, waited for until every address accepts (on a port
+    /// found taken, again on others). Panics, with the configuration and the error log, if nginx
+    /// rejects it.
+    pub fn start_whole(n: usize, write: impl Fn(&Path, &[SocketAddr]) -> String) -> Nginx {
+        let bin = nginx_binary();
+        assert!(n > 0, "an nginx configuration must listen somewhere");
+        let ((process, prefix, conf), ports) = with_ports("nginx", n, |ports| {
+            let addrs: Vec<SocketAddr> = ports.iter().map(Port::addr).collect();
+            let numbers: Vec<u16> = ports.iter().map(Port::number).collect();
+            spawn_whole(&bin, &addrs, &numbers, &write)
+        });
+        Nginx {
+            process,
+            prefix,
+            ports,
+            conf,
+        }
+    }
+}
+
+/// One attempt of [`Nginx::start_whole`].
+fn spawn_whole(
+    bin: &Path,
+    addrs: &[SocketAddr],
+    ports: &[u16],
+    write: &impl Fn(&Path, &[SocketAddr]) -> String,
+) -> Result<(Process, TempDir, String), StartError> {
+    let prefix = tempfile::Builder::new()
+        .prefix("sluice-it-nginx-")
+        .tempdir()
+        .expect("temporary directory for the nginx prefix");
+    let p = prefix.path();
+    for dir in ["conf", "html", "logs", "temp"] {
+        fs::create_dir_all(p.join(dir)).expect("nginx prefix directory");
+    }
+    fs::write(p.join("html/ok.txt"), "ok\n").expect("write html/ok.txt");
+    let conf = write(p, addrs);
+    let conf_path = p.join("conf/nginx.conf");
+    let mut cmd = Command::new(bin);
+    cmd.arg("-p")
+        .arg(format!("{}/", p.display()))
+        .arg("-e")
+        .arg(p.join("logs/error.log"))
+        .arg("-c")
+        .arg(&conf_path)
+        .current_dir(p);
+    let stop = Stop::TermThenKill(Duration::from_secs(5));
+    let logs = [p.join("logs/error.log")];
+    match Process::start("nginx", cmd, p, ports, stop, &logs) {
+        Ok(process) => Ok((process, prefix, conf)),
+        Err(StartError::AddrInUse(out)) => Err(StartError::AddrInUse(out)),
+        Err(StartError::Failed(out)) => Err(StartError::Failed(format!(
+            "{out}\n--- conf/nginx.conf ---\n{conf}"
+        ))),
+    }
+}

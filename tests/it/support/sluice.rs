@@ -29,9 +29,17 @@ pub struct SluiceBuilder {
     toml: String,
     env: Vec<(String, String)>,
     relocate: Vec<String>,
+    dirs: Vec<String>,
 }
 
 impl SluiceBuilder {
+    /// A directory made in sluice's directory before it starts (`logs` for a configuration
+    /// imported from nginx, whose `pid_file` and `access_log` are relative to nginx's prefix).
+    pub fn dir(mut self, name: &str) -> SluiceBuilder {
+        self.dirs.push(name.to_owned());
+        self
+    }
+
     /// An environment variable for the process (`SLUICE_WORKERS`, `RUST_LOG`).
     pub fn env(mut self, name: &str, value: &str) -> SluiceBuilder {
         self.env.push((name.to_owned(), value.to_owned()));
@@ -130,6 +138,9 @@ impl SluiceBuilder {
             .prefix("sluice-it-")
             .tempdir()
             .expect("temporary directory for sluice");
+        for sub in &self.dirs {
+            fs::create_dir_all(dir.path().join(sub)).expect("a directory for sluice");
+        }
         let config = dir.path().join("sluice.toml");
         fs::write(&config, text).expect("write sluice.toml");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
@@ -188,6 +199,7 @@ impl Sluice {
             toml: toml.to_owned(),
             env: Vec::new(),
             relocate: Vec::new(),
+            dirs: Vec::new(),
         }
     }
 
