@@ -254,8 +254,9 @@ impl Locations {
     /// nginx's `auto_redirect`: `path` is the name of a proxied location
     /// (`/app/`, exact or prefix) without its final slash, and no location
     /// is named `path` itself. Then the request is answered 301 to that
-    /// name, before regexes are looked at; the name is returned.
-    pub fn adds_slash(&self, path: &str) -> Option<&str> {
+    /// name (in that location: its `add_header` apply), before regexes are
+    /// looked at; the location is returned.
+    pub fn adds_slash(&self, path: &str) -> Option<&Arc<Location>> {
         if path.ends_with('/') || self.exact.contains_key(path) {
             return None;
         }
@@ -267,7 +268,7 @@ impl Locations {
         }
         let slashed = |(p, _): &(&str, usize)| p.len() == path.len() + 1 && p.starts_with(path);
         let found = named.find(slashed).or_else(|| prefixes.find(slashed))?;
-        proxied(found.1).then_some(found.0)
+        proxied(found.1).then_some(&self.all[found.1])
     }
 
     pub fn find(&self, path: &str) -> Option<&Arc<Location>> {

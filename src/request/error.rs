@@ -53,7 +53,11 @@ pub(crate) enum ProxyError<'a> {
     /// The path is a proxied location's name without its final slash:
     /// nginx's 301 to the name (`location /app/` answers `/app` so), with
     /// the query.
-    AddSlash { to: &'a str },
+    AddSlash {
+        to: &'a str,
+        /// That location's `add_header`: the redirect is its answer.
+        add: &'a [crate::headers::AddHeader],
+    },
     /// `return = { status = 444 }`: the connection closed, no response.
     Close,
     /// A Content-Length over `client_max_body_size`: 413.
@@ -234,7 +238,7 @@ impl ProxyError<'_> {
                 respond::error_response(pages, Some(&cx.vars), &made)
             }
         };
-        if let ProxyError::AddSlash { to } = self {
+        if let ProxyError::AddSlash { to, .. } = self {
             add_location(&mut resp, cx, to);
         }
         if self.closes() {
@@ -251,7 +255,7 @@ impl ProxyError<'_> {
             ProxyError::InvalidPath => "The request path is invalid.".into(),
             ProxyError::PlainHttpOnHttps => "The plain HTTP request was sent to HTTPS port.".into(),
             ProxyError::NoLocation(path) => format!("No location matches \"{path}\"."),
-            ProxyError::AddSlash { to } => format!("Moved to \"{to}\"."),
+            ProxyError::AddSlash { to, .. } => format!("Moved to \"{to}\"."),
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => format!(
                 "The request body is larger than client_max_body_size ({} bytes).",
                 loc.map_or(0, |l| l.client_max_body_size)

@@ -55,8 +55,10 @@ pub(crate) fn location<'a>(
     path: Option<&'a str>,
 ) -> Result<&'a std::sync::Arc<Location>, ProxyError<'a>> {
     let path = path.ok_or(ProxyError::InvalidPath)?;
-    if let Some(to) = server.locations.adds_slash(path) {
-        return Err(ProxyError::AddSlash { to });
+    if let Some(loc) = server.locations.adds_slash(path) {
+        let to = loc.prefix.as_deref().unwrap_or("/");
+        let add = &loc.headers.add;
+        return Err(ProxyError::AddSlash { to, add });
     }
     server
         .locations

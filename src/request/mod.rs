@@ -117,6 +117,12 @@ pub(crate) async fn handle(
     }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
+        // (The redirect is the location's answer: its add_header apply.)
+        Err(e @ ProxyError::AddSlash { add, .. }) => {
+            let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
+            let resp = with_added(resp, add, &cx.vars, "", UNDECIDED);
+            return finish(resp, cx.record(&server.access_log), UNDECIDED);
+        }
         Err(e) => {
             let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
             return finish(server_added(resp), cx.record(&server.access_log), UNDECIDED);

@@ -2,7 +2,6 @@
 //! beside the shipped example (config/sluice.toml) on the article's burst; the command line's
 //! files, exit codes and messages.
 
-
 mod corpus;
 
 use crate::support::{Sluice, Upstream, assert_expected, burst, client, expect, timing};
