@@ -27,6 +27,7 @@
 //! [`Timeouts`]) and how it fails ([`Error`], [`BodyFailure`]).
 
 mod body;
+pub mod group;
 mod pool;
 mod request;
 mod response;
