@@ -40,6 +40,10 @@ pub enum Var {
     BodyBytesSent,
     RequestTime,
     UpstreamResponseTime,
+    /// Every server a request tried (nginx's lists, `, ` between).
+    UpstreamAddr,
+    UpstreamStatus,
+    UpstreamHeaderTime,
     TimeLocal,
     TimeIso8601,
     Msec,
@@ -84,6 +88,9 @@ impl Var {
             "body_bytes_sent" | "bytes_sent" => Var::BodyBytesSent,
             "request_time" => Var::RequestTime,
             "upstream_response_time" => Var::UpstreamResponseTime,
+            "upstream_addr" => Var::UpstreamAddr,
+            "upstream_status" => Var::UpstreamStatus,
+            "upstream_header_time" => Var::UpstreamHeaderTime,
             "time_local" => Var::TimeLocal,
             "time_iso8601" => Var::TimeIso8601,
             "msec" => Var::Msec,
@@ -115,6 +122,9 @@ impl Var {
             Var::BodyBytesSent
             | Var::RequestTime
             | Var::UpstreamResponseTime
+            | Var::UpstreamAddr
+            | Var::UpstreamStatus
+            | Var::UpstreamHeaderTime
             | Var::TimeLocal
             | Var::TimeIso8601
             | Var::Msec
@@ -362,7 +372,8 @@ pub struct LogVars {
     pub body_bytes_sent: u64,
     /// Milliseconds from the first byte of the request to the last of the response.
     pub request_time_ms: u64,
-    pub upstream_response_time_ms: Option<u64>,
+    /// Every upstream server tried, in order (none: `-`).
+    pub upstream: Vec<UpstreamTry>,
     /// Seconds since the Unix epoch, with milliseconds, when the line is written.
     pub unix_ms: u64,
     pub connection: u64,
@@ -370,6 +381,30 @@ pub struct LogVars {
     pub limit_conn_status: &'static str,
     /// `$limit_req_algorithm`: the deciding zone's algorithm, `-` when none.
     pub limit_req_algorithm: &'static str,
+}
+
+/// One server a request was sent to (or the group's name when none was
+/// live): `$upstream_addr`, `$upstream_status`, `$upstream_response_time`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamTry {
+    pub addr: std::sync::Arc<str>,
+    /// `None` (`-`): no status (the client's body failed).
+    pub status: Option<u16>,
+    /// Until its response head was read (or it failed).
+    pub ms: u64,
+}
+
+/// nginx's list of one value per server tried: `a, b`; `-` for none.
+fn push_tries(out: &mut Vec<u8>, tries: &[UpstreamTry], each: impl Fn(&mut Vec<u8>, &UpstreamTry)) {
+    if tries.is_empty() {
+        out.push(b'-');
+    }
+    for (i, t) in tries.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        each(out, t);
+    }
 }
 
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
@@ -567,10 +602,16 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
     match v {
         Var::BodyBytesSent => push_u64(out, l.body_bytes_sent),
         Var::RequestTime => push_secs(out, l.request_time_ms),
-        Var::UpstreamResponseTime => match l.upstream_response_time_ms {
-            Some(ms) => push_secs(out, ms),
+        Var::UpstreamResponseTime | Var::UpstreamHeaderTime => {
+            push_tries(out, &l.upstream, |out, t| push_secs(out, t.ms))
+        }
+        Var::UpstreamAddr => push_tries(out, &l.upstream, |out, t| {
+            out.extend_from_slice(t.addr.as_bytes())
+        }),
+        Var::UpstreamStatus => push_tries(out, &l.upstream, |out, t| match t.status {
+            Some(s) => push_u64(out, s.into()),
             None => out.push(b'-'),
-        },
+        }),
         Var::TimeLocal => push_time(out, l.unix_ms, false),
         Var::TimeIso8601 => push_time(out, l.unix_ms, true),
         Var::Msec => push_secs(out, l.unix_ms),

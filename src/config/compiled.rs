@@ -82,6 +82,9 @@ pub struct Config {
     pub ops: OpsSpec,
     /// The `[redis]` backend, when a zone uses it.
     pub redis: Option<Arc<RedisBackend>>,
+    /// `[upstreams.NAME]`, in file order (kept with their state across a
+    /// reload that leaves them as they were).
+    pub upstreams: Vec<Arc<crate::upstream::group::Group>>,
 }
 
 impl Config {
@@ -177,6 +180,13 @@ pub struct Location {
     /// `client_body_temp_path`: see [`crate::client_body`].
     pub request_buffering: Option<RequestBuffering>,
     pub access_log: Option<Arc<AccessLog>>,
+    /// The upstream group `proxy_pass` names, if it names one (else its
+    /// host is the one server, never marked down: nginx's implicit
+    /// upstream).
+    pub group: Option<Arc<crate::upstream::group::Group>>,
+    /// `proxy_next_upstream`, `proxy_next_upstream_tries`,
+    /// `proxy_next_upstream_timeout`.
+    pub next_upstream: crate::upstream::group::NextUpstream,
 }
 
 /// Where a body waits until it is whole.
@@ -280,6 +290,9 @@ pub enum CompileError {
     /// guards against it).
     #[error("the default log_format: {0}")]
     DefaultLogFormat(String),
+    /// A host name of an upstream group that does not resolve.
+    #[error("{0}")]
+    Resolve(#[from] crate::upstream::group::ResolveError),
 }
 
 impl Config {

@@ -123,6 +123,10 @@ pub enum Error {
     /// The client sent no more of its body for `client_body_timeout`.
     #[error("client timed out (110: Connection timed out) while reading client request body")]
     ClientBodyTimeout,
+    /// Every server of the group is down or unavailable (nginx's
+    /// `NGX_BUSY`).
+    #[error("no live upstreams while connecting to upstream")]
+    NoLive,
 }
 
 impl Error {

@@ -12,10 +12,12 @@
 
 mod balance;
 mod crc32;
+mod next;
 #[cfg(test)]
 mod tests;
 
 pub use balance::{Attempt, Method, Outcome, PeerId};
+pub use next::{Conditions, NextUpstream};
 
 use balance::{Balancer, PeerConf, State};
 use http::uri::Authority;
@@ -268,6 +270,11 @@ pub struct Lease {
 impl Lease {
     pub fn peer(&self) -> &Peer {
         self.group.peer(self.peer)
+    }
+
+    /// Which server (for [`Group::peer`]).
+    pub fn id(&self) -> PeerId {
+        self.peer
     }
 
     /// How the request went (see [`Balancer::free`]); `true`: the server
