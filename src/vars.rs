@@ -490,6 +490,9 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
         Var::BodyBytesSent
         | Var::RequestTime
         | Var::UpstreamResponseTime
+        | Var::UpstreamAddr
+        | Var::UpstreamStatus
+        | Var::UpstreamHeaderTime
         | Var::TimeLocal
         | Var::TimeIso8601
         | Var::Msec

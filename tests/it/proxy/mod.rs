@@ -15,6 +15,7 @@ mod forwarding;
 mod https_upstream;
 mod limits;
 mod requests;
+mod upstreams;
 mod websocket;
 
 use crate::support::{
