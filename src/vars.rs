@@ -5,6 +5,10 @@
 //! typo in a variable name is a configuration error with its column, and a
 //! request only walks a short list of parts.
 
+mod upstream;
+
+pub use upstream::UpstreamTry;
+
 use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use crate::limiter::LimitReqStatus;
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
@@ -383,30 +387,6 @@ pub struct LogVars {
     pub limit_req_algorithm: &'static str,
 }
 
-/// One server a request was sent to (or the group's name when none was
-/// live): `$upstream_addr`, `$upstream_status`, `$upstream_response_time`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UpstreamTry {
-    pub addr: std::sync::Arc<str>,
-    /// `None` (`-`): no status (the client's body failed).
-    pub status: Option<u16>,
-    /// Until its response head was read (or it failed).
-    pub ms: u64,
-}
-
-/// nginx's list of one value per server tried: `a, b`; `-` for none.
-fn push_tries(out: &mut Vec<u8>, tries: &[UpstreamTry], each: impl Fn(&mut Vec<u8>, &UpstreamTry)) {
-    if tries.is_empty() {
-        out.push(b'-');
-    }
-    for (i, t) in tries.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        each(out, t);
-    }
-}
-
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
 /// same thousandths as an excess.
 fn push_secs(out: &mut Vec<u8>, ms: u64) {
@@ -605,16 +585,10 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
     match v {
         Var::BodyBytesSent => push_u64(out, l.body_bytes_sent),
         Var::RequestTime => push_secs(out, l.request_time_ms),
-        Var::UpstreamResponseTime | Var::UpstreamHeaderTime => {
-            push_tries(out, &l.upstream, |out, t| push_secs(out, t.ms))
-        }
-        Var::UpstreamAddr => push_tries(out, &l.upstream, |out, t| {
-            out.extend_from_slice(t.addr.as_bytes())
-        }),
-        Var::UpstreamStatus => push_tries(out, &l.upstream, |out, t| match t.status {
-            Some(s) => push_u64(out, s.into()),
-            None => out.push(b'-'),
-        }),
+        Var::UpstreamResponseTime
+        | Var::UpstreamHeaderTime
+        | Var::UpstreamAddr
+        | Var::UpstreamStatus => upstream::eval(v, &l.upstream, out),
         Var::TimeLocal => push_time(out, l.unix_ms, false),
         Var::TimeIso8601 => push_time(out, l.unix_ms, true),
         Var::Msec => push_secs(out, l.unix_ms),

@@ -170,16 +170,7 @@ async fn forward<'l>(
     };
     match resp {
         Ok(upstream::Answer::Switched(head, switched)) => {
-            let limits = tunnel::Limits {
-                idle: loc.timeouts.read,
-                to_client: cx.conn.state.timeouts.send,
-                to_upstream: loc.timeouts.send,
-            };
-            let mut context = Vec::new();
-            let upstream = (pp.scheme(), pp.authority.as_str(), target);
-            super::log::push_context_upstream(&mut context, &cx.vars, Some(upstream));
-            let t = Tunnel::new(switched, limits, cx.conn.id, context);
-            Ok(tunnel::respond(head, t))
+            Ok(tunnel_to(cx, loc, pp, target, head, switched))
         }
         Ok(upstream::Answer::Response(resp)) => Ok(resp.map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
@@ -187,6 +178,27 @@ async fn forward<'l>(
         })),
         Err(f) => Err(classify(f)),
     }
+}
+
+/// The upstream's 101: the response that makes the connection a tunnel.
+fn tunnel_to(
+    cx: &Ctx<'_>,
+    loc: &Location,
+    pp: &ProxyPass,
+    target: &str,
+    head: Response<()>,
+    switched: upstream::Switched,
+) -> Response<Body> {
+    let limits = tunnel::Limits {
+        idle: loc.timeouts.read,
+        to_client: cx.conn.state.timeouts.send,
+        to_upstream: loc.timeouts.send,
+    };
+    let mut context = Vec::new();
+    let upstream = (pp.scheme(), pp.authority.as_str(), target);
+    super::log::push_context_upstream(&mut context, &cx.vars, Some(upstream));
+    let t = Tunnel::new(switched, limits, cx.conn.id, context);
+    tunnel::respond(head, t)
 }
 
 /// The protocol an upgrade request asks for (its first `Upgrade` value),

@@ -26,7 +26,7 @@ use super::log::push_context_upstream;
 use crate::body::BodyError;
 use crate::config::{Location, ProxyPass};
 use crate::errlog::{self, Severity};
-use crate::upstream::group::{Conditions, Group, Lease, Outcome};
+use crate::upstream::group::{Attempt, Conditions, Group, Lease, Outcome, Peer};
 use crate::upstream::{self, UpstreamBody};
 use crate::vars::UpstreamTry;
 use bytes::Bytes;
@@ -113,6 +113,22 @@ struct Walk<'a, 'c, 'l, B> {
     unbuffered: bool,
 }
 
+/// One try as it ended: its server, how long it took, what the walk may
+/// still do.
+struct Tried<'l> {
+    peer: &'l Peer,
+    ms: u64,
+    /// `proxy_next_upstream_timeout` has passed since the first try.
+    timed_out: bool,
+    idempotent: bool,
+}
+
+/// What a try leaves the walk with.
+enum Step<'l> {
+    Done(Result<Response<Leased>, Failure<'l>>),
+    Again,
+}
+
 impl<'l, B> Walk<'_, '_, 'l, B>
 where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
@@ -147,105 +163,141 @@ where
             };
             let peer = group.peer(lease.id());
             let start = Instant::now();
-            let sent =
-                upstream::send(&peer.authority, tls, self.loc.timeouts, head, &mut *body).await;
-            let ms = start.elapsed().as_millis() as u64;
-            // Whether the walk may go on at all, for a condition `mask`.
-            let timed_out = next.timeout.is_some_and(|t| began.elapsed() >= t);
-            let may_go_on = |mask: u16, sent: bool, body: &mut B| {
-                let mask = if sent && !idempotent {
-                    mask | Conditions::NON_IDEMPOTENT
-                } else {
-                    mask
-                };
-                next.conditions.has(mask)
-                    && !(sent && self.unbuffered)
-                    && !timed_out
-                    && (!sent || (self.rewind)(body))
+            let keep = group.keepalive();
+            let sent = upstream::send_kept(
+                &peer.authority,
+                keep,
+                tls,
+                self.loc.timeouts,
+                head,
+                &mut *body,
+            )
+            .await;
+            let tried = Tried {
+                peer,
+                ms: start.elapsed().as_millis() as u64,
+                timed_out: next.timeout.is_some_and(|t| began.elapsed() >= t),
+                idempotent,
             };
-            let addr: Arc<str> = peer.name.as_str().into();
-            match sent {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    tries.push(UpstreamTry {
-                        addr,
-                        status: Some(status),
-                        ms,
-                    });
-                    let listed = Conditions::of_status(status)
-                        .filter(|&mask| a.tries > 1 && may_go_on(mask, true, body));
-                    if listed.is_some() {
-                        let outcome = if matches!(status, 403 | 404) {
-                            Outcome::Next
-                        } else {
-                            Outcome::Failed
-                        };
-                        if lease.free(&mut a, outcome) {
-                            let phase = "reading response header from upstream";
-                            self.warn_disabled(&peer.name, phase);
-                        }
-                        continue;
-                    }
-                    lease.free(&mut a, Outcome::Ok);
-                    let lease = Some(lease);
-                    return Ok(resp.map(|body| Leased { body, lease }));
-                }
-                // The client's own failures end the request, not the server.
-                Err(error @ (upstream::Error::Body(_) | upstream::Error::ClientBodyTimeout)) => {
-                    tries.push(UpstreamTry {
-                        addr,
-                        status: None,
-                        ms,
-                    });
-                    lease.free(&mut a, Outcome::Ok);
-                    return Err(Failure {
-                        error,
-                        authority: &peer.name,
-                        disabled: false,
-                    });
-                }
-                Err(error) => {
-                    tries.push(UpstreamTry {
-                        addr,
-                        status: failed_status(&error),
-                        ms,
-                    });
-                    let disabled = lease.free(&mut a, Outcome::Failed);
-                    let mask = if error.is_timeout() {
-                        Conditions::TIMEOUT
-                    } else if matches!(error, upstream::Error::Invalid(_) | upstream::Error::TooBig)
-                    {
-                        Conditions::INVALID_HEADER
-                    } else {
-                        Conditions::ERROR
-                    };
-                    let go_on = a.tries > 0 && may_go_on(mask, !error.is_connect(), body);
-                    // nginx logs a timeout after freeing the server (its
-                    // warning first), any other error before.
-                    if disabled && error.is_timeout() {
-                        self.warn_disabled(&peer.name, phase(&error));
-                    }
-                    let disabled = disabled && !error.is_timeout();
-                    if !go_on {
-                        return Err(Failure {
-                            error,
-                            authority: &peer.name,
-                            disabled,
-                        });
-                    }
-                    let upstream = (self.scheme, peer.name.as_str(), self.target);
-                    super::log::log_upstream(
-                        self.cx.conn,
-                        &self.cx.vars,
-                        upstream,
-                        format_args!("{error}"),
-                    );
-                    if disabled {
-                        self.warn_disabled(&peer.name, phase(&error));
-                    }
-                }
+            let step = match sent {
+                Ok(resp) => self.answered(resp, lease, &mut a, body, &tried, tries),
+                Err(e) => self.failed(e, lease, &mut a, body, &tried, tries),
+            };
+            if let Step::Done(result) = step {
+                return result;
             }
         }
+    }
+
+    /// Whether the walk may go on after a condition `mask` (`sent`: the
+    /// request had gone to the server), the body made ready to go again.
+    fn may_go_on(&self, mask: u16, sent: bool, body: &mut B, t: &Tried) -> bool {
+        let mask = if sent && !t.idempotent {
+            mask | Conditions::NON_IDEMPOTENT
+        } else {
+            mask
+        };
+        self.loc.next_upstream.conditions.has(mask)
+            && !(sent && self.unbuffered)
+            && !t.timed_out
+            && (!sent || (self.rewind)(body))
+    }
+
+    /// A response: the answer, or (its status listed, tries left) dropped
+    /// for the next server's.
+    fn answered(
+        &self,
+        resp: Response<UpstreamBody>,
+        lease: Lease,
+        a: &mut Attempt,
+        body: &mut B,
+        t: &Tried<'l>,
+        tries: &mut Vec<UpstreamTry>,
+    ) -> Step<'l> {
+        let status = resp.status().as_u16();
+        tries.push(UpstreamTry {
+            addr: t.peer.name.as_str().into(),
+            status: Some(status),
+            ms: t.ms,
+        });
+        let listed = Conditions::of_status(status)
+            .filter(|&mask| a.tries > 1 && self.may_go_on(mask, true, body, t));
+        if listed.is_some() {
+            let outcome = if matches!(status, 403 | 404) {
+                Outcome::Next
+            } else {
+                Outcome::Failed
+            };
+            if lease.free(a, outcome) {
+                let phase = "reading response header from upstream";
+                self.warn_disabled(&t.peer.name, phase);
+            }
+            return Step::Again;
+        }
+        lease.free(a, Outcome::Ok);
+        let lease = Some(lease);
+        Step::Done(Ok(resp.map(|body| Leased { body, lease })))
+    }
+
+    /// A failure: the end (logged by the caller), or logged here and on
+    /// to the next server.
+    fn failed(
+        &self,
+        error: upstream::Error,
+        lease: Lease,
+        a: &mut Attempt,
+        body: &mut B,
+        t: &Tried<'l>,
+        tries: &mut Vec<UpstreamTry>,
+    ) -> Step<'l> {
+        let authority = t.peer.name.as_str();
+        tries.push(UpstreamTry {
+            addr: authority.into(),
+            status: failed_status(&error),
+            ms: t.ms,
+        });
+        // The client's own failures end the request, not the server.
+        if matches!(
+            error,
+            upstream::Error::Body(_) | upstream::Error::ClientBodyTimeout
+        ) {
+            lease.free(a, Outcome::Ok);
+            let disabled = false;
+            return Step::Done(Err(Failure {
+                error,
+                authority,
+                disabled,
+            }));
+        }
+        let disabled = lease.free(a, Outcome::Failed);
+        let mask = if error.is_timeout() {
+            Conditions::TIMEOUT
+        } else if matches!(error, upstream::Error::Invalid(_) | upstream::Error::TooBig) {
+            Conditions::INVALID_HEADER
+        } else {
+            Conditions::ERROR
+        };
+        let go_on = a.tries > 0 && self.may_go_on(mask, !error.is_connect(), body, t);
+        // nginx logs a timeout after freeing the server (its warning
+        // first), any other error before.
+        if disabled && error.is_timeout() {
+            self.warn_disabled(authority, phase(&error));
+        }
+        let disabled = disabled && !error.is_timeout();
+        if !go_on {
+            return Step::Done(Err(Failure {
+                error,
+                authority,
+                disabled,
+            }));
+        }
+        let upstream = (self.scheme, authority, self.target);
+        let (conn, vars) = (self.cx.conn, &self.cx.vars);
+        super::log::log_upstream(conn, vars, upstream, format_args!("{error}"));
+        if disabled {
+            self.warn_disabled(authority, phase(&error));
+        }
+        Step::Again
     }
 
     fn warn_disabled(&self, authority: &str, phase: &str) {

@@ -50,6 +50,7 @@ use bytes::Bytes;
 use http::uri::Authority;
 use http::{HeaderMap, Method, Response, header};
 use http_body::Body;
+pub use pool::Keepalive;
 use pool::{Conn, Key, checkout, connect};
 use request::{send_body, write_all, write_head};
 use response::read_head;
@@ -202,6 +203,22 @@ pub async fn send<B>(
     tls: Option<&Arc<Tls>>,
     timeouts: Timeouts,
     head: &Head<'_>,
+    body: B,
+) -> Result<Response<UpstreamBody>, Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    send_kept(upstream, None, tls, timeouts, head, body).await
+}
+
+/// [`send`] to a server of an upstream group, whose idle connections are
+/// kept by its `keepalive` (`None`: as [`send`]'s).
+pub async fn send_kept<B>(
+    upstream: &Authority,
+    keepalive: Option<Keepalive>,
+    tls: Option<&Arc<Tls>>,
+    timeouts: Timeouts,
+    head: &Head<'_>,
     mut body: B,
 ) -> Result<Response<UpstreamBody>, Error>
 where
@@ -222,7 +239,7 @@ where
     };
     // nginx does not send a non-idempotent request twice.
     let idempotent = !matches!(head.method.as_str(), "POST" | "PATCH" | "LOCK");
-    let key = Key::new(upstream, tls);
+    let key = Key::new(upstream, tls).kept(keepalive);
     let mut fresh = false;
     loop {
         let (mut conn, reused) = match if fresh { None } else { checkout(&key) } {

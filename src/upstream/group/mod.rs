@@ -189,6 +189,16 @@ impl Group {
         &self.def.name
     }
 
+    /// `keepalive`, for the pool: the group told apart by its address
+    /// (unique while it serves).
+    pub fn keepalive(&self) -> Option<super::Keepalive> {
+        let idle = self.def.keepalive?;
+        Some(super::Keepalive {
+            group: std::ptr::from_ref(self) as usize,
+            idle,
+        })
+    }
+
     /// The same group, to a reload: same definition, same addresses.
     pub fn same(&self, other: &Group) -> bool {
         self.def == other.def && self.primary == other.primary && self.backup == other.backup

@@ -143,7 +143,11 @@ async fn sequence(addr: SocketAddr, paths: &[String]) -> Vec<String> {
     for p in paths {
         let r = get(addr, p).await;
         // (The body of an error is each one's own.)
-        let who = if r.status == 200 { r.body_text() } else { String::new() };
+        let who = if r.status == 200 {
+            r.body_text()
+        } else {
+            String::new()
+        };
         out.push(format!("{} {who}", r.status));
     }
     out
@@ -151,10 +155,14 @@ async fn sequence(addr: SocketAddr, paths: &[String]) -> Vec<String> {
 
 /// The access log's lines once it has `n`, the response times replaced by their shape.
 async fn log_lines(read: impl Fn() -> String, n: usize) -> Vec<String> {
-    let text = eventually("the access log's lines", Duration::from_secs(5), async || {
-        let t = read();
-        (t.lines().count() >= n).then_some(t)
-    })
+    let text = eventually(
+        "the access log's lines",
+        Duration::from_secs(5),
+        async || {
+            let t = read();
+            (t.lines().count() >= n).then_some(t)
+        },
+    )
     .await;
     // Each worker thread writes its lines in batches: in request order by the path's number.
     let mut lines: Vec<&str> = text.lines().collect();
@@ -178,8 +186,12 @@ async fn log_lines(read: impl Fn() -> String, n: usize) -> Vec<String> {
 
 /// `0.001`: seconds with three decimals.
 fn is_secs(t: &str) -> bool {
-    t.split_once('.')
-        .is_some_and(|(s, ms)| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && ms.len() == 3 && ms.bytes().all(|b| b.is_ascii_digit()))
+    t.split_once('.').is_some_and(|(s, ms)| {
+        !s.is_empty()
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && ms.len() == 3
+            && ms.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 fn paths(prefix: &str, n: usize) -> Vec<String> {
@@ -283,7 +295,10 @@ fn upstream_events(log: &str) -> Vec<String> {
     log.lines()
         .filter(|l| l.contains("upstream") && l.contains(", client: "))
         .map(|l| {
-            let level = l.split_once('[').and_then(|(_, r)| r.split_once(']')).map_or("", |(lv, _)| lv);
+            let level = l
+                .split_once('[')
+                .and_then(|(_, r)| r.split_once(']'))
+                .map_or("", |(lv, _)| lv);
             let msg = l.split_once(": *").map_or(l, |(_, r)| r);
             let msg = msg.split_once(' ').map_or(msg, |(_, r)| r);
             let (text, ctx) = msg.split_once(", client: ").unwrap_or((msg, ""));
@@ -301,15 +316,26 @@ fn upstream_events(log: &str) -> Vec<String> {
 /// error-log lines from both.
 #[tokio::test]
 async fn a_refusing_server_is_skipped_then_marked_down_as_nginx() {
-    let (r, a, b) = (refusing(), Backend::start(Behavior::Status(200)).await, Backend::start(Behavior::Status(200)).await);
+    let (r, a, b) = (
+        refusing(),
+        Backend::start(Behavior::Status(200)).await,
+        Backend::start(Behavior::Status(200)).await,
+    );
     let ng = nginx(
-        &format!("upstream backend {{ server {} max_fails=2; server {}; server {}; }}", r.addr(), a.addr, b.addr),
+        &format!(
+            "upstream backend {{ server {} max_fails=2; server {}; server {}; }}",
+            r.addr(),
+            a.addr,
+            b.addr
+        ),
         "location / { proxy_pass http://backend; }",
     );
     let s = sluice(
         &format!(
             "[upstreams.backend]\nservers = [{{ address = \"{}\", max_fails = 2 }}, {{ address = \"{}\" }}, {{ address = \"{}\" }}]",
-            r.addr(), a.addr, b.addr
+            r.addr(),
+            a.addr,
+            b.addr
         ),
         "[[servers.locations]]\npath = \"/\"\nproxy_pass = \"http://backend\"",
     );
@@ -321,12 +347,20 @@ async fn a_refusing_server_is_skipped_then_marked_down_as_nginx() {
     let ng_lines = log_lines(|| nginx_log(&ng), 8).await;
     let our_lines = log_lines(|| s.file("access.log"), 8).await;
     assert_eq!(our_lines, ng_lines);
-    let tried_r = ng_lines.iter().filter(|l| l.contains(&r.addr().to_string())).count();
+    let tried_r = ng_lines
+        .iter()
+        .filter(|l| l.contains(&r.addr().to_string()))
+        .count();
     assert_eq!(tried_r, 2, "twice, then down: {ng_lines:?}");
     tokio::time::sleep(crate::support::LOG_SETTLE).await;
     let (ng_events, our_events) = (upstream_events(&ng.error_log()), upstream_events(&s.log()));
     assert_eq!(our_events, ng_events);
-    assert!(ng_events.iter().any(|e| e.starts_with("[warn] upstream server temporarily disabled while connecting to upstream")), "{ng_events:?}");
+    assert!(
+        ng_events.iter().any(|e| e.starts_with(
+            "[warn] upstream server temporarily disabled while connecting to upstream"
+        )),
+        "{ng_events:?}"
+    );
 }
 
 /// Every server down: 502, and nginx's "no live upstreams" with the group's name as the
@@ -335,13 +369,18 @@ async fn a_refusing_server_is_skipped_then_marked_down_as_nginx() {
 async fn all_servers_down_is_502_no_live_upstreams_as_nginx() {
     let (r1, r2) = (refusing(), refusing());
     let ng = nginx(
-        &format!("upstream backend {{ server {}; server {}; }}", r1.addr(), r2.addr()),
+        &format!(
+            "upstream backend {{ server {}; server {}; }}",
+            r1.addr(),
+            r2.addr()
+        ),
         "location / { proxy_pass http://backend; }",
     );
     let s = sluice(
         &format!(
             "[upstreams.backend]\nservers = [{{ address = \"{}\" }}, {{ address = \"{}\" }}]",
-            r1.addr(), r2.addr()
+            r1.addr(),
+            r2.addr()
         ),
         "[[servers.locations]]\npath = \"/\"\nproxy_pass = \"http://backend\"",
     );
@@ -349,7 +388,10 @@ async fn all_servers_down_is_502_no_live_upstreams_as_nginx() {
     let theirs = sequence(ng.addr(), &p).await;
     let ours = sequence(s.addr(), &p).await;
     assert!(theirs.iter().all(|l| l.starts_with("502 ")), "{theirs:?}");
-    assert_eq!(ours.iter().map(|l| &l[..3]).collect::<Vec<_>>(), vec!["502"; 3]);
+    assert_eq!(
+        ours.iter().map(|l| &l[..3]).collect::<Vec<_>>(),
+        vec!["502"; 3]
+    );
     let ng_lines = log_lines(|| nginx_log(&ng), 3).await;
     let our_lines = log_lines(|| s.file("access.log"), 3).await;
     assert_eq!(our_lines, ng_lines);
@@ -357,7 +399,13 @@ async fn all_servers_down_is_502_no_live_upstreams_as_nginx() {
     tokio::time::sleep(crate::support::LOG_SETTLE).await;
     let (ng_events, our_events) = (upstream_events(&ng.error_log()), upstream_events(&s.log()));
     assert_eq!(our_events, ng_events);
-    assert!(ng_events.contains(&"[error] no live upstreams while connecting to upstream | http://backend/d1".to_string()), "{ng_events:?}");
+    assert!(
+        ng_events.contains(
+            &"[error] no live upstreams while connecting to upstream | http://backend/d1"
+                .to_string()
+        ),
+        "{ng_events:?}"
+    );
 }
 
 /// proxy_next_upstream http_502 http_503 drops those answers for the next server's; `off`
@@ -370,7 +418,10 @@ async fn next_upstream_on_statuses_and_off_as_nginx() {
         Backend::start(Behavior::Status(200)).await,
     );
     let ng = nginx(
-        &format!("upstream st {{ server {} max_fails=0; server {} max_fails=0; server {} max_fails=0; }}", b502.addr, b503.addr, ok.addr),
+        &format!(
+            "upstream st {{ server {} max_fails=0; server {} max_fails=0; server {} max_fails=0; }}",
+            b502.addr, b503.addr, ok.addr
+        ),
         "location /n { proxy_pass http://st; proxy_next_upstream error timeout http_502 http_503; }
          location /off { proxy_pass http://st; proxy_next_upstream off; }
          location /p { proxy_pass http://st; }",
@@ -391,11 +442,17 @@ async fn next_upstream_on_statuses_and_off_as_nginx() {
     let theirs = sequence(ng.addr(), &p).await;
     let ours = sequence(s.addr(), &p).await;
     assert_eq!(ours, theirs);
-    assert!(theirs[..4].iter().all(|l| l.starts_with("200 ")), "{theirs:?}");
+    assert!(
+        theirs[..4].iter().all(|l| l.starts_with("200 ")),
+        "{theirs:?}"
+    );
     let ng_lines = log_lines(|| nginx_log(&ng), p.len()).await;
     let our_lines = log_lines(|| s.file("access.log"), p.len()).await;
     assert_eq!(our_lines, ng_lines);
-    let first = format!("/n0 200 {}, {}, {}|502, 503, 200", b502.addr, b503.addr, ok.addr);
+    let first = format!(
+        "/n0 200 {}, {}, {}|502, 503, 200",
+        b502.addr, b503.addr, ok.addr
+    );
     assert_eq!(ng_lines[0], first);
 }
 
@@ -403,9 +460,15 @@ async fn next_upstream_on_statuses_and_off_as_nginx() {
 /// proxy_next_upstream has non_idempotent; a GET is.
 #[tokio::test]
 async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
-    let (closing, ok) = (Backend::start(Behavior::Close).await, Backend::start(Behavior::Status(200)).await);
+    let (closing, ok) = (
+        Backend::start(Behavior::Close).await,
+        Backend::start(Behavior::Status(200)).await,
+    );
     let ng = nginx(
-        &format!("upstream b {{ server {} max_fails=0; server {} max_fails=0; }}", closing.addr, ok.addr),
+        &format!(
+            "upstream b {{ server {} max_fails=0; server {} max_fails=0; }}",
+            closing.addr, ok.addr
+        ),
         "location /plain { proxy_pass http://b; }
          location /any { proxy_pass http://b; proxy_next_upstream error timeout non_idempotent; }",
     );
@@ -417,19 +480,31 @@ async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
         "[[servers.locations]]\npath = \"/plain\"\nproxy_pass = \"http://b\"\n\
          [[servers.locations]]\npath = \"/any\"\nproxy_pass = \"http://b\"\nproxy_next_upstream = [\"error\", \"timeout\", \"non_idempotent\"]",
     );
-    let reqs = [("POST", "/plain0"), ("POST", "/plain1"), ("GET", "/plain2"), ("POST", "/any0"), ("POST", "/any1")];
+    let reqs = [
+        ("POST", "/plain0"),
+        ("POST", "/plain1"),
+        ("GET", "/plain2"),
+        ("POST", "/any0"),
+        ("POST", "/any1"),
+    ];
     let mut statuses = Vec::new();
     for addr in [ng.addr(), s.addr()] {
         let mut seen = Vec::new();
         for (m, p) in reqs {
-            let raw = format!("{m} {p} HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody");
+            let raw = format!(
+                "{m} {p} HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody"
+            );
             let r = exchange(addr, client(1), raw.as_bytes()).await;
             seen.push(r.status);
         }
         statuses.push(seen);
     }
     assert_eq!(statuses[1], statuses[0]);
-    assert_eq!(statuses[0], vec![502, 200, 200, 200, 200], "nginx against the reference");
+    assert_eq!(
+        statuses[0],
+        vec![502, 200, 200, 200, 200],
+        "nginx against the reference"
+    );
     let ng_lines = log_lines(|| nginx_log(&ng), reqs.len()).await;
     let our_lines = log_lines(|| s.file("access.log"), reqs.len()).await;
     assert_eq!(our_lines, ng_lines);
@@ -444,7 +519,10 @@ async fn next_upstream_tries_limits_the_walk_as_nginx() {
         Backend::start(Behavior::Status(200)).await,
     );
     let ng = nginx(
-        &format!("upstream b {{ server {} max_fails=0; server {} max_fails=0; server {} max_fails=0; }}", c1.addr, c2.addr, ok.addr),
+        &format!(
+            "upstream b {{ server {} max_fails=0; server {} max_fails=0; server {} max_fails=0; }}",
+            c1.addr, c2.addr, ok.addr
+        ),
         "location / { proxy_pass http://b; proxy_next_upstream_tries 2; }",
     );
     let s = sluice(
@@ -462,7 +540,10 @@ async fn next_upstream_tries_limits_the_walk_as_nginx() {
     let ng_lines = log_lines(|| nginx_log(&ng), 4).await;
     let our_lines = log_lines(|| s.file("access.log"), 4).await;
     assert_eq!(our_lines, ng_lines);
-    assert_eq!(ng_lines[0], format!("/t0 502 {}, {}|502, 502", c1.addr, c2.addr));
+    assert_eq!(
+        ng_lines[0],
+        format!("/t0 502 {}, {}|502, 502", c1.addr, c2.addr)
+    );
 }
 
 /// least_conn with a slow server: while it holds a request, the others take the next ones;
@@ -471,9 +552,15 @@ async fn next_upstream_tries_limits_the_walk_as_nginx() {
 async fn least_conn_avoids_the_busy_server_as_nginx() {
     let _quiet = timing();
     let slow = Backend::start(Behavior::Slow(Duration::from_millis(600))).await;
-    let (a, b) = (Backend::start(Behavior::Status(200)).await, Backend::start(Behavior::Status(200)).await);
+    let (a, b) = (
+        Backend::start(Behavior::Status(200)).await,
+        Backend::start(Behavior::Status(200)).await,
+    );
     let ng = nginx(
-        &format!("upstream lc {{ least_conn; server {}; server {}; server {}; }}", slow.addr, a.addr, b.addr),
+        &format!(
+            "upstream lc {{ least_conn; server {}; server {}; server {}; }}",
+            slow.addr, a.addr, b.addr
+        ),
         "location / { proxy_pass http://lc; }",
     );
     let s = sluice(
@@ -494,7 +581,12 @@ async fn least_conn_avoids_the_busy_server_as_nginx() {
     assert_eq!(runs[1], runs[0]);
     let (held, quick) = &runs[0];
     assert_eq!(held, &slow.addr.port().to_string(), "the first of equals");
-    assert!(!quick.iter().any(|q| q.ends_with(&slow.addr.port().to_string())), "{quick:?}");
+    assert!(
+        !quick
+            .iter()
+            .any(|q| q.ends_with(&slow.addr.port().to_string())),
+        "{quick:?}"
+    );
 }
 
 /// One of three servers killed in the middle of 200 requests (4 at a time): none fails, the
@@ -544,6 +636,12 @@ async fn a_server_killed_mid_run_fails_no_request() {
     // (The killed server may answer the few requests in flight as it is being stopped, or
     // take one it never answers, which goes on to another.)
     let total = rest + at_kill;
-    assert!((196..=204).contains(&total), "about every request once: {total}");
-    assert!(rest >= 200 - at_kill - 4, "the others took the rest: {rest} + {at_kill}");
+    assert!(
+        (196..=204).contains(&total),
+        "about every request once: {total}"
+    );
+    assert!(
+        rest >= 200 - at_kill - 4,
+        "the others took the rest: {rest} + {at_kill}"
+    );
 }
