@@ -123,11 +123,8 @@ struct Tried<'l> {
     idempotent: bool,
 }
 
-/// What a try leaves the walk with.
-enum Step<'l> {
-    Done(Result<Response<Leased>, Failure<'l>>),
-    Again,
-}
+/// What a try leaves the walk with: its end, or `None` to go on.
+type Step<'l> = Option<Result<Response<Leased>, Failure<'l>>>;
 
 impl<'l, B> Walk<'_, '_, 'l, B>
 where
@@ -183,7 +180,7 @@ where
                 Ok(resp) => self.answered(resp, lease, &mut a, body, &tried, tries),
                 Err(e) => self.failed(e, lease, &mut a, body, &tried, tries),
             };
-            if let Step::Done(result) = step {
+            if let Some(result) = step {
                 return result;
             }
         }
@@ -232,11 +229,11 @@ where
                 let phase = "reading response header from upstream";
                 self.warn_disabled(&t.peer.name, phase);
             }
-            return Step::Again;
+            return None;
         }
         lease.free(a, Outcome::Ok);
         let lease = Some(lease);
-        Step::Done(Ok(resp.map(|body| Leased { body, lease })))
+        Some(Ok(resp.map(|body| Leased { body, lease })))
     }
 
     /// A failure: the end (logged by the caller), or logged here and on
@@ -263,7 +260,7 @@ where
         ) {
             lease.free(a, Outcome::Ok);
             let disabled = false;
-            return Step::Done(Err(Failure {
+            return Some(Err(Failure {
                 error,
                 authority,
                 disabled,
@@ -285,7 +282,7 @@ where
         }
         let disabled = disabled && !error.is_timeout();
         if !go_on {
-            return Step::Done(Err(Failure {
+            return Some(Err(Failure {
                 error,
                 authority,
                 disabled,
@@ -297,7 +294,7 @@ where
         if disabled {
             self.warn_disabled(authority, phase(&error));
         }
-        Step::Again
+        None
     }
 
     fn warn_disabled(&self, authority: &str, phase: &str) {
