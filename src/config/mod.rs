@@ -87,3 +87,5 @@ mod tests_algorithms;
 mod tests_tls;
 #[cfg(test)]
 mod tests_upstream_tls;
+#[cfg(test)]
+mod tests_upstreams;
