@@ -457,7 +457,7 @@ async fn next_upstream_on_statuses_and_off_as_nginx() {
 }
 
 /// A POST once sent is not sent again (a server that closed without answering: 502), unless
-/// proxy_next_upstream has non_idempotent; a GET is.
+/// proxy_next_upstream has non_idempotent; a GET is, but not with proxy_request_buffering off.
 #[tokio::test]
 async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
     let (closing, ok) = (
@@ -470,7 +470,8 @@ async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
             closing.addr, ok.addr
         ),
         "location /plain { proxy_pass http://b; }
-         location /any { proxy_pass http://b; proxy_next_upstream error timeout non_idempotent; }",
+         location /any { proxy_pass http://b; proxy_next_upstream error timeout non_idempotent; }
+         location /stream { proxy_pass http://b; proxy_request_buffering off; }",
     );
     let s = sluice(
         &format!(
@@ -478,7 +479,8 @@ async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
             closing.addr, ok.addr
         ),
         "[[servers.locations]]\npath = \"/plain\"\nproxy_pass = \"http://b\"\n\
-         [[servers.locations]]\npath = \"/any\"\nproxy_pass = \"http://b\"\nproxy_next_upstream = [\"error\", \"timeout\", \"non_idempotent\"]",
+         [[servers.locations]]\npath = \"/any\"\nproxy_pass = \"http://b\"\nproxy_next_upstream = [\"error\", \"timeout\", \"non_idempotent\"]\n\
+         [[servers.locations]]\npath = \"/stream\"\nproxy_pass = \"http://b\"\nproxy_request_buffering = false",
     );
     let reqs = [
         ("POST", "/plain0"),
@@ -508,6 +510,8 @@ async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
     let ng_lines = log_lines(|| nginx_log(&ng), reqs.len()).await;
     let our_lines = log_lines(|| s.file("access.log"), reqs.len()).await;
     assert_eq!(our_lines, ng_lines);
+    let again = format!("/any1 200 {}, {}|502, 200", closing.addr, ok.addr);
+    assert!(ng_lines.contains(&again), "{ng_lines:?}");
 }
 
 /// proxy_next_upstream_tries = 2: two servers at most, then the last one's failure.
@@ -604,6 +608,16 @@ async fn a_server_killed_mid_run_fails_no_request() {
         entries.join(", ")
     ));
     let addr = s.addr();
+    // $proxy_host is the group's name (nginx's), the Host sent by default.
+    let first = get(addr, "/first").await;
+    assert!(
+        first
+            .body_text()
+            .to_ascii_lowercase()
+            .contains("\r\nhost: b\r\n"),
+        "{}",
+        first.body_text()
+    );
     let done = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for t in 0..4 {
@@ -643,5 +657,109 @@ async fn a_server_killed_mid_run_fails_no_request() {
     assert!(
         rest >= 200 - at_kill - 4,
         "the others took the rest: {rest} + {at_kill}"
+    );
+}
+
+/// A reload that leaves a group as it was keeps its health: a server marked down stays down;
+/// one that changes the group starts it afresh (the server is tried again). The metrics say
+/// so, per server.
+#[tokio::test]
+async fn a_reload_keeps_an_unchanged_groups_health_and_metrics_count_per_server() {
+    let (r, ok) = (refusing(), Backend::start(Behavior::Status(200)).await);
+    let config = |fail_timeout: &str, status: u16| {
+        format!(
+            "log_format = \"{LOG}\"\naccess_log = \"access.log\"\n[admin]\n\
+             [upstreams.b]\nservers = [{{ address = \"{}\", fail_timeout = \"{fail_timeout}\" }}, {{ address = \"{}\" }}]\n\
+             [[servers]]\nproxy_pass = \"http://b\"\nlimit_req_status = {status}\n",
+            r.addr(),
+            ok.addr
+        )
+    };
+    let s = Sluice::start(&config("30s", 503));
+    let tried = |n: usize| {
+        let s = &s;
+        async move {
+            let lines = log_lines(|| s.file("access.log"), n).await;
+            lines[n - 1].clone()
+        }
+    };
+    assert_eq!(get(s.addr(), "/a0").await.status, 200);
+    let both = format!("/a0 200 {}, {}|502, 200", r.addr(), ok.addr);
+    assert_eq!(tried(1).await, both);
+    let metrics = get(s.admin_addr(), "/metrics").await.body_text();
+    let series = |m: &str, name: &str, server: String, extra: &str| {
+        let key = format!("{name}{{upstream=\"b\",server=\"{server}\"{extra}}}");
+        m.lines()
+            .find_map(|l| l.strip_prefix(&key).map(|v| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("no {key} in\n{m}"))
+    };
+    let (ra, oa) = (r.addr().to_string(), ok.addr.to_string());
+    assert_eq!(
+        series(
+            &metrics,
+            "sluice_upstream_server_requests_total",
+            ra.clone(),
+            ""
+        ),
+        "1"
+    );
+    assert_eq!(
+        series(
+            &metrics,
+            "sluice_upstream_server_failures_total",
+            ra.clone(),
+            ""
+        ),
+        "1"
+    );
+    assert_eq!(
+        series(
+            &metrics,
+            "sluice_upstream_server_state",
+            ra.clone(),
+            ",state=\"unavailable\""
+        ),
+        "1"
+    );
+    assert_eq!(
+        series(
+            &metrics,
+            "sluice_upstream_server_state",
+            ra.clone(),
+            ",state=\"up\""
+        ),
+        "0"
+    );
+    assert_eq!(
+        series(
+            &metrics,
+            "sluice_upstream_server_state",
+            oa.clone(),
+            ",state=\"up\""
+        ),
+        "1"
+    );
+    assert_eq!(
+        series(
+            &metrics,
+            "sluice_upstream_server_failures_total",
+            oa.clone(),
+            ""
+        ),
+        "0"
+    );
+
+    // Another setting changes; the group does not: the refusing server is still down.
+    let out = s.reload(&config("30s", 429)).await;
+    assert!(out.contains("reconfigured"), "{out}");
+    assert_eq!(get(s.addr(), "/b1").await.status, 200);
+    assert_eq!(tried(2).await, format!("/b1 200 {}|200", ok.addr));
+    // The group changes: afresh, the first server is tried again.
+    let out = s.reload(&config("20s", 429)).await;
+    assert!(out.contains("reconfigured"), "{out}");
+    assert_eq!(get(s.addr(), "/c2").await.status, 200);
+    assert_eq!(
+        tried(3).await,
+        format!("/c2 200 {}, {}|502, 200", r.addr(), ok.addr)
     );
 }
