@@ -292,7 +292,8 @@ async fn hash_and_consistent_hash_choose_as_nginx() {
 /// upstream` (without the times, connection numbers, client, server and host, which differ
 /// between the two sides).
 fn upstream_events(log: &str) -> Vec<String> {
-    log.lines()
+    let mut events: Vec<String> = log
+        .lines()
         .filter(|l| l.contains("upstream") && l.contains(", client: "))
         .map(|l| {
             let level = l
@@ -308,7 +309,14 @@ fn upstream_events(log: &str) -> Vec<String> {
                 .map_or("", |(u, _)| u);
             format!("[{level}] {text} | {upstream}")
         })
-        .collect()
+        .collect();
+    // Each worker thread writes its lines in batches: by request (the path's number), each
+    // request's lines in their order.
+    events.sort_by_key(|e| {
+        let digits = e.bytes().rev().take_while(u8::is_ascii_digit).count();
+        e[e.len() - digits..].parse::<usize>().unwrap_or(0)
+    });
+    events
 }
 
 /// A group with one server refusing connections: the request goes on to the next server, the
