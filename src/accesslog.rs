@@ -155,7 +155,8 @@ pub struct Record {
     pub status: u16,
     pub limit_req_status: Option<LimitReqStatus>,
     pub zone: String,
-    pub upstream_ms: Option<u64>,
+    /// The upstream servers tried (see [`crate::vars::UpstreamTry`]).
+    pub upstream: Vec<crate::vars::UpstreamTry>,
     /// `$limit_conn_status`.
     pub limit_conn_status: &'static str,
     /// `$limit_req_algorithm`: the algorithm of `zone`, `-` when none.
@@ -186,7 +187,7 @@ impl Record {
             status: 0,
             limit_req_status: None,
             zone: String::new(),
-            upstream_ms: None,
+            upstream: Vec::new(),
             limit_conn_status: "-",
             limit_req_algorithm: "-",
         }
@@ -214,7 +215,7 @@ impl Record {
             } else {
                 0
             },
-            upstream_response_time_ms: self.upstream_ms,
+            upstream: self.upstream.clone(),
             unix_ms: if self.log.clocks.wall_ms {
                 crate::errlog::unix_ms()
             } else if self.log.clocks.wall_s {

@@ -18,6 +18,9 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     if let Some(r) = &spec.redis {
         redis(&mut s, r);
     }
+    for u in &spec.upstreams {
+        upstream(&mut s, u);
+    }
     for srv in &spec.servers {
         server(&mut s, spec, srv);
     }
@@ -139,7 +142,7 @@ fn location(s: &mut String, spec: &Spec, loc: &LocationSpec, eff: &Level) {
     let limits = limits_text(spec, eff);
     let _ = writeln!(
         s,
-        "  location {:<14} {:<40} {}  [status {}{}{}{}]",
+        "  location {:<14} {:<40} {}  [status {}{}{}{}{}]",
         loc.path,
         if limits.is_empty() {
             "no limit".to_string()
@@ -159,7 +162,72 @@ fn location(s: &mut String, spec: &Spec, loc: &LocationSpec, eff: &Level) {
             ""
         },
         upstream_tls_text(&loc.action, eff),
+        group_text(spec, &loc.action, eff),
     );
+}
+
+/// `upstream NAME: BALANCE[, keepalive N]` and its servers, one a line, as
+/// nginx writes them (`weight=`, `max_fails=`, `fail_timeout=` when not
+/// the defaults; `backup`, `down`).
+fn upstream(s: &mut String, u: &crate::config::UpstreamSpec) {
+    use crate::upstream::group::{DEFAULT_FAIL_TIMEOUT, DEFAULT_MAX_FAILS, Method};
+    let d = &u.def;
+    let balance = match d.method {
+        Method::RoundRobin => "round_robin".to_string(),
+        Method::LeastConn => "least_conn".to_string(),
+        Method::Hash => format!("hash {}", d.hash.as_deref().unwrap_or("")),
+        Method::Consistent => format!("hash {} consistent", d.hash.as_deref().unwrap_or("")),
+    };
+    let keepalive = d
+        .keepalive
+        .map(|n| format!(", keepalive {n}"))
+        .unwrap_or_default();
+    let _ = writeln!(s, "upstream {}: {balance}{keepalive}", d.name);
+    for v in &d.servers {
+        let mut t = format!("  server {}", v.address);
+        if v.weight != 1 {
+            let _ = write!(t, " weight={}", v.weight);
+        }
+        if v.max_fails != DEFAULT_MAX_FAILS {
+            let _ = write!(t, " max_fails={}", v.max_fails);
+        }
+        if v.fail_timeout != DEFAULT_FAIL_TIMEOUT {
+            let _ = write!(t, " fail_timeout={}ms", v.fail_timeout.as_millis());
+        }
+        for (on, word) in [(v.backup, " backup"), (v.down, " down")] {
+            if on {
+                t.push_str(word);
+            }
+        }
+        let _ = writeln!(s, "{t}");
+    }
+}
+
+/// For a `proxy_pass` to a group: when a request goes on to its next
+/// server.
+fn group_text(spec: &Spec, action: &Action, eff: &Level) -> String {
+    let Action::Proxy(p) = action else {
+        return String::new();
+    };
+    let named = p.authority.port().is_none()
+        && spec
+            .upstreams
+            .iter()
+            .any(|u| u.def.name.eq_ignore_ascii_case(p.host()));
+    if !named {
+        return String::new();
+    }
+    let conditions = eff
+        .proxy_next_upstream
+        .unwrap_or(crate::upstream::group::Conditions::DEFAULT);
+    let mut t = format!(", next_upstream {}", conditions.words());
+    if let Some(n) = eff.proxy_next_upstream_tries.filter(|&n| n > 0) {
+        let _ = write!(t, " tries {n}");
+    }
+    if let Some(d) = eff.proxy_next_upstream_timeout.filter(|d| !d.is_zero()) {
+        let _ = write!(t, " timeout {}ms", d.as_millis());
+    }
+    t
 }
 
 /// For an `https://` upstream: how its certificate is verified (against
@@ -331,5 +399,49 @@ proxy_pass = "http://up.example"
         );
         assert!(line("/lab").ends_with(", tls verify off]"), "{s}");
         assert!(line("/plain").ends_with("[status 503]"), "{s}");
+    }
+
+    /// The groups and their servers as nginx writes them, and what a
+    /// location proxying to one does on failure.
+    #[test]
+    fn upstream_groups_and_next_upstream() {
+        let spec = crate::config::parse_str(
+            "t.toml",
+            r#"
+[upstreams.backend]
+servers = [
+  { address = "127.0.0.1:8081", weight = 3, max_fails = 2, fail_timeout = "30s" },
+  { address = "127.0.0.1:8082" },
+  { address = "127.0.0.1:8083", backup = true },
+  { address = "127.0.0.1:8084", down = true },
+]
+keepalive = 8
+[upstreams.ring]
+servers = [{ address = "10.0.0.1" }]
+balance = "hash"
+hash = "$request_uri"
+consistent = true
+[[servers]]
+listen = "127.0.0.1:8080"
+proxy_next_upstream = ["error", "http_502"]
+proxy_next_upstream_tries = 2
+[[servers.locations]]
+path = "/"
+proxy_pass = "http://backend"
+[[servers.locations]]
+path = "/plain"
+proxy_pass = "http://127.0.0.1:9000"
+"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let out = summary("t.toml", &spec);
+        for want in [
+            "upstream backend: round_robin, keepalive 8\n  server 127.0.0.1:8081 weight=3 max_fails=2 fail_timeout=30000ms\n  server 127.0.0.1:8082\n  server 127.0.0.1:8083 backup\n  server 127.0.0.1:8084 down\n",
+            "upstream ring: hash $request_uri consistent\n  server 10.0.0.1\n",
+            "proxy_pass http://backend  [status 503, next_upstream error http_502 tries 2]",
+            "proxy_pass http://127.0.0.1:9000  [status 503]",
+        ] {
+            assert!(out.contains(want), "{want:?} in:\n{out}");
+        }
     }
 }

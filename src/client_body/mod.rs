@@ -44,6 +44,8 @@ pub enum ReadError {
 /// A whole request body, ready to be sent as often as needed.
 pub struct Buffered {
     memory: Bytes,
+    /// All of `memory`, to send it again ([`Buffered::rewind`]).
+    whole_memory: Bytes,
     file: Option<std::fs::File>,
     len: u64,
     /// Bytes of the file not yet sent.
@@ -90,8 +92,10 @@ where
     if let Some(f) = &mut file {
         f.rewind().map_err(ReadError::File)?;
     }
+    let memory = memory.freeze();
     Ok(Buffered {
-        memory: memory.freeze(),
+        whole_memory: memory.clone(),
+        memory,
         file,
         len,
         file_left,
@@ -105,6 +109,17 @@ impl Buffered {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// From the start again, to send it to another upstream server
+    /// (`proxy_next_upstream`).
+    pub fn rewind(&mut self) -> std::io::Result<()> {
+        self.memory = self.whole_memory.clone();
+        if let Some(f) = &mut self.file {
+            f.rewind()?;
+        }
+        self.file_left = self.len - self.memory.len() as u64;
+        Ok(())
     }
 }
 

@@ -82,6 +82,9 @@ pub struct Config {
     pub ops: OpsSpec,
     /// The `[redis]` backend, when a zone uses it.
     pub redis: Option<Arc<RedisBackend>>,
+    /// `[upstreams.NAME]`, in file order (kept with their state across a
+    /// reload that leaves them as they were).
+    pub upstreams: Vec<Arc<crate::upstream::group::Group>>,
 }
 
 impl Config {
@@ -182,6 +185,13 @@ pub struct Location {
     /// `proxy_set_header` with sluice's defaults, `add_header`, and the
     /// upstream's fields the client does not get.
     pub headers: Headers,
+    /// The upstream group `proxy_pass` names, if it names one (else its
+    /// host is the one server, never marked down: nginx's implicit
+    /// upstream).
+    pub group: Option<Arc<crate::upstream::group::Group>>,
+    /// `proxy_next_upstream`, `proxy_next_upstream_tries`,
+    /// `proxy_next_upstream_timeout`.
+    pub next_upstream: crate::upstream::group::NextUpstream,
 }
 
 /// A location's (or server's) header directives, compiled.
@@ -331,6 +341,9 @@ pub enum CompileError {
     /// guards against it).
     #[error("the default log_format: {0}")]
     DefaultLogFormat(String),
+    /// A host name of an upstream group that does not resolve.
+    #[error("{0}")]
+    Resolve(#[from] crate::upstream::group::ResolveError),
 }
 
 impl Config {

@@ -89,3 +89,5 @@ mod tests_headers;
 mod tests_tls;
 #[cfg(test)]
 mod tests_upstream_tls;
+#[cfg(test)]
+mod tests_upstreams;

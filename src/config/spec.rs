@@ -31,6 +31,16 @@ pub struct Spec {
     pub ops: OpsSpec,
     /// `[redis]`, for zones with `backend = "redis"`.
     pub redis: Option<RedisConfig>,
+    /// `[upstreams.NAME]`: the groups `proxy_pass` may name.
+    pub upstreams: Vec<UpstreamSpec>,
+}
+
+/// `[upstreams.NAME]`: nginx's `upstream NAME { … }`, as written (its host
+/// names are resolved by compiling).
+pub struct UpstreamSpec {
+    pub def: crate::upstream::group::GroupDef,
+    /// The `hash` key, parsed.
+    pub hash_key: Option<Template>,
 }
 
 /// Top-level settings about the process rather than requests.
@@ -168,6 +178,12 @@ pub struct Level {
     pub large_client_header_buffers: Option<(usize, usize)>,
     /// `proxy_ssl_*`: how HTTPS upstreams are spoken to.
     pub proxy_ssl: super::upstream_tls::ProxySsl,
+    /// `proxy_next_upstream`: when a request goes on to the next server.
+    pub proxy_next_upstream: Option<crate::upstream::group::Conditions>,
+    /// `proxy_next_upstream_tries`: 0 = no limit.
+    pub proxy_next_upstream_tries: Option<usize>,
+    /// `proxy_next_upstream_timeout`: zero = no limit.
+    pub proxy_next_upstream_timeout: Option<Duration>,
     /// `proxy_set_header`, `add_header`, `proxy_hide_header`, `proxy_pass_header`.
     pub headers: HeaderLevel,
 }
@@ -254,6 +270,13 @@ impl Level {
                 .or(parent.large_client_header_buffers),
             proxy_ssl: self.proxy_ssl.inherit(&parent.proxy_ssl),
             headers: self.headers.inherit(&parent.headers),
+            proxy_next_upstream: self.proxy_next_upstream.or(parent.proxy_next_upstream),
+            proxy_next_upstream_tries: self
+                .proxy_next_upstream_tries
+                .or(parent.proxy_next_upstream_tries),
+            proxy_next_upstream_timeout: self
+                .proxy_next_upstream_timeout
+                .or(parent.proxy_next_upstream_timeout),
         }
     }
 }

@@ -29,6 +29,8 @@ struct Zones<'a> {
     /// `[zones]` tables with an error (reported), by name.
     broken: &'a [String],
     conn: &'a [ConnZoneSpec],
+    /// The `[upstreams]` tables' names (`proxy_pass` may name them).
+    groups: &'a [String],
 }
 
 /// Validate `draft`; problems go to `d`.
@@ -41,6 +43,7 @@ pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
         req: &draft.zones,
         broken: &draft.broken_zones,
         conn: &draft.conn_zones,
+        groups: &draft.upstream_names,
     };
     let http = level(draft.http, &zones, d);
     let servers: Vec<(ServerSpec, Spans)> = draft
@@ -59,6 +62,7 @@ pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
         servers,
         ops: draft.ops,
         redis,
+        upstreams: draft.upstreams,
     }
 }
 
@@ -330,6 +334,9 @@ fn server(mut s: ServerDraft, zones: &Zones, d: &mut Diagnostics) -> Option<(Ser
     let tls = tls(&mut s, d);
     let level = level(s.level, zones, d);
     let proxy_pass = s.proxy_pass.and_then(Result::ok);
+    if let (Some(pp), Some(span)) = (&proxy_pass, &s.proxy_pass_span) {
+        group_port(pp, span, zones.groups, d);
+    }
     // nginx: "duplicate location", reported after each location's own.
     let paths: Vec<_> = s
         .locations
@@ -389,6 +396,9 @@ fn location(
     let level = level(l.level, zones, d);
     let path = l.path.ok()?;
     let own = l.proxy_pass.as_ref().and_then(|(p, _)| p.as_ref().ok());
+    if let Some((Ok(pp), span)) = &l.proxy_pass {
+        group_port(pp, span, zones.groups, d);
+    }
     let proxy = own.or(server_proxy);
     if l.ret.is_none() && proxy.is_none() {
         d.error(
@@ -418,4 +428,19 @@ fn location(
         level,
         action,
     })
+}
+
+/// nginx: a `proxy_pass` naming an upstream group carries no port (its
+/// servers have theirs): "upstream \"NAME\" may not have port N".
+fn group_port(pp: &ProxyPass, span: &Range<usize>, groups: &[String], d: &mut Diagnostics) {
+    let Some(port) = pp.authority.port_u16() else {
+        return;
+    };
+    let host = pp.host();
+    if let Some(g) = groups.iter().find(|g| g.eq_ignore_ascii_case(host)) {
+        d.error(
+            span.clone(),
+            format!("upstream \"{g}\" may not have port {port} (proxy_pass names [upstreams.{g}], whose servers have their ports)"),
+        );
+    }
 }

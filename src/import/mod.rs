@@ -79,39 +79,13 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
     })
 }
 
-/// Keys of issue #16 that sluice's parser learns as the issue lands: until
-/// then a translation that uses them cannot check, and it is not the
-/// translator's fault.
-const PENDING: &[&str] = &[
-    "proxy_set_header",
-    "add_header",
-    "proxy_hide_header",
-    "proxy_pass_header",
-    "upstreams",
-    "proxy_next_upstream",
-    "proxy_next_upstream_tries",
-    "proxy_next_upstream_timeout",
-];
-
 /// Parse and validate `toml` as `sluice check` does (without reading the
 /// certificate files it names, which may live on another machine).
 fn check(toml: &str) -> Result<(), ImportError> {
     let Err(errors) = crate::config::parse_str("import.toml", toml) else {
         return Ok(());
     };
-    let real: Vec<String> = errors
-        .0
-        .iter()
-        .map(|e| e.to_string())
-        .filter(|e| {
-            !PENDING
-                .iter()
-                .any(|k| e.contains(&format!("unknown key \"{k}\"")))
-        })
-        .collect();
-    if real.is_empty() {
-        return Ok(());
-    }
+    let real: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
     Err(ImportError::Internal(format!(
         "\n{}\n--- the translation ---\n{toml}",
         real.join("\n")

@@ -7,6 +7,8 @@
 //! time. Labels are bounded by the configuration: zone names,
 //! outcomes, error kinds, status codes — never a client key.
 
+mod upstreams;
+
 use crate::config::Config;
 use crate::limiter::{LimitReqStatus, Store};
 use prometheus_client::collector::Collector;
@@ -275,6 +277,7 @@ impl Metrics {
         let mut zones = Registry::default();
         zones.register_collector(Box::new(Zones::of(rt)));
         zones.register_collector(Box::new(ConnZones::of(rt)));
+        zones.register_collector(Box::new(upstreams::Upstreams::of(rt)));
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &zones);
         let _ = prometheus_client::encoding::text::encode_eof(&mut out);
         out

@@ -11,17 +11,17 @@
 use super::Ctx;
 use super::error::{ProxyError, invalid_chunked};
 use super::limit::Limited;
+use super::next_upstream::{self, Failure, Leased, Rewind};
 use super::tunnel::{self, Tunnel};
 use crate::accesslog::Record;
 use crate::body::Body;
-use crate::client_body::{LimitedBody, ReadError, read_whole};
+use crate::client_body::{Buffered, LimitedBody, ReadError, read_whole};
 use crate::config::{Action, Location, ProxyPass};
 use crate::respond;
 use crate::upstream;
 use http::{HeaderValue, Response, Uri, Version, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::time::Instant;
 
 /// The request's content: `return`'s answer, or the upstream's.
 pub(crate) async fn content<'l>(
@@ -37,18 +37,19 @@ pub(crate) async fn content<'l>(
         Action::Return(ret) => Ok(respond::return_response(ret, &cx.vars, limited.decided.0)),
         Action::Proxy(pp) => {
             let target = upstream_target(pp, loc, &parts.uri, path);
-            let up_start = record.as_ref().map(|_| Instant::now());
-            let resp = forward(cx, loc, parts, body, &target, pp).await;
+            let mut tries = Vec::new();
+            let resp = forward(cx, loc, parts, body, &target, pp, &mut tries).await;
             if let Some(r) = record.as_mut() {
-                r.upstream_ms = up_start.map(|t| t.elapsed().as_millis() as u64);
+                r.upstream = tries;
             }
             resp.map_err(|f| match f {
                 Failed::Client(e) => e,
-                Failed::Upstream(error) => ProxyError::Upstream {
-                    error,
+                Failed::Upstream(f) => ProxyError::Upstream {
+                    error: f.error,
                     scheme: pp.scheme(),
-                    authority: pp.authority.as_str(),
+                    authority: f.authority,
                     target,
+                    disabled: f.disabled,
                 },
             })
         }
@@ -95,7 +96,7 @@ pub(crate) fn escape_path(p: &str) -> String {
 /// becomes a [`ProxyError::Upstream`] with the target it was sent).
 enum Failed<'l> {
     Client(ProxyError<'l>),
-    Upstream(upstream::Error),
+    Upstream(Failure<'l>),
 }
 
 /// Send the request upstream: with its body read whole first when
@@ -107,7 +108,8 @@ async fn forward<'l>(
     parts: &http::request::Parts,
     body: Incoming,
     target: &str,
-    pp: &ProxyPass,
+    pp: &'l ProxyPass,
+    tries: &mut Vec<crate::vars::UpstreamTry>,
 ) -> Result<Response<Body>, Failed<'l>> {
     let (body, body_limit) =
         LimitedBody::new(body, loc.client_max_body_size, Some(cx.conn.state.clone()));
@@ -121,34 +123,60 @@ async fn forward<'l>(
         proxy_host: pp.authority.as_str(),
         upgrade,
     };
-    let tls = loc.upstream_tls.as_ref();
     let sent = match &loc.request_buffering {
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
             match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
-                Ok(whole) => upstream::send(&pp.authority, tls, loc.timeouts, &head, whole).await,
-                Err(ReadError::Timeout) => Err(upstream::Error::ClientBodyTimeout),
-                Err(ReadError::Body(e)) => Err(upstream::Error::Body(e)),
-                Err(ReadError::File(error)) => {
-                    let dir = &b.temp_dir;
-                    return Err(Failed::Client(ProxyError::BodyFile { dir, error }));
+                Ok(mut whole) => {
+                    let rewind: Rewind<_> = |w: &mut Buffered| w.rewind().is_ok();
+                    let how = (rewind, false);
+                    next_upstream::send(cx, loc, pp, &head, target, &mut whole, how, tries).await
+                }
+                Err(e) => {
+                    let error = match e {
+                        ReadError::Timeout => upstream::Error::ClientBodyTimeout,
+                        ReadError::Body(e) => upstream::Error::Body(e),
+                        ReadError::File(error) => {
+                            let dir = &b.temp_dir;
+                            return Err(Failed::Client(ProxyError::BodyFile { dir, error }));
+                        }
+                    };
+                    let authority = pp.authority.as_str();
+                    Err(Failure {
+                        error,
+                        authority,
+                        disabled: false,
+                    })
                 }
             }
         }
-        _ => upstream::send(&pp.authority, tls, loc.timeouts, &head, body).await,
+        _ => {
+            let mut body = body;
+            // Without a body (or unbuffered, where it is never sent twice).
+            let rewind: Rewind<_> = |b: &mut LimitedBody| hyper::body::Body::is_end_stream(b);
+            let how = (rewind, loc.request_buffering.is_none());
+            next_upstream::send(cx, loc, pp, &head, target, &mut body, how, tries).await
+        }
     };
-    match sent.and_then(|resp| upstream::switched(resp, upgrade.is_some())) {
+    let resp = match sent {
+        Ok(resp) if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS => {
+            upstream::switched(resp.map(Leased::into_inner), upgrade.is_some()).map_err(|error| {
+                Failure {
+                    error,
+                    authority: pp.authority.as_str(),
+                    disabled: false,
+                }
+            })
+        }
+        Ok(mut resp) => {
+            loc.headers.hidden.apply(resp.headers_mut());
+            return Ok(resp.map(BodyExt::boxed));
+        }
+        Err(f) => Err(f),
+    };
+    match resp {
         Ok(upstream::Answer::Switched(mut head, switched)) => {
             loc.headers.hidden.apply(head.headers_mut());
-            let limits = tunnel::Limits {
-                idle: loc.timeouts.read,
-                to_client: cx.conn.state.timeouts.send,
-                to_upstream: loc.timeouts.send,
-            };
-            let mut context = Vec::new();
-            let upstream = (pp.scheme(), pp.authority.as_str(), target);
-            super::log::push_context_upstream(&mut context, &cx.vars, Some(upstream));
-            let t = Tunnel::new(switched, limits, cx.conn.id, context);
-            Ok(tunnel::respond(head, t))
+            Ok(tunnel_to(cx, loc, pp, target, head, switched))
         }
         Ok(upstream::Answer::Response(mut resp)) => {
             loc.headers.hidden.apply(resp.headers_mut());
@@ -157,8 +185,29 @@ async fn forward<'l>(
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
             received: body_limit.received(),
         })),
-        Err(e) => Err(classify(e)),
+        Err(f) => Err(classify(f)),
     }
+}
+
+/// The upstream's 101: the response that makes the connection a tunnel.
+fn tunnel_to(
+    cx: &Ctx<'_>,
+    loc: &Location,
+    pp: &ProxyPass,
+    target: &str,
+    head: Response<()>,
+    switched: upstream::Switched,
+) -> Response<Body> {
+    let limits = tunnel::Limits {
+        idle: loc.timeouts.read,
+        to_client: cx.conn.state.timeouts.send,
+        to_upstream: loc.timeouts.send,
+    };
+    let mut context = Vec::new();
+    let upstream = (pp.scheme(), pp.authority.as_str(), target);
+    super::log::push_context_upstream(&mut context, &cx.vars, Some(upstream));
+    let t = Tunnel::new(switched, limits, cx.conn.id, context);
+    tunnel::respond(head, t)
 }
 
 /// The protocol an upgrade request asks for (its first `Upgrade` value),
@@ -195,13 +244,13 @@ fn lists_h2c(value: &HeaderValue) -> bool {
 
 /// The client's own failures — a broken chunked body, too slow, or gone —
 /// are not the upstream's.
-fn classify<'l>(e: upstream::Error) -> Failed<'l> {
-    match &e {
+fn classify(f: Failure<'_>) -> Failed<'_> {
+    match &f.error {
         upstream::Error::ClientBodyTimeout => Failed::Client(ProxyError::ClientBodyTimeout),
         upstream::Error::Body(b) if invalid_chunked(&**b) => {
             Failed::Client(ProxyError::InvalidChunked)
         }
         upstream::Error::Body(_) => Failed::Client(ProxyError::ClientGone),
-        _ => Failed::Upstream(e),
+        _ => Failed::Upstream(f),
     }
 }

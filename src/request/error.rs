@@ -90,6 +90,9 @@ pub(crate) enum ProxyError<'a> {
         scheme: &'static str,
         authority: &'a str,
         target: std::borrow::Cow<'a, str>,
+        /// The failure made the server unavailable: nginx's warning
+        /// "upstream server temporarily disabled" follows the error line.
+        disabled: bool,
     },
 }
 
@@ -169,13 +172,13 @@ impl ProxyError<'_> {
                 scheme,
                 authority,
                 target,
+                disabled,
             } => {
-                log_upstream(
-                    cx.conn,
-                    &cx.vars,
-                    (scheme, authority, target),
-                    format_args!("{error}"),
-                );
+                let upstream = (*scheme, *authority, &**target);
+                log_upstream(cx.conn, &cx.vars, upstream, format_args!("{error}"));
+                if *disabled {
+                    super::next_upstream::log_disabled(cx, upstream, error);
+                }
                 return;
             }
             _ => return,

@@ -18,6 +18,7 @@ mod finish;
 mod limit;
 mod limit_conn;
 mod log;
+mod next_upstream;
 pub(crate) mod tunnel;
 
 pub use error::CloseConnection;

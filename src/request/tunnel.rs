@@ -210,7 +210,9 @@ pub(crate) async fn run<C>(
     metrics.tunnel_closed();
     if let Some(mut r) = tunnel.record.take() {
         let life = tunnel.switched_at.elapsed().as_millis() as u64;
-        r.upstream_ms = r.upstream_ms.map(|head| head + life);
+        if let Some(last) = r.upstream.last_mut() {
+            last.ms += life;
+        }
         r.write(down.bytes);
     }
     log_end(&tunnel, &end);

@@ -27,6 +27,7 @@
 //! [`Timeouts`]) and how it fails ([`Error`], [`BodyFailure`]).
 
 mod body;
+pub mod group;
 mod pool;
 mod request;
 mod response;
@@ -49,6 +50,7 @@ use bytes::Bytes;
 use http::uri::Authority;
 use http::{HeaderMap, Method, Response, header};
 use http_body::Body;
+pub use pool::Keepalive;
 use pool::{Conn, Key, checkout, connect};
 use request::{send_body, write_all, write_head};
 use response::read_head;
@@ -121,6 +123,10 @@ pub enum Error {
     /// The client sent no more of its body for `client_body_timeout`.
     #[error("client timed out (110: Connection timed out) while reading client request body")]
     ClientBodyTimeout,
+    /// Every server of the group is down or unavailable (nginx's
+    /// `NGX_BUSY`).
+    #[error("no live upstreams while connecting to upstream")]
+    NoLive,
 }
 
 impl Error {
@@ -198,6 +204,22 @@ pub async fn send<B>(
     tls: Option<&Arc<Tls>>,
     timeouts: Timeouts,
     head: &Head<'_>,
+    body: B,
+) -> Result<Response<UpstreamBody>, Error>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    send_kept(upstream, None, tls, timeouts, head, body).await
+}
+
+/// [`send`] to a server of an upstream group, whose idle connections are
+/// kept by its `keepalive` (`None`: as [`send`]'s).
+pub async fn send_kept<B>(
+    upstream: &Authority,
+    keepalive: Option<Keepalive>,
+    tls: Option<&Arc<Tls>>,
+    timeouts: Timeouts,
+    head: &Head<'_>,
     mut body: B,
 ) -> Result<Response<UpstreamBody>, Error>
 where
@@ -218,7 +240,7 @@ where
     };
     // nginx does not send a non-idempotent request twice.
     let idempotent = !matches!(head.method.as_str(), "POST" | "PATCH" | "LOCK");
-    let key = Key::new(upstream, tls);
+    let key = Key::new(upstream, tls).kept(keepalive);
     let mut fresh = false;
     loop {
         let (mut conn, reused) = match if fresh { None } else { checkout(&key) } {

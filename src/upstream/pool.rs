@@ -56,6 +56,18 @@ impl Conn {
 pub(super) struct Key {
     authority: Authority,
     tls: Option<Arc<Tls>>,
+    /// An upstream group's `keepalive`: how many idle connections its
+    /// servers keep together (else [`MAX_IDLE`] per server).
+    keepalive: Option<Keepalive>,
+}
+
+/// An upstream group's `keepalive N`: at most `idle` connections kept for
+/// all its servers, per worker thread; `group` tells the group's lists
+/// apart (any value unique to the group while it serves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    pub group: usize,
+    pub idle: usize,
 }
 
 impl Key {
@@ -63,14 +75,23 @@ impl Key {
         Key {
             authority: authority.clone(),
             tls: tls.cloned(),
+            keepalive: None,
         }
     }
 
-    /// A connection made for `self` may carry a request for `other`.
+    /// The key of a connection to a server of a group with `keepalive`.
+    pub(super) fn kept(mut self, keepalive: Option<Keepalive>) -> Key {
+        self.keepalive = keepalive;
+        self
+    }
+
+    /// A connection made for `self` may carry a request for `other` (a
+    /// group's connections are its own, as nginx's `keepalive` cache).
     /// Compared by bytes: few upstreams per worker, so a list beats hashing
     /// on every request.
     fn matches(&self, other: &Key) -> bool {
         self.authority.as_str().as_bytes() == other.authority.as_str().as_bytes()
+            && self.keepalive.map(|k| k.group) == other.keepalive.map(|k| k.group)
             && match (&self.tls, &other.tls) {
                 (None, None) => true,
                 (Some(a), Some(b)) => a.same(b),
@@ -112,6 +133,36 @@ impl Pool {
             .map(|(_, l)| l)
     }
 
+    /// Below `k.idle` idle connections for `k`'s group: the oldest ones
+    /// closed (this server's first, the lists keep the oldest first).
+    fn make_room(&mut self, key: &Key, k: Keepalive) {
+        let group = |o: &Key| o.keepalive.is_some_and(|o| o.group == k.group);
+        loop {
+            let held: usize = self
+                .idle
+                .iter()
+                .filter(|(o, _)| group(o))
+                .map(|(_, l)| l.len())
+                .sum();
+            if held < k.idle.max(1) {
+                return;
+            }
+            let own = self
+                .idle
+                .iter()
+                .position(|(o, l)| o.matches(key) && !l.is_empty());
+            let any = || {
+                self.idle
+                    .iter()
+                    .position(|(o, l)| group(o) && !l.is_empty())
+            };
+            match own.or_else(any) {
+                Some(at) => drop(self.idle[at].1.remove(0)),
+                None => return,
+            }
+        }
+    }
+
     /// The list for `key`, made on its first check-in.
     fn list_or_new(&mut self, key: &Key) -> &mut Vec<Idle> {
         let at = match self.idle.iter().position(|(k, _)| k.matches(key)) {
@@ -143,15 +194,22 @@ pub(super) fn checkout(key: &Key) -> Option<Conn> {
     })
 }
 
-/// Keeps `conn` for the next request to `key` (up to [`MAX_IDLE`]), and
-/// starts this worker's sweeper the first time.
+/// Keeps `conn` for the next request to `key` (up to [`MAX_IDLE`], or its
+/// group's `keepalive`, which closes the group's least recently used one
+/// to make room, as nginx), and starts this worker's sweeper the first
+/// time.
 pub(super) fn checkin(key: &Key, conn: Conn) {
     let start_sweeper = IDLE.with(|p| {
         let mut p = p.borrow_mut();
         let since = p.sweeps;
-        let list = p.list_or_new(key);
-        if list.len() < MAX_IDLE {
-            list.push(Idle { conn, since });
+        if let Some(k) = key.keepalive {
+            p.make_room(key, k);
+            p.list_or_new(key).push(Idle { conn, since });
+        } else {
+            let list = p.list_or_new(key);
+            if list.len() < MAX_IDLE {
+                list.push(Idle { conn, since });
+            }
         }
         !std::mem::replace(&mut p.sweeping, true)
     });
@@ -288,5 +346,37 @@ mod tests {
         assert!(checkout(&as_tls).is_none(), "a plain connection for TLS");
         assert!(checkout(&plain).is_some());
         assert!(checkout(&plain).is_none(), "checked out once");
+    }
+
+    /// A group's `keepalive = 2`: two idle connections for all its servers
+    /// together, the least recently used closed for a new one; another
+    /// group's and plain proxy_pass's lists are not touched.
+    #[tokio::test]
+    async fn keepalive_caps_a_group_across_its_servers() {
+        let mut addrs = Vec::new();
+        for _ in 0..2 {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addrs.push(l.local_addr().unwrap().to_string());
+            tokio::spawn(async move {
+                let mut held = Vec::new();
+                while let Ok((s, _)) = l.accept().await {
+                    held.push(s);
+                }
+            });
+        }
+        let k = Some(Keepalive { group: 7, idle: 2 });
+        let (a, b) = (key(&addrs[0], None).kept(k), key(&addrs[1], None).kept(k));
+        let plain = key(&addrs[0], None);
+        let t = Duration::from_secs(1);
+        checkin(&plain, connect(&plain, t).await.unwrap());
+        checkin(&a, connect(&a, t).await.unwrap());
+        checkin(&b, connect(&b, t).await.unwrap());
+        checkin(&b, connect(&b, t).await.unwrap());
+        let idle = |k: &Key| IDLE.with(|p| p.borrow_mut().list(k).map_or(0, |l| l.len()));
+        assert_eq!(idle(&b), 1, "b's oldest made room for its newest");
+        assert_eq!(idle(&a), 1);
+        assert_eq!(idle(&plain), 1, "not the group's: its own list");
+        checkin(&a, connect(&a, t).await.unwrap());
+        assert_eq!((idle(&a), idle(&b)), (1, 1), "a's own oldest went");
     }
 }

@@ -5,6 +5,10 @@
 //! typo in a variable name is a configuration error with its column, and a
 //! request only walks a short list of parts.
 
+mod upstream;
+
+pub use upstream::UpstreamTry;
+
 use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use crate::limiter::LimitReqStatus;
 use http::{HeaderMap, HeaderName, Method, Uri, Version};
@@ -40,6 +44,10 @@ pub enum Var {
     BodyBytesSent,
     RequestTime,
     UpstreamResponseTime,
+    /// Every server a request tried (nginx's lists, `, ` between).
+    UpstreamAddr,
+    UpstreamStatus,
+    UpstreamHeaderTime,
     TimeLocal,
     TimeIso8601,
     Msec,
@@ -88,6 +96,9 @@ impl Var {
             "body_bytes_sent" | "bytes_sent" => Var::BodyBytesSent,
             "request_time" => Var::RequestTime,
             "upstream_response_time" => Var::UpstreamResponseTime,
+            "upstream_addr" => Var::UpstreamAddr,
+            "upstream_status" => Var::UpstreamStatus,
+            "upstream_header_time" => Var::UpstreamHeaderTime,
             "time_local" => Var::TimeLocal,
             "time_iso8601" => Var::TimeIso8601,
             "msec" => Var::Msec,
@@ -122,6 +133,9 @@ impl Var {
             Var::BodyBytesSent
             | Var::RequestTime
             | Var::UpstreamResponseTime
+            | Var::UpstreamAddr
+            | Var::UpstreamStatus
+            | Var::UpstreamHeaderTime
             | Var::TimeLocal
             | Var::TimeIso8601
             | Var::Msec
@@ -376,7 +390,8 @@ pub struct LogVars {
     pub body_bytes_sent: u64,
     /// Milliseconds from the first byte of the request to the last of the response.
     pub request_time_ms: u64,
-    pub upstream_response_time_ms: Option<u64>,
+    /// Every upstream server tried, in order (none: `-`).
+    pub upstream: Vec<UpstreamTry>,
     /// Seconds since the Unix epoch, with milliseconds, when the line is written.
     pub unix_ms: u64,
     pub connection: u64,
@@ -486,6 +501,9 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
         Var::BodyBytesSent
         | Var::RequestTime
         | Var::UpstreamResponseTime
+        | Var::UpstreamAddr
+        | Var::UpstreamStatus
+        | Var::UpstreamHeaderTime
         | Var::TimeLocal
         | Var::TimeIso8601
         | Var::Msec
@@ -616,10 +634,10 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
     match v {
         Var::BodyBytesSent => push_u64(out, l.body_bytes_sent),
         Var::RequestTime => push_secs(out, l.request_time_ms),
-        Var::UpstreamResponseTime => match l.upstream_response_time_ms {
-            Some(ms) => push_secs(out, ms),
-            None => out.push(b'-'),
-        },
+        Var::UpstreamResponseTime
+        | Var::UpstreamHeaderTime
+        | Var::UpstreamAddr
+        | Var::UpstreamStatus => upstream::eval(v, &l.upstream, out),
         Var::TimeLocal => push_time(out, l.unix_ms, false),
         Var::TimeIso8601 => push_time(out, l.unix_ms, true),
         Var::Msec => push_secs(out, l.unix_ms),

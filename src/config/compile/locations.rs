@@ -44,6 +44,10 @@ pub(super) fn location(
         Action::Proxy(pp) if pp.https => Some(zones.tls.location(&eff, pp, &l.path)?),
         _ => None,
     };
+    let group = match &l.action {
+        Action::Proxy(pp) => super::upstreams::named(zones.groups, pp),
+        Action::Return(_) => None,
+    };
     let location = Location {
         path: l.path,
         prefix,
@@ -79,6 +83,8 @@ pub(super) fn location(
             .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),
         access_log: logs.open(&eff.access_log)?,
         headers: super::super::compiled::Headers::of(&eff.headers),
+        group,
+        next_upstream: super::upstreams::next_upstream(&eff),
     };
     Ok((l.rule, location))
 }

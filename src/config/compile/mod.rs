@@ -11,6 +11,7 @@
 mod locations;
 mod logs;
 mod servers;
+mod upstreams;
 mod zones;
 
 use super::compiled::{CompileError, Config, Zone};
@@ -24,6 +25,8 @@ struct Zones<'a> {
     req: &'a [Arc<Zone>],
     conn: &'a [Arc<ConnZone>],
     tls: &'a super::upstream_tls::ClientConfigs,
+    /// The upstream groups `proxy_pass` may name.
+    groups: &'a [Arc<crate::upstream::group::Group>],
 }
 
 impl Config {
@@ -36,10 +39,12 @@ impl Config {
         let conn = zones::conn_zones(spec.conn_zones, previous)?;
         let mut logs = logs::AccessLogs::new(spec.log_format, spec.ops.log_escape, previous)?;
         let tls = super::upstream_tls::ClientConfigs::default();
+        let groups = upstreams::groups(spec.upstreams, previous)?;
         let zones = Zones {
             req: &req,
             conn: &conn,
             tls: &tls,
+            groups: &groups,
         };
         let mut named = Vec::new();
         for s in spec.servers {
@@ -57,6 +62,7 @@ impl Config {
             sinks: logs.into_sinks(),
             ops: spec.ops,
             redis,
+            upstreams: groups,
         })
     }
 }

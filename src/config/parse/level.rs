@@ -67,6 +67,9 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("add_header", super::headers::add_header),
         level_key!("proxy_hide_header", super::headers::proxy_hide_header),
         level_key!("proxy_pass_header", super::headers::proxy_pass_header),
+        level_key!("proxy_next_upstream", proxy_next_upstream),
+        level_key!("proxy_next_upstream_tries", proxy_next_upstream_tries),
+        level_key!("proxy_next_upstream_timeout", proxy_next_upstream_timeout),
     ];
 }
 
@@ -244,6 +247,36 @@ fn proxy_ssl_protocols(cx: &mut Cx, k: &str, v: &Val, l: R) {
         Ok(p) => l.level.proxy_ssl.protocols = Some(p),
         Err(e) => cx.err(v.span(), format!("\"{k}\": {e}")),
     }
+}
+
+// --- upstream groups (see upstream::group) ---------------------------------
+
+/// `["error", "timeout"]`, `"error timeout"` or `"off"`.
+fn proxy_next_upstream(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    let Some(words) = cx.scalar_list(v, k) else {
+        return;
+    };
+    match crate::upstream::group::Conditions::parse(&words) {
+        Ok(c) => l.level.proxy_next_upstream = Some(c),
+        Err(e) => cx.err(v.span(), format!("\"{k}\": {e}")),
+    }
+}
+
+fn proxy_next_upstream_tries(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    match cx.int(v, k) {
+        Some(n) if (0..=1_000_000).contains(&n) => {
+            l.level.proxy_next_upstream_tries = Some(n as usize)
+        }
+        Some(_) => cx.err(
+            v.span(),
+            format!("\"{k}\": value must be between 0 and 1000000"),
+        ),
+        None => {}
+    }
+}
+
+fn proxy_next_upstream_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    l.level.proxy_next_upstream_timeout = cx.duration(v, k);
 }
 
 // --- http and server only: what is needed before a location is known ----

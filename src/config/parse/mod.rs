@@ -27,10 +27,11 @@ pub(super) mod limits;
 pub(super) mod read;
 pub(super) mod redis;
 pub(super) mod servers;
+mod upstreams;
 mod zones;
 
 use super::error::Diagnostics;
-use super::spec::{ConnZoneSpec, OpsSpec, ZoneSpec};
+use super::spec::{ConnZoneSpec, OpsSpec, UpstreamSpec, ZoneSpec};
 use super::values;
 use crate::vars::{Context, LogEscape, Template};
 use level::{LevelDraft, Leveled};
@@ -53,6 +54,11 @@ pub(super) struct Draft {
     pub servers: Option<Vec<ServerDraft>>,
     pub ops: OpsSpec,
     pub redis: Option<RedisDraft>,
+    /// `[upstreams.NAME]` without a problem.
+    pub upstreams: Vec<UpstreamSpec>,
+    /// The names of every `[upstreams]` table (a `proxy_pass` naming a
+    /// broken one still names a group).
+    pub upstream_names: Vec<String>,
 }
 
 /// The top level while it is read.
@@ -135,6 +141,16 @@ static TOP: Schema<Top> = Schema {
             read: |cx, k, v, t| t.draft.conn_zones = zones::conn_zones(cx, k, v, &t.draft.zones),
         },
         Key {
+            name: "upstreams",
+            read: |cx, k, v, t| {
+                if let toml::de::DeValue::Table(names) = v.get_ref() {
+                    t.draft.upstream_names =
+                        names.iter().map(|(n, _)| n.get_ref().to_string()).collect();
+                }
+                t.draft.upstreams = upstreams::upstreams(cx, k, v)
+            },
+        },
+        Key {
             name: "worker_connections",
             read: |cx, k, v, t| worker_connections(cx, k, v, &mut t.draft.ops),
         },
@@ -168,6 +184,8 @@ pub(super) fn parse(file: &str, text: &str, d: &mut Diagnostics) -> Option<Draft
             servers: None,
             ops: OpsSpec::default(),
             redis: None,
+            upstreams: Vec::new(),
+            upstream_names: Vec::new(),
         },
     };
     TOP.read(&mut cx, doc, "the top level", &mut top);

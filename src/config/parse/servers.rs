@@ -37,6 +37,8 @@ pub(in crate::config) struct ServerDraft {
     /// `http2 = true | false`.
     pub http2: Option<bool>,
     pub proxy_pass: Option<Result<ProxyPass, Reported>>,
+    /// Where `proxy_pass` was written.
+    pub proxy_pass_span: Option<Range<usize>>,
     pub level: LevelDraft,
     pub locations: Vec<LocationDraft>,
 }
@@ -128,7 +130,10 @@ static SERVER: Schema<ServerDraft> = Schema {
         },
         Key {
             name: "proxy_pass",
-            read: |cx, k, v, s| s.proxy_pass = Some(proxy_pass(cx, k, v)),
+            read: |cx, k, v, s| {
+                s.proxy_pass_span = Some(v.span());
+                s.proxy_pass = Some(proxy_pass(cx, k, v))
+            },
         },
         Key {
             name: "locations",

@@ -16,6 +16,7 @@ mod headers;
 mod https_upstream;
 mod limits;
 mod requests;
+mod upstreams;
 mod websocket;
 
 use crate::support::{

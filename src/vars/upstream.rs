@@ -1,0 +1,44 @@
+//! `$upstream_addr`, `$upstream_status`, `$upstream_response_time` (and
+//! `$upstream_header_time`, the same times: sluice measures each try until
+//! its response head): nginx's lists, one value per server tried.
+
+use super::{Var, push_secs};
+use crate::fmt::push_u64;
+
+/// One server a request was sent to (or the group's name when none was
+/// live): `$upstream_addr`, `$upstream_status`, `$upstream_response_time`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamTry {
+    pub addr: std::sync::Arc<str>,
+    /// `None` (`-`): no status (the client's body failed).
+    pub status: Option<u16>,
+    /// Until its response head was read (or it failed).
+    pub ms: u64,
+}
+
+/// nginx's list of one value per server tried: `a, b`; `-` for none.
+fn push_tries(out: &mut Vec<u8>, tries: &[UpstreamTry], each: impl Fn(&mut Vec<u8>, &UpstreamTry)) {
+    if tries.is_empty() {
+        out.push(b'-');
+    }
+    for (i, t) in tries.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        each(out, t);
+    }
+}
+
+/// One of the list variables.
+pub(super) fn eval(v: &Var, tries: &[UpstreamTry], out: &mut Vec<u8>) {
+    match v {
+        Var::UpstreamAddr => push_tries(out, tries, |out, t| {
+            out.extend_from_slice(t.addr.as_bytes())
+        }),
+        Var::UpstreamStatus => push_tries(out, tries, |out, t| match t.status {
+            Some(s) => push_u64(out, s.into()),
+            None => out.push(b'-'),
+        }),
+        _ => push_tries(out, tries, |out, t| push_secs(out, t.ms)),
+    }
+}
