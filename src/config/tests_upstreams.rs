@@ -53,6 +53,8 @@ fn problems_at_their_place() {
     let text = format!(
         r#"[upstreams.empty]
 servers = []
+[upstreams.spare]
+servers = [{{ address = "127.0.0.1:1", backup = true }}]
 [upstreams.heavy]
 servers = [{{ address = "127.0.0.1:1", weight = 0 }}, {{ address = "http://x:1" }}, {{ weight = 2 }}]
 [upstreams.hashed]
@@ -76,15 +78,16 @@ proxy_pass = "http://hashed:8080"
         errors(&text),
         vec![
             "t.toml:2:11: no servers in upstream \"empty\"",
-            "t.toml:4:48: \"weight\": value must be between 1 and 1000000",
-            "t.toml:4:65: invalid address \"http://x:1\" in upstream (expected \"IP:PORT\", \"HOST:PORT\", or without the port for 80)",
-            "t.toml:4:81: a server of an upstream must have \"address\"",
-            "t.toml:6:77: balance = \"hash\" does not take backup servers (nginx: invalid parameter \"backup\")",
-            "t.toml:11:11: [upstreams.nokey] has balance = \"hash\" but no \"hash\" key (e.g. hash = \"$request_uri\")",
-            "t.toml:14:8: \"hash\" needs balance = \"hash\"",
-            "t.toml:15:1: unknown key \"colour\" in [upstreams.stray] (expected one of: servers, balance, hash, consistent, keepalive)",
-            "t.toml:19:23: \"proxy_next_upstream\": invalid value \"http_501\" (expected error, timeout, invalid_header, http_500, http_502, http_503, http_504, http_403, http_404, http_429, non_idempotent or off)",
-            "t.toml:22:14: upstream \"hashed\" may not have port 8080 (proxy_pass names [upstreams.hashed], whose servers have their ports)",
+            "t.toml:4:11: no servers in upstream \"spare\"",
+            "t.toml:6:48: \"weight\": value must be between 1 and 1000000",
+            "t.toml:6:65: invalid address \"http://x:1\" in upstream (expected \"IP:PORT\", \"HOST:PORT\", or without the port for 80)",
+            "t.toml:6:81: a server of an upstream must have \"address\"",
+            "t.toml:8:77: balance = \"hash\" does not take backup servers (nginx: invalid parameter \"backup\")",
+            "t.toml:13:11: [upstreams.nokey] has balance = \"hash\" but no \"hash\" key (e.g. hash = \"$request_uri\")",
+            "t.toml:16:8: \"hash\" needs balance = \"hash\"",
+            "t.toml:17:1: unknown key \"colour\" in [upstreams.stray] (expected one of: servers, balance, hash, consistent, keepalive)",
+            "t.toml:21:23: \"proxy_next_upstream\": invalid value \"http_501\" (expected error, timeout, invalid_header, http_500, http_502, http_503, http_504, http_403, http_404, http_429, non_idempotent or off)",
+            "t.toml:24:14: upstream \"hashed\" may not have port 8080 (proxy_pass names [upstreams.hashed], whose servers have their ports)",
         ]
     );
 }

@@ -273,7 +273,8 @@ fn finish(cx: &mut Cx, mut g: GroupDraft, name: Range<usize>, what: &str) -> Opt
     if g.servers_span.is_none() {
         cx.err(name.clone(), format!("{what} must have \"servers\""));
         g.ok = false;
-    } else if g.ok && g.def.servers.is_empty() {
+    } else if g.ok && g.def.servers.iter().all(|s| s.backup) {
+        // (nginx: the backup servers alone are no servers.)
         let span = g.servers_span.clone().unwrap_or(name.clone());
         cx.err(span, format!("no servers in upstream \"{}\"", g.def.name));
         g.ok = false;

@@ -388,7 +388,7 @@ impl Balancer {
     /// tried, down or failed makes it hash again, 20 times at most, then
     /// round robin.
     fn get_hash(&self, st: &mut State, a: &mut Attempt, now: u64) -> Option<PeerId> {
-        if a.hash_tries > HASH_TRIES || self.single || a.key.is_empty() {
+        if a.hash_tries > HASH_TRIES || self.single || a.key.is_empty() || self.primary.is_empty() {
             return self.get_rr(st, a, now);
         }
         let index = loop {
@@ -480,6 +480,11 @@ impl Balancer {
         now: u64,
     ) -> bool {
         if self.single && !p.backup {
+            // Counted for the metrics only: a single server is never
+            // judged by its failures.
+            if outcome == Outcome::Failed {
+                st.peer_mut(p).failures += 1;
+            }
             a.tries = 0;
             return false;
         }

@@ -223,6 +223,18 @@ fn a_single_server_is_never_marked_down() {
         b.release(&mut st, p);
     }
     assert_eq!(st.primary[0].fails, 0);
+    assert_eq!(st.primary[0].failures, 5, "counted for the metrics");
+    assert_eq!(
+        b.condition(
+            &st,
+            PeerId {
+                backup: false,
+                index: 0
+            },
+            5
+        ),
+        "up"
+    );
 }
 
 /// Backup servers serve only while every primary is down or failed; the
