@@ -219,10 +219,9 @@ pub fn return_response(
         .unwrap_or_default();
     let mut r = Response::new(full(body));
     *r.status_mut() = status_code(ret.status);
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    // nginx's default_type when none is set (headers may say otherwise).
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     add_headers(&mut r, &ret.headers, req, &vars);
     r
 }

@@ -167,26 +167,26 @@ async fn forward<'l>(
                 }
             })
         }
-        Ok(mut resp) => {
-            loc.headers.hidden.apply(resp.headers_mut());
-            return Ok(resp.map(BodyExt::boxed));
-        }
+        Ok(resp) => return Ok(shown(loc, resp).map(BodyExt::boxed)),
         Err(f) => Err(f),
     };
     match resp {
-        Ok(upstream::Answer::Switched(mut head, switched)) => {
-            loc.headers.hidden.apply(head.headers_mut());
-            Ok(tunnel_to(cx, loc, pp, target, head, switched))
+        Ok(upstream::Answer::Switched(head, switched)) => {
+            Ok(tunnel_to(cx, loc, pp, target, shown(loc, head), switched))
         }
-        Ok(upstream::Answer::Response(mut resp)) => {
-            loc.headers.hidden.apply(resp.headers_mut());
-            Ok(resp.map(BodyExt::boxed))
-        }
+        Ok(upstream::Answer::Response(resp)) => Ok(shown(loc, resp).map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
             received: body_limit.received(),
         })),
         Err(f) => Err(classify(f)),
     }
+}
+
+/// The upstream's response without the fields the client does not get
+/// (`proxy_hide_header`, nginx's hidden ones, less `proxy_pass_header`).
+fn shown<B>(loc: &Location, mut resp: Response<B>) -> Response<B> {
+    loc.headers.hidden.apply(resp.headers_mut());
+    resp
 }
 
 /// The upstream's 101: the response that makes the connection a tunnel.

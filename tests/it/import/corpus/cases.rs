@@ -615,7 +615,9 @@ async fn corpus_keepalive() {
         ]
         .concat(),
     )
-    .side_by_side();
+    // Idle upstream connections are kept per worker (nginx's per worker process too): one
+    // worker each, so that the same connection is the one to reuse on both sides.
+    .side_by_side_with(&[("SLUICE_WORKERS", "1")]);
     let compare = Compare {
         show: &["X-Echo-Seq"],
         seen: &[":version", "Host", "Connection"],
