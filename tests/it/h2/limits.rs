@@ -192,8 +192,22 @@ async fn a_reset_delayed_stream_is_never_forwarded_and_counted_once() {
     );
     // nginx also says "client canceled stream 3" first (sluice does not know stream numbers:
     // hyper keeps them).
-    let (n_log, n_access) = (nginx.nginx.error_log(), nginx.nginx.access_log());
-    let (s_log, s_access) = (sluice.log(), sluice.stdout());
+    // Each side writes a request's access line once it is done with it, which may be a little
+    // after the client has its response: wait for the three lines.
+    let three = |log: String| (log.lines().count() >= 3).then_some(log);
+    let n_access = crate::support::eventually(
+        "nginx's three access lines",
+        Duration::from_secs(5),
+        async || three(nginx.nginx.access_log()),
+    )
+    .await;
+    let s_access = crate::support::eventually(
+        "sluice's three access lines",
+        Duration::from_secs(5),
+        async || three(sluice.stdout()),
+    )
+    .await;
+    let (n_log, s_log) = (nginx.nginx.error_log(), sluice.log());
     for (side, log, access) in [("nginx", &n_log, &n_access), ("sluice", &s_log, &s_access)] {
         assert_eq!(
             log.matches("client prematurely closed connection").count(),
