@@ -122,25 +122,8 @@ http {{
 }}
 "
     );
-    let conf_path = p.join("conf/nginx.conf");
-    fs::write(&conf_path, &conf).expect("write conf/nginx.conf");
-    let mut cmd = Command::new(bin);
-    cmd.arg("-p")
-        .arg(format!("{d}/"))
-        .arg("-e")
-        .arg(p.join("logs/error.log"))
-        .arg("-c")
-        .arg(&conf_path)
-        .current_dir(p);
-    let stop = Stop::TermThenKill(Duration::from_secs(5));
-    let logs = [p.join("logs/error.log")];
-    match Process::start("nginx", cmd, p, ports, stop, &logs) {
-        Ok(process) => Ok((process, prefix, conf)),
-        Err(StartError::AddrInUse(out)) => Err(StartError::AddrInUse(out)),
-        Err(StartError::Failed(out)) => Err(StartError::Failed(format!(
-            "{out}\n--- conf/nginx.conf ---\n{conf}"
-        ))),
-    }
+    fs::write(p.join("conf/nginx.conf"), &conf).expect("write conf/nginx.conf");
+    launch(bin, prefix, conf, ports)
 }
 
 /// The nginx binary: `$SLUICE_TEST_NGINX`, else `nginx` on `PATH`, else the usual install
@@ -230,14 +213,25 @@ fn spawn_whole(
     }
     fs::write(p.join("html/ok.txt"), "ok\n").expect("write html/ok.txt");
     let conf = write(p, addrs);
-    let conf_path = p.join("conf/nginx.conf");
+    launch(bin, prefix, conf, ports)
+}
+
+/// Starts nginx on the prefix's `conf/nginx.conf` (already written: `conf` is its text, for
+/// the message when nginx refuses it).
+fn launch(
+    bin: &Path,
+    prefix: TempDir,
+    conf: String,
+    ports: &[u16],
+) -> Result<(Process, TempDir, String), StartError> {
+    let p = prefix.path();
     let mut cmd = Command::new(bin);
     cmd.arg("-p")
         .arg(format!("{}/", p.display()))
         .arg("-e")
         .arg(p.join("logs/error.log"))
         .arg("-c")
-        .arg(&conf_path)
+        .arg(p.join("conf/nginx.conf"))
         .current_dir(p);
     let stop = Stop::TermThenKill(Duration::from_secs(5));
     let logs = [p.join("logs/error.log")];
