@@ -1,11 +1,14 @@
 //! One client connection: each burst of requests is served by hyper once a
 //! whole head has arrived; between bursts the connection waits with no
-//! buffer but the bytes it sent. A request answered 101 ends HTTP on the
-//! connection: hyper gives the socket back, and it becomes a tunnel's
-//! ([`request::tunnel`]).
+//! buffer but the bytes it sent, and a plain one idle for
+//! [`super::io::PARK_AFTER`] leaves its task for its accept loop's
+//! [`IdleSet`] (a few words, no task) until its next request. A request
+//! answered 101 ends HTTP on the connection: hyper gives the socket back,
+//! and it becomes a tunnel's ([`request::tunnel`]).
 
 use super::Shared;
 use super::h2;
+use super::idle::{self, IdleSet};
 use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
 use super::tls;
@@ -75,16 +78,44 @@ impl ServerSide {
 pub(crate) trait ClientStream:
     tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static
 {
+    /// The socket itself, if nothing but the socket holds the connection's
+    /// state (so that it can be parked in an [`IdleSet`]).
+    fn into_plain(self) -> Option<tokio::net::TcpStream>;
 }
 
-impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> ClientStream for S {}
+impl ClientStream for tokio::net::TcpStream {
+    fn into_plain(self) -> Option<tokio::net::TcpStream> {
+        Some(self)
+    }
+}
+
+impl ClientStream for tokio_rustls::server::TlsStream<tokio::net::TcpStream> {
+    /// (rustls' session state is not parked.)
+    fn into_plain(self) -> Option<tokio::net::TcpStream> {
+        None
+    }
+}
+
+/// How a connection's task began, and what it keeps for its whole life.
+struct Start {
+    /// Its `worker_connections` slot, until it closes.
+    slot: WorkerSlot,
+    /// Where it waits while idle, if it can be parked.
+    idle: Option<Arc<IdleSet>>,
+    /// It was parked, and is back with its next request (no HTTP/2
+    /// preface can come now).
+    resumed: bool,
+}
 
 /// One client connection of a server: on an `ssl` address its TLS
 /// handshake first; then nginx's timeouts around hyper's HTTP/1.1, each
 /// request handled by [`request::handle`].
 pub(crate) fn serve_client(
-    shared: &Arc<Shared>,
-    stopping: &tokio::sync::watch::Receiver<bool>,
+    (shared, stopping, idle): (
+        &Arc<Shared>,
+        &tokio::sync::watch::Receiver<bool>,
+        Option<&Arc<IdleSet>>,
+    ),
     configured: SocketAddr,
     stream: tokio::net::TcpStream,
     remote: SocketAddr,
@@ -94,26 +125,75 @@ pub(crate) fn serve_client(
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     let ssl = shared.config().address(configured).is_some_and(|a| a.ssl);
     let (stopping, shared) = (stopping.clone(), shared.clone());
+    let idle = idle.cloned();
     tokio::spawn(async move {
-        // Counted against worker_connections until this task ends.
-        let _slot = slot;
         shared.env.metrics.connection_opened();
         let at = (configured, local, remote, id);
         if !ssl {
-            serve_stream(&shared, stopping, at, stream, Tls::None).await;
+            let start = Start {
+                slot,
+                idle,
+                resumed: false,
+            };
+            serve_stream(&shared, stopping, at, stream, Tls::None, start).await;
             return;
         }
-        match Box::pin(tls::accept(&shared, stream, configured, (id, remote))).await {
-            tls::Accepted::Tls(h) => {
-                let h = *h;
-                serve_stream(&shared, stopping, at, h.stream, Tls::Session(h.session)).await;
-            }
-            tls::Accepted::Plain(stream) => {
-                serve_stream(&shared, stopping, at, stream, Tls::PlainOnHttps).await;
-            }
-            tls::Accepted::Failed => shared.env.metrics.connection_closed(),
-        }
+        // Boxed: a plain connection's task keeps no room for TLS.
+        Box::pin(serve_tls(&shared, stopping, at, stream, slot)).await;
     });
+}
+
+/// A parked connection with something to read: a task again, with a new
+/// state (its header is due within `client_header_timeout`, as nginx's).
+pub(crate) fn resume(
+    shared: &Arc<Shared>,
+    stopping: &tokio::sync::watch::Receiver<bool>,
+    idle: &Arc<IdleSet>,
+    entry: idle::Entry,
+) {
+    let addresses = (entry.stream.local_addr(), entry.stream.peer_addr());
+    let stream = tokio::net::TcpStream::from_std(entry.stream);
+    let (Ok(local), Ok(remote), Ok(stream)) = (addresses.0, addresses.1, stream) else {
+        shared.env.metrics.connection_closed();
+        return;
+    };
+    let at = (idle.configured, local, remote, entry.id);
+    let start = Start {
+        slot: entry.slot,
+        idle: Some(idle.clone()),
+        resumed: true,
+    };
+    let (stopping, shared) = (stopping.clone(), shared.clone());
+    tokio::spawn(async move {
+        serve_stream(&shared, stopping, at, stream, Tls::None, start).await;
+    });
+}
+
+/// A connection on an `ssl` address: its handshake, then its requests.
+async fn serve_tls(
+    shared: &Arc<Shared>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+    at: (SocketAddr, SocketAddr, SocketAddr, u64),
+    stream: tokio::net::TcpStream,
+    slot: WorkerSlot,
+) {
+    let (configured, _, remote, id) = at;
+    let start = Start {
+        slot,
+        idle: None,
+        resumed: false,
+    };
+    match Box::pin(tls::accept(shared, stream, configured, (id, remote))).await {
+        tls::Accepted::Tls(h) => {
+            let h = *h;
+            let tls = Tls::Session(h.session);
+            serve_stream(shared, stopping, at, h.stream, tls, start).await;
+        }
+        tls::Accepted::Plain(stream) => {
+            serve_stream(shared, stopping, at, stream, Tls::PlainOnHttps, start).await;
+        }
+        tls::Accepted::Failed => shared.env.metrics.connection_closed(),
+    }
 }
 
 /// What a connection's stream is, as far as TLS goes.
@@ -133,6 +213,7 @@ async fn serve_stream<S: ClientStream>(
     (configured, local, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
     stream: S,
     tls: Tls,
+    start: Start,
 ) {
     let plain_on_https = matches!(tls, Tls::PlainOnHttps);
     let tls = match tls {
@@ -156,7 +237,7 @@ async fn serve_stream<S: ClientStream>(
     let mut stream = stream;
     let (h2, first) = match &conn.tls {
         Some(t) => (t.h2, Vec::new()),
-        None if side.http2 => {
+        None if side.http2 && !start.resumed => {
             let deadline = Instant::now() + side.timeouts.client_header;
             match Box::pin(h2::opening(&mut stream, deadline, &mut stopping)).await {
                 h2::Opening::H2(read) => (true, read),
@@ -175,8 +256,39 @@ async fn serve_stream<S: ClientStream>(
     io.park_when_idle(!side.timeouts.keepalive.is_zero());
     // Read while looking for the preface, not yet through the head gate.
     io.gate.input().extend_from_slice(&first);
-    let (io, served) = serve_requests(shared, &conn, &side, io, stopping).await;
-    closed(shared, &conn, &side, io, served).await;
+    let can_park = start.idle.is_some();
+    let (io, ended) = serve_requests(shared, &conn, &side, io, stopping, can_park).await;
+    match ended {
+        Ended::Served(served) => closed(shared, &conn, &side, io, served).await,
+        Ended::Park => park(shared, &conn, io, start),
+    }
+}
+
+/// Parks an idle connection in its accept loop's [`IdleSet`] (its task
+/// ends here); closes it if it cannot be.
+fn park<S: ClientStream>(shared: &Shared, conn: &Conn, io: TimedIo<S>, start: Start) {
+    let deadline = conn.state.read_deadline().map(|(d, _)| d);
+    let stream = io.inner.into_plain().map(|s| s.into_std());
+    let (Some(idle), Some(deadline), Some(Ok(stream))) = (start.idle, deadline, stream) else {
+        shared.env.metrics.connection_closed();
+        return;
+    };
+    let entry = idle::Entry {
+        stream,
+        id: conn.id,
+        slot: start.slot,
+    };
+    if idle.park(entry, deadline).is_err() {
+        shared.env.metrics.connection_closed();
+    }
+}
+
+/// How a connection's requests ended.
+enum Ended {
+    /// It closes (hyper's result).
+    Served(Result<(), hyper::Error>),
+    /// It is idle, with nothing held but its socket: it can be parked.
+    Park,
 }
 
 /// What the service answers a request with.
@@ -223,16 +335,17 @@ async fn serve_requests<S: ClientStream>(
     side: &ServerSide,
     mut io: TimedIo<S>,
     mut stopping: tokio::sync::watch::Receiver<bool>,
-) -> (TimedIo<S>, Result<(), hyper::Error>) {
+    can_park: bool,
+) -> (TimedIo<S>, Ended) {
     let svc = service(shared, conn);
     let keepalive = !side.timeouts.keepalive.is_zero();
     loop {
         let next = tokio::select! {
             next = io.next_head() => next,
-            _ = stopping.wait_for(|stop| *stop) => return (io, Ok(())),
+            _ = stopping.wait_for(|stop| *stop) => return (io, Ended::Served(Ok(()))),
         };
         if !matches!(next, Ok(Filled::Data)) {
-            return (io, Ok(()));
+            return (io, Ended::Served(Ok(())));
         }
         log_dropped_headers(&mut io, conn.id, conn.remote, &side.name);
         io.enter_hyper();
@@ -278,14 +391,16 @@ async fn serve_requests<S: ClientStream>(
                 stop,
             ))
             .await;
-            return (io, Ok(()));
+            return (io, Ended::Served(Ok(())));
         }
         if served.is_err() || !io.take_parked() {
-            return (io, served);
+            return (io, Ended::Served(served));
         }
         // (An empty read_buf still holds hyper's whole read buffer.)
         if !parts.read_buf.is_empty() {
             io.unread(&parts.read_buf);
+        } else if can_park && io.gate.idle() {
+            return (io, Ended::Park);
         }
     }
 }

@@ -133,6 +133,10 @@ pub(crate) async fn accept_loop(
     // Client connections watch this to stop (they are not hyper-util's
     // graceful connections: they leave hyper while idle).
     let (stop_clients, stopping) = tokio::sync::watch::channel(false);
+    // Idle keep-alive connections of this loop wait here, without a task.
+    let idle = (kind == Kind::Proxy)
+        .then(|| idle_set(&shared, configured, &stopping))
+        .flatten();
     let (deadline, closed) = loop {
         let (stream, remote) = tokio::select! {
             d = &mut stop => break match d {
@@ -158,9 +162,13 @@ pub(crate) async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         match (kind, slot) {
-            (Kind::Proxy, Some(slot)) => {
-                serve_client(&shared, &stopping, configured, stream, remote, slot)
-            }
+            (Kind::Proxy, Some(slot)) => serve_client(
+                (&shared, &stopping, idle.as_ref()),
+                configured,
+                stream,
+                remote,
+                slot,
+            ),
             (Kind::Proxy, None) => {}
             (Kind::Admin, _) => serve_admin(&shared, &graceful, stream),
         }
@@ -177,6 +185,32 @@ pub(crate) async fn accept_loop(
         stop_clients.closed().await;
     })
     .await;
+}
+
+/// Where the idle keep-alive connections of an accept loop wait, without a
+/// task (none if the kernel refuses an epoll set: they wait in their tasks).
+fn idle_set(
+    shared: &Arc<Shared>,
+    configured: SocketAddr,
+    stopping: &tokio::sync::watch::Receiver<bool>,
+) -> Option<Arc<super::idle::IdleSet>> {
+    match super::idle::IdleSet::new(configured) {
+        Ok(set) => {
+            tokio::spawn(super::idle::run(
+                shared.clone(),
+                set.clone(),
+                stopping.clone(),
+            ));
+            Some(set)
+        }
+        Err(e) => {
+            errlog::emit(
+                Severity::Alert,
+                format_args!("epoll_create1() failed ({e})"),
+            );
+            None
+        }
+    }
 }
 
 /// `worker_connections`: a slot for one more client connection on this

@@ -5,6 +5,7 @@
 //! - [`listener`]: the listening sockets and their accept loops;
 //! - [`conn`]: one client connection, from its first byte to its close;
 //! - [`h2`]: HTTP/2 on a client connection, each stream a request;
+//! - [`idle`]: idle keep-alive connections, parked without a task;
 //! - [`io`]: the client socket read through the head gate, with nginx's
 //!   timeouts;
 //! - [`refuse`]: the answer to a head nginx refuses;
@@ -16,6 +17,7 @@
 mod admin;
 mod conn;
 mod h2;
+mod idle;
 pub mod io;
 mod listener;
 mod refuse;

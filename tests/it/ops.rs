@@ -612,6 +612,72 @@ async fn read_ok(c: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// A parked connection (idle for a second: its task ended, its socket waits
+/// in its accept loop's idle set) keeps its number and its
+/// worker_connections slot, and gives the slot back when its client closes
+/// while it is parked.
+#[tokio::test]
+async fn a_parked_connection_keeps_its_number_and_its_slot() {
+    let toml = r#"
+worker_connections = 3
+log_format = "$connection $status"
+[admin]
+[[servers]]
+access_log = "access.log"
+[[servers.locations]]
+path = "/"
+return = { status = 200, body = "ok\n" }
+"#;
+    let s = Sluice::builder(toml).env("SLUICE_WORKERS", "1").start();
+    // wait_for_ports connected once to each port; let those probes close.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let req = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let mut c = TcpStream::connect(s.addr()).await.unwrap();
+        c.write_all(req).await.unwrap();
+        read_ok(&mut c).await;
+        open.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // All three parked, still counted: a fourth is closed at once.
+    let mut fourth = TcpStream::connect(s.addr()).await.unwrap();
+    let _ = fourth.write_all(req).await;
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(2), fourth.read(&mut buf))
+        .await
+        .expect("closed at once")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "over worker_connections while three are parked");
+    for c in &mut open {
+        c.write_all(req).await.unwrap();
+        read_ok(c).await;
+    }
+    // Each connection's two requests carry its one number.
+    let log = s.wait_lines("access.log", 6).await;
+    let mut numbers: Vec<&str> = log.lines().filter_map(|l| l.split(' ').next()).collect();
+    numbers.sort();
+    numbers.dedup();
+    assert_eq!(
+        numbers.len(),
+        3,
+        "three connections, two requests each:\n{log}"
+    );
+    // One closes while parked: its slot is free again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    drop(open.pop());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut again = TcpStream::connect(s.addr()).await.unwrap();
+    again.write_all(req).await.unwrap();
+    assert!(read_ok(&mut again).await.starts_with("HTTP/1.1 200"));
+    let metrics = get(s.admin_addr(), "/metrics").await;
+    assert!(
+        metrics.body_text().contains("sluice_connections_active 3"),
+        "two parked and one new: {}",
+        metrics.body_text()
+    );
+}
+
 /// An idle keep-alive connection leaves hyper after a second (its buffers
 /// are freed while it waits): it still serves its next request, still ends
 /// after keepalive_timeout, and a stop closes it at once.
