@@ -25,25 +25,35 @@
 #           processes summed, per connection); then 4000 more while the first stay open (what one more
 #           idle connection costs once memory freed by idle connections can be reused). One run each.
 #   tls     full TLS handshakes per second and CPU per handshake, nginx (OpenSSL) against sluice
-#           (rustls): ECDSA P-256 certificate, TLSv1.2 and TLSv1.3 allowed (both negotiate TLSv1.3),
-#           nginx with `ssl_session_cache off; ssl_session_tickets off`. The load is 4 × cores
-#           `openssl s_time -new -www /idle` clients, each a new connection, handshake and HTTP/1.0
-#           request after another. sluice always offers resumption (a session cache, TLS 1.3
-#           tickets) and wrk and h2load both resume when the server lets them, so the client must be
-#           one that never offers a session: s_time -new makes a fresh TLS state per connection; the
-#           script checks that no connection resumed (s_time marks each one) and that sluice counted
-#           as many handshakes as s_time made connections (sluice_tls_handshakes_total{result="ok"}).
+#           (rustls): ECDSA P-256 certificate, TLSv1.2 and TLSv1.3 allowed (s_time negotiates
+#           TLSv1.3 with both), nginx with `ssl_session_cache off; ssl_session_tickets off`. The load
+#           is 4 × cores `openssl s_time -new -www /idle` clients, each making one connection after
+#           another: a full handshake, one `GET /idle HTTP/1.0`, the close (cpu_us counts all three).
+#           sluice always offers resumption (a session cache, TLS 1.3 tickets) and wrk and h2load
+#           both resume when the server lets them, so the client must never offer a session:
+#           s_time -new makes a fresh TLS state per connection. The script checks that no
+#           connection resumed (s_time marks each one) and that sluice counted as many handshakes as
+#           s_time made connections (sluice_tls_handshakes_total{result="ok"} on its admin
+#           listener). The clients share the cores and spend more CPU per handshake (≈ 1.1–1.4 ms,
+#           OpenSSL 3.0) than either server, so handshakes/s is bound largely by them; cpu_us per
+#           handshake is the steadier figure.
 #   h2      HTTP/2 over TLS to /pass (h2load -c CONNECTIONS -m 10 -t THREADS, ALPN h2), nginx
 #           (`listen … ssl http2`) and sluice. Each measured run is a fixed number of requests (the
-#           warm-up run's rate × SECONDS, the same for both), so that a run with any failed, errored
-#           or non-2xx request stops the script; p50 and p99 come from h2load's per-request log
-#           (--log-file: the time until the end of each response), which it does not print itself.
-# Every table is followed by a summary of the medians against issue #17's targets (met / not met).
+#           slower warm-up run's rate × SECONDS, the same for both), so that any failed, errored or
+#           non-2xx request stops the script (a run of -D SECONDS counts the streams still open at
+#           its end as failed); cpu_us includes the CONNECTIONS handshakes at the start. p50 and p99
+#           come from h2load's per-request log (--log-file: the time from a request's start to the
+#           end of its response); h2load itself prints only their mean, sd and max.
+# Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
+# met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
+# cpu ≤ 0.90×; idle: bytes ≤ nginx's, at the peak and further; h2: cpu ≤ nginx's; tls: handshakes/s
+# ≥ nginx's), and the ratios against HAProxy and the others without a target.
 # Only `logged` has an access log (emptied before each run); rejections are logged to a file.
 # Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 14 minutes in all on
-# 2 cores (pass 3 × 6 runs, reject, many, logged, tls and h2 2 × 6 runs each, idle about 40 s), plus
+# 2 cores (pass 3 × 6 runs; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s), plus
 # the release build. Machines here are shared and noisy: read the medians and ratios, not single runs.
-# Installs what is missing with apt-get (nginx, wrk, curl, haproxy, nghttp2-client for h2load, openssl).
+# --only SCENARIO runs one of them. Installs what is missing with apt-get (nginx, wrk, curl, haproxy,
+# nghttp2-client for h2load, openssl, python3); the idle scenario needs `ulimit -n` ≥ 9000.
 set -euo pipefail
 export LC_ALL=C
 export PATH="/usr/sbin:/sbin:$PATH"
@@ -385,7 +395,7 @@ info() { printf '%-7s %-30s %7sx   (no target)\n' "$1" "$2" "$3" >>"$work/summar
 
 sluice_ver="$("$sluice_bin" --version 2>/dev/null | awk '{ print $2 }') ($(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?'))"
 rustls_ver="$(awk '/^name = "rustls"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' "$repo/Cargo.lock" 2>/dev/null || true)"
-echo "sluice vs nginx and HAProxy — one run: wrk/h2load -t$threads -c$connections, ${duration} s per run, $pairs rounds"
+echo "sluice vs nginx and HAProxy — one run: wrk/h2load -t$threads -c$connections, ${duration} s per run, rounds: $pairs"
 echo "versions: sluice $sluice_ver with rustls ${rustls_ver:-?} (ring), nginx $(nginx -v 2>&1 | cut -d/ -f2)," \
   "HAProxy $(haproxy -v | awk 'NR == 1 { print $3 }'), $(openssl version | awk '{ print $1, $2 }')," \
   "h2load $(h2load --version | awk '{ print $2 }'), wrk $( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')"
