@@ -1,33 +1,66 @@
 #!/usr/bin/env bash
-# bench.sh — sluice against nginx on this machine, in one run: same upstream, same load generator.
+# bench.sh — sluice against nginx and HAProxy on this machine, in one run: same upstream, same load
+# generators, alternating runs, medians, ratios taken within the run.
 #
 # Usage:
 #   scripts/bench.sh [--duration SECONDS] [--pairs N] [--connections N] [--threads N] [--only SCENARIO]
 #
-# Starts one static upstream (nginx serving a small file) and, in front of it, nginx with limit_req
-# and sluice with the equivalent TOML. Then, for each scenario, runs wrk against nginx and sluice
-# alternately (nginx, sluice, nginx, sluice, … --pairs times) and prints req/s, p50 and p99 latency
-# per run, the CPU time each proxy spent per request (user + system, all its threads or worker
-# processes: the cost that does not depend on who else shares the cores), the sluice/nginx ratios
-# per pair, and the medians. Scenarios:
-#   pass    limits that never reject (one client, a very high rate)
-#   reject  every request answered 429 (1r/m, no burst)
+# Starts one static upstream (nginx serving a 3-byte file) and, in front of it, nginx with limit_req,
+# sluice with the equivalent TOML and HAProxy as a plain reverse proxy (no limits: what a proxy costs
+# without them). All three keep upstream connections alive (nginx `keepalive 128`, sluice's own pool,
+# HAProxy `http-reuse always`); all bind 127.0.0.1 on free ports, in a temporary directory, and stop
+# with the script. For each scenario the load generator runs against each proxy in turn (nginx,
+# [haproxy,] sluice, nginx, … --pairs rounds, after one warm-up run each) and the script prints per
+# run req/s, p50 and p99 latency and cpu_us: the CPU time the proxy spent per request (user + system,
+# all its threads or processes, from /proc/PID/stat: the cost that does not depend on who else shares
+# the cores), then the ratios sluice/nginx (`r/s x`, `p99 x`, `cpu x`) and sluice/HAProxy (`… x hap`)
+# of the same round, and last the median of every column. Scenarios (wrk -t THREADS -c CONNECTIONS):
+#   pass    limits that never reject (one client, a very high rate); nginx, HAProxy and sluice
+#   reject  every request answered 429 (1r/m, no burst); nginx and sluice (HAProxy has no limit_req)
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
 #   logged  the pass path with an access log: nginx's `combined` format, to a file (as most run)
-#   idle    memory per idle keep-alive client connection: 4000 connections, one request each, then
-#           3 s idle (the growth of the proxy's resident memory, all its processes, per connection);
-#           then 4000 more while the first stay open (what one more idle connection costs once
-#           memory freed by idle connections can be reused)
-# Both proxies keep upstream connections alive and log rejections to a file; only `logged` has an
-# access log (emptied before each run).
-# Defaults: 10 s per run, 5 pairs, 64 connections, 2 wrk threads. Machines here are shared and noisy:
-# read the medians and ratios, not single runs.
+#   idle    memory per idle keep-alive client connection, nginx, HAProxy and sluice: 4000 connections,
+#           one request each (/idle, answered by the proxy itself: nginx and sluice `return`, HAProxy
+#           `http-request return`), then 3 s idle (the growth of the proxy's resident memory, all its
+#           processes summed, per connection); then 4000 more while the first stay open (what one more
+#           idle connection costs once memory freed by idle connections can be reused). One run each.
+#   tls     full TLS handshakes per second and CPU per handshake, nginx (OpenSSL) against sluice
+#           (rustls): ECDSA P-256 certificate, TLSv1.2 and TLSv1.3 allowed (s_time negotiates
+#           TLSv1.3 with both), nginx with `ssl_session_cache off; ssl_session_tickets off`. The load
+#           is 4 × cores `openssl s_time -new -www /idle` clients, each making one connection after
+#           another: a full handshake, one `GET /idle HTTP/1.0`, the close (cpu_us counts all three).
+#           sluice always offers resumption (a session cache, TLS 1.3 tickets) and wrk and h2load
+#           both resume when the server lets them, so the client must never offer a session:
+#           s_time -new makes a fresh TLS state per connection. The script checks that no
+#           connection resumed (s_time marks each one) and that sluice counted as many handshakes as
+#           s_time made connections (sluice_tls_handshakes_total{result="ok"} on its admin
+#           listener). The clients share the cores and spend more CPU per handshake (≈ 1.1–1.4 ms,
+#           OpenSSL 3.0) than either server, so handshakes/s is bound largely by them; cpu_us per
+#           handshake is the steadier figure.
+#   h2      HTTP/2 over TLS to /pass (h2load -c CONNECTIONS -m 10 -t THREADS, ALPN h2), nginx
+#           (`listen … ssl http2`) and sluice. Each measured run is a fixed number of requests (the
+#           slower warm-up run's rate × SECONDS, the same for both), so that any failed, errored or
+#           non-2xx request stops the script (a run of -D SECONDS counts the streams still open at
+#           its end as failed); cpu_us includes the CONNECTIONS handshakes at the start. p50 and p99
+#           come from h2load's per-request log (--log-file: the time from a request's start to the
+#           end of its response); h2load itself prints only their mean, sd and max.
+# Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
+# met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
+# cpu ≤ 0.90×; idle: bytes ≤ nginx's, at the peak and further; h2: cpu ≤ nginx's; tls: handshakes/s
+# ≥ nginx's), and the ratios against HAProxy and the others without a target.
+# Only `logged` has an access log (emptied before each run); rejections are logged to a file.
+# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 14 minutes in all on
+# 2 cores (pass 3 × 6 runs; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s), plus
+# the release build. Machines here are shared and noisy: read the medians and ratios, not single runs.
+# --only SCENARIO runs one of them. Installs what is missing with apt-get (nginx, wrk, curl, haproxy,
+# nghttp2-client for h2load, openssl, python3); the idle scenario needs `ulimit -n` ≥ 9000.
 set -euo pipefail
 export LC_ALL=C
 export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections in the idle measurement: as many descriptors as allowed.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
+scenarios=(pass reject many logged idle tls h2)
 duration=10 pairs=5 connections=64 threads=2 only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -40,14 +73,31 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+if [[ -n $only && " ${scenarios[*]} " != *" $only "* ]]; then
+  echo "bench.sh: unknown scenario $only (one of: ${scenarios[*]})" >&2
+  exit 2
+fi
+wants() { [[ -z $only || $only == "$1" ]]; }
+# die MESSAGE: stop the whole script, also from inside a $(…) (which then signals the main shell).
+main_pid=$$
+die() {
+  echo "bench.sh: $*" >&2
+  [[ $BASHPID != "$main_pid" ]] && kill -TERM "$main_pid"
+  exit 1
+}
+trap 'exit 1' TERM INT
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 need=()
 command -v nginx >/dev/null || need+=(nginx-light)
+command -v haproxy >/dev/null || need+=(haproxy)
 command -v wrk >/dev/null || need+=(wrk)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
+command -v python3 >/dev/null || need+=(python3)
 if [[ ${#need[@]} -gt 0 ]]; then
   echo "installing ${need[*]}" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -56,6 +106,16 @@ fi
 
 cargo build --release --quiet
 sluice_bin="$repo/target/release/sluice"
+
+idle_n=4000
+nofile=$(ulimit -n)
+if wants idle && [[ $nofile -lt $((2 * idle_n + 1000)) ]]; then
+  die "the idle scenario needs $((2 * idle_n + 1000)) open files, ulimit -n allows $nofile"
+fi
+# HAProxy reserves two descriptors per connection (client and server side): as many connections as
+# the limit allows, at most 100 000 (8000 idle connections need 8000 of them).
+hap_maxconn=$(((nofile - 200) / 2))
+[[ $hap_maxconn -gt 100000 ]] && hap_maxconn=100000
 
 work="$(mktemp -d -t sluice-bench.XXXXXX)"
 pids=()
@@ -69,7 +129,14 @@ trap cleanup EXIT
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
-up_port=$(free_port) ngx_port=$(free_port) slu_port=$(free_port)
+up_port=$(free_port) ngx_port=$(free_port) slu_port=$(free_port) hap_port=$(free_port)
+ngx_tls_port=$(free_port) slu_tls_port=$(free_port) slu_admin_port=$(free_port)
+
+# --- an ECDSA P-256 certificate for 127.0.0.1, self-signed, for nginx and sluice alike ----------------
+mkdir -p "$work/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -keyout "$work/tls/key.pem" -out "$work/tls/cert.pem" -subj "/CN=localhost" \
+  -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" 2>/dev/null
 
 nginx_common() {
   cat <<EOF
@@ -77,7 +144,7 @@ user root;
 daemon off;
 pid $1/nginx.pid;
 error_log $1/error.log error;
-events { worker_connections 8192; }
+events { worker_connections 16384; }
 EOF
 }
 nginx_temp() {
@@ -128,13 +195,49 @@ $(nginx_temp "$work/ngx")
       access_log $work/ngx/access.log combined;
     }
   }
+  server {
+    listen 127.0.0.1:$ngx_tls_port ssl http2;
+    ssl_certificate $work/tls/cert.pem;
+    ssl_certificate_key $work/tls/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache off;
+    ssl_session_tickets off;
+    location /pass   { limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up; }
+    location /idle   { return 200 "ok\n"; }
+  }
 }
 EOF
 } >"$work/ngx/nginx.conf"
 
+# --- HAProxy in front: a plain reverse proxy, no limits ------------------------------------------
+mkdir -p "$work/hap"
+cat >"$work/hap/haproxy.cfg" <<EOF
+global
+  nbthread $(nproc)
+  maxconn $hap_maxconn
+defaults
+  mode http
+  maxconn $hap_maxconn
+  option http-keep-alive
+  http-reuse always
+  timeout connect 10s
+  timeout client 75s
+  timeout server 75s
+  timeout http-request 60s
+  timeout http-keep-alive 75s
+frontend front
+  bind 127.0.0.1:$hap_port
+  http-request return status 200 content-type text/plain string "ok\n" if { path /idle }
+  default_backend up
+backend up
+  server up 127.0.0.1:$up_port
+EOF
+
 # --- sluice in front, the same limits -------------------------------------------------------------
 cat >"$work/sluice.toml" <<EOF
 limit_req_status = 429
+# per worker thread; the default, 10240, already leaves room for the idle scenario's 8000 connections
+worker_connections = 16384
 log_format = '\$remote_addr - \$remote_user [\$time_local] "\$request" \$status \$body_bytes_sent "\$http_referer" "\$http_user_agent"'
 
 [zones.pass]
@@ -168,24 +271,61 @@ return = { status = 200, body = "ok\n" }
 path = "/logged"
 limit_req = { zone = "pass", burst = 1000000, nodelay = true }
 access_log = "$work/access.log"
+
+[[servers]]
+listen = "127.0.0.1:$slu_tls_port ssl"
+ssl_certificate = "$work/tls/cert.pem"
+ssl_certificate_key = "$work/tls/key.pem"
+ssl_protocols = "TLSv1.2 TLSv1.3"
+proxy_pass = "http://127.0.0.1:$up_port"
+[[servers.locations]]
+path = "/pass"
+limit_req = { zone = "pass", burst = 1000000, nodelay = true }
+[[servers.locations]]
+path = "/idle"
+return = { status = 200, body = "ok\n" }
+
+[admin]
+listen = "127.0.0.1:$slu_admin_port"
 EOF
 
 nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
 nginx -p "$work/ngx/" -c "$work/ngx/nginx.conf" -e "$work/ngx/error.log" & pids+=($!)
 ngx_master=$!
+haproxy -f "$work/hap/haproxy.cfg" -db 2>"$work/hap/error.log" & pids+=($!)
+hap_pid=$!
 "$sluice_bin" --config "$work/sluice.toml" 2>"$work/sluice.err" & pids+=($!)
 slu_pid=$!
 
 wait_up() {
   for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$1/pass" && return 0
+    curl -sk -o /dev/null "$1/pass" && return 0
     sleep 0.1
   done
-  echo "bench.sh: nothing answers on port $1" >&2
+  echo "bench.sh: nothing answers at $1" >&2
   tail -n 20 "$work"/*.err "$work"/*/error.log >&2 || true
   exit 1
 }
-wait_up "$up_port"; wait_up "$ngx_port"; wait_up "$slu_port"
+wait_up "http://127.0.0.1:$up_port"
+wait_up "http://127.0.0.1:$ngx_port"
+wait_up "http://127.0.0.1:$hap_port"
+wait_up "http://127.0.0.1:$slu_port"
+wait_up "https://127.0.0.1:$ngx_tls_port"
+wait_up "https://127.0.0.1:$slu_tls_port"
+# Every proxy answers 200 on the paths the scenarios that must not fail use.
+for url in "http://127.0.0.1:"{"$ngx_port","$hap_port","$slu_port"}{/pass,/idle} \
+  "https://127.0.0.1:"{"$ngx_tls_port","$slu_tls_port"}{/pass,/idle}; do
+  code="$(curl -sk -o /dev/null -w '%{http_code}' "$url" || true)"
+  [[ $code == 200 ]] || die "$url answers $code, not 200"
+done
+# tls: s_time sends `GET /idle HTTP/1.0` without a Host header, and offers no ALPN.
+for port in "$ngx_tls_port" "$slu_tls_port"; do
+  status="$(printf 'GET /idle HTTP/1.0\r\n\r\n' | openssl s_client -quiet -connect "127.0.0.1:$port" 2>/dev/null | head -n 1 || true)"
+  [[ $status == "HTTP/1."?" 200 "* ]] || die "s_time's request on port $port is answered: ${status:-nothing}"
+done
+
+# nginx: the master and its workers (the workers are the master's children, all there once it answers).
+ngx_procs() { echo "$ngx_master"; pgrep -P "$ngx_master"; }
 
 cat >"$work/many.lua" <<'EOF'
 -- 100 000 distinct client keys, one random key per request.
@@ -204,13 +344,21 @@ to_ms() {
     else printf "%s", v }'
 }
 
-# CPU time (user + system, in clock ticks) used so far by the processes PIDS, all their threads.
+# CPU time (user + system, in clock ticks) used so far by the processes PIDS: /proc/PID/stat counts
+# all of a process's threads, those that already ended included.
 cpu_ticks() {
   local p
-  for p in "$@"; do cat /proc/"$p"/task/*/stat 2>/dev/null; done |
+  for p in "$@"; do cat /proc/"$p"/stat 2>/dev/null; done |
     awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }'
 }
 tck=$(getconf CLK_TCK)
+# cpu_us TICKS N → microseconds of CPU per request (or handshake)
+cpu_us() { awk -v t="$1" -v hz="$tck" -v n="$2" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
+# ratio A B [DECIMALS] → A / B
+ratio() { awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN { printf "%.*f", d, (b > 0 ? a / b : 0) }'; }
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# col FILE N → the median of column N of FILE
+col() { awk -v c="$2" '{ print $c }' "$1" | median; }
 
 # run PORT PATH SCRIPT PIDS… → "rps p50 p99 non2xx cpu_us_per_request"
 run() {
@@ -222,50 +370,113 @@ run() {
   : >"$work/access.log"
   : >"$work/ngx/access.log"
   t0=$(cpu_ticks "$@")
-  out="$(wrk "${args[@]}" "http://127.0.0.1:$port$path")"
+  out="$(wrk "${args[@]}" "http://127.0.0.1:$port$path")" || die "wrk failed against port $port: $out"
   t1=$(cpu_ticks "$@")
-  local rps p50 p99 non2xx n cpu
+  local rps p50 p99 non2xx n
   rps="$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")"
   p50="$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")"
   p99="$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")"
   non2xx="$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")"
   n="$(awk '/requests in/ { print $1 }' <<<"$out")"
-  cpu="$(awk -v t=$((t1 - t0)) -v hz="$tck" -v n="$n" 'BEGIN { printf "%.2f", t * 1e6 / hz / n }')"
-  echo "$rps $p50 $p99 ${non2xx:-0} $cpu"
+  echo "$rps $p50 $p99 ${non2xx:-0} $(cpu_us $((t1 - t0)) "$n")"
 }
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# The summary's lines, collected as the scenarios end: "scenario what value target".
+: >"$work/summary"
+# target NAME WHAT RATIO OP LIMIT → one summary line (RATIO as printed, compared as printed)
+target() {
+  local verdict
+  verdict="$(awk -v r="$3" -v op="$4" -v l="$5" 'BEGIN {
+    ok = (op == "<=") ? (r + 0 <= l + 0) : (r + 0 >= l + 0); print (ok ? "met" : "not met") }')"
+  printf '%-7s %-30s %7sx   target %s %sx   %s\n' "$1" "$2" "$3" "$4" "$5" "$verdict" >>"$work/summary"
+}
+# info NAME WHAT RATIO → a summary line without a target
+info() { printf '%-7s %-30s %7sx   (no target)\n' "$1" "$2" "$3" >>"$work/summary"; }
 
-echo "sluice vs nginx — $(nproc) cores, $(nginx -v 2>&1 | cut -d/ -f2), wrk -t$threads -c$connections -d${duration}s, $pairs pairs"
-echo "machine: $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-for scenario in pass reject many logged; do
-  [[ -n $only && $only != "$scenario" ]] && continue
+sluice_ver="$("$sluice_bin" --version 2>/dev/null | awk '{ print $2 }') ($(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?'))"
+rustls_ver="$(awk '/^name = "rustls"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' "$repo/Cargo.lock" 2>/dev/null || true)"
+echo "sluice vs nginx and HAProxy — one run: wrk/h2load -t$threads -c$connections, ${duration} s per run, rounds: $pairs"
+echo "versions: sluice $sluice_ver with rustls ${rustls_ver:-?} (ring), nginx $(nginx -v 2>&1 | cut -d/ -f2)," \
+  "HAProxy $(haproxy -v | awk 'NR == 1 { print $3 }'), $(openssl version | awk '{ print $1, $2 }')," \
+  "h2load $(h2load --version | awk '{ print $2 }'), wrk $( (wrk -v 2>&1 || true) | awk 'NR == 1 { print $2 }')"
+echo "machine: $(uname -sr), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
+  "$(awk '/^MemTotal:/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+
+# --- pass: nginx, HAProxy, sluice ---------------------------------------------------------------------
+if wants pass; then
+  mapfile -t ngx_pids < <(ngx_procs)
+  # Warm up all three (connections, zone states, caches).
+  run "$ngx_port" /pass "" "${ngx_pids[@]}" >/dev/null
+  run "$hap_port" /pass "" "$hap_pid" >/dev/null
+  run "$slu_port" /pass "" "$slu_pid" >/dev/null
+  echo
+  echo "== pass (HAProxy: a plain proxy, no limits)"
+  fmt='%-6s %9s %5s %7s %6s  %9s %5s %7s %6s  %10s %5s %7s %6s  %5s %5s %5s %9s %9s %9s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" round "nginx r/s" p50ms p99ms cpu_us "hap r/s" p50ms p99ms cpu_us "sluice r/s" p50ms p99ms cpu_us \
+    "r/s x" "p99 x" "cpu x" "r/s x hap" "p99 x hap" "cpu x hap"
+  : >"$work/pass.ratios"
+  for ((i = 1; i <= pairs; i++)); do
+    read -r n_rps n_p50 n_p99 n_bad n_cpu <<<"$(run "$ngx_port" /pass "" "${ngx_pids[@]}")"
+    read -r h_rps h_p50 h_p99 h_bad h_cpu <<<"$(run "$hap_port" /pass "" "$hap_pid")"
+    read -r s_rps s_p50 s_p99 s_bad s_cpu <<<"$(run "$slu_port" /pass "" "$slu_pid")"
+    [[ $n_bad == 0 && $h_bad == 0 && $s_bad == 0 ]] ||
+      die "pass: non-2xx answers (nginx $n_bad, haproxy $h_bad, sluice $s_bad)"
+    row=("$n_rps" "$n_p50" "$n_p99" "$n_cpu" "$h_rps" "$h_p50" "$h_p99" "$h_cpu" "$s_rps" "$s_p50" "$s_p99" "$s_cpu"
+      "$(ratio "$s_rps" "$n_rps")" "$(ratio "$s_p99" "$n_p99")" "$(ratio "$s_cpu" "$n_cpu")"
+      "$(ratio "$s_rps" "$h_rps")" "$(ratio "$s_p99" "$h_p99")" "$(ratio "$s_cpu" "$h_cpu")")
+    echo "${row[*]}" >>"$work/pass.ratios"
+    row[0]="$(printf '%.0f' "$n_rps")" row[4]="$(printf '%.0f' "$h_rps")" row[8]="$(printf '%.0f' "$s_rps")"
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "${row[@]}"
+  done
+  med=()
+  for c in $(seq 1 18); do med+=("$(col "$work/pass.ratios" "$c")"); done
+  med[0]="$(printf '%.0f' "${med[0]}")" med[4]="$(printf '%.0f' "${med[4]}")" med[8]="$(printf '%.0f' "${med[8]}")"
+  # shellcheck disable=SC2059
+  printf "$fmt" median "${med[@]}"
+  target pass "cpu/request vs nginx" "${med[14]}" "<=" 0.90
+  target pass "req/s vs nginx" "${med[12]}" ">=" 1.00
+  target pass "p99 vs nginx" "${med[13]}" "<=" 1.00
+  info pass "cpu/request vs HAProxy" "${med[17]}"
+  info pass "req/s vs HAProxy" "${med[15]}"
+  info pass "p99 vs HAProxy" "${med[16]}"
+fi
+
+# --- reject, many, logged: nginx and sluice -------------------------------------------------------
+for scenario in reject many logged; do
+  wants "$scenario" || continue
   script=""
   [[ $scenario == many ]] && script="$work/many.lua"
-  # nginx's workers are the master's children (looked up now: after a warm-up they all exist).
-  mapfile -t ngx_pids < <(pgrep -P "$ngx_master")
+  mapfile -t ngx_pids < <(ngx_procs)
   # Warm up both (connections, zone states, caches).
   run "$ngx_port" "/$scenario" "$script" "${ngx_pids[@]}" >/dev/null
   run "$slu_port" "/$scenario" "$script" "$slu_pid" >/dev/null
   echo
   echo "== $scenario"
-  fmt='%-5s  %10s %7s %7s %8s %6s   %10s %7s %7s %8s %6s   %6s %6s %6s\n'
+  fmt='%-6s %10s %7s %7s %8s %6s   %10s %7s %7s %8s %6s   %6s %6s %6s\n'
   # shellcheck disable=SC2059
   printf "$fmt" pair "nginx r/s" p50ms p99ms non2xx cpu_us "sluice r/s" p50ms p99ms non2xx cpu_us "r/s x" "p99 x" "cpu x"
   : >"$work/$scenario.ratios"
   for ((i = 1; i <= pairs; i++)); do
     read -r n_rps n_p50 n_p99 n_bad n_cpu <<<"$(run "$ngx_port" "/$scenario" "$script" "${ngx_pids[@]}")"
     read -r s_rps s_p50 s_p99 s_bad s_cpu <<<"$(run "$slu_port" "/$scenario" "$script" "$slu_pid")"
-    rps_x="$(awk -v a="$s_rps" -v b="$n_rps" 'BEGIN { printf "%.2f", a / b }')"
-    p99_x="$(awk -v a="$s_p99" -v b="$n_p99" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
-    cpu_x="$(awk -v a="$s_cpu" -v b="$n_cpu" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')"
+    rps_x="$(ratio "$s_rps" "$n_rps")" p99_x="$(ratio "$s_p99" "$n_p99")" cpu_x="$(ratio "$s_cpu" "$n_cpu")"
     # shellcheck disable=SC2059
     printf "$fmt" "$i" "$n_rps" "$n_p50" "$n_p99" "$n_bad" "$n_cpu" "$s_rps" "$s_p50" "$s_p99" "$s_bad" "$s_cpu" "$rps_x" "$p99_x" "$cpu_x"
     echo "$n_rps $n_p50 $n_p99 $n_cpu $s_rps $s_p50 $s_p99 $s_cpu $rps_x $p99_x $cpu_x" >>"$work/$scenario.ratios"
   done
-  col() { awk -v c="$1" '{ print $c }' "$work/$scenario.ratios" | median; }
+  r="$work/$scenario.ratios"
   # shellcheck disable=SC2059
-  printf "$fmt" median "$(col 1)" "$(col 2)" "$(col 3)" "" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)" "" "$(col 8)" "$(col 9)" "$(col 10)" "$(col 11)"
+  printf "$fmt" median "$(col "$r" 1)" "$(col "$r" 2)" "$(col "$r" 3)" "" "$(col "$r" 4)" "$(col "$r" 5)" "$(col "$r" 6)" \
+    "$(col "$r" 7)" "" "$(col "$r" 8)" "$(col "$r" 9)" "$(col "$r" 10)" "$(col "$r" 11)"
+  case $scenario in
+    reject)
+      target reject "cpu/request vs nginx" "$(col "$r" 11)" "<=" 0.80
+      target reject "p99 vs nginx" "$(col "$r" 10)" "<=" 1.00 ;;
+    many) target many "cpu/request vs nginx" "$(col "$r" 11)" "<=" 0.90 ;;
+    logged) info logged "cpu/request vs nginx" "$(col "$r" 11)" ;;
+  esac
 done
 
 # --- memory per idle keep-alive connection -----------------------------------------------------------
@@ -290,21 +501,163 @@ def batch():
             if not chunk:
                 sys.exit(f"port {port}: connection closed early")
             got += chunk
+        if not got.startswith(b"HTTP/1.1 200"):
+            sys.exit(f"port {port}: {got[:40]!r}")
     time.sleep(3)
     return conns, (rss_kib() - before) * 1024 / n
 first, a = batch()   # all at once: the peak, what the allocator keeps
 second, b = batch()  # while the first idle: what one more idle connection costs
 print(f"{a:.0f} {b:.0f}")
 EOF
-if [[ -z $only || $only == idle ]]; then
-  idle_n=4000
-  mapfile -t ngx_pids < <(pgrep -P "$ngx_master")
+if wants idle; then
+  mapfile -t ngx_pids < <(ngx_procs)
   read -r ngx_a ngx_b <<<"$(python3 "$work/idle.py" "$ngx_port" "$idle_n" "${ngx_pids[@]}")"
+  read -r hap_a hap_b <<<"$(python3 "$work/idle.py" "$hap_port" "$idle_n" "$hap_pid")"
   read -r slu_a slu_b <<<"$(python3 "$work/idle.py" "$slu_port" "$idle_n" "$slu_pid")"
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b > 0 ? a / b : 0) }'; }
   echo
   echo "== idle (keep-alive connections, one request each, then idle 3 s; resident memory per connection)"
-  printf '%-40s %8s %8s %7s\n' "" nginx sluice "x"
-  printf '%-40s %8s %8s %7s\n' "bytes, first $idle_n (all at once: the peak)" "$ngx_a" "$slu_a" "$(ratio "$slu_a" "$ngx_a")"
-  printf '%-40s %8s %8s %7s\n' "bytes, $idle_n more while those idle" "$ngx_b" "$slu_b" "$(ratio "$slu_b" "$ngx_b")"
+  fmt='%-42s %8s %8s %8s %8s %8s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" "" nginx haproxy sluice "x nginx" "x hap"
+  # shellcheck disable=SC2059
+  printf "$fmt" "bytes, first $idle_n (all at once: the peak)" "$ngx_a" "$hap_a" "$slu_a" \
+    "$(ratio "$slu_a" "$ngx_a" 1)" "$(ratio "$slu_a" "$hap_a" 1)"
+  # shellcheck disable=SC2059
+  printf "$fmt" "bytes, $idle_n more while those idle" "$ngx_b" "$hap_b" "$slu_b" \
+    "$(ratio "$slu_b" "$ngx_b" 1)" "$(ratio "$slu_b" "$hap_b" 1)"
+  target idle "bytes/connection, peak" "$(ratio "$slu_a" "$ngx_a")" "<=" 1.00
+  target idle "bytes/connection, further" "$(ratio "$slu_b" "$ngx_b")" "<=" 1.00
+  info idle "bytes, peak vs HAProxy" "$(ratio "$slu_a" "$hap_a")"
+  info idle "bytes, further vs HAProxy" "$(ratio "$slu_b" "$hap_b")"
 fi
+
+# --- tls: full handshakes per second ---------------------------------------------------------------
+tls_clients=$((4 * $(nproc)))
+# sluice's count of successful handshakes, from its metrics.
+slu_handshakes() {
+  curl -s "http://127.0.0.1:$slu_admin_port/metrics" |
+    awk '/^sluice_tls_handshakes_total\{result="ok"\}/ { print $2 }'
+}
+# run_tls PORT PIDS… → "handshakes_per_s cpu_us_per_handshake"
+run_tls() {
+  local port=$1 i p t0 t1 s0 s1 w0 w1 n full resumed
+  shift
+  local spids=()
+  s0="$(slu_handshakes)"
+  t0=$(cpu_ticks "$@")
+  w0=$(date +%s.%N)
+  for ((i = 1; i <= tls_clients; i++)); do
+    openssl s_time -connect "127.0.0.1:$port" -new -time "$duration" -www /idle >"$work/s_time.$i" 2>&1 &
+    spids+=($!)
+  done
+  for p in "${spids[@]}"; do wait "$p" || die "tls: openssl s_time failed: $(tail -n 3 "$work"/s_time.*)"; done
+  w1=$(date +%s.%N)
+  t1=$(cpu_ticks "$@")
+  s1="$(slu_handshakes)"
+  n="$(cat "$work"/s_time.* | awk '/connections in .* real seconds/ { n += $1 } END { print n + 0 }')"
+  # s_time prints one mark per connection: `*` a full handshake, `r` a resumed session.
+  full="$(grep -hE '^[*rt3]+$' "$work"/s_time.* | tr -cd '*' | wc -c)"
+  resumed="$(grep -hE '^[*rt3]+$' "$work"/s_time.* | tr -cd 'r' | wc -c)"
+  [[ $n -gt 0 && $full -eq $n && $resumed -eq 0 ]] ||
+    die "tls: port $port: $n connections, $full full handshakes, $resumed resumed"
+  if [[ $port == "$slu_tls_port" && $((s1 - s0)) -ne $n ]]; then
+    die "tls: sluice counted $((s1 - s0)) handshakes for $n connections"
+  fi
+  echo "$(awk -v n="$n" -v a="$w0" -v b="$w1" 'BEGIN { printf "%.1f", n / (b - a) }') $(cpu_us $((t1 - t0)) "$n")"
+}
+# what a handshake negotiates: protocol, cipher, key exchange
+tls_params() {
+  openssl s_client -brief -connect "127.0.0.1:$1" </dev/null 2>&1 |
+    awk -F': ' '/^Protocol version/ { p = $2 } /^Ciphersuite/ { c = $2 } /^Server Temp Key/ { k = $2 }
+      END { print p ", " c ", " k }'
+}
+if wants tls; then
+  mapfile -t ngx_pids < <(ngx_procs)
+  run_tls "$ngx_tls_port" "${ngx_pids[@]}" >/dev/null
+  run_tls "$slu_tls_port" "$slu_pid" >/dev/null
+  echo
+  echo "== tls (full handshakes, ECDSA P-256, one HTTP/1.0 request each; $tls_clients openssl s_time -new clients)"
+  echo "nginx:  $(tls_params "$ngx_tls_port")"
+  echo "sluice: $(tls_params "$slu_tls_port")"
+  fmt='%-6s %11s %7s   %11s %7s   %6s %6s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" pair "nginx hs/s" cpu_us "sluice hs/s" cpu_us "hs/s x" "cpu x"
+  : >"$work/tls.ratios"
+  for ((i = 1; i <= pairs; i++)); do
+    read -r n_hs n_cpu <<<"$(run_tls "$ngx_tls_port" "${ngx_pids[@]}")"
+    read -r s_hs s_cpu <<<"$(run_tls "$slu_tls_port" "$slu_pid")"
+    row=("$n_hs" "$n_cpu" "$s_hs" "$s_cpu" "$(ratio "$s_hs" "$n_hs")" "$(ratio "$s_cpu" "$n_cpu")")
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "${row[@]}"
+    echo "${row[*]}" >>"$work/tls.ratios"
+  done
+  r="$work/tls.ratios"
+  # shellcheck disable=SC2059
+  printf "$fmt" median "$(col "$r" 1)" "$(col "$r" 2)" "$(col "$r" 3)" "$(col "$r" 4)" "$(col "$r" 5)" "$(col "$r" 6)"
+  target tls "handshakes/s vs nginx" "$(col "$r" 5)" ">=" 1.00
+  info tls "cpu/handshake vs nginx" "$(col "$r" 6)"
+fi
+
+# --- h2: HTTP/2 over TLS ------------------------------------------------------------------------------
+h2_streams=10
+# run_h2 PORT REQUESTS PIDS… → "rps p50 p99 cpu_us_per_request"; REQUESTS 0: a warm-up of SECONDS
+# (its in-flight streams at the end count as failed: not checked) that prints only its rate.
+run_h2() {
+  local port=$1 n=$2 t0 t1 out
+  shift 2
+  local args=(-c"$connections" -m"$h2_streams" -t"$threads" --log-file="$work/h2.log")
+  if [[ $n -eq 0 ]]; then args+=(-D"$duration"); else args+=(-n"$n"); fi
+  t0=$(cpu_ticks "$@")
+  out="$(h2load "${args[@]}" "https://127.0.0.1:$port/pass" 2>&1)" || die "h2: h2load failed: $out"
+  t1=$(cpu_ticks "$@")
+  grep -q '^Application protocol: h2$' <<<"$out" || die "h2: port $port did not negotiate h2: $out"
+  local rps
+  rps="$(awk '/^finished in/ { print $4 }' <<<"$out")"
+  if [[ $n -eq 0 ]]; then echo "$rps"; return; fi
+  # requests: N total, N started, N done, N succeeded, 0 failed, 0 errored, 0 timeout
+  # status codes: N 2xx, 0 3xx, 0 4xx, 0 5xx
+  awk -v n="$n" '/^requests:/ { ok = ($2 == n && $6 == n && $8 == n && $10 == 0 && $12 == 0 && $14 == 0) }
+    /^status codes:/ { st = ($3 == n && $5 == 0 && $7 == 0 && $9 == 0) }
+    END { exit !(ok && st) }' <<<"$out" || die "h2: port $port: errors in a run of $n requests:
+$(grep -E '^(requests|status codes):' <<<"$out")"
+  local lat
+  lat="$(awk '{ print $3 }' "$work/h2.log" | sort -n |
+    awk '{ a[NR] = $1 } END { printf "%.3f %.3f", a[int(NR * 0.50 + 0.5)] / 1000, a[int(NR * 0.99 + 0.5)] / 1000 }')"
+  echo "$rps $lat $(cpu_us $((t1 - t0)) "$n")"
+}
+if wants h2; then
+  mapfile -t ngx_pids < <(ngx_procs)
+  n_warm="$(run_h2 "$ngx_tls_port" 0 "${ngx_pids[@]}")"
+  s_warm="$(run_h2 "$slu_tls_port" 0 "$slu_pid")"
+  # The same number of requests for both: what the slower one made in SECONDS in its warm-up, in
+  # whole rounds of the connections' streams.
+  h2_n="$(awk -v a="$n_warm" -v b="$s_warm" -v d="$duration" -v q=$((connections * h2_streams)) \
+    'BEGIN { r = (a < b ? a : b) * d; r = int(r / q) * q; print (r < q ? q : r) }')"
+  echo
+  echo "== h2 (h2load -c$connections -m$h2_streams -t$threads over TLS, $h2_n requests a run; p50/p99 from its --log-file)"
+  fmt='%-6s %10s %7s %7s %6s   %10s %7s %7s %6s   %6s %6s %6s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" pair "nginx r/s" p50ms p99ms cpu_us "sluice r/s" p50ms p99ms cpu_us "r/s x" "p99 x" "cpu x"
+  : >"$work/h2.ratios"
+  for ((i = 1; i <= pairs; i++)); do
+    read -r n_rps n_p50 n_p99 n_cpu <<<"$(run_h2 "$ngx_tls_port" "$h2_n" "${ngx_pids[@]}")"
+    read -r s_rps s_p50 s_p99 s_cpu <<<"$(run_h2 "$slu_tls_port" "$h2_n" "$slu_pid")"
+    row=("$n_rps" "$n_p50" "$n_p99" "$n_cpu" "$s_rps" "$s_p50" "$s_p99" "$s_cpu"
+      "$(ratio "$s_rps" "$n_rps")" "$(ratio "$s_p99" "$n_p99")" "$(ratio "$s_cpu" "$n_cpu")")
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "${row[@]}"
+    echo "${row[*]}" >>"$work/h2.ratios"
+  done
+  r="$work/h2.ratios"
+  med=()
+  for c in $(seq 1 11); do med+=("$(col "$r" "$c")"); done
+  # shellcheck disable=SC2059
+  printf "$fmt" median "${med[@]}"
+  target h2 "cpu/request vs nginx" "${med[10]}" "<=" 1.00
+  info h2 "req/s vs nginx" "${med[8]}"
+  info h2 "p99 vs nginx" "${med[9]}"
+fi
+
+echo
+echo "== summary (sluice's medians from the tables above against issue #17's targets)"
+cat "$work/summary"
