@@ -210,10 +210,11 @@ pub fn server_config(
         .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(
             cert.key.clone(),
         )));
+    // (nginx also accepts a client that offers only http/1.0.)
     config.alpn_protocols = if http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()]
     } else {
-        vec![b"http/1.1".to_vec()]
+        vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()]
     };
     // A session ticket or id lets a returning client skip the full
     // handshake, as nginx's ssl_session_cache does.

@@ -53,8 +53,8 @@ async fn curl(addr: SocketAddr, ca: &TestCa, args: &[&str]) -> (String, String) 
     (version.to_owned(), body.to_owned())
 }
 
-/// What `openssl s_client -alpn h2,http/1.1` says the server chose.
-fn alpn(addr: SocketAddr) -> String {
+/// What `openssl s_client -alpn OFFERED` says the server chose.
+fn alpn(addr: SocketAddr, offered: &str) -> String {
     let out = Command::new("openssl")
         .args([
             "s_client",
@@ -63,7 +63,7 @@ fn alpn(addr: SocketAddr) -> String {
             "-servername",
             "localhost",
         ])
-        .args(["-alpn", "h2,http/1.1"])
+        .args(["-alpn", offered])
         .stdin(std::process::Stdio::null())
         .output()
         .expect("openssl s_client (the openssl package)");
@@ -77,7 +77,8 @@ fn alpn(addr: SocketAddr) -> String {
 
 /// An `ssl` server offers h2 by default and HTTP/2 is what curl then speaks (`$server_protocol`
 /// HTTP/2.0, with `$ssl_protocol` and `$scheme` as on HTTP/1.1), HTTP/1.1 when the client asks
-/// for it; with `http2 = false` only http/1.1 is offered and `curl --http2` gets HTTP/1.1.
+/// for it (and HTTP/1.0 for a client offering only that); with `http2 = false` only http/1.1
+/// (and http/1.0) are offered and `curl --http2` gets HTTP/1.1.
 #[tokio::test]
 async fn alpn_offers_h2_unless_http2_is_off() {
     let ca = TestCa::new();
@@ -105,9 +106,15 @@ async fn alpn_offers_h2_unless_http2_is_off() {
         curl(off, &ca, &["--http2"]).await,
         ("1.1".to_owned(), "HTTP/1.1 TLSv1.3 https".to_owned())
     );
-    let (a_on, a_off) = (alpn(on), alpn(off));
+    let (a_on, a_off) = (alpn(on, "h2,http/1.1"), alpn(off, "h2,http/1.1"));
     assert_eq!(a_on, "ALPN protocol: h2");
     assert_eq!(a_off, "ALPN protocol: http/1.1");
+    // A client that offers only HTTP/1.0 is served, as nginx serves it.
+    assert_eq!(alpn(on, "http/1.0"), "ALPN protocol: http/1.0");
+    assert_eq!(
+        curl(on, &ca, &["--http1.0"]).await,
+        ("1".to_owned(), "HTTP/1.0 TLSv1.3 https".to_owned())
+    );
 }
 
 /// The article's burst over one TLS connection (ALPN h2), against nginx 1.22's `listen … ssl
