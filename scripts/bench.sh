@@ -23,7 +23,9 @@
 #           one request each (/idle, answered by the proxy itself: nginx and sluice `return`, HAProxy
 #           `http-request return`), then 3 s idle (the growth of the proxy's resident memory, all its
 #           processes summed, per connection); then 4000 more while the first stay open (what one more
-#           idle connection costs once memory freed by idle connections can be reused). One run each.
+#           idle connection costs once memory freed by idle connections can be reused). One run each,
+#           after a settle (64 connections idle 3 s, then closed), so that memory a proxy gives back
+#           when its clients go idle is not read as negative growth.
 #   tls     full TLS handshakes per second and CPU per handshake, nginx (OpenSSL) against sluice
 #           (rustls): ECDSA P-256 certificate, TLSv1.2 and TLSv1.3 allowed (s_time negotiates
 #           TLSv1.3 with both), both offering resumption as sluice always does (nginx with
@@ -46,7 +48,8 @@
 #           its end as failed); cpu_us includes the CONNECTIONS handshakes at the start. p50 and p99
 #           come from h2load's per-request log (--log-file: the time from a request's start to the
 #           end of its response); h2load itself prints only their mean, sd and max.
-# Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
+# Then "where the CPU goes": for pass, reject, many and logged, each system's user and kernel time
+# per request, summed over all its runs (warm-ups included). Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
 # met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
 # cpu ≤ 0.90×; idle: bytes ≤ nginx's, at the peak and further; h2: cpu ≤ nginx's; tls: handshakes/s
 # ≥ nginx's), and the ratios against HAProxy and the others without a target.
@@ -353,6 +356,12 @@ cpu_ticks() {
     awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }'
 }
 tck=$(getconf CLK_TCK)
+# The user-space part of those ticks.
+usr_ticks() {
+  local p
+  for p in "$@"; do cat /proc/"$p"/stat 2>/dev/null; done |
+    awk '{ sub(/^.*\) /, ""); t += $12 } END { print t + 0 }'
+}
 # cpu_us TICKS N → microseconds of CPU per request (or handshake)
 cpu_us() { awk -v t="$1" -v hz="$tck" -v n="$2" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
 # ratio A B [DECIMALS] → A / B
@@ -367,18 +376,22 @@ run() {
   shift 3
   local out args=(-t"$threads" -c"$connections" -d"${duration}s" --latency)
   [[ -n $script ]] && args+=(-s "$script")
-  local t0 t1
+  local t0 t1 u0 u1
   : >"$work/access.log"
   : >"$work/ngx/access.log"
+  u0=$(usr_ticks "$@")
   t0=$(cpu_ticks "$@")
   out="$(wrk "${args[@]}" "http://127.0.0.1:$port$path")" || die "wrk failed against port $port: $out"
   t1=$(cpu_ticks "$@")
+  u1=$(usr_ticks "$@")
   local rps p50 p99 non2xx n
   rps="$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")"
   p50="$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")"
   p99="$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")"
   non2xx="$(awk '/Non-2xx or 3xx responses:/ { print $5 }' <<<"$out")"
   n="$(awk '/requests in/ { print $1 }' <<<"$out")"
+  # (For "where the CPU goes": user ticks, all ticks, requests; warm-ups included.)
+  echo "$((u1 - u0)) $((t1 - t0)) $n" >>"$work/split.$port.${path#/}"
   echo "$rps $p50 $p99 ${non2xx:-0} $(cpu_us $((t1 - t0)) "$n")"
 }
 
@@ -490,7 +503,7 @@ def rss_kib():
         with open(f"/proc/{p}/status") as f:
             total += next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
     return total
-def batch():
+def batch(n):
     before = rss_kib()
     conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
     for c in conns:
@@ -506,8 +519,15 @@ def batch():
             sys.exit(f"port {port}: {got[:40]!r}")
     time.sleep(3)
     return conns, (rss_kib() - before) * 1024 / n
-first, a = batch()   # all at once: the peak, what the allocator keeps
-second, b = batch()  # while the first idle: what one more idle connection costs
+# Settle first: 64 idle connections for 3 s, then closed, so that what the proxy frees or gives
+# back once its clients go idle (memory the earlier scenarios left cached) is not counted as
+# negative growth below.
+settle, _ = batch(64)
+for c in settle:
+    c.close()
+time.sleep(1)
+first, a = batch(n)   # all at once: the peak, what the allocator keeps
+second, b = batch(n)  # while the first idle: what one more idle connection costs
 print(f"{a:.0f} {b:.0f}")
 EOF
 if wants idle; then
@@ -657,6 +677,21 @@ if wants h2; then
   target h2 "cpu/request vs nginx" "${med[10]}" "<=" 1.00
   info h2 "req/s vs nginx" "${med[8]}"
   info h2 "p99 vs nginx" "${med[9]}"
+fi
+
+if ls "$work"/split.* >/dev/null 2>&1; then
+  echo
+  echo "== where the CPU goes (user and kernel time per request, summed over every run of the scenario)"
+  printf '%-8s %-8s %9s %9s %9s %6s\n' scenario system user_us kernel_us total_us user%
+  for scenario in pass reject many logged; do
+    for sys in nginx:$ngx_port haproxy:$hap_port sluice:$slu_port; do
+      f="$work/split.${sys#*:}.$scenario"
+      [[ -s $f ]] || continue
+      awk -v s="$scenario" -v name="${sys%%:*}" -v hz="$tck" '{ u += $1; t += $2; n += $3 } END {
+        printf "%-8s %-8s %9.2f %9.2f %9.2f %5.0f%%\n", s, name, u * 1e6 / hz / n, (t - u) * 1e6 / hz / n,
+          t * 1e6 / hz / n, (t > 0 ? 100 * u / t : 0) }' "$f"
+    done
+  done
 fi
 
 echo

@@ -74,10 +74,14 @@ pub struct ConnState {
 impl ConnState {
     /// A new connection: its header is due within `client_header_timeout`.
     pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
+        ConnState::until(timeouts, Instant::now() + timeouts.client_header)
+    }
+
+    /// A connection whose header is due by `deadline` (one that was parked
+    /// before it sent anything keeps the deadline of its accept).
+    pub fn until(timeouts: Timeouts, deadline: Instant) -> Arc<ConnState> {
         Arc::new(ConnState {
-            phase: Mutex::new(Phase::Header {
-                deadline: Instant::now() + timeouts.client_header,
-            }),
+            phase: Mutex::new(Phase::Header { deadline }),
             timeouts,
             expired: Mutex::new(None),
             with_body: AtomicBool::new(false),

@@ -105,6 +105,9 @@ struct Start {
     /// It was parked, and is back with its next request (no HTTP/2
     /// preface can come now).
     resumed: bool,
+    /// It was parked before it sent anything: its header is still due by
+    /// the deadline set when it was accepted.
+    header_until: Option<Instant>,
 }
 
 /// One client connection of a server: on an `ssl` address its TLS
@@ -134,6 +137,7 @@ pub(crate) fn serve_client(
                 slot,
                 idle,
                 resumed: false,
+                header_until: None,
             };
             serve_stream(&shared, stopping, at, stream, Tls::None, start).await;
             return;
@@ -161,12 +165,25 @@ pub(crate) fn resume(
     let start = Start {
         slot: entry.slot,
         idle: Some(idle.clone()),
-        resumed: true,
+        resumed: entry.header_until.is_none(),
+        header_until: entry.header_until,
     };
     let (stopping, shared) = (stopping.clone(), shared.clone());
     tokio::spawn(async move {
         serve_stream(&shared, stopping, at, stream, Tls::None, start).await;
     });
+}
+
+/// A parked connection whose deadline passed: closed, as nginx closes it
+/// (with nginx's info line if it never sent a header).
+pub(crate) fn expired(shared: &Shared, idle: &IdleSet, entry: idle::Entry) {
+    shared.env.metrics.connection_closed();
+    if entry.header_until.is_some() {
+        let side = ServerSide::of(shared, idle.configured, None);
+        if let Ok(remote) = entry.stream.peer_addr() {
+            timed_out(entry.id, remote, &side.name, Expired::Header);
+        }
+    }
 }
 
 /// A connection on an `ssl` address: its handshake, then its requests.
@@ -182,6 +199,7 @@ async fn serve_tls(
         slot,
         idle: None,
         resumed: false,
+        header_until: None,
     };
     match Box::pin(tls::accept(shared, stream, configured, (id, remote))).await {
         tls::Accepted::Tls(h) => {
@@ -222,7 +240,10 @@ async fn serve_stream<S: ClientStream>(
     };
     let sni = tls.as_ref().and_then(|t| t.server_name.as_deref());
     let side = ServerSide::of(shared, configured, sni);
-    let state = ConnState::new(side.timeouts);
+    let header_until = start
+        .header_until
+        .unwrap_or_else(|| Instant::now() + side.timeouts.client_header);
+    let state = ConnState::until(side.timeouts, header_until);
     let conn = Arc::new(Conn {
         id,
         remote,
@@ -238,7 +259,7 @@ async fn serve_stream<S: ClientStream>(
     let (h2, first) = match &conn.tls {
         Some(t) => (t.h2, Vec::new()),
         None if side.http2 && !start.resumed => {
-            let deadline = Instant::now() + side.timeouts.client_header;
+            let deadline = header_until;
             match Box::pin(h2::opening(&mut stream, deadline, &mut stopping)).await {
                 h2::Opening::H2(read) => (true, read),
                 h2::Opening::Http1(read) => (false, read),
@@ -254,6 +275,7 @@ async fn serve_stream<S: ClientStream>(
     }
     let mut io = TimedIo::new(stream, state, side.head_rules);
     io.park_when_idle(!side.timeouts.keepalive.is_zero());
+    io.park_silent(start.idle.is_some());
     // Read while looking for the preface, not yet through the head gate.
     io.gate.input().extend_from_slice(&first);
     let can_park = start.idle.is_some();
@@ -267,9 +289,10 @@ async fn serve_stream<S: ClientStream>(
 /// Parks an idle connection in its accept loop's [`IdleSet`] (its task
 /// ends here); closes it if it cannot be.
 fn park<S: ClientStream>(shared: &Shared, conn: &Conn, io: TimedIo<S>, start: Start) {
-    let deadline = conn.state.read_deadline().map(|(d, _)| d);
+    let deadline = conn.state.read_deadline();
     let stream = io.inner.into_plain().map(|s| s.into_std());
-    let (Some(idle), Some(deadline), Some(Ok(stream))) = (start.idle, deadline, stream) else {
+    let (Some(idle), Some((deadline, why)), Some(Ok(stream))) = (start.idle, deadline, stream)
+    else {
         shared.env.metrics.connection_closed();
         return;
     };
@@ -277,6 +300,7 @@ fn park<S: ClientStream>(shared: &Shared, conn: &Conn, io: TimedIo<S>, start: St
         stream,
         id: conn.id,
         slot: start.slot,
+        header_until: (why == Expired::Header).then_some(deadline),
     };
     if idle.park(entry, deadline).is_err() {
         shared.env.metrics.connection_closed();
@@ -344,8 +368,11 @@ async fn serve_requests<S: ClientStream>(
             next = io.next_head() => next,
             _ = stopping.wait_for(|stop| *stop) => return (io, Ended::Served(Ok(()))),
         };
-        if !matches!(next, Ok(Filled::Data)) {
-            return (io, Ended::Served(Ok(())));
+        match next {
+            Ok(Filled::Data) => {}
+            // Nothing sent of a next head for a while: parked.
+            Ok(Filled::Parked) if can_park && io.gate.idle() => return (io, Ended::Park),
+            _ => return (io, Ended::Served(Ok(()))),
         }
         log_dropped_headers(&mut io, conn.id, conn.remote, &side.name);
         io.enter_hyper();
@@ -448,10 +475,17 @@ async fn closed<S: ClientStream>(
         );
         return;
     }
-    let what = match conn.state.expired() {
-        Some(Expired::Header) => "while reading client request headers",
-        Some(Expired::Send) => "while sending response to client",
-        Some(Expired::Idle) | None => return,
+    if let Some(why) = conn.state.expired() {
+        timed_out(id, remote, server_name, why);
+    }
+}
+
+/// nginx's info line for a client that timed out (none for keep-alive).
+fn timed_out(id: u64, remote: SocketAddr, server_name: &str, why: Expired) {
+    let what = match why {
+        Expired::Header => "while reading client request headers",
+        Expired::Send => "while sending response to client",
+        Expired::Idle => return,
     };
     errlog::emit(
         Severity::Info,

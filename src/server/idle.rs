@@ -1,19 +1,22 @@
-//! Idle keep-alive connections, kept as nginx keeps them: a socket and a
+//! Idle client connections, kept as nginx keeps them: a socket and a
 //! few words each, no task, no buffer, no timer of their own.
 //!
 //! A plain HTTP/1.1 connection that has been idle for
-//! [`super::io::PARK_AFTER`] leaves its task: its socket leaves tokio's
+//! [`super::io::PARK_AFTER`] (after a response, or since it was accepted
+//! without sending a byte) leaves its task: its socket leaves tokio's
 //! reactor for this accept loop's own epoll set, and what the connection
-//! needs to go on (its number, addresses, `worker_connections` slot and
-//! `keepalive_timeout` deadline) goes into one [`Entry`] of a slab. A task
+//! needs to go on (its number, `worker_connections` slot and deadline:
+//! `keepalive_timeout`, or `client_header_timeout` from its accept) goes
+//! into one [`Entry`] of a slab. A task
 //! of sluice costs several kilobytes (its future, the socket's registration,
-//! its timers); an entry costs about a hundred bytes, and the kernel's own
-//! share, as nginx's idle connections do (nginx: about 0.25–0.6 KB each).
+//! its timers); an entry costs about fifty bytes (and the kernel its own
+//! share), where nginx spends about 0.25–0.6 KB per idle connection.
 //!
 //! One task per accept loop ([`run`]) waits for the set: when a parked
 //! socket becomes readable (a request, or the client closing) it goes back
 //! to tokio and gets a task again ([`super::conn::resume`]); when its
-//! deadline passes it is closed, as nginx closes it, without a log line;
+//! deadline passes it is closed, as nginx closes it ([`super::conn::expired`]:
+//! nginx's "client timed out" line for one that never sent a header);
 //! when the server stops, every parked connection is closed at once (nginx
 //! closes idle keep-alive connections at a graceful stop). Deadlines are in
 //! one heap, and a connection woken before its deadline leaves a stale
@@ -44,6 +47,9 @@ pub(crate) struct Entry {
     pub(crate) stream: std::net::TcpStream,
     pub(crate) id: u64,
     pub(crate) slot: WorkerSlot,
+    /// It has sent nothing yet: its header is due by then (its deadline
+    /// passing is nginx's "client timed out" line).
+    pub(crate) header_until: Option<Instant>,
 }
 
 struct Slot {
@@ -246,8 +252,8 @@ pub(crate) async fn run(
     let mut collect_at: Option<Instant> = None;
     loop {
         let next = set.expired(Instant::now(), &mut woken);
-        for _ in woken.drain(..) {
-            shared.env.metrics.connection_closed();
+        for entry in woken.drain(..) {
+            super::conn::expired(&shared, &set, entry);
         }
         let far = Instant::now() + std::time::Duration::from_secs(3600);
         tokio::select! {
@@ -298,6 +304,7 @@ mod tests {
                 stream: server,
                 id,
                 slot,
+                header_until: None,
             },
         )
     }

@@ -58,6 +58,9 @@ pub struct TimedIo<T> {
     pub(crate) write_timer: Option<Pin<Box<Sleep>>>,
     /// Hand an idle connection back instead of waiting in hyper.
     pub(crate) park: bool,
+    /// Hand back a connection waiting, outside hyper, for a head it has
+    /// sent nothing of (its caller parks it; see [`TimedIo::park_silent`]).
+    pub(crate) park_silent: bool,
     /// It was handed back (the end of file hyper saw was not the client's).
     pub(crate) parked: bool,
     /// hyper is reading (parking applies only then).
@@ -102,6 +105,7 @@ impl<T> TimedIo<T> {
             read_timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             write_timer: None,
             park: false,
+            park_silent: false,
             parked: false,
             in_hyper: false,
             gate: Gate::new(rules),
@@ -141,6 +145,14 @@ impl<T> TimedIo<T> {
     /// bytes read ended its header, and the response is fully written.
     pub fn park_when_idle(&mut self, park: bool) {
         self.park = park;
+    }
+
+    /// A connection that has sent nothing of its next head (a new one, or
+    /// one just resumed) is handed back too, [`PARK_AFTER`] into its
+    /// `client_header_timeout`: [`TimedIo::next_head`] gives
+    /// [`Filled::Parked`], and the caller parks the socket.
+    pub fn park_silent(&mut self, park: bool) {
+        self.park_silent = park;
     }
 
     /// Whether hyper's end of file was a parking (and resets it).
@@ -188,6 +200,14 @@ impl<T> TimedIo<T> {
             && self.gate.idle()
             && !self.state.with_body.load(Ordering::Relaxed);
         quiet.then(|| idle_deadline - keepalive + PARK_AFTER)
+    }
+
+    /// When a connection waiting for a head it has sent nothing of may be
+    /// handed back: [`PARK_AFTER`] into its `client_header_timeout`.
+    fn park_silent_at(&self, header_deadline: Instant) -> Option<Instant> {
+        let header = self.state.timeouts.client_header;
+        let quiet = self.park_silent && header > PARK_AFTER && !self.in_hyper && self.gate.idle();
+        quiet.then(|| header_deadline - header + PARK_AFTER)
     }
 
     /// Pending write: fail once `send_timeout` passed without progress.
@@ -298,7 +318,8 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
         };
         let park_at = match why {
             Expired::Idle => self.park_at(deadline),
-            _ => None,
+            Expired::Header => self.park_silent_at(deadline),
+            Expired::Send => None,
         };
         let wake_at = park_at.map_or(deadline, |p| p.min(deadline));
         // The deadline moves later with every request; the timer is only

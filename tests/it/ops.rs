@@ -612,6 +612,67 @@ async fn read_ok(c: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// A connection that sends nothing for a second is parked too (no task while
+/// it waits), and still behaves as before: its client_header_timeout runs from
+/// its accept, with nginx's info line when it passes; a request sent later is
+/// answered; on an `http2` address an HTTP/2 preface sent later is HTTP/2.
+#[tokio::test]
+async fn a_silent_connection_is_parked_and_keeps_its_header_deadline() {
+    let toml = r#"
+client_header_timeout = "3s"
+error_log_level = "info"
+[[servers]]
+http2 = true
+[[servers.locations]]
+path = "/"
+return = { status = 200, body = "ok\n" }
+"#;
+    let s = Sluice::start(toml);
+    let mut silent = TcpStream::connect(s.addr()).await.unwrap();
+    let accepted = Instant::now();
+    let mut late = TcpStream::connect(s.addr()).await.unwrap();
+    let late_h2 = TcpStream::connect(s.addr()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    late.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_ok(&mut late).await.starts_with("HTTP/1.1 200"));
+    let (mut send, conn) = h2::client::handshake(late_h2)
+        .await
+        .expect("HTTP/2 after a parking");
+    tokio::spawn(conn);
+    let req = http::Request::get(format!("http://{}/", s.addr()))
+        .body(())
+        .unwrap();
+    let (resp, _) = send.send_request(req, true).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(5), resp)
+        .await
+        .expect("an HTTP/2 answer")
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // The silent one is closed 3 s after its accept, not 3 s after its parking.
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(6), silent.read(&mut buf))
+        .await
+        .expect("closed by client_header_timeout")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    let waited = accepted.elapsed();
+    assert!(
+        (Duration::from_millis(2800)..Duration::from_millis(3900)).contains(&waited),
+        "closed {waited:?} after its accept; client_header_timeout is 3 s"
+    );
+    let log = s.log();
+    assert_eq!(
+        log.matches(
+            "client timed out (110: Connection timed out) while reading client request headers"
+        )
+        .count(),
+        1,
+        "{log}"
+    );
+}
+
 /// A parked connection (idle for a second: its task ended, its socket waits
 /// in its accept loop's idle set) keeps its number and its
 /// worker_connections slot, and gives the slot back when its client closes
