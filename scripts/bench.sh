@@ -348,20 +348,15 @@ to_ms() {
     else printf "%s", v }'
 }
 
-# CPU time (user + system, in clock ticks) used so far by the processes PIDS: /proc/PID/stat counts
-# all of a process's threads, those that already ended included.
+# CPU time (user + system, in clock ticks) used so far by the processes PIDS, then its user-space
+# part: "all user". /proc/PID/stat counts all of a process's threads, those that already ended
+# included.
 cpu_ticks() {
   local p
   for p in "$@"; do cat /proc/"$p"/stat 2>/dev/null; done |
-    awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }'
+    awk '{ sub(/^.*\) /, ""); t += $12 + $13; u += $12 } END { print t + 0, u + 0 }'
 }
 tck=$(getconf CLK_TCK)
-# The user-space part of those ticks.
-usr_ticks() {
-  local p
-  for p in "$@"; do cat /proc/"$p"/stat 2>/dev/null; done |
-    awk '{ sub(/^.*\) /, ""); t += $12 } END { print t + 0 }'
-}
 # cpu_us TICKS N → microseconds of CPU per request (or handshake)
 cpu_us() { awk -v t="$1" -v hz="$tck" -v n="$2" 'BEGIN { printf "%.2f", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
 # ratio A B [DECIMALS] → A / B
@@ -379,11 +374,9 @@ run() {
   local t0 t1 u0 u1
   : >"$work/access.log"
   : >"$work/ngx/access.log"
-  u0=$(usr_ticks "$@")
-  t0=$(cpu_ticks "$@")
+  read -r t0 u0 <<<"$(cpu_ticks "$@")"
   out="$(wrk "${args[@]}" "http://127.0.0.1:$port$path")" || die "wrk failed against port $port: $out"
-  t1=$(cpu_ticks "$@")
-  u1=$(usr_ticks "$@")
+  read -r t1 u1 <<<"$(cpu_ticks "$@")"
   local rps p50 p99 non2xx n
   rps="$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")"
   p50="$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")"
@@ -565,7 +558,7 @@ run_tls() {
   shift
   local spids=()
   s0="$(slu_handshakes)"
-  t0=$(cpu_ticks "$@")
+  read -r t0 _ <<<"$(cpu_ticks "$@")"
   w0=$(date +%s.%N)
   for ((i = 1; i <= tls_clients; i++)); do
     openssl s_time -connect "127.0.0.1:$port" -new -time "$duration" -www /idle >"$work/s_time.$i" 2>&1 &
@@ -573,7 +566,7 @@ run_tls() {
   done
   for p in "${spids[@]}"; do wait "$p" || die "tls: openssl s_time failed: $(tail -n 3 "$work"/s_time.*)"; done
   w1=$(date +%s.%N)
-  t1=$(cpu_ticks "$@")
+  read -r t1 _ <<<"$(cpu_ticks "$@")"
   s1="$(slu_handshakes)"
   n="$(cat "$work"/s_time.* | awk '/connections in .* real seconds/ { n += $1 } END { print n + 0 }')"
   # s_time prints one mark per connection: `*` a full handshake, `r` a resumed session.
@@ -628,9 +621,9 @@ run_h2() {
   shift 2
   local args=(-c"$connections" -m"$h2_streams" -t"$threads" --log-file="$work/h2.log")
   if [[ $n -eq 0 ]]; then args+=(-D"$duration"); else args+=(-n"$n"); fi
-  t0=$(cpu_ticks "$@")
+  read -r t0 _ <<<"$(cpu_ticks "$@")"
   out="$(h2load "${args[@]}" "https://127.0.0.1:$port/pass" 2>&1)" || die "h2: h2load failed: $out"
-  t1=$(cpu_ticks "$@")
+  read -r t1 _ <<<"$(cpu_ticks "$@")"
   grep -q '^Application protocol: h2$' <<<"$out" || die "h2: port $port did not negotiate h2: $out"
   local rps
   rps="$(awk '/^finished in/ { print $4 }' <<<"$out")"
