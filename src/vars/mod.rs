@@ -494,30 +494,19 @@ pub fn version_str(v: Version) -> &'static str {
 /// One variable's value, appended to `out`. A variable whose context is
 /// missing (no response being made, not the access log) appends nothing.
 fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
-    match v {
-        Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone => {
-            eval_response_var(v, resp, out)
-        }
-        Var::BodyBytesSent
-        | Var::RequestTime
-        | Var::UpstreamResponseTime
-        | Var::UpstreamAddr
-        | Var::UpstreamStatus
-        | Var::UpstreamHeaderTime
-        | Var::TimeLocal
-        | Var::TimeIso8601
-        | Var::Msec
-        | Var::ConnectionId
-        | Var::LimitConnStatus
-        | Var::LimitReqAlgorithm => {
-            if let Some(l) = resp.and_then(|r| r.log) {
-                eval_log_var(v, l, out)
-            }
-        }
-        Var::RemoteUser => out.push(b'-'),
-        Var::ProxyHost => {
+    // By the variable's context; $remote_user (sluice has no auth) and
+    // $proxy_host have their own.
+    match (v, v.context()) {
+        (Var::RemoteUser, _) => out.push(b'-'),
+        (Var::ProxyHost, _) => {
             if let Some(r) = resp {
                 out.extend_from_slice(r.proxy_host.as_bytes());
+            }
+        }
+        (_, Context::Response) => eval_response_var(v, resp, out),
+        (_, Context::Log) => {
+            if let Some(l) = resp.and_then(|r| r.log) {
+                eval_log_var(v, l, out)
             }
         }
         _ => eval_request_var(v, req, out),
