@@ -88,12 +88,8 @@ impl Nginx {
     }
 }
 
-/// One attempt: a new prefix, its configuration, the process.
-fn spawn(
-    bin: &Path,
-    http_block: &str,
-    ports: &[u16],
-) -> Result<(Process, TempDir, String), StartError> {
+/// A new nginx prefix: its directories, and `html/ok.txt` (`ok\n`).
+fn new_prefix() -> TempDir {
     let prefix = tempfile::Builder::new()
         .prefix("sluice-it-nginx-")
         .tempdir()
@@ -103,6 +99,17 @@ fn spawn(
         fs::create_dir_all(p.join(dir)).expect("nginx prefix directory");
     }
     fs::write(p.join("html/ok.txt"), "ok\n").expect("write html/ok.txt");
+    prefix
+}
+
+/// One attempt: a new prefix, its configuration, the process.
+fn spawn(
+    bin: &Path,
+    http_block: &str,
+    ports: &[u16],
+) -> Result<(Process, TempDir, String), StartError> {
+    let prefix = new_prefix();
+    let p = prefix.path();
     let d = p.display();
     let conf = format!(
         "user root;
@@ -203,15 +210,8 @@ fn spawn_whole(
     ports: &[u16],
     write: &impl Fn(&Path, &[SocketAddr]) -> String,
 ) -> Result<(Process, TempDir, String), StartError> {
-    let prefix = tempfile::Builder::new()
-        .prefix("sluice-it-nginx-")
-        .tempdir()
-        .expect("temporary directory for the nginx prefix");
+    let prefix = new_prefix();
     let p = prefix.path();
-    for dir in ["conf", "html", "logs", "temp"] {
-        fs::create_dir_all(p.join(dir)).expect("nginx prefix directory");
-    }
-    fs::write(p.join("html/ok.txt"), "ok\n").expect("write html/ok.txt");
     let conf = write(p, addrs);
     launch(bin, prefix, conf, ports)
 }
