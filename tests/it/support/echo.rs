@@ -29,13 +29,7 @@ pub struct Echo {
 impl Echo {
     /// Binds 127.0.0.1 on a free port. Must be called inside a tokio runtime.
     pub fn start(name: &str) -> Echo {
-        let std_listener =
-            std::net::TcpListener::bind("127.0.0.1:0").expect("bind the echo on 127.0.0.1:0");
-        std_listener
-            .set_nonblocking(true)
-            .expect("non-blocking echo listener");
-        let listener = TcpListener::from_std(std_listener)
-            .expect("Echo::start must be called inside a tokio runtime");
+        let listener = super::ports::local_listener("echo");
         let addr = listener.local_addr().expect("echo address");
         let hits = Arc::new(AtomicUsize::new(0));
         let (counter, label) = (Arc::clone(&hits), name.to_owned());

@@ -46,3 +46,15 @@ impl std::fmt::Debug for Port {
         write!(f, "Port({})", self.addr)
     }
 }
+
+/// A tokio listener on 127.0.0.1, a free port, for a test server (`what`, in
+/// panics). Must be called inside a tokio runtime.
+pub fn local_listener(what: &str) -> tokio::net::TcpListener {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap_or_else(|e| panic!("bind the {what} on 127.0.0.1:0: {e}"));
+    std_listener
+        .set_nonblocking(true)
+        .unwrap_or_else(|e| panic!("non-blocking {what} listener: {e}"));
+    tokio::net::TcpListener::from_std(std_listener)
+        .unwrap_or_else(|e| panic!("the {what} must start inside a tokio runtime: {e}"))
+}

@@ -47,13 +47,7 @@ impl Recorder {
             tasks: Vec::new(),
         };
         for _ in 0..slots {
-            let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
-                .expect("bind a recorder port on 127.0.0.1:0");
-            std_listener
-                .set_nonblocking(true)
-                .expect("non-blocking recorder listener");
-            let listener = TcpListener::from_std(std_listener)
-                .expect("Recorder::start must be called inside a tokio runtime");
+            let listener = super::ports::local_listener("recorder");
             r.addrs
                 .push(listener.local_addr().expect("recorder address"));
             let conns: Conns = Arc::default();

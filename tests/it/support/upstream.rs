@@ -28,13 +28,7 @@ impl Upstream {
     /// Like [`Upstream::start`], holding every response for `delay` after the request arrived:
     /// the requests a proxy forwards stay in flight that long (for `limit_conn`).
     pub fn start_slow(delay: Duration) -> Upstream {
-        let std_listener =
-            std::net::TcpListener::bind("127.0.0.1:0").expect("bind the upstream on 127.0.0.1:0");
-        std_listener
-            .set_nonblocking(true)
-            .expect("non-blocking upstream listener");
-        let listener = TcpListener::from_std(std_listener)
-            .expect("Upstream::start must be called inside a tokio runtime");
+        let listener = super::ports::local_listener("upstream");
         let addr = listener.local_addr().expect("upstream address");
         let hits = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&hits);
