@@ -59,8 +59,9 @@ pub struct TimedIo<T> {
     /// Hand an idle connection back instead of waiting in hyper.
     pub(crate) park: bool,
     /// Hand back a connection waiting, outside hyper, for a head it has
-    /// sent nothing of (its caller parks it; see [`TimedIo::park_silent`]).
-    pub(crate) park_silent: bool,
+    /// sent nothing of, but not before then (its caller parks it; see
+    /// [`TimedIo::park_silent`]).
+    pub(crate) park_silent: Option<Instant>,
     /// It was handed back (the end of file hyper saw was not the client's).
     pub(crate) parked: bool,
     /// hyper is reading (parking applies only then).
@@ -105,7 +106,7 @@ impl<T> TimedIo<T> {
             read_timer: Box::pin(tokio::time::sleep_until(Instant::now())),
             write_timer: None,
             park: false,
-            park_silent: false,
+            park_silent: None,
             parked: false,
             in_hyper: false,
             gate: Gate::new(rules),
@@ -151,8 +152,15 @@ impl<T> TimedIo<T> {
     /// one just resumed) is handed back too, [`PARK_AFTER`] into its
     /// `client_header_timeout`: [`TimedIo::next_head`] gives
     /// [`Filled::Parked`], and the caller parks the socket.
+    ///
+    /// Never sooner than [`PARK_AFTER`] from now: a connection resumed
+    /// because its socket became readable may find nothing at its first
+    /// read (tokio learns a new registration's readiness at its next turn),
+    /// and a silent one resumed past its own parking time would otherwise
+    /// be parked again at once, resumed again at once, and so on, a loop
+    /// that keeps its worker busy and never reads the request.
     pub fn park_silent(&mut self, park: bool) {
-        self.park_silent = park;
+        self.park_silent = park.then(|| Instant::now() + PARK_AFTER);
     }
 
     /// Whether hyper's end of file was a parking (and resets it).
@@ -206,8 +214,9 @@ impl<T> TimedIo<T> {
     /// handed back: [`PARK_AFTER`] into its `client_header_timeout`.
     fn park_silent_at(&self, header_deadline: Instant) -> Option<Instant> {
         let header = self.state.timeouts.client_header;
-        let quiet = self.park_silent && header > PARK_AFTER && !self.in_hyper && self.gate.idle();
-        quiet.then(|| header_deadline - header + PARK_AFTER)
+        let earliest = self.park_silent?;
+        let quiet = header > PARK_AFTER && !self.in_hyper && self.gate.idle();
+        quiet.then(|| (header_deadline - header + PARK_AFTER).max(earliest))
     }
 
     /// Pending write: fail once `send_timeout` passed without progress.
@@ -455,6 +464,40 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
         assert_eq!(start.elapsed(), Duration::from_secs(5));
         assert_eq!(state.expired(), Some(Expired::Header));
+    }
+
+    /// A silent connection is handed back PARK_AFTER after its accept, its
+    /// header deadline kept; one resumed past that time (its socket was
+    /// readable, but its first read found nothing yet) waits PARK_AFTER
+    /// again instead of being parked again at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_connection_parks_after_its_accept_and_not_at_once_when_resumed() {
+        for (resumed_after, parks_after) in [
+            (Duration::ZERO, PARK_AFTER),
+            (
+                Duration::from_millis(400),
+                Duration::from_millis(400) + PARK_AFTER,
+            ),
+            (
+                Duration::from_millis(1500),
+                Duration::from_millis(1500) + PARK_AFTER,
+            ),
+        ] {
+            let accepted = Instant::now();
+            let header_until = accepted + timeouts().client_header;
+            tokio::time::sleep(resumed_after).await;
+            let (a, _b) = tokio::io::duplex(64);
+            let state = ConnState::until(timeouts(), header_until);
+            let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
+            io.park_silent(true);
+            assert_eq!(io.next_head().await.unwrap(), Filled::Parked);
+            assert_eq!(
+                accepted.elapsed(),
+                parks_after,
+                "resumed after {resumed_after:?}"
+            );
+            assert_eq!(state.read_deadline(), Some((header_until, Expired::Header)));
+        }
     }
 
     /// An idle connection is handed back (an end of file, `take_parked`)

@@ -673,6 +673,50 @@ return = { status = 200, body = "ok\n" }
     );
 }
 
+/// Silent connections on a plain address (no HTTP/2 preface to look for)
+/// whose requests come after they were parked are answered at once, and go
+/// on as keep-alive connections: a connection resumed past its own parking
+/// time is not parked again before it has read what woke it (that loop
+/// once kept a worker busy and left every request of its clients unread).
+#[tokio::test]
+async fn silent_connections_answer_requests_sent_after_their_parking() {
+    let toml = r#"
+[[servers]]
+[[servers.locations]]
+path = "/"
+return = { status = 200, body = "ok\n" }
+"#;
+    let s = Sluice::start(toml);
+    let mut silent = Vec::new();
+    for _ in 0..20 {
+        silent.push(TcpStream::connect(s.addr()).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let sent = Instant::now();
+    for c in &mut silent {
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+    }
+    for c in &mut silent {
+        assert!(read_ok(c).await.starts_with("HTTP/1.1 200"));
+    }
+    let waited = sent.elapsed();
+    assert!(
+        waited < Duration::from_millis(500),
+        "answered {waited:?} after they were sent"
+    );
+    // Each goes on: its next request is answered too, and a fresh client
+    // is not kept waiting behind them.
+    for c in &mut silent {
+        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
+        assert!(read_ok(c).await.starts_with("HTTP/1.1 200"));
+    }
+    assert_eq!(get(s.addr(), "/").await.status, 200);
+}
+
 /// A parked connection (idle for a second: its task ended, its socket waits
 /// in its accept loop's idle set) keeps its number and its
 /// worker_connections slot, and gives the slot back when its client closes
