@@ -44,9 +44,7 @@ pub(crate) enum ListenerState {
 
 impl Listener {
     pub(crate) async fn bind(kind: Kind, addr: SocketAddr) -> std::io::Result<Listener> {
-        let l = TcpListener::bind(addr)
-            .await
-            .map_err(|e| std::io::Error::new(e.kind(), format!("bind() to {addr} failed ({e})")))?;
+        let l = listen(addr)?;
         Ok(Listener {
             kind,
             configured: addr,
@@ -120,6 +118,33 @@ impl Listener {
             _ => Vec::new(),
         }
     }
+}
+
+/// nginx's listen backlog on Linux (`NGX_LISTEN_BACKLOG`): how many
+/// connections the kernel completes and keeps for a busy worker to accept.
+/// std's and mio's 128 made a burst of a few hundred clients lose SYNs, each
+/// lost one a client's full second of retransmission.
+pub(crate) const BACKLOG: u32 = 511;
+
+/// A listening socket on `addr` (`SO_REUSEADDR`, as nginx and std set it),
+/// with nginx's errors.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let located = |call: &str, e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("{call} to {addr} failed ({e})"))
+    };
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .map_err(|e| located("socket()", e))?;
+    socket
+        .set_reuseaddr(true)
+        .map_err(|e| located("setsockopt(SO_REUSEADDR)", e))?;
+    socket.bind(addr).map_err(|e| located("bind()", e))?;
+    socket.listen(BACKLOG).map_err(|e| {
+        let what = format!("listen() to {addr}, backlog {BACKLOG} failed ({e})");
+        std::io::Error::new(e.kind(), what)
+    })
 }
 
 pub(crate) async fn accept_loop(
