@@ -22,6 +22,10 @@
 //! one heap, and a connection woken before its deadline leaves a stale
 //! heap entry, told apart by the slot's generation.
 //!
+//! A worker out of `worker_connections` closes some of its parked
+//! connections to make room, as nginx closes its idle ("reusable") ones
+//! ([`reuse_here`]).
+//!
 //! The memory a connection's task held goes back to the system soon after
 //! it parks: 100 ms after a park, the worker asks mimalloc to purge the
 //! pages it freed ([`COLLECT_AFTER`]; mimalloc itself would purge them only
@@ -35,7 +39,7 @@ use std::collections::BinaryHeap;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -91,6 +95,49 @@ unsafe extern "C" {
     fn mi_collect(force: bool);
 }
 
+thread_local! {
+    /// This worker's idle sets, one per accept loop ([`reuse_here`]).
+    static HERE: std::cell::RefCell<Vec<Weak<IdleSet>>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
+    /// The second of this worker's last "reusing connections" warning.
+    static WARNED_S: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// What [`reuse_here`] took to make room.
+pub(crate) struct Reused {
+    /// The connections to close (each gives back its slot when dropped).
+    pub(crate) closed: Vec<Entry>,
+    /// Log nginx's warning now: the first reuse of this second on this
+    /// worker (nginx's `connections_reuse_time`).
+    pub(crate) warn: bool,
+}
+
+/// nginx's `ngx_drain_connections`, for a worker with no
+/// `worker_connections` left: takes max(min(32, parked / 8), 1) of this
+/// worker's parked connections, those nearest their deadline first, so
+/// that a burst of new clients does not drain at every accept. A parked
+/// connection has been idle for at least [`super::io::PARK_AFTER`]; one
+/// idle for less still holds its task, and is not taken (nginx reuses any
+/// idle one, the least recently used first).
+pub(crate) fn reuse_here(now_s: u64) -> Reused {
+    let sets: Vec<Arc<IdleSet>> = HERE.with_borrow_mut(|here| {
+        here.retain(|w| w.strong_count() > 0);
+        here.iter().filter_map(Weak::upgrade).collect()
+    });
+    let parked: usize = sets.iter().map(|s| s.len()).sum();
+    let want = (parked / 8).clamp(1, 32);
+    let mut closed = Vec::new();
+    for set in &sets {
+        if closed.len() >= want {
+            break;
+        }
+        set.take_nearest(want - closed.len(), &mut closed);
+    }
+    let warn = !closed.is_empty() && WARNED_S.replace(now_s.max(1)) != now_s.max(1);
+    Reused { closed, warn }
+}
+
 impl IdleSet {
     pub(crate) fn new(configured: SocketAddr) -> io::Result<Arc<IdleSet>> {
         // SAFETY: epoll_create1 has no memory-safety preconditions; a valid
@@ -104,12 +151,14 @@ impl IdleSet {
         // SAFETY: an OwnedFd stays open, as the same descriptor, until it
         // is dropped with the AsyncFd.
         let epoll = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? };
-        Ok(Arc::new(IdleSet {
+        let set = Arc::new(IdleSet {
             configured,
             inner: parking_lot::Mutex::new(Inner::default()),
             epoll,
             parked: Notify::new(),
-        }))
+        });
+        HERE.with_borrow_mut(|here| here.push(Arc::downgrade(&set)));
+        Ok(set)
     }
 
     /// Keeps `entry` until its socket is readable, `deadline` passes or
@@ -162,10 +211,25 @@ impl IdleSet {
     }
 
     /// How many connections are parked.
-    #[cfg(test)]
     fn len(&self) -> usize {
         let inner = self.inner.lock();
         inner.slots.len() - inner.free.len()
+    }
+
+    /// Takes up to `n` parked connections, those nearest their deadline
+    /// first.
+    fn take_nearest(&self, n: usize, out: &mut Vec<Entry>) {
+        let mut inner = self.inner.lock();
+        let mut taken = 0;
+        while taken < n {
+            let Some(Reverse((_, index, generation))) = inner.deadlines.pop() else {
+                break;
+            };
+            if let Some(entry) = self.take(&mut inner, index, generation) {
+                out.push(entry);
+                taken += 1;
+            }
+        }
     }
 
     /// Takes slot `index` out of the set, if it still holds `generation`.
@@ -353,6 +417,58 @@ mod tests {
         assert_eq!(ids, [3, 4]);
         assert_eq!(next, None, "1's old deadline was stale");
         assert_eq!(set.len(), 0);
+    }
+
+    /// Out of worker_connections, a worker takes max(min(32, parked / 8), 1)
+    /// of its parked connections, nearest their deadline first, from every
+    /// set it has, and warns once a second; a stale deadline (of a
+    /// connection resumed since) does not count.
+    #[tokio::test(flavor = "current_thread")]
+    async fn reuse_takes_the_connections_nearest_their_deadline() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (a, b) = (
+            IdleSet::new(listener.local_addr().unwrap()).unwrap(),
+            IdleSet::new(listener.local_addr().unwrap()).unwrap(),
+        );
+        let now = Instant::now();
+        let mut clients = Vec::new();
+        let mut park = |set: &IdleSet, id: u64, secs: u64| {
+            let (c, e) = pair(&listener, id);
+            clients.push(c);
+            set.park(e, now + Duration::from_secs(secs)).ok().unwrap();
+        };
+        park(&a, 1, 30);
+        park(&a, 2, 10);
+        for id in 3..=16 {
+            park(&b, id, 60 + id);
+        }
+        // 2 was resumed (its heap entry is stale), then parked again later.
+        let mut woken = Vec::new();
+        {
+            let mut inner = a.inner.lock();
+            let (index, generation) = inner
+                .slots
+                .iter()
+                .enumerate()
+                .find(|(_, s)| s.entry.as_ref().is_some_and(|e| e.id == 2))
+                .map(|(i, s)| (i as u32, s.generation))
+                .unwrap();
+            woken.extend(a.take(&mut inner, index, generation));
+        }
+        a.park(woken.pop().unwrap(), now + Duration::from_secs(90))
+            .ok()
+            .unwrap();
+        // 16 parked: 2 taken, a's first (1 at 30 s, then 2 at 90 s).
+        let r = reuse_here(100);
+        let ids: Vec<u64> = r.closed.iter().map(|e| e.id).collect();
+        assert_eq!(ids, [1, 2]);
+        assert!(r.warn);
+        let r = reuse_here(100);
+        let ids: Vec<u64> = r.closed.iter().map(|e| e.id).collect();
+        assert_eq!(ids, [3], "14 parked: one, b's nearest");
+        assert!(!r.warn, "once a second");
+        assert!(reuse_here(101).warn, "a second later");
+        assert_eq!(a.len() + b.len(), 12);
     }
 
     #[tokio::test]

@@ -243,7 +243,11 @@ fn idle_set(
 /// most once a second per worker; every refusal counted).
 pub(crate) fn worker_slot(shared: &Shared) -> Option<WorkerSlot> {
     let max = shared.env.config().worker_connections();
-    match WorkerSlot::take(max, shared.env.clock.now_ms() / 1000) {
+    let now_s = shared.env.clock.now_ms() / 1000;
+    if WorkerSlot::open_here() >= max {
+        reuse_connections(shared, max, now_s);
+    }
+    match WorkerSlot::take(max, now_s) {
         Ok(slot) => Some(slot),
         Err(refused) => {
             shared.env.metrics.connection_refused();
@@ -263,4 +267,20 @@ pub(crate) fn worker_slot(shared: &Shared) -> Option<WorkerSlot> {
 pub(crate) struct StopAccepting {
     pub(crate) deadline: Instant,
     pub(crate) closed: oneshot::Sender<()>,
+}
+
+/// Out of `worker_connections`: closes some parked connections to make
+/// room, with nginx's warning (once a second per worker).
+fn reuse_connections(shared: &Shared, max: usize, now_s: u64) {
+    let reused = super::idle::reuse_here(now_s);
+    for _ in &reused.closed {
+        shared.env.metrics.connection_closed();
+    }
+    drop(reused.closed);
+    if reused.warn {
+        errlog::emit(
+            Severity::Warn,
+            format_args!("{max} worker_connections are not enough, reusing connections"),
+        );
+    }
 }

@@ -6,8 +6,8 @@
 //! log are compared as multisets.
 //!
 //! And `worker_connections`, on sluice alone: nginx counts its listeners, its channel to the
-//! master and its upstream connections against the same number, and closes idle connections to
-//! make room ("reusing connections"), so there is no like-for-like nginx run (README,
+//! master and its upstream connections against the same number, and reuses any idle connection
+//! where sluice reuses those idle for a second, so there is no like-for-like nginx run (README,
 //! "limit_conn and worker_connections").
 
 use std::net::IpAddr;
@@ -436,6 +436,11 @@ async fn keepalive_get(s: &mut TcpStream) -> u16 {
     s.write_all(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
+    read_answer(s).await
+}
+
+/// The status of the answer `s` reads next (the body is `ok\n`).
+async fn read_answer(s: &mut TcpStream) -> u16 {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
     while !buf.ends_with(b"ok\n") {
@@ -462,9 +467,10 @@ async fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
     }
 }
 
-/// worker_connections = 5 with one worker thread: five keep-alive connections are served, the
-/// sixth (and seventh) closed at once with nginx's alert, logged once for the burst; once two
-/// close, new connections are served again; the refusals are counted in /metrics.
+/// worker_connections = 5 with one worker thread: five keep-alive connections are served, and
+/// with each reading its next head (so none is idle, none can be reused), the sixth (and
+/// seventh) are closed at once with nginx's alert, logged once for the burst; once two close,
+/// new connections are served again; the refusals are counted in /metrics.
 #[tokio::test(flavor = "multi_thread")]
 async fn worker_connections_caps_open_connections() {
     let sluice = Sluice::builder(
@@ -479,6 +485,7 @@ async fn worker_connections_caps_open_connections() {
     for _ in 0..5 {
         let mut s = TcpStream::connect(addr).await.unwrap();
         assert_eq!(keepalive_get(&mut s).await, 200);
+        s.write_all(b"GET /fast HTTP/1.1\r\n").await.unwrap();
         open.push(s);
     }
     for i in 6..=7 {
@@ -490,7 +497,8 @@ async fn worker_connections_caps_open_connections() {
         );
     }
     // The first five are still served.
-    assert_eq!(keepalive_get(&mut open[0]).await, 200);
+    open[0].write_all(b"Host: x\r\n\r\n").await.unwrap();
+    assert_eq!(read_answer(&mut open[0]).await, 200);
     let log = sluice.log();
     let alerts = log.matches("[alert]").count();
     let exact = log
@@ -517,6 +525,61 @@ async fn worker_connections_caps_open_connections() {
         metrics
             .body_text()
             .contains("sluice_connections_refused_total 2"),
+        "{}",
+        metrics.body_text()
+    );
+}
+
+/// Out of worker_connections with idle connections parked (idle for a second), a new client is
+/// served and the idle connection nearest its deadline is closed to make room, as nginx reuses
+/// its idle connections, with nginx's warning once a second; one that sent nothing yet counts
+/// as idle too, and none is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_worker_connections_idle_ones_are_closed_for_new_clients() {
+    let sluice = Sluice::builder(
+        "worker_connections = 5\n[admin]\n[[servers]]\n[[servers.locations]]\npath = \"/fast\"\nreturn = { status = 200, body = \"ok\\n\" }\n",
+    )
+    .env("SLUICE_WORKERS", "1")
+    .start();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let addr = sluice.addr();
+    // The silent one's deadline (client_header_timeout, 60 s) is nearer than the keep-alive
+    // ones' (75 s after their answers).
+    let mut open = vec![TcpStream::connect(addr).await.unwrap()];
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(keepalive_get(&mut s).await, 200);
+        open.push(s);
+    }
+    // Parked after a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for i in 0..2 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(keepalive_get(&mut s).await, 200, "new client {i}");
+        assert!(
+            closed_by_server(&mut open[i], Duration::from_secs(2)).await,
+            "idle connection {i} is the one closed"
+        );
+        open.push(s);
+    }
+    for (i, s) in open.iter_mut().enumerate().skip(2) {
+        assert_eq!(keepalive_get(s).await, 200, "connection {i} kept");
+    }
+    let log = sluice.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("[warn]")).collect();
+    assert!(
+        (1..=2).contains(&warnings.len())
+            && warnings
+                .iter()
+                .all(|l| l.ends_with(": 5 worker_connections are not enough, reusing connections")),
+        "nginx's warning, once a second:\n{log}"
+    );
+    assert!(!log.contains("[alert]"), "nothing refused:\n{log}");
+    let metrics = request(sluice.admin_addr(), client(1), "GET", "/metrics", &[]).await;
+    assert!(
+        metrics
+            .body_text()
+            .contains("sluice_connections_refused_total 0"),
         "{}",
         metrics.body_text()
     );
