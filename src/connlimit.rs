@@ -413,6 +413,23 @@ impl WorkerSlot {
     }
 }
 
+/// A worker thread's count of open connections, readable from any thread:
+/// the accept loops compare them to share new clients out evenly.
+#[derive(Clone, Debug)]
+pub struct WorkerLoad(Arc<WorkerCount>);
+
+impl WorkerLoad {
+    /// The calling thread's.
+    pub fn here() -> WorkerLoad {
+        WORKER.with(|w| WorkerLoad(w.clone()))
+    }
+
+    /// Its connections open now.
+    pub fn open(&self) -> usize {
+        self.0.open.load(Ordering::Relaxed)
+    }
+}
+
 impl Drop for WorkerSlot {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::Relaxed);

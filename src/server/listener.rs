@@ -168,7 +168,7 @@ pub(crate) async fn accept_loop(
                 Ok(s) => (s.deadline, Some(s.closed)),
                 Err(_) => (Instant::now(), None),
             },
-            accepted = listener.accept() => match accepted {
+            accepted = accept(&shared, kind, &listener) => match accepted {
                 Ok(x) => x,
                 Err(e) => {
                     errlog::emit(Severity::Alert, format_args!("accept() failed ({e})"));
@@ -214,6 +214,24 @@ pub(crate) async fn accept_loop(
 
 /// Where the idle keep-alive connections of an accept loop wait, without a
 /// task (none if the kernel refuses an epoll set: they wait in their tasks).
+/// How long a worker with more clients than another lets that one accept
+/// first (it accepts after this anyway, should the other be busy).
+const DEFER_ACCEPT: Duration = Duration::from_millis(1);
+
+/// The next connection, for a proxy loop shared out among the workers: a
+/// worker busier than another waits [`DEFER_ACCEPT`] first, so that the
+/// other (woken by the same connection) takes it.
+async fn accept(
+    shared: &Shared,
+    kind: Kind,
+    listener: &TcpListener,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    if kind == Kind::Proxy && shared.workers.busier_than_others() {
+        tokio::time::sleep(DEFER_ACCEPT).await;
+    }
+    listener.accept().await
+}
+
 fn idle_set(
     shared: &Arc<Shared>,
     configured: SocketAddr,

@@ -2,8 +2,12 @@
 //! accepting on its own copy of every listening socket and running the
 //! connections it accepted to the end, upstream pool included. Profiles of
 //! a work-stealing runtime showed most time in the kernel waking threads
-//! and switching between them; here a request never changes thread.
+//! and switching between them; here a request never changes thread. Every
+//! worker is woken by each new connection; one with clearly more open than
+//! another lets that one accept first ([`Workers::busier_than_others`]), or
+//! the first to wake would take a whole burst.
 
+use crate::connlimit::{WorkerLoad, WorkerSlot};
 use parking_lot::Mutex;
 use std::io;
 use tokio::sync::oneshot;
@@ -12,6 +16,8 @@ use tokio::sync::oneshot;
 /// stops.
 pub(crate) struct Workers {
     pub(crate) handles: Vec<tokio::runtime::Handle>,
+    /// Each worker's open connections.
+    loads: Vec<WorkerLoad>,
     /// Each worker's stop signal and thread, taken by [`Workers::join`].
     threads: Mutex<Vec<(oneshot::Sender<()>, std::thread::JoinHandle<()>)>>,
 }
@@ -31,21 +37,25 @@ impl Workers {
         };
         let mut workers = Workers {
             handles: Vec::with_capacity(n),
+            loads: Vec::with_capacity(n),
             threads: Mutex::new(Vec::with_capacity(n)),
         };
         for i in 0..n {
-            let (handle, stop, thread) = Self::spawn(i)?;
+            let (handle, load, stop, thread) = Self::spawn(i)?;
             workers.handles.push(handle);
+            workers.loads.push(load);
             workers.threads.lock().push((stop, thread));
         }
         Ok(workers)
     }
 
-    /// One worker thread, its runtime's handle, the sender that stops it.
+    /// One worker thread, its runtime's handle and load, the sender that
+    /// stops it.
     fn spawn(
         i: usize,
     ) -> io::Result<(
         tokio::runtime::Handle,
+        WorkerLoad,
         oneshot::Sender<()>,
         std::thread::JoinHandle<()>,
     )> {
@@ -65,7 +75,7 @@ impl Workers {
                         return;
                     }
                 };
-                let _ = tx.send(Ok(rt.handle().clone()));
+                let _ = tx.send(Ok((rt.handle().clone(), WorkerLoad::here())));
                 // Until the server stops (or drops its workers).
                 rt.block_on(async {
                     crate::batch::on_this_thread();
@@ -74,10 +84,23 @@ impl Workers {
                 });
             })?;
         match rx.recv() {
-            Ok(Ok(handle)) => Ok((handle, stop, thread)),
+            Ok(Ok((handle, load))) => Ok((handle, load, stop, thread)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(io::Error::other("a worker thread ended before it started")),
         }
+    }
+
+    /// Whether the calling worker has clearly more connections open than
+    /// the least busy worker (by more than one and an eighth of that one's),
+    /// so that it should let that one accept the next client first. Every
+    /// worker's accept loop is woken by each new connection; without this
+    /// the first to wake accepts the whole burst (wrk's 64 connections all
+    /// on one worker of two, the other idle, and p99 twice nginx's).
+    pub(crate) fn busier_than_others(&self) -> bool {
+        let Some(least) = self.loads.iter().map(WorkerLoad::open).min() else {
+            return false;
+        };
+        WorkerSlot::open_here() > least + 1 + least / 8
     }
 
     /// Write every worker's batched log lines (see [`crate::batch`]) now.

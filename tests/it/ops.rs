@@ -752,6 +752,67 @@ return = { status = 200, body = "ok\n" }
     }
 }
 
+/// A burst of clients is shared out among the workers: 64 connections that
+/// waited in the backlog of a stopped sluice (as wrk opens its connections
+/// all at once) are accepted by both workers, not all by the first to wake.
+/// Each connection's second request is rejected (the key is `$remote_port`),
+/// and its log line names the worker thread that served it.
+#[tokio::test]
+async fn a_burst_of_clients_is_shared_out_among_the_workers() {
+    let toml = r#"
+[zones.once]
+key = "$remote_port"
+size = "1m"
+rate = "1r/m"
+[[servers]]
+[[servers.locations]]
+path = "/"
+limit_req = { zone = "once" }
+return = { status = 200, body = "ok\n" }
+"#;
+    let s = Sluice::builder(toml).env("SLUICE_WORKERS", "2").start();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.signal(libc::SIGSTOP);
+    let mut conns = Vec::new();
+    for _ in 0..64 {
+        conns.push(connect(s.addr(), client(5)).await);
+    }
+    let two = b"GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n";
+    for c in &mut conns {
+        c.write_all(two).await.unwrap();
+    }
+    s.signal(libc::SIGCONT);
+    for c in &mut conns {
+        let mut got = String::new();
+        while !got.contains("HTTP/1.1 503") {
+            got += &read_any(c).await;
+        }
+    }
+    let log = s.log();
+    let mut by_thread = std::collections::BTreeMap::<&str, usize>::new();
+    for line in log.lines().filter(|l| l.contains("limiting requests")) {
+        let thread = line.split(": ").next().and_then(|h| h.rsplit('#').next());
+        *by_thread.entry(thread.unwrap_or("?")).or_default() += 1;
+    }
+    let counts: Vec<usize> = by_thread.values().copied().collect();
+    assert_eq!(counts.iter().sum::<usize>(), 64, "{log}");
+    assert!(
+        counts.len() == 2 && counts.iter().all(|&n| n >= 16),
+        "connections per worker thread: {by_thread:?}"
+    );
+}
+
+/// What `c` has to read next (at least one byte), within 5 s.
+async fn read_any(c: &mut TcpStream) -> String {
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        .await
+        .expect("an answer")
+        .unwrap();
+    assert!(n > 0, "closed early");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
 /// A parked connection (idle for a second: its task ended, its socket waits
 /// in its accept loop's idle set) keeps its number and its
 /// worker_connections slot (a client over the cap gets the slot of the one
