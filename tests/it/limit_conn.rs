@@ -467,17 +467,22 @@ async fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
     }
 }
 
+/// sluice with worker_connections = 5 and one worker thread, `/fast` answered by `return`.
+fn five_slots() -> Sluice {
+    Sluice::builder(
+        "worker_connections = 5\n[admin]\n[[servers]]\n[[servers.locations]]\npath = \"/fast\"\nreturn = { status = 200, body = \"ok\\n\" }\n",
+    )
+    .env("SLUICE_WORKERS", "1")
+    .start()
+}
+
 /// worker_connections = 5 with one worker thread: five keep-alive connections are served, and
 /// with each reading its next head (so none is idle, none can be reused), the sixth (and
 /// seventh) are closed at once with nginx's alert, logged once for the burst; once two close,
 /// new connections are served again; the refusals are counted in /metrics.
 #[tokio::test(flavor = "multi_thread")]
 async fn worker_connections_caps_open_connections() {
-    let sluice = Sluice::builder(
-        "worker_connections = 5\n[admin]\n[[servers]]\n[[servers.locations]]\npath = \"/fast\"\nreturn = { status = 200, body = \"ok\\n\" }\n",
-    )
-    .env("SLUICE_WORKERS", "1")
-    .start();
+    let sluice = five_slots();
     // wait_for_ports connected once to each port; let those probes close.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let addr = sluice.addr();
@@ -536,11 +541,7 @@ async fn worker_connections_caps_open_connections() {
 /// as idle too, and none is refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn out_of_worker_connections_idle_ones_are_closed_for_new_clients() {
-    let sluice = Sluice::builder(
-        "worker_connections = 5\n[admin]\n[[servers]]\n[[servers.locations]]\npath = \"/fast\"\nreturn = { status = 200, body = \"ok\\n\" }\n",
-    )
-    .env("SLUICE_WORKERS", "1")
-    .start();
+    let sluice = five_slots();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let addr = sluice.addr();
     // The silent one's deadline (client_header_timeout, 60 s) is nearer than the keep-alive

@@ -673,6 +673,21 @@ return = { status = 200, body = "ok\n" }
     );
 }
 
+/// One server whose every path is answered `ok` by `return`.
+const RETURN_OK: &str = r#"
+[[servers]]
+[[servers.locations]]
+path = "/"
+return = { status = 200, body = "ok\n" }
+"#;
+
+/// Sends `GET /` on `c` (kept alive).
+async fn send_get(c: &mut TcpStream) {
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+}
+
 /// Silent connections on a plain address (no HTTP/2 preface to look for)
 /// whose requests come after they were parked are answered at once, and go
 /// on as keep-alive connections: a connection resumed past its own parking
@@ -680,13 +695,7 @@ return = { status = 200, body = "ok\n" }
 /// once kept a worker busy and left every request of its clients unread).
 #[tokio::test]
 async fn silent_connections_answer_requests_sent_after_their_parking() {
-    let toml = r#"
-[[servers]]
-[[servers.locations]]
-path = "/"
-return = { status = 200, body = "ok\n" }
-"#;
-    let s = Sluice::start(toml);
+    let s = Sluice::start(RETURN_OK);
     let mut silent = Vec::new();
     for _ in 0..20 {
         silent.push(TcpStream::connect(s.addr()).await.unwrap());
@@ -694,9 +703,7 @@ return = { status = 200, body = "ok\n" }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let sent = Instant::now();
     for c in &mut silent {
-        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-            .await
-            .unwrap();
+        send_get(c).await;
     }
     for c in &mut silent {
         assert!(read_ok(c).await.starts_with("HTTP/1.1 200"));
@@ -709,9 +716,7 @@ return = { status = 200, body = "ok\n" }
     // Each goes on: its next request is answered too, and a fresh client
     // is not kept waiting behind them.
     for c in &mut silent {
-        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-            .await
-            .unwrap();
+        send_get(c).await;
         assert!(read_ok(c).await.starts_with("HTTP/1.1 200"));
     }
     assert_eq!(get(s.addr(), "/").await.status, 200);
@@ -723,13 +728,7 @@ return = { status = 200, body = "ok\n" }
 /// second for its retry), and each is answered once sluice runs again.
 #[tokio::test]
 async fn a_burst_of_connections_waits_in_the_listen_backlog() {
-    let toml = r#"
-[[servers]]
-[[servers.locations]]
-path = "/"
-return = { status = 200, body = "ok\n" }
-"#;
-    let s = Sluice::start(toml);
+    let s = Sluice::start(RETURN_OK);
     s.signal(libc::SIGSTOP);
     let mut conns = Vec::new();
     for i in 0..400 {
@@ -743,9 +742,7 @@ return = { status = 200, body = "ok\n" }
     }
     s.signal(libc::SIGCONT);
     for c in &mut conns {
-        c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-            .await
-            .unwrap();
+        send_get(c).await;
     }
     for c in &mut conns {
         assert!(read_ok(c).await.starts_with("HTTP/1.1 200"));
