@@ -376,6 +376,15 @@ struct WorkerCount {
     open: AtomicUsize,
     /// The second of the last alert (its rate limit), 0 = never.
     last_alert_s: AtomicU64,
+    /// The second of the last "reusing connections" warning, 0 = never.
+    last_reuse_s: AtomicU64,
+}
+
+/// Whether `now_s` is a new second for the log line whose last second
+/// `last` holds (and records it): nginx's once-a-second lines.
+fn first_in_second(last: &AtomicU64, now_s: u64) -> bool {
+    let now = now_s.max(1);
+    last.swap(now, Ordering::Relaxed) != now
 }
 
 thread_local! {
@@ -397,14 +406,19 @@ impl WorkerSlot {
         WORKER.with(|w| {
             // Only this thread takes slots: no race between load and add.
             if w.open.load(Ordering::Relaxed) >= max {
-                let last = w.last_alert_s.swap(now_s.max(1), Ordering::Relaxed);
                 return Err(Refused {
-                    alert: last != now_s.max(1),
+                    alert: first_in_second(&w.last_alert_s, now_s),
                 });
             }
             w.open.fetch_add(1, Ordering::Relaxed);
             Ok(WorkerSlot(w.clone()))
         })
+    }
+
+    /// Whether to log that this worker thread reuses connections now: the
+    /// first time this second (nginx's `connections_reuse_time`).
+    pub fn reuse_warning_due(now_s: u64) -> bool {
+        WORKER.with(|w| first_in_second(&w.last_reuse_s, now_s))
     }
 
     /// Connections open on this worker thread now.

@@ -290,3 +290,20 @@ fn worker_slots_cap_this_thread_and_alert_once_a_second() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn the_reuse_warning_is_due_once_a_second_apart_from_the_alert() {
+    std::thread::spawn(|| {
+        assert!(WorkerSlot::reuse_warning_due(100));
+        assert!(!WorkerSlot::reuse_warning_due(100), "once a second");
+        let _a = WorkerSlot::take(1, 100).unwrap();
+        assert_eq!(
+            WorkerSlot::take(1, 100).unwrap_err(),
+            Refused { alert: true },
+            "its own second"
+        );
+        assert!(WorkerSlot::reuse_warning_due(101), "a second later");
+    })
+    .join()
+    .unwrap();
+}

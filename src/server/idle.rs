@@ -100,17 +100,6 @@ thread_local! {
     static HERE: std::cell::RefCell<Vec<Weak<IdleSet>>> = const {
         std::cell::RefCell::new(Vec::new())
     };
-    /// The second of this worker's last "reusing connections" warning.
-    static WARNED_S: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// What [`reuse_here`] took to make room.
-pub(crate) struct Reused {
-    /// The connections to close (each gives back its slot when dropped).
-    pub(crate) closed: Vec<Entry>,
-    /// Log nginx's warning now: the first reuse of this second on this
-    /// worker (nginx's `connections_reuse_time`).
-    pub(crate) warn: bool,
 }
 
 /// nginx's `ngx_drain_connections`, for a worker with no
@@ -119,8 +108,9 @@ pub(crate) struct Reused {
 /// that a burst of new clients does not drain at every accept. A parked
 /// connection has been idle for at least [`super::io::PARK_AFTER`]; one
 /// idle for less still holds its task, and is not taken (nginx reuses any
-/// idle one, the least recently used first).
-pub(crate) fn reuse_here(now_s: u64) -> Reused {
+/// idle one, the least recently used first). The connections to close are
+/// returned (each gives back its slot when dropped).
+pub(crate) fn reuse_here() -> Vec<Entry> {
     let sets: Vec<Arc<IdleSet>> = HERE.with_borrow_mut(|here| {
         here.retain(|w| w.strong_count() > 0);
         here.iter().filter_map(Weak::upgrade).collect()
@@ -134,8 +124,7 @@ pub(crate) fn reuse_here(now_s: u64) -> Reused {
         }
         set.take_nearest(want - closed.len(), &mut closed);
     }
-    let warn = !closed.is_empty() && WARNED_S.replace(now_s.max(1)) != now_s.max(1);
-    Reused { closed, warn }
+    closed
 }
 
 impl IdleSet {
@@ -421,8 +410,8 @@ mod tests {
 
     /// Out of worker_connections, a worker takes max(min(32, parked / 8), 1)
     /// of its parked connections, nearest their deadline first, from every
-    /// set it has, and warns once a second; a stale deadline (of a
-    /// connection resumed since) does not count.
+    /// set it has; a stale deadline (of a connection resumed since) does not
+    /// count. (The warning's once a second is connlimit's.)
     #[tokio::test(flavor = "current_thread")]
     async fn reuse_takes_the_connections_nearest_their_deadline() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -459,15 +448,11 @@ mod tests {
             .ok()
             .unwrap();
         // 16 parked: 2 taken, a's first (1 at 30 s, then 2 at 90 s).
-        let r = reuse_here(100);
-        let ids: Vec<u64> = r.closed.iter().map(|e| e.id).collect();
+        let ids: Vec<u64> = reuse_here().iter().map(|e| e.id).collect();
         assert_eq!(ids, [1, 2]);
-        assert!(r.warn);
-        let r = reuse_here(100);
-        let ids: Vec<u64> = r.closed.iter().map(|e| e.id).collect();
+        let ids: Vec<u64> = reuse_here().iter().map(|e| e.id).collect();
         assert_eq!(ids, [3], "14 parked: one, b's nearest");
-        assert!(!r.warn, "once a second");
-        assert!(reuse_here(101).warn, "a second later");
+        assert_eq!(reuse_here().len(), 1, "13 parked: one");
         assert_eq!(a.len() + b.len(), 12);
     }
 

@@ -212,8 +212,6 @@ pub(crate) async fn accept_loop(
     .await;
 }
 
-/// Where the idle keep-alive connections of an accept loop wait, without a
-/// task (none if the kernel refuses an epoll set: they wait in their tasks).
 /// How long a worker with more clients than another lets that one accept
 /// first (it accepts after this anyway, should the other be busy).
 const DEFER_ACCEPT: Duration = Duration::from_millis(1);
@@ -232,6 +230,8 @@ async fn accept(
     listener.accept().await
 }
 
+/// Where the idle keep-alive connections of an accept loop wait, without a
+/// task (none if the kernel refuses an epoll set: they wait in their tasks).
 fn idle_set(
     shared: &Arc<Shared>,
     configured: SocketAddr,
@@ -290,12 +290,13 @@ pub(crate) struct StopAccepting {
 /// Out of `worker_connections`: closes some parked connections to make
 /// room, with nginx's warning (once a second per worker).
 fn reuse_connections(shared: &Shared, max: usize, now_s: u64) {
-    let reused = super::idle::reuse_here(now_s);
-    for _ in &reused.closed {
+    let closed = super::idle::reuse_here();
+    for _ in &closed {
         shared.env.metrics.connection_closed();
     }
-    drop(reused.closed);
-    if reused.warn {
+    let reused = !closed.is_empty();
+    drop(closed);
+    if reused && WorkerSlot::reuse_warning_due(now_s) {
         errlog::emit(
             Severity::Warn,
             format_args!("{max} worker_connections are not enough, reusing connections"),
