@@ -64,6 +64,7 @@ pub mod fmt;
 pub mod fuzzing;
 pub mod headers;
 pub mod http1;
+pub mod http2;
 pub mod import;
 pub mod limiter;
 pub mod metrics;

@@ -115,6 +115,14 @@ pub struct Metrics {
     /// TLS handshakes of client connections, by result.
     handshakes: Family<Outcome, Counter>,
     tunnels: Tunnels,
+    /// HTTP/2 connections closed for a flood of one frame kind.
+    h2_floods: Family<Frame, Counter>,
+}
+
+/// The frame label of `sluice_http2_floods`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Frame {
+    frame: &'static str,
 }
 
 impl Default for Metrics {
@@ -186,7 +194,14 @@ impl Metrics {
             drop(handshakes.get_or_create(&Outcome { result }));
         }
         let tunnels = Tunnels::register(&mut registry);
+        let h2_floods = Family::<Frame, Counter>::default();
+        registry.register(
+            "sluice_http2_floods",
+            "HTTP/2 connections closed with ENHANCE_YOUR_CALM for a flood, by frame kind",
+            h2_floods.clone(),
+        );
         Metrics {
+            h2_floods,
             refused,
             handshakes,
             tunnels,
@@ -229,6 +244,11 @@ impl Metrics {
     /// A client connection's TLS handshake ended: `ok`, `failed` or `timeout`.
     pub fn tls_handshake(&self, result: &'static str) {
         self.handshakes.get_or_create(&Outcome { result }).inc();
+    }
+
+    /// An HTTP/2 connection was closed for a flood of `frame` frames.
+    pub fn h2_flood(&self, frame: &'static str) {
+        self.h2_floods.get_or_create(&Frame { frame }).inc();
     }
 
     pub fn connection_refused(&self) {

@@ -130,12 +130,16 @@ pub(crate) async fn serve_h2<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    // One field may fill one of large_client_header_buffers, the list all.
+    // The gate (crate::http2) holds a head to large_client_header_buffers,
+    // and so does hyper, which advertises it: a canonical head a few bytes
+    // longer than the client's (`:authority` for `host`) gets hyper's 431,
+    // the gate's answer to a list over the bound.
     let (n, field_max) = head_rules.large_header_buffers;
     let list_max = u32::try_from(n.saturating_mul(field_max)).unwrap_or(u32::MAX);
     let streams = Arc::new(Streams::new(conn.id, conn.remote.ip(), server));
-    let io = H2Io::new(stream, read_ahead, conn.state.clone(), streams.clone());
-    let svc = H2Service::new(shared.clone(), conn.clone(), streams.clone(), field_max);
+    let parts = (conn.state.clone(), streams.clone(), shared.env.clone());
+    let io = H2Io::new(stream, read_ahead, parts, head_rules);
+    let svc = H2Service::new(shared.clone(), conn.clone(), streams.clone());
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())

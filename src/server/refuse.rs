@@ -27,6 +27,44 @@ pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
     send_timeout: Duration,
 ) {
     let start = Instant::now();
+    log_refusal(refusal, id, remote, server);
+    let no_pages = crate::respond::ErrorPages::default();
+    let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
+    let resp = refused_response(pages, refusal);
+    let (bytes, body_len) = Box::pin(serialize(resp)).await;
+    if let Some(log) = srv.and_then(|s| s.access_log.as_ref()) {
+        access_refused(log, refusal, (id, remote, local, server), start, body_len);
+    }
+    let stream = io.get_mut();
+    let _ = tokio::time::timeout(send_timeout, async {
+        use tokio::io::AsyncWriteExt;
+        stream.write_all(&bytes).await?;
+        stream.shutdown().await
+    })
+    .await;
+    Box::pin(linger(stream)).await;
+}
+
+/// The response to a refused head: its status, the server's error page or
+/// the problem body.
+pub(crate) fn refused_response(
+    pages: &crate::respond::ErrorPages,
+    refusal: &crate::http1::Refusal,
+) -> Response<Body> {
+    respond::error_response(
+        pages,
+        None,
+        &Made::plain(refusal.status, refusal.to_string()),
+    )
+}
+
+/// nginx's info line for a refused head.
+pub(crate) fn log_refusal(
+    refusal: &crate::http1::Refusal,
+    id: u64,
+    remote: SocketAddr,
+    server: &str,
+) {
     errlog::emit_with(Severity::Info, |out| {
         out.push(b'*');
         errlog::push_u64(out, id);
@@ -47,25 +85,6 @@ pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
             out.push(b'"');
         }
     });
-    let no_pages = crate::respond::ErrorPages::default();
-    let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
-    let resp = respond::error_response(
-        pages,
-        None,
-        &Made::plain(refusal.status, refusal.to_string()),
-    );
-    let (bytes, body_len) = Box::pin(serialize(resp)).await;
-    if let Some(log) = srv.and_then(|s| s.access_log.as_ref()) {
-        access_refused(log, refusal, (id, remote, local, server), start, body_len);
-    }
-    let stream = io.get_mut();
-    let _ = tokio::time::timeout(send_timeout, async {
-        use tokio::io::AsyncWriteExt;
-        stream.write_all(&bytes).await?;
-        stream.shutdown().await
-    })
-    .await;
-    Box::pin(linger(stream)).await;
 }
 
 /// The access-log line of a refused head, as nginx writes one: `$request`

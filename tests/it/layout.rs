@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom first. A module may import its own layer's modules
 /// (without a cycle) and those of the layers below, never above.
 const LAYERS: &[&[&str]] = &[
-    &["fmt", "batch", "body", "clock", "http1", "realip", "tls"],
+    &[
+        "fmt", "batch", "body", "clock", "http1", "http2", "realip", "tls",
+    ],
     &["errlog"],
     &["limiter"],
     &["vars"],

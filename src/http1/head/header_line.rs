@@ -13,7 +13,7 @@ use super::unique::unique_index;
 use super::{HeadParser, MAX_HEADERS, Refusal, canonical, memchr};
 
 /// What scanning a header name found.
-struct Name {
+pub(super) struct Name {
     /// Where the name ends: its `:`, or the line's end (a name alone).
     end: usize,
     /// A byte nginx does not allow in a name (`ignore_invalid_headers`).
@@ -47,15 +47,31 @@ impl HeadParser {
         let Some(control) = control_bytes(value) else {
             return Err(self.invalid_line(line));
         };
+        self.judge_field(&scan, name, value, control, (content, line))?;
+        Ok(false)
+    }
+
+    /// A field whose grammar was read (a header line's on HTTP/1.1, HPACK's
+    /// on HTTP/2): dropped as invalid, refused, checked as a unique header,
+    /// or written to the canonical head. `(content, line)`: the field as
+    /// the client sent it and its whole line, for log lines.
+    pub(super) fn judge_field(
+        &mut self,
+        scan: &Name,
+        name: &[u8],
+        value: &[u8],
+        control: bool,
+        (content, line): (&[u8], &[u8]),
+    ) -> Result<(), Refusal> {
         if scan.invalid && self.rules.ignore_invalid_headers {
             self.drop_field(content);
-            return Ok(false);
+            return Ok(());
         }
         // sluice's own limits: what hyper and backends can represent. (A
         // Transfer-Encoding with such bytes is no coding nginx knows: its 501
         // comes when the head is whole, as in nginx.)
         if control && name.eq_ignore_ascii_case(b"transfer-encoding") && scan.token {
-            return self.unknown_transfer_encoding();
+            return self.unknown_transfer_encoding().map(drop);
         }
         if !scan.token || control {
             return Err(self.invalid_line(line));
@@ -66,12 +82,39 @@ impl HeadParser {
         }
         if let Some(i) = unique_index(name) {
             if !self.unique_field(i, content, value)? {
-                return Ok(false);
+                return Ok(());
             }
         }
         self.note_upgrade(name, value);
         canonical::field(&mut self.canonical, name, value);
-        Ok(false)
+        Ok(())
+    }
+
+    /// A field of a head that came as HTTP/2 fields, after the request
+    /// line ([`HeadParser::pseudo_line`]): judged as the same field on a
+    /// header line. The caller has refused what HTTP/2 alone forbids
+    /// (uppercase, `:` or whitespace in a name, CR, LF or NUL in a value).
+    pub fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), Refusal> {
+        // The field as an HTTP/1.1 line would carry it, for log lines only.
+        let mut line = Vec::with_capacity(64);
+        line.extend_from_slice(name);
+        line.extend_from_slice(b": ");
+        line.extend_from_slice(value);
+        line.truncate(64);
+        let scan = match self.scan_name(name) {
+            Some(s) if s.end == name.len() && !name.is_empty() => s,
+            _ => return Err(self.invalid_line(&line)),
+        };
+        let Some(control) = control_bytes(value) else {
+            return Err(self.invalid_line(&line));
+        };
+        self.judge_field(&scan, name, value, control, (&line, &line))
+    }
+
+    /// The head is whole (HTTP/2's END_HEADERS): nginx's checks of the
+    /// whole head, as at an HTTP/1.1 head's empty line.
+    pub fn end(&mut self) -> super::Parsed {
+        self.finish()
     }
 
     /// Notes the fields [`super::upgrade_asked`] reads (the length first:
@@ -97,7 +140,7 @@ impl HeadParser {
 
     /// The name, up to ':' (or the whole line: a name without a value);
     /// `None` for a byte nginx refuses in a name.
-    fn scan_name(&self, content: &[u8]) -> Option<Name> {
+    pub(super) fn scan_name(&self, content: &[u8]) -> Option<Name> {
         let mut name = Name {
             end: content.len(),
             invalid: false,
@@ -146,7 +189,7 @@ fn trim_spaces(mut value: &[u8]) -> &[u8] {
 
 /// One pass over a value: `None` for a NUL (nginx's 400), else whether it
 /// has other control bytes (sluice's own refusal, for fields that are kept).
-fn control_bytes(value: &[u8]) -> Option<bool> {
+pub(super) fn control_bytes(value: &[u8]) -> Option<bool> {
     let mut control = false;
     for &b in value {
         if (b < 0x20 && b != b'\t') || b == 0x7f {

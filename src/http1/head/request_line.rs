@@ -26,11 +26,7 @@ impl HeadParser {
         let len = canonical::request_line(&mut self.canonical, &parsed, available);
         self.line = Some(RequestLine {
             len,
-            refused_method: match parsed.method {
-                b"CONNECT" => Some("client sent CONNECT method"),
-                b"TRACE" => Some("client sent TRACE method"),
-                _ => None,
-            },
+            refused_method: refused_method(parsed.method),
             absolute: parsed.authority.is_some(),
             http11: parsed.http11,
         });
@@ -38,11 +34,78 @@ impl HeadParser {
     }
 }
 
+impl HeadParser {
+    /// The request line of a head that came as HTTP/2 fields, `:method` and
+    /// `:path`: judged by the request line's own grammar for a method and
+    /// an origin-form target (HTTP/2 has no absolute form, and `*` is for
+    /// OPTIONS, which nginx does not serve either), then written as an
+    /// HTTP/1.1 line, so both protocols reach the same canonical head.
+    pub fn pseudo_line(&mut self, method: &[u8], target: &[u8]) -> Result<(), Refusal> {
+        let parsed = parse_pseudo_line(method, target).map_err(|(status, reason)| Refusal {
+            status,
+            reason,
+            detail: None,
+            request_line: None,
+            in_headers: false,
+        })?;
+        let len = canonical::request_line(&mut self.canonical, &parsed, target.len() + 256);
+        self.line = Some(RequestLine {
+            len,
+            refused_method: refused_method(parsed.method),
+            absolute: false,
+            http11: true,
+        });
+        Ok(())
+    }
+}
+
+/// nginx answers CONNECT and TRACE with 405 once the head is read.
+fn refused_method(method: &[u8]) -> Option<&'static str> {
+    match method {
+        b"CONNECT" => Some("client sent CONNECT method"),
+        b"TRACE" => Some("client sent TRACE method"),
+        _ => None,
+    }
+}
+
+/// `:method` and `:path` as the parts of a request line.
+fn parse_pseudo_line<'a>(method: &'a [u8], target: &'a [u8]) -> Result<LineParts<'a>, LineError> {
+    if method.is_empty()
+        || !method
+            .iter()
+            .all(|&b| b.is_ascii_uppercase() || b == b'_' || b == b'-')
+    {
+        return Err(INVALID_METHOD);
+    }
+    if target.first() != Some(&b'/') || target.iter().any(|&b| b <= 0x20 || b == 0x7f) {
+        return Err(INVALID_PATH);
+    }
+    let target = match target.iter().position(|&b| b == b'#') {
+        Some(f) => &target[..f],
+        None => target,
+    };
+    let (path, query) = match target.iter().position(|&b| b == b'?') {
+        Some(q) => (&target[..q], Some(&target[q + 1..])),
+        None => (target, None),
+    };
+    if !path_ok(path) {
+        return Err(INVALID_REQUEST);
+    }
+    Ok(LineParts {
+        method,
+        path,
+        query,
+        authority: None,
+        http11: true,
+    })
+}
+
 type LineError = (u16, &'static str);
 
 const INVALID_METHOD: LineError = (400, "client sent invalid method");
 const INVALID_REQUEST: LineError = (400, "client sent invalid request");
 const INVALID_VERSION: LineError = (505, "client sent invalid version");
+const INVALID_PATH: LineError = (400, "client sent invalid :path header");
 
 /// The parts of a request line, borrowed from it.
 pub(super) struct LineParts<'a> {

@@ -1,7 +1,14 @@
-//! The client's socket as hyper's HTTP/2 server reads and writes it.
+//! The client's socket as hyper's HTTP/2 server reads and writes it: every
+//! byte read goes through [`Inbound`] (the request gate and the frame
+//! budgets) first.
 
 use super::stream::Streams;
 use crate::conn::{ConnState, Expired};
+use crate::errlog::{self, Severity};
+use crate::http1::HeadRules;
+use crate::http2::{Abort, Inbound, inbound};
+use crate::request::Env;
+use bytes::Buf;
 use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
@@ -10,65 +17,105 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
-/// `GOAWAY` (type 7) on stream 0, last stream 2^31-1 (the streams it has
-/// begun are not known here), `ENHANCE_YOUR_CALM` (0xb).
-const GOAWAY_CALM: [u8; 17] = [
-    0, 0, 8, 7, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0x0b,
-];
+/// How much one read asks for.
+const READ: usize = 16 * 1024;
 
-/// The client's stream for hyper: the bytes already read first, writes
-/// bounded by `send_timeout`, and the `GOAWAY ENHANCE_YOUR_CALM` that ends
-/// a connection whose client reset too many streams.
+/// The client's stream for hyper: the bytes already read first, every
+/// frame through the [`Inbound`] gate, writes bounded by `send_timeout`,
+/// and the `GOAWAY` that ends a connection the gate (or too many reset
+/// streams) condemned.
 pub(super) struct H2Io<S> {
     inner: S,
     read_ahead: Vec<u8>,
-    at: usize,
+    inbound: Inbound,
     state: Arc<ConnState>,
     /// When a write started waiting (`send_timeout` runs from there).
     write_timer: Option<Pin<Box<Sleep>>>,
     streams: Arc<Streams>,
+    env: Arc<Env>,
     /// hyper wrote bytes it has not flushed yet: it may be inside a frame.
     unflushed: bool,
+    /// The gate ended the connection: the GOAWAY's code, once logged.
+    aborted: Option<u32>,
 }
 
 impl<S> H2Io<S> {
     pub(super) fn new(
         inner: S,
         read_ahead: Vec<u8>,
-        state: Arc<ConnState>,
-        streams: Arc<Streams>,
+        (state, streams, env): (Arc<ConnState>, Arc<Streams>, Arc<Env>),
+        rules: HeadRules,
     ) -> H2Io<S> {
         H2Io {
             inner,
             read_ahead,
-            at: 0,
+            inbound: Inbound::new(rules),
             state,
             write_timer: None,
             streams,
+            env,
             unflushed: false,
+            aborted: None,
         }
+    }
+
+    /// The gate condemned the connection: one info line, the metric.
+    fn condemned(&mut self, abort: &Abort) {
+        let s = &self.streams;
+        match abort {
+            Abort::Flood { kind, count } => {
+                self.env.metrics.h2_flood(kind.label());
+                errlog::emit(
+                    Severity::Info,
+                    format_args!(
+                        "*{} http2 flood detected: {count} {} frames, closing the connection \
+                         (ENHANCE_YOUR_CALM), client: {}, server: {}",
+                        s.id,
+                        kind.frame_name(),
+                        s.client,
+                        s.server
+                    ),
+                );
+            }
+            Abort::Compression(why) | Abort::Protocol(why) => errlog::emit(
+                Severity::Info,
+                format_args!(
+                    "*{} client sent invalid HTTP/2 frames ({why}), closing the connection, \
+                     client: {}, server: {}",
+                    s.id, s.client, s.server
+                ),
+            ),
+        }
+        self.aborted = Some(abort.code());
     }
 }
 
 impl<S: AsyncWrite + Unpin> H2Io<S> {
-    /// Too many streams were reset: a GOAWAY if hyper's writes end on a
-    /// frame's end (it flushes only whole frames), written once and as far
-    /// as the socket takes it at once; then an error, which ends hyper's
-    /// connection.
-    fn calm(&mut self, cx: &mut Context<'_>) -> io::Error {
+    /// The connection must end with a GOAWAY of `code`: written if hyper's
+    /// writes end on a frame's end (it flushes only whole frames), once and
+    /// as far as the socket takes it at once; then an error, which ends
+    /// hyper's connection.
+    fn go_away(&mut self, cx: &mut Context<'_>, code: u32) -> io::Error {
         if !self.unflushed {
             self.unflushed = true;
+            let frame = inbound::goaway(self.inbound.last_stream(), code);
             let inner = Pin::new(&mut self.inner);
-            if let Poll::Ready(Ok(n)) = inner.poll_write(cx, &GOAWAY_CALM) {
-                if n == GOAWAY_CALM.len() {
+            if let Poll::Ready(Ok(n)) = inner.poll_write(cx, &frame) {
+                if n == frame.len() {
                     let _ = Pin::new(&mut self.inner).poll_flush(cx);
                 }
             }
         }
         io::Error::new(
             io::ErrorKind::ConnectionAborted,
-            "the client reset too many streams",
+            "the connection was condemned",
         )
+    }
+
+    /// Why hyper may go no further: too many streams reset (code 0xb), or
+    /// the gate's verdict.
+    fn condemned_code(&self) -> Option<u32> {
+        self.aborted.or(self.streams.calm().then_some(0xb))
     }
 
     /// A pending write: fails once `send_timeout` passed without progress.
@@ -89,13 +136,47 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
         match r {
             Poll::Ready(r) => {
                 self.write_timer = None;
-                if matches!(r, Ok(n) if n > 0) {
-                    self.unflushed = true;
+                if let Ok(n) = r {
+                    if n > 0 {
+                        self.unflushed = true;
+                        self.inbound.served(n);
+                    }
                 }
                 Poll::Ready(r)
             }
             Poll::Pending => self.poll_write_timer(cx).map(Err),
         }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
+    /// Reads more of the client's bytes into the gate and moves them on;
+    /// Ready(false) at the end of the stream.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        if !self.read_ahead.is_empty() {
+            let ahead = std::mem::take(&mut self.read_ahead);
+            self.inbound.input().extend_from_slice(&ahead);
+        } else {
+            let input = self.inbound.input();
+            input.reserve(READ);
+            let n = ready!(tokio_util::io::poll_read_buf(
+                Pin::new(&mut self.inner),
+                cx,
+                input
+            ))?;
+            if n == 0 {
+                return Poll::Ready(Ok(false));
+            }
+        }
+        let r = self.inbound.process();
+        let refused = self.inbound.take_refused();
+        if !refused.is_empty() {
+            self.streams.refused(refused);
+        }
+        if let Err(abort) = r {
+            self.condemned(&abort);
+        }
+        Poll::Ready(Ok(true))
     }
 }
 
@@ -106,19 +187,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Io<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.streams.calm() {
-            return Poll::Ready(Err(this.calm(cx)));
-        }
-        if this.at < this.read_ahead.len() {
-            let n = (this.read_ahead.len() - this.at).min(buf.remaining());
-            buf.put_slice(&this.read_ahead[this.at..this.at + n]);
-            this.at += n;
-            if this.at == this.read_ahead.len() {
-                (this.read_ahead, this.at) = (Vec::new(), 0);
+        loop {
+            let out = this.inbound.output();
+            if !out.is_empty() {
+                let n = out.len().min(buf.remaining());
+                buf.put_slice(&out[..n]);
+                out.advance(n);
+                if this.inbound.idle() {
+                    this.inbound.release();
+                }
+                return Poll::Ready(Ok(()));
             }
-            return Poll::Ready(Ok(()));
+            if let Some(code) = this.condemned_code() {
+                return Poll::Ready(Err(this.go_away(cx, code)));
+            }
+            if !ready!(this.poll_fill(cx))? {
+                return Poll::Ready(Ok(()));
+            }
+            if this.inbound.idle() {
+                this.inbound.release();
+            }
         }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
     }
 }
 
@@ -129,8 +218,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if this.streams.calm() {
-            return Poll::Ready(Err(this.calm(cx)));
+        if let Some(code) = this.condemned_code() {
+            return Poll::Ready(Err(this.go_away(cx, code)));
         }
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         this.wrote(r, cx)
@@ -142,8 +231,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if this.streams.calm() {
-            return Poll::Ready(Err(this.calm(cx)));
+        if let Some(code) = this.condemned_code() {
+            return Poll::Ready(Err(this.go_away(cx, code)));
         }
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         this.wrote(r, cx)
@@ -159,8 +248,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
             Poll::Ready(Ok(())) => {
                 this.write_timer = None;
                 this.unflushed = false;
-                if this.streams.calm() {
-                    return Poll::Ready(Err(this.calm(cx)));
+                if let Some(code) = this.condemned_code() {
+                    return Poll::Ready(Err(this.go_away(cx, code)));
                 }
                 Poll::Ready(Ok(()))
             }

@@ -4,13 +4,15 @@
 
 use super::super::Shared;
 use super::CANCELLED_MAX;
-use crate::accesslog::{LoggedBody, Record};
 use crate::body::Body;
 use crate::conn::{Conn, ConnState};
 use crate::errlog::{self, Severity};
+use crate::http1::Refusal;
+use crate::http2::inbound::Refused;
+use crate::http2::request as stand_in;
 use crate::request::{self, CloseConnection};
-use crate::respond::{self, ErrorPages, Made};
-use crate::vars::RequestVars;
+use crate::respond::ErrorPages;
+use crate::server::refuse;
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, header};
 use hyper::body::{Frame, Incoming, SizeHint};
@@ -45,6 +47,8 @@ pub(super) struct Streams {
     /// The connection's loop looks again (idle began or ended, calm, a
     /// stream began to wait for the client).
     pub(super) changed: Notify,
+    /// Requests the gate refused, until their streams are served.
+    refused: Mutex<Vec<Refused>>,
     /// For log lines: the connection's number, client and server.
     pub(super) id: u64,
     pub(super) client: IpAddr,
@@ -63,10 +67,24 @@ impl Streams {
             owed: AtomicU32::new(0),
             progress: Mutex::new(Instant::now()),
             changed: Notify::new(),
+            refused: Mutex::new(Vec::new()),
             id,
             client,
             server,
         }
+    }
+
+    /// The gate refused these requests: their streams come to the service
+    /// as stand-ins.
+    pub(super) fn refused(&self, refused: Vec<Refused>) {
+        self.refused.lock().extend(refused);
+    }
+
+    /// The refusal a stand-in request stands for.
+    fn take_refused(&self, token: u64) -> Option<Refusal> {
+        let mut list = self.refused.lock();
+        let i = list.iter().position(|r| r.token == token)?;
+        Some(list.swap_remove(i).refusal)
     }
 
     pub(super) fn open(&self) -> u32 {
@@ -256,22 +274,14 @@ pub(super) struct H2Service {
     shared: Arc<Shared>,
     conn: Arc<Conn>,
     streams: Arc<Streams>,
-    /// One buffer of `large_client_header_buffers`: the longest field.
-    field_max: usize,
 }
 
 impl H2Service {
-    pub(super) fn new(
-        shared: Arc<Shared>,
-        conn: Arc<Conn>,
-        streams: Arc<Streams>,
-        field_max: usize,
-    ) -> H2Service {
+    pub(super) fn new(shared: Arc<Shared>, conn: Arc<Conn>, streams: Arc<Streams>) -> H2Service {
         H2Service {
             shared,
             conn,
             streams,
-            field_max,
         }
     }
 }
@@ -291,27 +301,27 @@ impl hyper::service::Service<Request<Incoming>> for H2Service {
             owed: false,
         };
         let (shared, conn) = (self.shared.clone(), self.conn.clone());
-        Box::pin(serve_stream(shared, conn, req, stream, self.field_max))
+        Box::pin(serve_stream(shared, conn, req, stream))
     }
 }
 
 /// One stream: a request as HTTP/1.1 would carry it, through
-/// [`request::handle`]; dropped (and counted as cancelled) if the client
-/// resets it first.
+/// [`request::handle`], or the answer to a request the gate refused;
+/// dropped (and counted as cancelled) if the client resets it first.
 async fn serve_stream(
     shared: Arc<Shared>,
     conn: Arc<Conn>,
     mut req: Request<Incoming>,
     mut stream: Stream,
-    field_max: usize,
 ) -> Answer {
     let start = Instant::now();
-    let resp = match too_large(&req, field_max) {
-        Some(refusal) => Ok(refused(&shared, &conn, &req, refusal, start)),
-        None => {
-            as_http1(&mut req);
-            request::handle(shared.env.clone(), conn, req, start).await
-        }
+    let resp = if req.method().as_str() == stand_in::STAND_IN_METHOD {
+        let token = req.uri().path().trim_start_matches('/').parse().ok();
+        let refusal = token.and_then(|t| stream.streams.take_refused(t));
+        Ok(refused(&shared, &conn, refusal, start))
+    } else {
+        as_http1(&mut req);
+        request::handle(shared.env.clone(), conn, req, start).await
     };
     let status = resp
         .as_ref()
@@ -353,62 +363,36 @@ fn as_http1(req: &mut Request<Incoming>) {
     }
 }
 
-/// A field longer than one `large_client_header_buffers` buffer, as
-/// HTTP/1.1 refuses its line: 414 for the path, 400 for a header field
-/// (nginx's HTTP/2 ends the whole connection for either).
-fn too_large(req: &Request<Incoming>, max: usize) -> Option<(u16, &'static str)> {
-    let path = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    if path > max {
-        return Some((414, "client sent too long URI"));
-    }
-    req.headers()
-        .iter()
-        .any(|(n, v)| n.as_str().len() + v.len() > max)
-        .then_some((400, "client sent too large header field"))
-}
-
-/// The answer to a field [`too_large`] refused: its info line, the
-/// server's error page, an access-log line.
+/// The answer to a request the gate refused ([`crate::http2::request`]):
+/// nginx's info line, the default server's error page, an access-log line,
+/// as for a refused HTTP/1.1 head.
 fn refused(
     shared: &Shared,
     conn: &Conn,
-    req: &Request<Incoming>,
-    (status, why): (u16, &str),
+    refusal: Option<Refusal>,
     start: Instant,
 ) -> Response<Body> {
+    let refusal = refusal.unwrap_or(Refusal {
+        status: 400,
+        reason: "client sent invalid request",
+        detail: None,
+        request_line: None,
+        in_headers: true,
+    });
     let config = shared.config();
     let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
-    let server = config
-        .address(conn.listen)
-        .map(|a| a.server_for(req.uri().host(), sni));
+    let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
     let name = server.map_or("", |s| s.name.as_str());
-    errlog::emit(
-        Severity::Info,
-        format_args!(
-            "*{} {why} while reading client request headers, client: {}, server: {name}",
-            conn.id,
-            conn.remote.ip()
-        ),
-    );
+    let client = (conn.id, conn.remote, conn.local, name);
+    refuse::log_refusal(&refusal, conn.id, conn.remote, name);
     let no_pages = ErrorPages::default();
     let pages = server.map_or(&no_pages, |s| &*s.error_pages);
-    let resp = respond::error_response(pages, None, &Made::plain(status, why.to_string()));
-    let Some(log) = server.and_then(|s| s.access_log.as_ref()) else {
-        return resp;
-    };
-    let vars = RequestVars {
-        remote: conn.remote,
-        local: conn.local,
-        server_name: name,
-        method: req.method(),
-        uri: req.uri(),
-        version: req.version(),
-        path: "",
-        headers: req.headers(),
-        raw_request_line: None,
-        tls: conn.tls.as_ref(),
-    };
-    let mut record = Record::new(log.clone(), &vars, conn.id, start);
-    record.status = status;
-    resp.map(|b| LoggedBody::wrap(b, record))
+    let resp = refuse::refused_response(pages, &refusal);
+    if let Some(log) = server.and_then(|s| s.access_log.as_ref()) {
+        let len = hyper::body::Body::size_hint(resp.body())
+            .exact()
+            .unwrap_or(0);
+        refuse::access_refused(log, &refusal, client, start, len);
+    }
+    resp
 }

@@ -1,0 +1,453 @@
+//! The frames one client connection sends, on their way to hyper: header
+//! blocks gathered, decoded, judged and written again; every other frame
+//! passed on unchanged (a DATA frame's payload as it arrives, not held);
+//! each frame counted against its kind's budget.
+//!
+//! The budgets: a client may send each kind of frame that serves no
+//! request (PING, SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, DATA
+//! without payload or end, a header fragment without bytes, unknown kinds)
+//! [`BASE`] times, plus [`PER_STREAM`] for each stream it opened, plus one
+//! for each [`BYTES_PER_FRAME`] bytes sluice wrote to it. A browser's few
+//! PINGs and SETTINGS, a PRIORITY per stream, a WINDOW_UPDATE per DATA
+//! frame it read, stay far inside; a flood is cut after about a thousand
+//! frames, a millisecond of work. nginx does the same with its own counts
+//! (control frames against the payload it received and sent).
+//!
+//! A header block may come in any number of CONTINUATION frames (nginx
+//! serves one of 59); what is bounded is its bytes: [`Inbound::new`]'s
+//! `block_max`.
+
+use super::hpack::{CompressionError, Decoder};
+use super::request::{self, Limits, Verdict};
+use crate::http1::{HeadRules, Refusal};
+use bytes::{Buf, BytesMut};
+
+const DATA: u8 = 0;
+const HEADERS: u8 = 1;
+const PRIORITY: u8 = 2;
+const RST_STREAM: u8 = 3;
+const SETTINGS: u8 = 4;
+const PING: u8 = 6;
+const WINDOW_UPDATE: u8 = 8;
+const CONTINUATION: u8 = 9;
+
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY_FLAG: u8 = 0x20;
+
+/// The client connection preface (RFC 9113 §3.4): passed on as it is
+/// (hyper checks it).
+const PREFACE_LEN: usize = 24;
+/// The largest frame hyper accepts (`SETTINGS_MAX_FRAME_SIZE`, its
+/// default): the blocks written for it are cut to this.
+const FRAME_MAX: usize = 16 * 1024;
+
+/// Frames of each kind any connection may send.
+pub const BASE: u32 = 1000;
+/// More of each kind for every stream the client opened.
+pub const PER_STREAM: u32 = 4;
+/// One more of each kind for every this many bytes written to the client.
+pub const BYTES_PER_FRAME: u64 = 1024;
+
+/// The kinds of frames that are budgeted, with their names for the log
+/// and the `frame` label of `sluice_http2_floods`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flood {
+    Data,
+    Headers,
+    Continuation,
+    Priority,
+    RstStream,
+    Settings,
+    Ping,
+    WindowUpdate,
+    Unknown,
+}
+
+impl Flood {
+    pub fn label(self) -> &'static str {
+        match self {
+            Flood::Data => "data",
+            Flood::Headers => "headers",
+            Flood::Continuation => "continuation",
+            Flood::Priority => "priority",
+            Flood::RstStream => "rst_stream",
+            Flood::Settings => "settings",
+            Flood::Ping => "ping",
+            Flood::WindowUpdate => "window_update",
+            Flood::Unknown => "unknown",
+        }
+    }
+
+    /// The log's name of the frame kind.
+    pub fn frame_name(self) -> &'static str {
+        match self {
+            Flood::Data => "empty DATA",
+            Flood::Headers => "empty HEADERS",
+            Flood::Continuation => "CONTINUATION",
+            Flood::Priority => "PRIORITY",
+            Flood::RstStream => "RST_STREAM",
+            Flood::Settings => "SETTINGS",
+            Flood::Ping => "PING",
+            Flood::WindowUpdate => "WINDOW_UPDATE",
+            Flood::Unknown => "unknown",
+        }
+    }
+}
+
+/// Why the connection must end (a GOAWAY with [`Abort::code`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Abort {
+    /// Past a budget: `count` frames of one kind (or a header block past
+    /// its bytes).
+    Flood { kind: Flood, count: u32 },
+    /// A header block HPACK cannot decode.
+    Compression(&'static str),
+    /// Framing that breaks RFC 9113 where only the reader can see it
+    /// (padding, a block interrupted).
+    Protocol(&'static str),
+}
+
+impl Abort {
+    /// The GOAWAY's error code.
+    pub fn code(&self) -> u32 {
+        match self {
+            Abort::Flood { .. } => 0xb,
+            Abort::Compression(_) => 0x9,
+            Abort::Protocol(_) => 0x1,
+        }
+    }
+}
+
+/// A header block being gathered.
+struct Block {
+    stream: u32,
+    end_stream: bool,
+    bytes: Vec<u8>,
+}
+
+/// A request the gate refused: the service answers it on its stream,
+/// finding it by `token` (see [`request::stand_in`]).
+#[derive(Debug)]
+pub struct Refused {
+    pub token: u64,
+    pub refusal: Refusal,
+}
+
+/// One connection's inbound frames.
+pub struct Inbound {
+    rules: HeadRules,
+    limits: Limits,
+    block_max: usize,
+    /// Bytes read and not yet looked at (a frame's head, or a header frame
+    /// not yet whole).
+    raw: BytesMut,
+    /// Bytes for hyper.
+    out: BytesMut,
+    preface: usize,
+    /// Bytes of a passed-on frame's payload still to come.
+    pass: usize,
+    block: Option<Block>,
+    decoder: Decoder,
+    last_stream: u32,
+    opened: u32,
+    written: u64,
+    counts: [u32; 9],
+    refused: Vec<Refused>,
+    next_token: u64,
+    aborted: Option<Abort>,
+}
+
+impl Inbound {
+    pub fn new(rules: HeadRules) -> Inbound {
+        let limits = Limits::of(&rules);
+        Inbound {
+            rules,
+            limits,
+            // Room for the whole list plus a frame's worth of HPACK's
+            // overhead and padding.
+            block_max: limits.list + FRAME_MAX,
+            raw: BytesMut::new(),
+            out: BytesMut::new(),
+            preface: PREFACE_LEN,
+            pass: 0,
+            block: None,
+            decoder: Decoder::new(),
+            last_stream: 0,
+            opened: 0,
+            written: 0,
+            counts: [0; 9],
+            refused: Vec::new(),
+            next_token: 0,
+            aborted: None,
+        }
+    }
+
+    /// Where the socket's bytes go.
+    pub fn input(&mut self) -> &mut BytesMut {
+        &mut self.raw
+    }
+
+    /// What hyper may read now; take from the front.
+    pub fn output(&mut self) -> &mut BytesMut {
+        &mut self.out
+    }
+
+    /// The highest stream the client opened (a GOAWAY's last stream).
+    pub fn last_stream(&self) -> u32 {
+        self.last_stream
+    }
+
+    /// sluice wrote `n` bytes to the client: the budgets grow.
+    pub fn served(&mut self, n: usize) {
+        self.written = self.written.saturating_add(n as u64);
+    }
+
+    /// The refusals since the last call, for the streams' service.
+    pub fn take_refused(&mut self) -> Vec<Refused> {
+        std::mem::take(&mut self.refused)
+    }
+
+    /// Nothing held: no partial frame, nothing for hyper (the buffers may
+    /// be released).
+    pub fn idle(&self) -> bool {
+        self.raw.is_empty() && self.out.is_empty() && self.block.is_none()
+    }
+
+    /// Gives the buffers back while nothing is held in them.
+    pub fn release(&mut self) {
+        if self.raw.is_empty() {
+            self.raw = BytesMut::new();
+        }
+        if self.out.is_empty() {
+            self.out = BytesMut::new();
+        }
+    }
+
+    /// Moves what [`Inbound::input`] holds on to [`Inbound::output`], as far
+    /// as whole frames (or a DATA payload's bytes) allow.
+    pub fn process(&mut self) -> Result<(), Abort> {
+        if let Some(a) = &self.aborted {
+            return Err(a.clone());
+        }
+        let r = self.step();
+        if let Err(a) = &r {
+            self.aborted = Some(a.clone());
+            self.raw = BytesMut::new();
+        }
+        r
+    }
+
+    fn step(&mut self) -> Result<(), Abort> {
+        loop {
+            if self.preface > 0 || self.pass > 0 {
+                let want = self.preface.max(self.pass);
+                let n = want.min(self.raw.len());
+                if n == 0 {
+                    return Ok(());
+                }
+                self.out.extend_from_slice(&self.raw[..n]);
+                self.raw.advance(n);
+                if self.preface > 0 {
+                    self.preface -= n;
+                } else {
+                    self.pass -= n;
+                }
+                continue;
+            }
+            let Some(head) = self.raw.get(..9) else {
+                return Ok(());
+            };
+            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let (kind, flags) = (head[3], head[4]);
+            let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+            if kind == HEADERS || kind == CONTINUATION {
+                if len > FRAME_MAX {
+                    // hyper refuses it (FRAME_SIZE_ERROR); so do we.
+                    return Err(Abort::Protocol("header frame over the maximum size"));
+                }
+                if self.raw.len() < 9 + len {
+                    return Ok(());
+                }
+                let frame = self.raw.split_to(9 + len);
+                self.header_frame(kind, flags, stream, &frame[9..])?;
+                continue;
+            }
+            if self.block.is_some() {
+                return Err(Abort::Protocol("a header block was interrupted"));
+            }
+            self.count_frame(kind, flags, len)?;
+            self.out.extend_from_slice(&self.raw[..9]);
+            self.raw.advance(9);
+            self.pass = len;
+        }
+    }
+
+    /// Counts a frame that is passed on against its kind's budget.
+    fn count_frame(&mut self, kind: u8, flags: u8, len: usize) -> Result<(), Abort> {
+        let flood = match kind {
+            DATA if len == 0 && flags & END_STREAM == 0 => Flood::Data,
+            DATA => return Ok(()),
+            PRIORITY => Flood::Priority,
+            RST_STREAM => Flood::RstStream,
+            SETTINGS => Flood::Settings,
+            PING => Flood::Ping,
+            WINDOW_UPDATE => Flood::WindowUpdate,
+            // PUSH_PROMISE and GOAWAY: hyper ends the connection.
+            5 | 7 => return Ok(()),
+            _ => Flood::Unknown,
+        };
+        self.spend(flood)
+    }
+
+    fn spend(&mut self, kind: Flood) -> Result<(), Abort> {
+        let i = kind as usize;
+        self.counts[i] = self.counts[i].saturating_add(1);
+        let allowed = u64::from(BASE)
+            + u64::from(PER_STREAM) * u64::from(self.opened)
+            + self.written / BYTES_PER_FRAME;
+        if u64::from(self.counts[i]) > allowed {
+            return Err(Abort::Flood {
+                kind,
+                count: self.counts[i],
+            });
+        }
+        Ok(())
+    }
+
+    fn header_frame(
+        &mut self,
+        kind: u8,
+        flags: u8,
+        stream: u32,
+        payload: &[u8],
+    ) -> Result<(), Abort> {
+        let fragment = if kind == HEADERS {
+            if self.block.is_some() {
+                return Err(Abort::Protocol("a header block was interrupted"));
+            }
+            let fragment = headers_fragment(flags, payload)?;
+            self.block = Some(Block {
+                stream,
+                end_stream: flags & END_STREAM != 0,
+                bytes: Vec::with_capacity(fragment.len()),
+            });
+            if fragment.is_empty() && flags & END_HEADERS == 0 {
+                self.spend(Flood::Headers)?;
+            }
+            fragment
+        } else {
+            match &self.block {
+                Some(b) if b.stream == stream => {}
+                _ => return Err(Abort::Protocol("CONTINUATION without its HEADERS")),
+            }
+            if payload.is_empty() {
+                self.spend(Flood::Continuation)?;
+            }
+            payload
+        };
+        let Some(block) = self.block.as_mut() else {
+            return Ok(());
+        };
+        block.bytes.extend_from_slice(fragment);
+        if block.bytes.len() > self.block_max {
+            return Err(Abort::Flood {
+                kind: Flood::Continuation,
+                count: u32::try_from(block.bytes.len()).unwrap_or(u32::MAX),
+            });
+        }
+        if flags & END_HEADERS != 0 {
+            if let Some(block) = self.block.take() {
+                self.whole_block(block)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A whole header block: decoded (always: the table is shared by every
+    /// block), judged, and written for hyper on the same stream.
+    fn whole_block(&mut self, block: Block) -> Result<(), Abort> {
+        let decoded = self
+            .decoder
+            .decode(&block.bytes, self.limits.list)
+            .map_err(|CompressionError(why)| Abort::Compression(why))?;
+        let new_request = block.stream % 2 == 1 && block.stream > self.last_stream;
+        let out = if new_request {
+            self.last_stream = block.stream;
+            self.opened = self.opened.saturating_add(1);
+            match request::judge(&decoded.fields, decoded.over, &self.rules, self.limits) {
+                Verdict::Accept(b) => b,
+                Verdict::Reset => request::reset_block(),
+                Verdict::Refuse(refusal) => {
+                    let token = self.next_token;
+                    self.next_token += 1;
+                    self.refused.push(Refused { token, refusal });
+                    request::stand_in(token)
+                }
+            }
+        } else {
+            // Trailers, or a block on a stream hyper will refuse anyway.
+            request::trailers(&decoded.fields)
+        };
+        write_headers(&mut self.out, block.stream, block.end_stream, &out);
+        Ok(())
+    }
+}
+
+/// A HEADERS frame's fragment: without its padding and priority fields.
+fn headers_fragment(flags: u8, payload: &[u8]) -> Result<&[u8], Abort> {
+    let mut p = payload;
+    let mut pad = 0;
+    if flags & PADDED != 0 {
+        let (&n, rest) = p.split_first().ok_or(Abort::Protocol("padding"))?;
+        pad = usize::from(n);
+        p = rest;
+    }
+    if flags & PRIORITY_FLAG != 0 {
+        p = p.get(5..).ok_or(Abort::Protocol("priority fields"))?;
+    }
+    if pad > p.len() {
+        return Err(Abort::Protocol("padding longer than the frame"));
+    }
+    Ok(&p[..p.len() - pad])
+}
+
+/// A header block as HEADERS (and CONTINUATION) frames of at most
+/// [`FRAME_MAX`] bytes.
+fn write_headers(out: &mut BytesMut, stream: u32, end_stream: bool, block: &[u8]) {
+    let mut chunks = block.chunks(FRAME_MAX).peekable();
+    let mut kind = HEADERS;
+    let mut flags = if end_stream { END_STREAM } else { 0 };
+    if chunks.peek().is_none() {
+        frame_head(out, 0, kind, flags | END_HEADERS, stream);
+        return;
+    }
+    while let Some(c) = chunks.next() {
+        let last = chunks.peek().is_none();
+        let f = if last { flags | END_HEADERS } else { flags };
+        frame_head(out, c.len(), kind, f, stream);
+        out.extend_from_slice(c);
+        kind = CONTINUATION;
+        flags = 0;
+    }
+}
+
+fn frame_head(out: &mut BytesMut, len: usize, kind: u8, flags: u8, stream: u32) {
+    let l = (len as u32).to_be_bytes();
+    out.extend_from_slice(&[l[1], l[2], l[3], kind, flags]);
+    out.extend_from_slice(&stream.to_be_bytes());
+}
+
+/// `GOAWAY` for `abort`, naming the last stream the client opened.
+pub fn goaway(last_stream: u32, code: u32) -> [u8; 17] {
+    let mut f = [0u8; 17];
+    f[..5].copy_from_slice(&[0, 0, 8, 7, 0]);
+    f[9..13].copy_from_slice(&last_stream.to_be_bytes());
+    f[13..17].copy_from_slice(&code.to_be_bytes());
+    f
+}
+
+#[cfg(test)]
+#[path = "inbound_tests.rs"]
+mod tests;

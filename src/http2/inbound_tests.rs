@@ -1,0 +1,218 @@
+use super::*;
+use crate::http2::hpack;
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    frame_head(&mut out, payload.len(), kind, flags, stream);
+    out.extend_from_slice(payload);
+    out.to_vec()
+}
+
+fn block(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, v) in fields {
+        hpack::encode(&mut out, n, v);
+    }
+    out
+}
+
+const GET: &[(&[u8], &[u8])] = &[
+    (b":method", b"GET"),
+    (b":scheme", b"http"),
+    (b":authority", b"example.com"),
+    (b":path", b"/a"),
+];
+
+fn inbound() -> Inbound {
+    let mut i = Inbound::new(HeadRules::default());
+    i.input()
+        .extend_from_slice(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    i.process().unwrap();
+    assert_eq!(
+        i.output().split().as_ref(),
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    );
+    i
+}
+
+/// The fields of the header block `out` holds (one HEADERS frame).
+fn written(out: &mut BytesMut) -> Vec<(String, String)> {
+    let bytes = out.split();
+    assert_eq!(bytes[3], HEADERS);
+    let len = usize::from(bytes[1]) << 8 | usize::from(bytes[2]);
+    Decoder::new()
+        .decode(&bytes[9..9 + len], 1 << 20)
+        .unwrap()
+        .fields
+        .into_iter()
+        .map(|f| {
+            (
+                String::from_utf8(f.name).unwrap(),
+                String::from_utf8(f.value).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_request_goes_on_as_its_canonical_head() {
+    let mut i = inbound();
+    let mut fields = GET.to_vec();
+    fields.push((b"x_smuggle", b"1"));
+    fields.push((b"accept", b"*/*"));
+    i.input().extend_from_slice(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &block(&fields),
+    ));
+    i.process().unwrap();
+    let got = written(i.output());
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [":method", ":scheme", ":path", ":authority", "accept"]
+    );
+    assert_eq!(got[3].1, "example.com");
+}
+
+#[test]
+fn a_refused_request_becomes_a_stand_in_and_the_next_goes_on() {
+    let mut i = inbound();
+    let mut bad = GET.to_vec();
+    bad.push((b"Content-Length", b"1"));
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block(&bad)));
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block(GET)));
+    i.process().unwrap();
+    let refused = i.take_refused();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].refusal.status, 400);
+    let out = i.output();
+    let first = written(&mut out.split_to(9 + usize::from(out[2])));
+    assert_eq!(first[0].1, request::STAND_IN_METHOD);
+    assert_eq!(written(out)[0].1, "GET");
+}
+
+#[test]
+fn data_passes_through_as_it_arrives() {
+    let mut i = inbound();
+    let data = frame(DATA, 0, 1, &[7u8; 100]);
+    i.input().extend_from_slice(&data[..50]);
+    i.process().unwrap();
+    assert_eq!(i.output().split().as_ref(), &data[..50]);
+    i.input().extend_from_slice(&data[50..]);
+    i.process().unwrap();
+    assert_eq!(i.output().split().as_ref(), &data[50..]);
+}
+
+#[test]
+fn a_block_in_59_continuations_is_served() {
+    let mut i = inbound();
+    let b = block(GET);
+    let mut pieces = b.chunks(b.len().div_ceil(59)).collect::<Vec<_>>();
+    while pieces.len() < 59 {
+        pieces.push(&[]);
+    }
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM, 1, pieces[0]));
+    for (n, p) in pieces.iter().enumerate().skip(1) {
+        let flags = if n == 58 { END_HEADERS } else { 0 };
+        i.input()
+            .extend_from_slice(&frame(CONTINUATION, flags, 1, p));
+    }
+    i.process().unwrap();
+    assert_eq!(written(i.output())[0].1, "GET");
+}
+
+#[test]
+fn floods_are_cut_at_their_budget() {
+    for (kind, flags, len, flood) in [
+        (PING, 0, 8, Flood::Ping),
+        (SETTINGS, 0, 0, Flood::Settings),
+        (WINDOW_UPDATE, 0, 4, Flood::WindowUpdate),
+        (PRIORITY, 0, 5, Flood::Priority),
+        (RST_STREAM, 0, 4, Flood::RstStream),
+        (DATA, 0, 0, Flood::Data),
+        (0x42, 0, 3, Flood::Unknown),
+    ] {
+        let mut i = inbound();
+        let f = frame(kind, flags, u32::from(kind == DATA), &vec![0u8; len]);
+        for _ in 0..BASE {
+            i.input().extend_from_slice(&f);
+        }
+        i.process().unwrap();
+        i.input().extend_from_slice(&f);
+        assert_eq!(
+            i.process(),
+            Err(Abort::Flood {
+                kind: flood,
+                count: BASE + 1
+            })
+        );
+    }
+}
+
+#[test]
+fn what_was_served_raises_the_budget() {
+    let mut i = inbound();
+    i.served(10 * BYTES_PER_FRAME as usize);
+    let f = frame(PING, 0, 1, &[0u8; 8]);
+    for _ in 0..BASE + 10 {
+        i.input().extend_from_slice(&f);
+    }
+    i.process().unwrap();
+    i.input().extend_from_slice(&f);
+    assert!(i.process().is_err());
+}
+
+#[test]
+fn an_endless_block_is_cut_by_its_bytes() {
+    let mut i = inbound();
+    i.input()
+        .extend_from_slice(&frame(HEADERS, 0, 1, &block(GET)));
+    let piece = frame(CONTINUATION, 0, 1, &[0x40; 1000]);
+    let mut cut = None;
+    for n in 0..100 {
+        i.input().extend_from_slice(&piece);
+        if let Err(a) = i.process() {
+            cut = Some((n, a));
+            break;
+        }
+    }
+    let (n, a) = cut.expect("the block was cut");
+    assert!((40..60).contains(&n), "cut after {n} KB");
+    assert!(matches!(
+        a,
+        Abort::Flood {
+            kind: Flood::Continuation,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn broken_hpack_is_a_compression_error() {
+    let mut i = inbound();
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_HEADERS, 1, &[0x80]));
+    assert!(matches!(i.process(), Err(Abort::Compression(_))));
+}
+
+#[test]
+fn trailers_with_a_pseudo_header_reset_the_stream() {
+    let mut i = inbound();
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_HEADERS, 1, &block(GET)));
+    i.process().unwrap();
+    i.output().clear();
+    i.input().extend_from_slice(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        1,
+        &block(&[(b":path", b"/x")]),
+    ));
+    i.process().unwrap();
+    assert_eq!(written(i.output())[0].0, "connection");
+}

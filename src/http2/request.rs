@@ -1,0 +1,318 @@
+//! One HTTP/2 request head, judged by the same gate as an HTTP/1.1 head.
+//!
+//! What HTTP/2 alone forbids is checked here (pseudo-header fields, an
+//! uppercase or non-token name, CR, LF or NUL in a value, the
+//! connection-specific fields of RFC 9113 §8.2.2); everything else goes
+//! through [`HeadParser`]: `:method` and `:path` as a request line,
+//! `:authority` as the `Host` field it stands for, then each field in the
+//! order it came. The head that goes on is the parser's canonical one,
+//! written again as HPACK literals, so a request reaches hyper (and the
+//! upstream) only as the HTTP/1.1 gate would have let it through.
+
+use super::hpack::{self, Field};
+use crate::http1::{HeadParser, HeadRules, Parsed, Refusal};
+
+/// What becomes of a request head.
+#[derive(Debug)]
+pub enum Verdict {
+    /// The canonical head as an HPACK block for hyper.
+    Accept(Vec<u8>),
+    /// nginx's answer (a status, its log reason): the stream gets it.
+    Refuse(Refusal),
+    /// Malformed where RFC 9113 asks for a stream reset (`PROTOCOL_ERROR`):
+    /// connection-specific fields, a `TE` other than `trailers`.
+    Reset,
+}
+
+/// The sizes a head is held to, from `large_client_header_buffers`.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// One buffer: the longest field, and the longest `:path`.
+    pub field: usize,
+    /// All of them: the whole header list (RFC 7541's sizes).
+    pub list: usize,
+}
+
+impl Limits {
+    pub fn of(rules: &HeadRules) -> Limits {
+        let (n, size) = rules.large_header_buffers;
+        Limits {
+            field: size,
+            list: n.saturating_mul(size),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Pseudo<'a> {
+    method: Option<&'a [u8]>,
+    scheme: Option<&'a [u8]>,
+    authority: Option<&'a [u8]>,
+    path: Option<&'a [u8]>,
+}
+
+/// Judges a decoded request head (`over`: its list passed `limits.list`).
+pub fn judge(fields: &[Field], over: bool, rules: &HeadRules, limits: Limits) -> Verdict {
+    match judged(fields, over, rules, limits) {
+        Ok(Some(block)) => Verdict::Accept(block),
+        Ok(None) => Verdict::Reset,
+        Err(mut refusal) => {
+            refusal.request_line = request_line(fields);
+            Verdict::Refuse(refusal)
+        }
+    }
+}
+
+fn refusal(status: u16, reason: &'static str, detail: Option<&[u8]>) -> Refusal {
+    Refusal {
+        status,
+        reason,
+        detail: detail.map(|d| d[..d.len().min(64)].to_vec()),
+        request_line: None,
+        in_headers: true,
+    }
+}
+
+/// Ok(None): reset the stream.
+fn judged(
+    fields: &[Field],
+    over: bool,
+    rules: &HeadRules,
+    limits: Limits,
+) -> Result<Option<Vec<u8>>, Refusal> {
+    if over {
+        // hyper's answer before the gate, kept (nginx ends the connection).
+        return Err(refusal(431, "client sent too large request", None));
+    }
+    let (pseudo, regular) = pseudo_fields(fields)?;
+    for f in regular {
+        if let Some(r) = forbidden(f) {
+            return Err(r);
+        }
+        if f.name.len() + f.value.len() > limits.field {
+            return Err(refusal(400, "client sent too large header field", None));
+        }
+        if connection_specific(f) {
+            return Ok(None);
+        }
+    }
+    let method = pseudo
+        .method
+        .ok_or_else(|| refusal(400, "client sent no :method header", None))?;
+    let scheme = pseudo
+        .scheme
+        .ok_or_else(|| refusal(400, "client sent no :scheme header", None))?;
+    let path = pseudo
+        .path
+        .ok_or_else(|| refusal(400, "client sent no :path header", None))?;
+    if !valid_scheme(scheme) {
+        return Err(refusal(
+            400,
+            "client sent invalid :scheme header",
+            Some(scheme),
+        ));
+    }
+    if path.len() > limits.field {
+        return Err(refusal(414, "client sent too long URI", None));
+    }
+    let mut parser = HeadParser::new(*rules);
+    parser.pseudo_line(method, path)?;
+    if let Some(a) = pseudo.authority {
+        parser.field(b"host", a)?;
+    }
+    for f in regular {
+        parser.field(&f.name, &f.value)?;
+    }
+    match parser.end() {
+        Parsed::Head(head) => Ok(Some(block(&head.canonical, scheme))),
+        Parsed::Refused(r) => Err(r),
+        Parsed::Partial => Err(refusal(400, "client sent invalid request", None)),
+    }
+}
+
+/// The pseudo-header fields (each once, all before the first other field,
+/// only the four a request has) and the fields after them.
+fn pseudo_fields(fields: &[Field]) -> Result<(Pseudo<'_>, &[Field]), Refusal> {
+    let mut p = Pseudo::default();
+    let start = fields
+        .iter()
+        .position(|f| !f.name.starts_with(b":"))
+        .unwrap_or(fields.len());
+    for f in &fields[..start] {
+        let slot = match f.name.as_slice() {
+            b":method" => &mut p.method,
+            b":scheme" => &mut p.scheme,
+            b":authority" => &mut p.authority,
+            b":path" => &mut p.path,
+            _ => {
+                return Err(refusal(
+                    400,
+                    "client sent unknown pseudo-header",
+                    Some(&f.name),
+                ));
+            }
+        };
+        if slot.is_some() {
+            return Err(refusal(
+                400,
+                "client sent duplicate pseudo-header",
+                Some(&f.name),
+            ));
+        }
+        if f.value.is_empty() {
+            return Err(refusal(
+                400,
+                "client sent empty pseudo-header",
+                Some(&f.name),
+            ));
+        }
+        *slot = Some(&f.value);
+    }
+    let regular = &fields[start..];
+    if let Some(f) = regular.iter().find(|f| f.name.starts_with(b":")) {
+        return Err(refusal(
+            400,
+            "client sent pseudo-header after a header",
+            Some(&f.name),
+        ));
+    }
+    Ok((p, regular))
+}
+
+/// What HTTP/2 forbids in a field that HTTP/1.1's grammar cannot carry or
+/// reads otherwise (RFC 9113 §8.2.1): a name that is empty, has uppercase,
+/// whitespace, control bytes or `:`; a value with NUL, CR or LF, or with
+/// whitespace at either end.
+pub fn forbidden(f: &Field) -> Option<Refusal> {
+    let bad_name = f.name.is_empty()
+        || f.name
+            .iter()
+            .any(|&b| b.is_ascii_uppercase() || b <= 0x20 || b == 0x7f || b == b':');
+    if bad_name {
+        return Some(refusal(
+            400,
+            "client sent invalid header name",
+            Some(&f.name),
+        ));
+    }
+    let v = &f.value;
+    let bad_value = v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+        || v.first().is_some_and(|&b| b == b' ' || b == b'\t')
+        || v.last().is_some_and(|&b| b == b' ' || b == b'\t');
+    if bad_value {
+        return Some(refusal(
+            400,
+            "client sent header with invalid value",
+            Some(&f.name),
+        ));
+    }
+    None
+}
+
+/// RFC 9113 §8.2.2: fields of one HTTP/1.1 hop, meaningless in HTTP/2.
+fn connection_specific(f: &Field) -> bool {
+    match f.name.as_slice() {
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
+            true
+        }
+        b"te" => f.value != b"trailers",
+        _ => false,
+    }
+}
+
+/// `ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )` (RFC 3986 §3.1).
+fn valid_scheme(s: &[u8]) -> bool {
+    s.first().is_some_and(u8::is_ascii_alphabetic)
+        && s.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.')
+}
+
+/// The request line nginx logs for an HTTP/2 request: `METHOD PATH
+/// HTTP/2.0`, from what the client sent.
+fn request_line(fields: &[Field]) -> Option<Vec<u8>> {
+    let get = |n: &[u8]| fields.iter().find(|f| f.name == n).map(|f| &f.value[..]);
+    let (method, path) = (get(b":method")?, get(b":path")?);
+    let mut l = Vec::with_capacity(method.len() + path.len() + 10);
+    l.extend_from_slice(method);
+    l.push(b' ');
+    l.extend_from_slice(path);
+    l.extend_from_slice(b" HTTP/2.0");
+    Some(l)
+}
+
+/// The canonical head (`METHOD TARGET HTTP/1.1`, then `name: value`
+/// lines, as [`HeadParser`] wrote it) as an HPACK block: the request line's
+/// parts as pseudo-header fields, `Host` as `:authority`.
+fn block(canonical: &[u8], scheme: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(canonical.len() + 16);
+    let mut lines = canonical
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter(|l| !l.is_empty());
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.splitn(3, |&b| b == b' ');
+    let method = parts.next().unwrap_or_default();
+    let target = parts.next().unwrap_or_default();
+    hpack::encode(&mut out, b":method", method);
+    hpack::encode(&mut out, b":scheme", scheme);
+    hpack::encode(&mut out, b":path", target);
+    for l in lines {
+        let Some(colon) = l.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (name, value) = (&l[..colon], l[colon + 1..].trim_ascii_start());
+        if name.eq_ignore_ascii_case(b"host") {
+            hpack::encode(&mut out, b":authority", value);
+        } else {
+            hpack::encode(&mut out, name, value);
+        }
+    }
+    out
+}
+
+/// The block that stands in for a refused request: hyper hands it to the
+/// service like any other, which finds the refusal by `token`. Its method
+/// is lowercase, which the gate refuses in any client's request, so no
+/// client can send one.
+pub fn stand_in(token: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32);
+    hpack::encode(&mut out, b":method", STAND_IN_METHOD.as_bytes());
+    hpack::encode(&mut out, b":scheme", b"http");
+    let mut path = itoa::Buffer::new();
+    let mut p = b"/".to_vec();
+    p.extend_from_slice(path.format(token).as_bytes());
+    hpack::encode(&mut out, b":path", &p);
+    out
+}
+
+/// The method of a [`stand_in`] request.
+pub const STAND_IN_METHOD: &str = "refused";
+
+/// The block that makes hyper reset a stream with `PROTOCOL_ERROR` (it
+/// treats a `connection` field as malformed, RFC 9113 §8.2.2).
+pub fn reset_block() -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    hpack::encode(&mut out, b":method", b"GET");
+    hpack::encode(&mut out, b":scheme", b"http");
+    hpack::encode(&mut out, b":path", b"/");
+    hpack::encode(&mut out, b"connection", b"close");
+    out
+}
+
+/// A trailer section (HEADERS after a request's DATA): its fields as they
+/// came, or a block that makes hyper reset the stream when it is malformed
+/// (a pseudo-header field, RFC 9113 §8.1; what §8.2 forbids in any field).
+pub fn trailers(fields: &[Field]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let malformed = fields
+        .iter()
+        .any(|f| f.name.starts_with(b":") || forbidden(f).is_some() || connection_specific(f));
+    if malformed {
+        hpack::encode(&mut out, b"connection", b"close");
+        return out;
+    }
+    for f in fields {
+        hpack::encode(&mut out, &f.name, &f.value);
+    }
+    out
+}
