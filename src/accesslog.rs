@@ -157,7 +157,7 @@ pub struct Record {
     pub zone: String,
     /// The upstream servers tried (see [`crate::vars::UpstreamTry`]).
     pub upstream: Vec<crate::vars::UpstreamTry>,
-    /// `$limit_conn_status`.
+    /// `$limit_conn_status` (empty: no `limit_conn` decided).
     pub limit_conn_status: &'static str,
     /// `$limit_req_algorithm`: the algorithm of `zone`, `-` when none.
     pub limit_req_algorithm: &'static str,
@@ -188,7 +188,7 @@ impl Record {
             limit_req_status: None,
             zone: String::new(),
             upstream: Vec::new(),
-            limit_conn_status: "-",
+            limit_conn_status: "",
             limit_req_algorithm: "-",
         }
     }
@@ -226,7 +226,6 @@ impl Record {
                 0
             },
             connection: self.connection,
-            limit_conn_status: self.limit_conn_status,
             limit_req_algorithm: self.limit_req_algorithm,
         };
         let resp = ResponseVars {
@@ -235,6 +234,7 @@ impl Record {
             retry_after: None,
             limit_req_status: self.limit_req_status,
             limit_req_zone: &self.zone,
+            limit_conn_status: self.limit_conn_status,
             log: Some(&log),
         };
         thread_local! {

@@ -51,6 +51,8 @@ pub struct Made<'a> {
     pub retry_after: Option<u64>,
     pub limit_req_status: Option<LimitReqStatus>,
     pub zone: &'a str,
+    /// `$limit_conn_status` (empty before `limit_conn` decided).
+    pub limit_conn_status: &'static str,
     /// The problem `detail` when no error page is configured.
     pub detail: String,
     /// For a rejection: the policies (zones) that were exceeded; the default
@@ -67,6 +69,7 @@ impl Made<'static> {
             retry_after: None,
             limit_req_status: None,
             zone: "",
+            limit_conn_status: "",
             detail,
             violated: None,
         }
@@ -89,6 +92,7 @@ pub fn error_response(
         retry_after: made.retry_after,
         limit_req_status: made.limit_req_status,
         limit_req_zone: made.zone,
+        limit_conn_status: made.limit_conn_status,
         log: None,
     };
     let page = pages.get(&made.status);
@@ -210,6 +214,7 @@ pub fn return_response(
         retry_after: None,
         limit_req_status,
         limit_req_zone: "",
+        limit_conn_status: "",
         log: None,
     };
     let body = ret
@@ -396,6 +401,7 @@ mod tests {
                     retry_after: Some(secs),
                     limit_req_status: Some(LimitReqStatus::Rejected),
                     zone,
+                    limit_conn_status: "",
                     detail: format!(
                         "{} (zone \"{zone}\"). Retry after {secs} second{}.",
                         describe_limit(&limit),

@@ -236,6 +236,7 @@ impl ProxyError<'_> {
                 let made = Made {
                     limit_req_status: decided.0,
                     zone: decided.1,
+                    limit_conn_status: cx.limit_conn_status(),
                     ..Made::plain(status, self.detail(loc))
                 };
                 respond::error_response(pages, Some(&cx.vars), &made)
@@ -342,6 +343,7 @@ fn rejected(
         retry_after,
         limit_req_status: Some(LimitReqStatus::Rejected),
         zone,
+        limit_conn_status: cx.limit_conn_status(),
         detail,
         violated,
     };

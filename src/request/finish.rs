@@ -17,7 +17,7 @@ pub(crate) fn with_added(
     resp: Result<Response<Body>, CloseConnection>,
     list: &[AddHeader],
     vars: &RequestVars,
-    proxy_host: &str,
+    (proxy_host, limit_conn_status): (&str, &str),
     (limit_req_status, zone, _): Decided,
 ) -> Result<Response<Body>, CloseConnection> {
     let Ok(mut r) = resp else { return resp };
@@ -34,6 +34,7 @@ pub(crate) fn with_added(
         retry_after,
         limit_req_status,
         limit_req_zone: zone,
+        limit_conn_status,
         log: None,
     };
     crate::headers::add(r.headers_mut(), list, vars, &made);

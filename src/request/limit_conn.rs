@@ -51,6 +51,7 @@ pub(crate) fn limit_conn<'l>(
         })
     });
     let set = |record: &mut Option<Record>, status| {
+        cx.set_limit_conn_status(status);
         if let Some(r) = record.as_mut() {
             r.limit_conn_status = status;
         }

@@ -75,9 +75,21 @@ pub(crate) struct Ctx<'a> {
     pub(crate) conn: &'a Conn,
     pub(crate) vars: RequestVars<'a>,
     pub(crate) start: Instant,
+    /// `$limit_conn_status`, once `limit_conn` decided.
+    limit_conn_status: std::sync::OnceLock<&'static str>,
 }
 
 impl Ctx<'_> {
+    /// `$limit_conn_status`: empty until `limit_conn` decided.
+    pub(crate) fn limit_conn_status(&self) -> &'static str {
+        self.limit_conn_status.get().copied().unwrap_or("")
+    }
+
+    /// `limit_conn` decided (once a request).
+    pub(crate) fn set_limit_conn_status(&self, status: &'static str) {
+        let _ = self.limit_conn_status.set(status);
+    }
+
     /// The access-log record of the request, if `log` is configured.
     fn record(&self, log: &Option<Arc<AccessLog>>) -> Option<Record> {
         let l = log.as_ref()?;
@@ -110,8 +122,9 @@ pub(crate) async fn handle(
         conn: &conn,
         vars,
         start,
+        limit_conn_status: std::sync::OnceLock::new(),
     };
-    let server_added = |resp| with_added(resp, &server.add_headers, &cx.vars, "", UNDECIDED);
+    let server_added = |resp| with_added(resp, &server.add_headers, &cx.vars, ("", ""), UNDECIDED);
     if conn.plain_on_https {
         let resp = ProxyError::PlainHttpOnHttps.respond(&cx, &server.error_pages, None, UNDECIDED);
         return finish(server_added(resp), cx.record(&server.access_log), UNDECIDED);
@@ -121,7 +134,7 @@ pub(crate) async fn handle(
         // (The redirect is the location's answer: its add_header apply.)
         Err(e @ ProxyError::AddSlash { add, .. }) => {
             let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
-            let resp = with_added(resp, add, &cx.vars, "", UNDECIDED);
+            let resp = with_added(resp, add, &cx.vars, ("", ""), UNDECIDED);
             return finish(resp, cx.record(&server.access_log), UNDECIDED);
         }
         Err(e) => {
@@ -133,7 +146,10 @@ pub(crate) async fn handle(
         crate::config::Action::Proxy(pp) => pp.authority.as_str(),
         crate::config::Action::Return(_) => "",
     };
-    let added = |resp, decided| with_added(resp, &loc.headers.add, &cx.vars, proxy_host, decided);
+    let added = |resp, decided| {
+        let made = (proxy_host, cx.limit_conn_status());
+        with_added(resp, &loc.headers.add, &cx.vars, made, decided)
+    };
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
     if let Err(e) = find::check_body_size(loc, &parts.headers) {

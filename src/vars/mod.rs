@@ -53,7 +53,7 @@ pub enum Var {
     Msec,
     RemoteUser,
     ConnectionId,
-    /// nginx's `$limit_conn_status`: known once the response is done.
+    /// nginx's `$limit_conn_status`: known once `limit_conn` decided.
     LimitConnStatus,
     /// The algorithm of the zone `$limit_req_zone` names (not nginx's).
     LimitReqAlgorithm,
@@ -127,9 +127,11 @@ impl Var {
     fn context(&self) -> Context {
         match self {
             Var::ProxyHost => Context::Proxy,
-            Var::Status | Var::RetryAfter | Var::LimitReqStatus | Var::LimitReqZone => {
-                Context::Response
-            }
+            Var::Status
+            | Var::RetryAfter
+            | Var::LimitReqStatus
+            | Var::LimitReqZone
+            | Var::LimitConnStatus => Context::Response,
             Var::BodyBytesSent
             | Var::RequestTime
             | Var::UpstreamResponseTime
@@ -141,7 +143,6 @@ impl Var {
             | Var::Msec
             | Var::RemoteUser
             | Var::ConnectionId
-            | Var::LimitConnStatus
             | Var::LimitReqAlgorithm => Context::Log,
             _ => Context::Key,
         }
@@ -380,6 +381,9 @@ pub struct ResponseVars<'a> {
     /// `None`: empty (the access log prints `-`).
     pub limit_req_status: Option<LimitReqStatus>,
     pub limit_req_zone: &'a str,
+    /// `$limit_conn_status`: empty (the access log prints `-`) until a
+    /// `limit_conn` decided.
+    pub limit_conn_status: &'a str,
     /// Access log only.
     pub log: Option<&'a LogVars>,
 }
@@ -395,8 +399,6 @@ pub struct LogVars {
     /// Seconds since the Unix epoch, with milliseconds, when the line is written.
     pub unix_ms: u64,
     pub connection: u64,
-    /// `$limit_conn_status`; `-` when no `limit_conn` applied.
-    pub limit_conn_status: &'static str,
     /// `$limit_req_algorithm`: the deciding zone's algorithm, `-` when none.
     pub limit_req_algorithm: &'static str,
 }
@@ -614,6 +616,11 @@ fn eval_response_var(v: &Var, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
                 out.extend_from_slice(r.limit_req_zone.as_bytes());
             }
         }
+        Var::LimitConnStatus => {
+            if let Some(r) = resp {
+                out.extend_from_slice(r.limit_conn_status.as_bytes());
+            }
+        }
         _ => {}
     }
 }
@@ -631,7 +638,6 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
         Var::TimeIso8601 => push_time(out, l.unix_ms, true),
         Var::Msec => push_secs(out, l.unix_ms),
         Var::ConnectionId => push_u64(out, l.connection),
-        Var::LimitConnStatus => out.extend_from_slice(l.limit_conn_status.as_bytes()),
         Var::LimitReqAlgorithm => out.extend_from_slice(l.limit_req_algorithm.as_bytes()),
         _ => {}
     }

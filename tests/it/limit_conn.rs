@@ -585,3 +585,38 @@ async fn out_of_worker_connections_idle_ones_are_closed_for_new_clients() {
         metrics.body_text()
     );
 }
+
+/// `$limit_conn_status` wherever variables go, as nginx allows it: in `add_header` (with
+/// `always`, so the 503 carries it too) the passed request says PASSED and the rejected ones
+/// REJECTED, on both sides.
+#[tokio::test(flavor = "multi_thread")]
+async fn limit_conn_status_in_add_header() {
+    let pair = Pair::start(
+        ZONE_NGINX,
+        "    location / { limit_conn addr 1; add_header X-LC $limit_conn_status always; \
+         proxy_pass http://backend; }",
+        |server| {
+            format!(
+                "{ZONE_SLUICE}{server}limit_conn = {{ zone = \"addr\", conn = 1 }}\n\
+                 add_header = {{ name = \"X-LC\", value = \"$limit_conn_status\", always = true }}\n"
+            )
+        },
+    );
+    let c = client(3);
+    let (nginx, sluice) = pair.fire(gets(c, "/lc", 3)).await;
+    let headers = |v: &[Reply]| {
+        let mut h: Vec<(u16, Option<String>)> = v
+            .iter()
+            .map(|r| (r.status, r.header("x-lc").map(str::to_owned)))
+            .collect();
+        h.sort();
+        h
+    };
+    let want = vec![
+        (200, Some("PASSED".to_owned())),
+        (503, Some("REJECTED".to_owned())),
+        (503, Some("REJECTED".to_owned())),
+    ];
+    assert_eq!(headers(&nginx), want, "nginx");
+    assert_eq!(headers(&sluice), want, "sluice");
+}
