@@ -296,7 +296,24 @@ pub struct ConnLimit {
 #[derive(Debug, Default)]
 pub struct Held(Vec<Slot>);
 
+/// A request's counts handed to HTTP/2 with its response (in its
+/// extensions): the stream keeps them until its end was written to the
+/// client, which only the connection can see (hyper buffers a body its
+/// window holds up).
+#[derive(Clone, Debug, Default)]
+pub struct HeldUntilWritten(pub Arc<Mutex<Option<Held>>>);
+
 impl Held {
+    /// The response, holding these counts until its stream's end was
+    /// written ([`HeldUntilWritten`]).
+    pub fn keep_until_written(self, mut resp: http::Response<Body>) -> http::Response<Body> {
+        if !self.0.is_empty() {
+            let h = HeldUntilWritten(Arc::new(Mutex::new(Some(self))));
+            resp.extensions_mut().insert(h);
+        }
+        resp
+    }
+
     /// `resp` with its body keeping these counts until it is finished.
     pub fn keep_until_sent(self, resp: http::Response<Body>) -> http::Response<Body> {
         if self.0.is_empty() {

@@ -17,7 +17,7 @@
 //! serves one of 59); what is bounded is its bytes: [`Inbound::new`]'s
 //! `block_max`.
 
-use super::hpack::{CompressionError, Decoder};
+use super::hpack::{self, CompressionError, Decoder};
 use super::request::{self, Limits, Verdict};
 use crate::http1::{HeadRules, Refusal};
 use bytes::{Buf, BytesMut};
@@ -377,7 +377,15 @@ impl Inbound {
             self.last_stream = block.stream;
             self.opened = self.opened.saturating_add(1);
             match request::judge(&decoded.fields, decoded.over, &self.rules, self.limits) {
-                Verdict::Accept(b) => b,
+                Verdict::Accept(mut b) => {
+                    let mut id = itoa::Buffer::new();
+                    hpack::encode(
+                        &mut b,
+                        request::STREAM_FIELD.as_bytes(),
+                        id.format(block.stream).as_bytes(),
+                    );
+                    b
+                }
                 Verdict::Reset => request::reset_block(),
                 Verdict::Refuse(refusal) => {
                     let token = self.next_token;

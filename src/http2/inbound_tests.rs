@@ -1,5 +1,4 @@
 use super::*;
-use crate::http2::hpack;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = BytesMut::new();
@@ -71,7 +70,14 @@ fn a_request_goes_on_as_its_canonical_head() {
     let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        [":method", ":scheme", ":path", ":authority", "accept"]
+        [
+            ":method",
+            ":scheme",
+            ":path",
+            ":authority",
+            "accept",
+            request::STREAM_FIELD
+        ]
     );
     assert_eq!(got[3].1, "example.com");
 }

@@ -285,6 +285,11 @@ pub fn stand_in(token: u64) -> Vec<u8> {
     out
 }
 
+/// The field the gate adds last to every request it lets through: the
+/// stream's id, which hyper does not tell its service. The service takes
+/// the last one and removes them all, so a client's own is never believed.
+pub const STREAM_FIELD: &str = "sluice-stream-id";
+
 /// The method of a [`stand_in`] request.
 pub const STAND_IN_METHOD: &str = "refused";
 

@@ -179,5 +179,6 @@ pub(crate) async fn handle(
     let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
     let resp = added(resp, limited.decided);
     // (A tunnel's, for as long as it is open.)
-    finish(resp, record, limited.decided).map(|r| tunnel::hand_over(r, held, &conn.state))
+    let http2 = parts.version == http::Version::HTTP_2;
+    finish(resp, record, limited.decided).map(|r| tunnel::hand_over(r, held, &conn.state, http2))
 }

@@ -138,8 +138,13 @@ pub(crate) fn log_at_close(resp: &Response<Body>, record: Record) -> Option<Reco
 /// The end of a request's handling: a tunnel's 101 leaves its tunnel (and
 /// `held`, the request's limit_conn counts) with the connection, which runs
 /// it once the 101 is written; any other response keeps `held` until its
-/// body has been sent.
-pub(crate) fn hand_over(mut resp: Response<Body>, held: Held, conn: &ConnState) -> Response<Body> {
+/// body has been sent (on HTTP/2, until its stream's end was written).
+pub(crate) fn hand_over(
+    mut resp: Response<Body>,
+    held: Held,
+    conn: &ConnState,
+    http2: bool,
+) -> Response<Body> {
     let tunnel = resp
         .extensions_mut()
         .remove::<Handoff>()
@@ -150,6 +155,7 @@ pub(crate) fn hand_over(mut resp: Response<Body>, held: Held, conn: &ConnState) 
             conn.switch(Box::new(t));
             resp
         }
+        None if http2 => held.keep_until_written(resp),
         None => held.keep_until_sent(resp),
     }
 }

@@ -37,6 +37,54 @@ pub(super) struct H2Io<S> {
     unflushed: bool,
     /// The gate ended the connection: the GOAWAY's code, once logged.
     aborted: Option<u32>,
+    /// Where hyper's writes are in its frames.
+    outbound: Outbound,
+}
+
+/// The frames hyper writes, followed as they go out, for the ends of
+/// streams: what a stream holds is let go once its end is written
+/// ([`Streams::written`]).
+#[derive(Default)]
+struct Outbound {
+    head: [u8; 9],
+    /// Bytes of the current frame's head written so far.
+    have: usize,
+    /// Bytes of its payload still to be written.
+    left: usize,
+}
+
+impl Outbound {
+    /// `bytes` were written: calls `end` with each stream whose last frame
+    /// (END_STREAM, or RST_STREAM) is now out whole.
+    fn wrote(&mut self, mut bytes: &[u8], end: &mut impl FnMut(u32)) {
+        while !bytes.is_empty() {
+            if self.left > 0 {
+                let n = self.left.min(bytes.len());
+                self.left -= n;
+                bytes = &bytes[n..];
+            } else {
+                let n = (9 - self.have).min(bytes.len());
+                self.head[self.have..self.have + n].copy_from_slice(&bytes[..n]);
+                self.have += n;
+                bytes = &bytes[n..];
+                if self.have < 9 {
+                    return;
+                }
+                self.have = 0;
+                let h = self.head;
+                self.left = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+            }
+            if self.left == 0 && self.have == 0 {
+                let h = self.head;
+                let (kind, flags) = (h[3], h[4]);
+                let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                let ends = matches!(kind, 0 | 1) && flags & 0x1 != 0 || kind == 3;
+                if ends && stream != 0 {
+                    end(stream);
+                }
+            }
+        }
+    }
 }
 
 impl<S> H2Io<S> {
@@ -56,6 +104,7 @@ impl<S> H2Io<S> {
             env,
             unflushed: false,
             aborted: None,
+            outbound: Outbound::default(),
         }
     }
 
@@ -128,9 +177,10 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
         Poll::Ready(self.state.expire(Expired::Send))
     }
 
-    fn wrote(
+    fn wrote<'b>(
         &mut self,
         r: Poll<io::Result<usize>>,
+        bufs: impl IntoIterator<Item = &'b [u8]>,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<usize>> {
         match r {
@@ -140,6 +190,16 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
                     if n > 0 {
                         self.unflushed = true;
                         self.inbound.served(n);
+                        let streams = &self.streams;
+                        let mut left = n;
+                        for b in bufs {
+                            let b = &b[..left.min(b.len())];
+                            self.outbound.wrote(b, &mut |s| streams.written(s));
+                            left -= b.len();
+                            if left == 0 {
+                                break;
+                            }
+                        }
                     }
                 }
                 Poll::Ready(r)
@@ -222,7 +282,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
             return Poll::Ready(Err(this.go_away(cx, code)));
         }
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.wrote(r, cx)
+        this.wrote(r, [buf], cx)
     }
 
     fn poll_write_vectored(
@@ -235,7 +295,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
             return Poll::Ready(Err(this.go_away(cx, code)));
         }
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.wrote(r, cx)
+        this.wrote(r, bufs.iter().map(|b| &**b), cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -260,5 +320,45 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outbound;
+
+    fn frame(kind: u8, flags: u8, stream: u32, len: usize) -> Vec<u8> {
+        let l = (len as u32).to_be_bytes();
+        let mut f = vec![l[1], l[2], l[3], kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.resize(9 + len, 0);
+        f
+    }
+
+    /// Ends are found however the writes cut the frames.
+    #[test]
+    fn stream_ends_are_seen_across_any_cut() {
+        let mut bytes = frame(1, 0x4, 1, 20); // HEADERS, not the end
+        bytes.extend(frame(0, 0, 1, 100)); // DATA
+        bytes.extend(frame(0, 0x1, 1, 5)); // DATA, END_STREAM
+        bytes.extend(frame(1, 0x5, 3, 7)); // HEADERS, END_STREAM
+        bytes.extend(frame(6, 0, 0, 8)); // PING
+        bytes.extend(frame(3, 0, 5, 4)); // RST_STREAM
+        for cut in 1..bytes.len() {
+            let mut o = Outbound::default();
+            let mut ended = Vec::new();
+            for piece in bytes.chunks(cut) {
+                o.wrote(piece, &mut |s| ended.push(s));
+            }
+            assert_eq!(ended, [1, 3, 5], "cut {cut}");
+        }
+        // Not before its last byte.
+        let mut o = Outbound::default();
+        let mut ended = Vec::new();
+        let end = frame(0, 0x1, 7, 5);
+        o.wrote(&end[..end.len() - 1], &mut |s| ended.push(s));
+        assert!(ended.is_empty());
+        o.wrote(&end[end.len() - 1..], &mut |s| ended.push(s));
+        assert_eq!(ended, [7]);
     }
 }

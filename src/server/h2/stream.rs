@@ -6,6 +6,7 @@ use super::super::Shared;
 use super::CANCELLED_MAX;
 use crate::body::Body;
 use crate::conn::{Conn, ConnState};
+use crate::connlimit::{Held, HeldUntilWritten};
 use crate::errlog::{self, Severity};
 use crate::http1::Refusal;
 use crate::http2::inbound::Refused;
@@ -49,6 +50,10 @@ pub(super) struct Streams {
     pub(super) changed: Notify,
     /// Requests the gate refused, until their streams are served.
     refused: Mutex<Vec<Refused>>,
+    /// What streams whose bodies ended hold (their `limit_conn` counts)
+    /// until their end is written to the client ([`Streams::written`]).
+    parked: Mutex<Vec<(u32, Held)>>,
+    parked_any: AtomicBool,
     /// For log lines: the connection's number, client and server.
     pub(super) id: u64,
     pub(super) client: IpAddr,
@@ -68,6 +73,8 @@ impl Streams {
             progress: Mutex::new(Instant::now()),
             changed: Notify::new(),
             refused: Mutex::new(Vec::new()),
+            parked: Mutex::new(Vec::new()),
+            parked_any: AtomicBool::new(false),
             id,
             client,
             server,
@@ -153,6 +160,24 @@ impl Streams {
     /// The connection is over (its streams are dropped after it).
     pub(super) fn end(&self) {
         self.ended.store(true, Ordering::Relaxed);
+        self.parked.lock().clear();
+    }
+
+    /// `stream`'s body ended: `held` is kept until its end is written.
+    fn park(&self, stream: u32, held: Held) {
+        self.parked.lock().push((stream, held));
+        self.parked_any.store(true, Ordering::Release);
+    }
+
+    /// The end of `stream` (END_STREAM or RST_STREAM) was written to the
+    /// client: what it held is let go.
+    pub(super) fn written(&self, stream: u32) {
+        if !self.parked_any.load(Ordering::Acquire) {
+            return;
+        }
+        let mut parked = self.parked.lock();
+        parked.retain(|(s, _)| *s != stream);
+        self.parked_any.store(!parked.is_empty(), Ordering::Release);
     }
 
     /// Since when no stream got on while some waited for the client (a
@@ -205,9 +230,27 @@ impl Drop for Stream {
 /// A stream's response body: the stream stays open until it ends; an
 /// upstream body that broke off is logged (as on HTTP/1.1, where it ends
 /// the connection; here hyper resets the stream alone).
+///
+/// What the request holds (its `limit_conn` counts) is let go when the
+/// stream's end was written to the client, as nginx lets go when its last
+/// byte was sent, and not when hyper buffered the body: a client whose
+/// window holds the body up keeps its count.
 pub(super) struct StreamBody {
     inner: Body,
     stream: Option<Stream>,
+    /// The request's counts and its stream's id: parked with the
+    /// connection when the body ends, until that end is written.
+    held: Option<(u32, Held)>,
+}
+
+impl StreamBody {
+    /// The body is over: what the stream held waits for its end to be
+    /// written.
+    fn ended(&mut self) {
+        if let (Some(s), Some((id, held))) = (self.stream.take(), self.held.take()) {
+            s.streams.park(id, held);
+        }
+    }
 }
 
 impl hyper::body::Body for StreamBody {
@@ -234,8 +277,8 @@ impl hyper::body::Body for StreamBody {
                 }
                 this.stream = None;
             }
-            Poll::Ready(None) => this.stream = None,
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.stream = None,
+            Poll::Ready(None) => this.ended(),
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.ended(),
             Poll::Ready(Some(Ok(_))) => {
                 if let Some(s) = this.stream.as_mut() {
                     s.owe(true);
@@ -315,6 +358,7 @@ async fn serve_stream(
     mut stream: Stream,
 ) -> Answer {
     let start = Instant::now();
+    let id = stream_id(&mut req);
     let resp = if req.method().as_str() == stand_in::STAND_IN_METHOD {
         let token = req.uri().path().trim_start_matches('/').parse().ok();
         let refusal = token.and_then(|t| stream.streams.take_refused(t));
@@ -328,12 +372,30 @@ async fn serve_stream(
         .map_or_else(|c| c.status, |r| r.status().as_u16());
     shared.env.metrics.response(status, start.elapsed());
     stream.answered = true;
-    resp.map(|r| {
+    resp.map(|mut r| {
+        let held = r
+            .extensions_mut()
+            .remove::<HeldUntilWritten>()
+            .and_then(|h| h.0.lock().take());
+        let held = id.zip(held);
         r.map(|inner| StreamBody {
             inner,
             stream: Some(stream),
+            held,
         })
     })
+}
+
+/// The stream's id, from the last field the gate added
+/// ([`stand_in::STREAM_FIELD`]); every such field is removed.
+fn stream_id(req: &mut Request<Incoming>) -> Option<u32> {
+    let mut last = None;
+    if let http::header::Entry::Occupied(e) = req.headers_mut().entry(stand_in::STREAM_FIELD) {
+        for v in e.remove_entry_mult().1 {
+            last = Some(v);
+        }
+    }
+    last?.to_str().ok()?.parse().ok()
 }
 
 /// The request's fields as HTTP/1.1 carries them: `Host` is `:authority`

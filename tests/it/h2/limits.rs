@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::client::{H2, answers};
+use super::raw::Raw;
 use super::{BodyEcho, NginxH2, raw, run};
 use crate::support::{
     Reply, Sluice, Upstream, assert_expected, assert_same, assert_same_limit_lines, client, expect,
@@ -409,4 +410,71 @@ async fn limit_conn_counts_each_stream() {
     let one = std::slice::from_ref;
     assert_same("the next stream", one(&n_next), one(&s_next));
     assert_eq!((n_next.status, s_next.status), (200, 200));
+}
+
+/// nginx-tests' h2_limit_conn.t, in our words: a stream's `limit_conn` count is held until its
+/// response has been sent, not until the proxy buffered it. A client whose window is one byte
+/// (SETTINGS_INITIAL_WINDOW_SIZE 1) gets the first byte of its first answer; its second stream
+/// is refused with 503 while the first one's body waits, on nginx and on sluice, and sluice's
+/// upstream saw only the first request.
+#[tokio::test]
+async fn a_stream_whose_window_holds_its_body_keeps_its_limit_conn_count() {
+    let (nu, su) = (Upstream::start(), Upstream::start());
+    let nginx = NginxH2::start(
+        "  limit_conn_zone $binary_remote_addr zone=addr:1m;",
+        &format!(
+            "    location / {{ limit_conn addr 1; proxy_pass http://{}; }}",
+            nu.addr
+        ),
+    );
+    let sluice = Sluice::start(&format!(
+        "[conn_zones.addr]\nkey = \"$binary_remote_addr\"\nsize = \"1m\"\n[[servers]]\n\
+         http2 = true\nproxy_pass = \"http://{}\"\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n",
+        su.addr
+    ));
+    let two = async |addr: SocketAddr| {
+        let mut c = Raw::connect_with(addr, &[(0x4, 1)]).await;
+        let block = |path: &str| raw::request_block("GET", path, &addr.to_string(), &[]);
+        let get = |stream, path: &str| {
+            raw::frame(
+                raw::HEADERS,
+                raw::END_HEADERS | raw::END_STREAM,
+                stream,
+                &block(path),
+            )
+        };
+        c.send(&get(1, "/first")).await;
+        // The first answer's head and its one byte of body.
+        let (mut head, mut data) = (None, 0);
+        while head.is_none() || data == 0 {
+            let f = c
+                .next(Duration::from_secs(5))
+                .await
+                .expect("the first answer");
+            if f.stream == 1 && f.kind == raw::HEADERS {
+                head = Some(f.is_200());
+            } else if f.stream == 1 && f.kind == raw::DATA {
+                data += f.payload.len();
+            }
+        }
+        c.send(&get(3, "/second")).await;
+        let second = loop {
+            let f = c
+                .next(Duration::from_secs(5))
+                .await
+                .expect("the second answer");
+            if f.stream == 3 && f.kind == raw::HEADERS {
+                break f.is_200();
+            }
+        };
+        (head, data, second)
+    };
+    let (n, s) = tokio::join!(two(nginx.addr()), two(sluice.addr()));
+    assert_eq!(
+        n,
+        (Some(true), 1, false),
+        "nginx: first 200 (1 byte), second refused"
+    );
+    assert_eq!(s, n, "sluice as nginx");
+    assert_eq!(su.hits(), 1, "sluice's upstream saw only the first request");
 }

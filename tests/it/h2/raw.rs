@@ -102,9 +102,19 @@ pub struct Raw {
 
 impl Raw {
     pub async fn connect(addr: std::net::SocketAddr) -> Raw {
+        Raw::connect_with(addr, &[]).await
+    }
+
+    /// With these SETTINGS parameters (identifier, value) in the client's first SETTINGS.
+    pub async fn connect_with(addr: std::net::SocketAddr, settings: &[(u16, u32)]) -> Raw {
         let mut tcp = crate::support::connect(addr, crate::support::client(1)).await;
         let mut hello = h2_preface().to_vec();
-        hello.extend(frame(SETTINGS, 0, 0, &[]));
+        let mut params = Vec::new();
+        for (id, value) in settings {
+            params.extend_from_slice(&id.to_be_bytes());
+            params.extend_from_slice(&value.to_be_bytes());
+        }
+        hello.extend(frame(SETTINGS, 0, 0, &params));
         tcp.write_all(&hello).await.expect("send the preface");
         let mut raw = Raw {
             tcp,
