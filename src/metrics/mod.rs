@@ -119,6 +119,16 @@ pub struct Metrics {
     h2_floods: Family<Frame, Counter>,
 }
 
+fn register_h2_floods(registry: &mut Registry) -> Family<Frame, Counter> {
+    let floods = Family::<Frame, Counter>::default();
+    registry.register(
+        "sluice_http2_floods",
+        "HTTP/2 connections closed with ENHANCE_YOUR_CALM for a flood, by frame kind",
+        floods.clone(),
+    );
+    floods
+}
+
 /// The frame label of `sluice_http2_floods`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Frame {
@@ -194,12 +204,7 @@ impl Metrics {
             drop(handshakes.get_or_create(&Outcome { result }));
         }
         let tunnels = Tunnels::register(&mut registry);
-        let h2_floods = Family::<Frame, Counter>::default();
-        registry.register(
-            "sluice_http2_floods",
-            "HTTP/2 connections closed with ENHANCE_YOUR_CALM for a flood, by frame kind",
-            h2_floods.clone(),
-        );
+        let h2_floods = register_h2_floods(&mut registry);
         Metrics {
             h2_floods,
             refused,

@@ -7,7 +7,7 @@ use crate::config::Location;
 use crate::headers::AddHeader;
 use crate::limiter::Outcome;
 use crate::respond::{self, RateLimitHeaders};
-use crate::vars::{RequestVars, ResponseVars};
+use crate::vars::ResponseVars;
 use http::{Response, header};
 
 /// The response with `list`'s `add_header` fields, as nginx's headers
@@ -16,8 +16,8 @@ use http::{Response, header};
 pub(crate) fn with_added(
     resp: Result<Response<Body>, CloseConnection>,
     list: &[AddHeader],
-    vars: &RequestVars,
-    (proxy_host, limit_conn_status): (&str, &str),
+    cx: &super::Ctx,
+    proxy_host: &str,
     (limit_req_status, zone, _): Decided,
 ) -> Result<Response<Body>, CloseConnection> {
     let Ok(mut r) = resp else { return resp };
@@ -34,10 +34,10 @@ pub(crate) fn with_added(
         retry_after,
         limit_req_status,
         limit_req_zone: zone,
-        limit_conn_status,
+        limit_conn_status: cx.limit_conn_status(),
         log: None,
     };
-    crate::headers::add(r.headers_mut(), list, vars, &made);
+    crate::headers::add(r.headers_mut(), list, &cx.vars, &made);
     Ok(r)
 }
 

@@ -79,7 +79,17 @@ pub(crate) struct Ctx<'a> {
     limit_conn_status: std::sync::OnceLock<&'static str>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(env: &'a Env, conn: &'a Conn, vars: RequestVars<'a>, start: Instant) -> Ctx<'a> {
+        Ctx {
+            env,
+            conn,
+            vars,
+            start,
+            limit_conn_status: std::sync::OnceLock::new(),
+        }
+    }
+
     /// `$limit_conn_status`: empty until `limit_conn` decided.
     pub(crate) fn limit_conn_status(&self) -> &'static str {
         self.limit_conn_status.get().copied().unwrap_or("")
@@ -117,14 +127,8 @@ pub(crate) async fn handle(
     );
     let path = normalize_path(parts.uri.path());
     let vars = find::request_vars(&conn, server, &parts, path.as_deref().unwrap_or(""));
-    let cx = Ctx {
-        env: &env,
-        conn: &conn,
-        vars,
-        start,
-        limit_conn_status: std::sync::OnceLock::new(),
-    };
-    let server_added = |resp| with_added(resp, &server.add_headers, &cx.vars, ("", ""), UNDECIDED);
+    let cx = Ctx::new(&env, &conn, vars, start);
+    let server_added = |resp| with_added(resp, &server.add_headers, &cx, "", UNDECIDED);
     if conn.plain_on_https {
         let resp = ProxyError::PlainHttpOnHttps.respond(&cx, &server.error_pages, None, UNDECIDED);
         return finish(server_added(resp), cx.record(&server.access_log), UNDECIDED);
@@ -134,7 +138,7 @@ pub(crate) async fn handle(
         // (The redirect is the location's answer: its add_header apply.)
         Err(e @ ProxyError::AddSlash { add, .. }) => {
             let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
-            let resp = with_added(resp, add, &cx.vars, ("", ""), UNDECIDED);
+            let resp = with_added(resp, add, &cx, "", UNDECIDED);
             return finish(resp, cx.record(&server.access_log), UNDECIDED);
         }
         Err(e) => {
@@ -146,10 +150,7 @@ pub(crate) async fn handle(
         crate::config::Action::Proxy(pp) => pp.authority.as_str(),
         crate::config::Action::Return(_) => "",
     };
-    let added = |resp, decided| {
-        let made = (proxy_host, cx.limit_conn_status());
-        with_added(resp, &loc.headers.add, &cx.vars, made, decided)
-    };
+    let added = |resp, decided| with_added(resp, &loc.headers.add, &cx, proxy_host, decided);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
     if let Err(e) = find::check_body_size(loc, &parts.headers) {
@@ -171,14 +172,14 @@ pub(crate) async fn handle(
             return finish(added(resp, limited.decided), record, limited.decided);
         }
     };
-    let resp = content::content(&cx, loc, (&parts, body), path, &limited, &mut record).await;
-    let resp =
-        resp.or_else(|e: ProxyError| e.respond(&cx, &loc.error_pages, Some(loc), limited.decided));
+    let resp = content::content(&cx, loc, (&parts, body), path, &limited, &mut record)
+        .await
+        .or_else(|e: ProxyError| e.respond(&cx, &loc.error_pages, Some(loc), limited.decided))
+        .map(|r| with_quota(r, loc, &limited.outcome));
     // The counts are held until the response body has been sent (or
     // dropped), as nginx releases them when the request is freed.
-    let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
     let resp = added(resp, limited.decided);
     // (A tunnel's, for as long as it is open.)
-    let http2 = parts.version == http::Version::HTTP_2;
-    finish(resp, record, limited.decided).map(|r| tunnel::hand_over(r, held, &conn.state, http2))
+    let version = parts.version;
+    finish(resp, record, limited.decided).map(|r| tunnel::hand_over(r, held, &conn.state, version))
 }

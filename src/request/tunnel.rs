@@ -143,7 +143,7 @@ pub(crate) fn hand_over(
     mut resp: Response<Body>,
     held: Held,
     conn: &ConnState,
-    http2: bool,
+    version: http::Version,
 ) -> Response<Body> {
     let tunnel = resp
         .extensions_mut()
@@ -155,7 +155,7 @@ pub(crate) fn hand_over(
             conn.switch(Box::new(t));
             resp
         }
-        None if http2 => held.keep_until_written(resp),
+        None if version == http::Version::HTTP_2 => held.keep_until_written(resp),
         None => held.keep_until_sent(resp),
     }
 }
