@@ -43,6 +43,8 @@
 //!   response body type), [`clock`] (the only place that reads clocks),
 //!   [`http1`] (request heads and chunked bodies read with nginx's rules,
 //!   before hyper: what nginx refuses never reaches the upstream),
+//!   [`http2`] (every frame an HTTP/2 client sends, before hyper: request
+//!   heads judged by [`http1`]'s gate, frame floods cut),
 //!   [`realip`] (nginx's `real_ip`), [`tls`] (certificates read and
 //!   checked at load, the rustls server configuration).
 //! - `fuzzing` (tests and the `fuzzing` feature only): the checks of the

@@ -29,8 +29,12 @@
 //! `h2`; on a plain address with `http2` when its first bytes are the
 //! preface ([`opening`]; any other goes on as HTTP/1.1, bytes and all).
 //!
-//! A request reads as on HTTP/1.1: its `Host` header is `:authority` (which
-//! wins over a `Host` field), its cookies (split into several fields by
+//! Every byte the client sends goes through [`crate::http2::Inbound`] first
+//! ([`io`]): request heads are judged by the HTTP/1.1 gate and handed to
+//! hyper canonical, or refused on their stream alone; floods of any frame
+//! kind are cut with `GOAWAY ENHANCE_YOUR_CALM`. A request reads as on
+//! HTTP/1.1: its `Host` header is `:authority` (the gate refuses a `Host`
+//! field beside it, as nginx), its cookies (split into several fields by
 //! HTTP/2 clients) are one `Cookie` again (RFC 9113 §8.2.3, as nginx joins
 //! them). Responses lose their connection-specific fields (hyper strips
 //! `Connection` and what it names, `Keep-Alive`, `Transfer-Encoding`,
