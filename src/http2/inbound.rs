@@ -6,8 +6,10 @@
 //! The budgets: a client may send each kind of frame that serves no
 //! request (PING, SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, DATA
 //! without payload or end, a header fragment without bytes, unknown kinds)
-//! [`BASE`] times, plus [`PER_STREAM`] for each stream it opened, plus one
-//! for each [`BYTES_PER_FRAME`] bytes sluice wrote to it. A browser's few
+//! [`BASE`] times, plus [`PER_STREAM`] for each stream it opened, plus
+//! [`PER_FRAME_SERVED`] for each DATA or HEADERS frame sluice wrote to it
+//! (control frames sluice writes, PING and SETTINGS answers, earn nothing).
+//! A browser's few
 //! PINGs and SETTINGS, a PRIORITY per stream, a WINDOW_UPDATE per DATA
 //! frame it read, stay far inside; a flood is cut after about a thousand
 //! frames, a millisecond of work. nginx does the same with its own counts
@@ -45,10 +47,16 @@ const FRAME_MAX: usize = 16 * 1024;
 
 /// Frames of each kind any connection may send.
 pub const BASE: u32 = 1000;
+/// DATA frames without payload or end a connection may send in its life:
+/// the h2 crate's own bound (`MAX_RECV_EMPTY_DATA_FRAMES`), met here first
+/// so that the cut is logged and counted like the others.
+pub const EMPTY_DATA_MAX: u64 = 100;
 /// More of each kind for every stream the client opened.
 pub const PER_STREAM: u32 = 4;
-/// One more of each kind for every this many bytes written to the client.
-pub const BYTES_PER_FRAME: u64 = 1024;
+/// More of each kind for every DATA or HEADERS frame written to the client
+/// (a client may answer each DATA frame with two WINDOW_UPDATEs, its
+/// stream's and its connection's).
+pub const PER_FRAME_SERVED: u64 = 2;
 
 /// The kinds of frames that are budgeted, with their names for the log
 /// and the `frame` label of `sluice_http2_floods`.
@@ -152,7 +160,8 @@ pub struct Inbound {
     decoder: Decoder,
     last_stream: u32,
     opened: u32,
-    written: u64,
+    /// DATA and HEADERS frames written to the client.
+    served: u64,
     counts: [u32; 9],
     refused: Vec<Refused>,
     next_token: u64,
@@ -176,7 +185,7 @@ impl Inbound {
             decoder: Decoder::new(),
             last_stream: 0,
             opened: 0,
-            written: 0,
+            served: 0,
             counts: [0; 9],
             refused: Vec::new(),
             next_token: 0,
@@ -199,9 +208,9 @@ impl Inbound {
         self.last_stream
     }
 
-    /// sluice wrote `n` bytes to the client: the budgets grow.
-    pub fn served(&mut self, n: usize) {
-        self.written = self.written.saturating_add(n as u64);
+    /// sluice wrote a DATA or HEADERS frame to the client: the budgets grow.
+    pub fn served(&mut self) {
+        self.served = self.served.saturating_add(1);
     }
 
     /// The refusals since the last call, for the streams' service.
@@ -304,9 +313,14 @@ impl Inbound {
     fn spend(&mut self, kind: Flood) -> Result<(), Abort> {
         let i = kind as usize;
         self.counts[i] = self.counts[i].saturating_add(1);
-        let allowed = u64::from(BASE)
-            + u64::from(PER_STREAM) * u64::from(self.opened)
-            + self.written / BYTES_PER_FRAME;
+        let allowed = match kind {
+            Flood::Data => EMPTY_DATA_MAX,
+            _ => {
+                u64::from(BASE)
+                    + u64::from(PER_STREAM) * u64::from(self.opened)
+                    + self.served * PER_FRAME_SERVED
+            }
+        };
         if u64::from(self.counts[i]) > allowed {
             return Err(Abort::Flood {
                 kind,

@@ -140,7 +140,6 @@ fn floods_are_cut_at_their_budget() {
         (WINDOW_UPDATE, 0, 4, Flood::WindowUpdate),
         (PRIORITY, 0, 5, Flood::Priority),
         (RST_STREAM, 0, 4, Flood::RstStream),
-        (DATA, 0, 0, Flood::Data),
         (0x42, 0, 3, Flood::Unknown),
     ] {
         let mut i = inbound();
@@ -161,9 +160,29 @@ fn floods_are_cut_at_their_budget() {
 }
 
 #[test]
+fn empty_data_is_cut_at_the_h2_crates_bound() {
+    let mut i = inbound();
+    let f = frame(DATA, 0, 1, &[]);
+    for _ in 0..EMPTY_DATA_MAX {
+        i.input().extend_from_slice(&f);
+    }
+    i.process().unwrap();
+    i.input().extend_from_slice(&f);
+    assert!(matches!(
+        i.process(),
+        Err(Abort::Flood {
+            kind: Flood::Data,
+            count: 101
+        })
+    ));
+}
+
+#[test]
 fn what_was_served_raises_the_budget() {
     let mut i = inbound();
-    i.served(10 * BYTES_PER_FRAME as usize);
+    for _ in 0..5 {
+        i.served();
+    }
     let f = frame(PING, 0, 1, &[0u8; 8]);
     for _ in 0..BASE + 10 {
         i.input().extend_from_slice(&f);

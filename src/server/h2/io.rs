@@ -54,9 +54,9 @@ struct Outbound {
 }
 
 impl Outbound {
-    /// `bytes` were written: calls `end` with each stream whose last frame
-    /// (END_STREAM, or RST_STREAM) is now out whole.
-    fn wrote(&mut self, mut bytes: &[u8], end: &mut impl FnMut(u32)) {
+    /// `bytes` were written: calls `out` with each frame now out whole
+    /// (its kind, flags and stream).
+    fn wrote(&mut self, mut bytes: &[u8], out: &mut impl FnMut(u8, u8, u32)) {
         while !bytes.is_empty() {
             if self.left > 0 {
                 let n = self.left.min(bytes.len());
@@ -76,12 +76,8 @@ impl Outbound {
             }
             if self.left == 0 && self.have == 0 {
                 let h = self.head;
-                let (kind, flags) = (h[3], h[4]);
                 let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
-                let ends = matches!(kind, 0 | 1) && flags & 0x1 != 0 || kind == 3;
-                if ends && stream != 0 {
-                    end(stream);
-                }
+                out(h[3], h[4], stream);
             }
         }
     }
@@ -189,12 +185,22 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
                 if let Ok(n) = r {
                     if n > 0 {
                         self.unflushed = true;
-                        self.inbound.served(n);
-                        let streams = &self.streams;
+                        let (streams, inbound) = (&self.streams, &mut self.inbound);
+                        // Frames that serve requests raise the budgets; a
+                        // stream's end lets go what it held.
+                        let mut frame = |kind: u8, flags: u8, stream: u32| {
+                            if kind <= 1 {
+                                inbound.served();
+                            }
+                            let ends = kind <= 1 && flags & 0x1 != 0 || kind == 3;
+                            if ends && stream != 0 {
+                                streams.written(stream);
+                            }
+                        };
                         let mut left = n;
                         for b in bufs {
                             let b = &b[..left.min(b.len())];
-                            self.outbound.wrote(b, &mut |s| streams.written(s));
+                            self.outbound.wrote(b, &mut frame);
                             left -= b.len();
                             if left == 0 {
                                 break;
@@ -335,7 +341,7 @@ mod tests {
         f
     }
 
-    /// Ends are found however the writes cut the frames.
+    /// Frames are found however the writes cut them.
     #[test]
     fn stream_ends_are_seen_across_any_cut() {
         let mut bytes = frame(1, 0x4, 1, 20); // HEADERS, not the end
@@ -348,17 +354,25 @@ mod tests {
             let mut o = Outbound::default();
             let mut ended = Vec::new();
             for piece in bytes.chunks(cut) {
-                o.wrote(piece, &mut |s| ended.push(s));
+                o.wrote(piece, &mut |kind, flags, s| ended.push((kind, flags, s)));
             }
-            assert_eq!(ended, [1, 3, 5], "cut {cut}");
+            let want = [
+                (1, 4, 1),
+                (0, 0, 1),
+                (0, 1, 1),
+                (1, 5, 3),
+                (6, 0, 0),
+                (3, 0, 5),
+            ];
+            assert_eq!(ended, want, "cut {cut}");
         }
         // Not before its last byte.
         let mut o = Outbound::default();
         let mut ended = Vec::new();
         let end = frame(0, 0x1, 7, 5);
-        o.wrote(&end[..end.len() - 1], &mut |s| ended.push(s));
+        o.wrote(&end[..end.len() - 1], &mut |_, _, s| ended.push(s));
         assert!(ended.is_empty());
-        o.wrote(&end[end.len() - 1..], &mut |s| ended.push(s));
+        o.wrote(&end[end.len() - 1..], &mut |_, _, s| ended.push(s));
         assert_eq!(ended, [7]);
     }
 }
