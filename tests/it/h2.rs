@@ -12,11 +12,15 @@
 //!   h2_limit_req.t cases in our own words, a client resetting a delayed stream;
 //! - [`protections`]: advertised settings, header sizes, rapid reset, idle timeouts, a
 //!   graceful stop;
+//! - [`floods`]: floods of frames that serve no request (PING, SETTINGS, WINDOW_UPDATE,
+//!   PRIORITY, RST_STREAM, empty DATA, CONTINUATION, unknown kinds) cut with ENHANCE_YOUR_CALM,
+//!   and busy clients that are not (scripts/h2-flood.sh measures the same floods, nginx beside);
 //! - [`tls`]: HTTP/2 by ALPN on `ssl` listeners (curl, openssl s_client, h2load), `http2 =
 //!   false` offering HTTP/1.1 only, the burst against nginx's `listen … ssl http2`.
 
 mod basics;
 mod client;
+mod floods;
 mod limits;
 mod protections;
 mod raw;

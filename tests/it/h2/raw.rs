@@ -1,21 +1,28 @@
 //! HTTP/2 frames written by hand, for what no client library sends: a frame cut in two across
 //! a delay, a connection closed in the middle of one, many streams opened and reset in one
-//! write. Header blocks use HPACK literals without Huffman coding (any server decodes them);
-//! answers are read frame by frame.
+//! write, floods of frames ([`Raw::flood`]). Header blocks use HPACK literals without Huffman
+//! coding (any server decodes them); answers are read frame by frame.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout};
 
 use super::h2_preface;
 
 pub const DATA: u8 = 0;
 pub const HEADERS: u8 = 1;
+pub const PRIORITY: u8 = 2;
 pub const RST_STREAM: u8 = 3;
 pub const SETTINGS: u8 = 4;
+pub const PING: u8 = 6;
 pub const GOAWAY: u8 = 7;
+pub const WINDOW_UPDATE: u8 = 8;
+pub const CONTINUATION: u8 = 9;
 pub const END_STREAM: u8 = 1;
 pub const END_HEADERS: u8 = 4;
 pub const ACK: u8 = 1;
@@ -41,6 +48,20 @@ impl Frame {
         (self.kind == GOAWAY && self.payload.len() >= 8)
             .then(|| u32::from_be_bytes(self.payload[4..8].try_into().unwrap()))
     }
+}
+
+/// How a flood ([`Raw::flood`]) ended, seen from the client.
+#[derive(Debug)]
+pub struct Flooded {
+    /// Frames written before the client saw the server's GOAWAY or close (all of them if it
+    /// saw neither).
+    pub sent: usize,
+    /// The first GOAWAY's error code.
+    pub goaway: Option<u32>,
+    /// From the flood's first write to the server's close; `None`: still open at the limit.
+    pub closed: Option<Duration>,
+    /// Frames the server sent during the flood, by kind (for the failure messages).
+    pub kinds: BTreeMap<u8, usize>,
 }
 
 /// A frame's bytes.
@@ -159,6 +180,78 @@ impl Raw {
                 Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
                 _ => return None,
             }
+        }
+    }
+
+    /// Writes frame after frame (`next(i)` is the `i`th), many per write, `max` at most, while
+    /// another task reads all the server sends (its answers never fill the socket and slow the
+    /// flood down); stops writing once it sees a GOAWAY or the close, then waits for the close
+    /// until `limit` after the first write.
+    pub async fn flood(
+        self,
+        mut next: impl FnMut(usize) -> Vec<u8>,
+        max: usize,
+        limit: Duration,
+    ) -> Flooded {
+        /// Frames per write: the reader's view of a GOAWAY stops the writer within one write.
+        const BATCH: usize = 256;
+        let Raw { tcp, mut buf } = self;
+        let (mut rd, mut wr) = tcp.into_split();
+        let start = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = (stop.clone(), Arc::new(Mutex::new((None, BTreeMap::new()))));
+        let got = seen.1.clone();
+        let reader = tokio::spawn(async move {
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                while buf.len() >= 9 {
+                    let len = u32::from_be_bytes([0, buf[0], buf[1], buf[2]]) as usize;
+                    if buf.len() < 9 + len {
+                        break;
+                    }
+                    let f: Vec<u8> = buf.drain(..9 + len).collect();
+                    let mut got = seen.1.lock().unwrap();
+                    *got.1.entry(f[3]).or_insert(0) += 1;
+                    if f[3] == GOAWAY && len >= 8 && got.0.is_none() {
+                        got.0 = Some(u32::from_be_bytes(f[13..17].try_into().unwrap()));
+                        seen.0.store(true, Ordering::SeqCst);
+                    }
+                }
+                match rd.read(&mut chunk).await {
+                    Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                    // The close, or the reset of a socket closed with the flood unread.
+                    _ => break,
+                }
+            }
+            seen.0.store(true, Ordering::SeqCst);
+            start.elapsed()
+        });
+        let mut sent = 0;
+        // A server that stops reading without closing blocks a write: bounded by `limit` too.
+        let _ = timeout(limit, async {
+            while sent < max && !stop.load(Ordering::SeqCst) {
+                let n = BATCH.min(max - sent);
+                let bytes: Vec<u8> = (sent..sent + n).flat_map(&mut next).collect();
+                if wr.write_all(&bytes).await.is_err() {
+                    return;
+                }
+                sent += n;
+            }
+        })
+        .await;
+        let left = limit.saturating_sub(start.elapsed());
+        let closed = match timeout(left, reader).await {
+            Ok(took) => Some(took.expect("the flood's reader")),
+            // The reader ends with the runtime; `wr` (dropped here) sends the client's FIN only
+            // now, so the server saw no end of the flood it did not cut itself.
+            Err(_) => None,
+        };
+        let (goaway, kinds) = std::mem::take(&mut *got.lock().unwrap());
+        Flooded {
+            sent,
+            goaway,
+            closed,
+            kinds,
         }
     }
 
