@@ -373,6 +373,23 @@ async fn nginx_tests_h2_limit_req_cases() {
     );
 }
 
+/// nginx and sluice with `limit_conn` 1 per client address, each in front of its upstream.
+fn limit_conn_1(nginx_upstream: &Upstream, sluice_upstream: &Upstream) -> (NginxH2, Sluice) {
+    let nginx = NginxH2::start(
+        "  limit_conn_zone $binary_remote_addr zone=addr:1m;",
+        &format!(
+            "    location / {{ limit_conn addr 1; proxy_pass http://{}; }}",
+            nginx_upstream.addr
+        ),
+    );
+    let sluice = Sluice::start(&format!(
+        "[conn_zones.addr]\nkey = \"$binary_remote_addr\"\nsize = \"1m\"\n[[servers]]\n\
+         http2 = true\nproxy_pass = \"http://{}\"\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n",
+        sluice_upstream.addr
+    ));
+    (nginx, sluice)
+}
+
 /// limit_conn counts requests, so streams: three at once on one connection with `conn = 1`, in
 /// front of an upstream that holds each answer 300 ms, get one 200 and two 503s on nginx and on
 /// sluice; the connection itself is not what is counted.
@@ -381,18 +398,7 @@ async fn limit_conn_counts_each_stream() {
     let _timing = timing();
     let hold = Duration::from_millis(300);
     let (nu, su) = (Upstream::start_slow(hold), Upstream::start_slow(hold));
-    let nginx = NginxH2::start(
-        "  limit_conn_zone $binary_remote_addr zone=addr:1m;",
-        &format!(
-            "    location / {{ limit_conn addr 1; proxy_pass http://{}; }}",
-            nu.addr
-        ),
-    );
-    let sluice = Sluice::start(&format!(
-        "[conn_zones.addr]\nkey = \"$binary_remote_addr\"\nsize = \"1m\"\n[[servers]]\n\
-         http2 = true\nproxy_pass = \"http://{}\"\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n",
-        su.addr
-    ));
+    let (nginx, sluice) = limit_conn_1(&nu, &su);
     let three = async |addr: SocketAddr| {
         let mut c = H2::connect(addr, client(2)).await;
         let mut pending = Vec::new();
@@ -420,18 +426,7 @@ async fn limit_conn_counts_each_stream() {
 #[tokio::test]
 async fn a_stream_whose_window_holds_its_body_keeps_its_limit_conn_count() {
     let (nu, su) = (Upstream::start(), Upstream::start());
-    let nginx = NginxH2::start(
-        "  limit_conn_zone $binary_remote_addr zone=addr:1m;",
-        &format!(
-            "    location / {{ limit_conn addr 1; proxy_pass http://{}; }}",
-            nu.addr
-        ),
-    );
-    let sluice = Sluice::start(&format!(
-        "[conn_zones.addr]\nkey = \"$binary_remote_addr\"\nsize = \"1m\"\n[[servers]]\n\
-         http2 = true\nproxy_pass = \"http://{}\"\nlimit_conn = {{ zone = \"addr\", conn = 1 }}\n",
-        su.addr
-    ));
+    let (nginx, sluice) = limit_conn_1(&nu, &su);
     let two = async |addr: SocketAddr| {
         let mut c = Raw::connect_with(addr, &[(0x4, 1)]).await;
         let block = |path: &str| raw::request_block("GET", path, &addr.to_string(), &[]);
