@@ -304,20 +304,13 @@ pub fn reset_block() -> Vec<u8> {
     out
 }
 
-/// A trailer section (HEADERS after a request's DATA): its fields as they
-/// came, or a block that makes hyper reset the stream when it is malformed
-/// (a pseudo-header field, RFC 9113 §8.1; what §8.2 forbids in any field).
-pub fn trailers(fields: &[Field]) -> Vec<u8> {
+/// A trailer section (HEADERS after a request's DATA): the stream is reset
+/// (hyper treats the `connection` field as malformed). nginx 1.22 refuses
+/// request trailers on HTTP/2 outright (it ends the connection), so a
+/// request that carries them never reaches the upstream; sluice ends only
+/// that stream.
+pub fn trailers(_fields: &[Field]) -> Vec<u8> {
     let mut out = Vec::new();
-    let malformed = fields
-        .iter()
-        .any(|f| f.name.starts_with(b":") || forbidden(f).is_some() || connection_specific(f));
-    if malformed {
-        hpack::encode(&mut out, b"connection", b"close");
-        return out;
-    }
-    for f in fields {
-        hpack::encode(&mut out, &f.name, &f.value);
-    }
+    hpack::encode(&mut out, b"connection", b"close");
     out
 }
