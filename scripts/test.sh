@@ -6,7 +6,7 @@
 #
 # Steps (each one runs, and each one is reported PASS or FAIL at the end; nothing is skipped):
 #   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk, curl, openssl,
-#      h2load (nghttp2-client) and python3-websockets
+#      h2load (nghttp2-client), python3-websockets and python3-h2
 #      with apt-get (as root, or through sudo); cargo must already be there;
 #   2. cargo build --release;
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
@@ -48,10 +48,11 @@ install_packages() {
   command -v h2load       >/dev/null || missing+=(nghttp2-client)   # HTTP/2 bursts over one connection
   [[ -x /usr/bin/python3 ]]         || missing+=(python3)   # Debian's own: the tests run /usr/bin/python3
   /usr/bin/python3 -c 'import websockets' 2>/dev/null || missing+=(python3-websockets)   # the WebSocket client
+  /usr/bin/python3 -c 'import hpack' 2>/dev/null || missing+=(python3-h2)   # HPACK for the HTTP/2 conformance client
   command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
 
   if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "nginx, redis-server, wrk, curl, openssl, h2load and python3-websockets are installed"
+    echo "nginx, redis-server, wrk, curl, openssl, h2load, python3-websockets and python3-h2 are installed"
   else
     echo "missing: ${missing[*]}"
     if [[ $EUID -ne 0 ]]; then
@@ -87,6 +88,7 @@ install_packages() {
     command -v "$tool" >/dev/null || { echo "$tool is still missing after installation" >&2; return 1; }
   done
   /usr/bin/python3 -c 'import websockets' || { echo "python3-websockets is still missing after installation" >&2; return 1; }
+  /usr/bin/python3 -c 'import hpack' || { echo "python3-h2 is still missing after installation" >&2; return 1; }
   echo "$(nginx -v 2>&1); $(redis-server --version | cut -d' ' -f1-3); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2); $(cargo --version)"
 }
 

@@ -115,6 +115,9 @@ pub enum Abort {
     /// Framing that breaks RFC 9113 where only the reader can see it
     /// (padding, a block interrupted).
     Protocol(&'static str),
+    /// A header block nginx takes for a connection error (an empty field
+    /// name): what the client sent, in nginx's words.
+    Field(&'static str),
 }
 
 impl Abort {
@@ -123,7 +126,7 @@ impl Abort {
         match self {
             Abort::Flood { .. } => 0xb,
             Abort::Compression(_) => 0x9,
-            Abort::Protocol(_) => 0x1,
+            Abort::Protocol(_) | Abort::Field(_) => 0x1,
         }
     }
 }
@@ -164,6 +167,9 @@ pub struct Inbound {
     served: u64,
     counts: [u32; 9],
     refused: Vec<Refused>,
+    /// nginx's info lines about heads let through (fields dropped) or
+    /// streams reset, for the log.
+    notices: Vec<Refusal>,
     next_token: u64,
     aborted: Option<Abort>,
 }
@@ -188,6 +194,7 @@ impl Inbound {
             served: 0,
             counts: [0; 9],
             refused: Vec::new(),
+            notices: Vec::new(),
             next_token: 0,
             aborted: None,
         }
@@ -216,6 +223,12 @@ impl Inbound {
     /// The refusals since the last call, for the streams' service.
     pub fn take_refused(&mut self) -> Vec<Refused> {
         std::mem::take(&mut self.refused)
+    }
+
+    /// The info lines nginx would have logged since the last call: fields
+    /// dropped, streams reset and why.
+    pub fn take_notices(&mut self) -> Vec<Refusal> {
+        std::mem::take(&mut self.notices)
     }
 
     /// Nothing held: no partial frame, nothing for hyper (the buffers may
@@ -386,12 +399,25 @@ impl Inbound {
             .decoder
             .decode(&block.bytes, self.limits.list)
             .map_err(|CompressionError(why)| Abort::Compression(why))?;
+        if decoded.fields.iter().any(|f| f.name.is_empty()) {
+            return Err(Abort::Field("zero header name length"));
+        }
         let new_request = block.stream % 2 == 1 && block.stream > self.last_stream;
         let out = if new_request {
             self.last_stream = block.stream;
             self.opened = self.opened.saturating_add(1);
             match request::judge(&decoded.fields, decoded.over, &self.rules, self.limits) {
-                Verdict::Accept(mut b) => {
+                Verdict::Accept {
+                    block: mut b,
+                    dropped,
+                } => {
+                    self.notices.extend(dropped.into_iter().map(|name| Refusal {
+                        status: 400,
+                        reason: "client sent invalid header",
+                        detail: Some(name),
+                        request_line: None,
+                        in_headers: true,
+                    }));
                     let mut id = itoa::Buffer::new();
                     hpack::encode(
                         &mut b,
@@ -400,7 +426,10 @@ impl Inbound {
                     );
                     b
                 }
-                Verdict::Reset => request::reset_block(),
+                Verdict::Reset(why) => {
+                    self.notices.extend(why);
+                    request::reset_block()
+                }
                 Verdict::Refuse(refusal) => {
                     let token = self.next_token;
                     self.next_token += 1;

@@ -74,19 +74,58 @@ fn a_request_goes_on_as_its_canonical_head() {
             ":method",
             ":scheme",
             ":path",
-            ":authority",
+            "host",
             "accept",
             request::STREAM_FIELD
         ]
     );
     assert_eq!(got[3].1, "example.com");
+    let notices = i.take_notices();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(
+        notices[0].to_string(),
+        "client sent invalid header: \"x_smuggle\""
+    );
+}
+
+#[test]
+fn a_field_http2_forbids_resets_its_stream_alone() {
+    let mut i = inbound();
+    let mut bad = GET.to_vec();
+    bad.push((b"X-A", b"1"));
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block(&bad)));
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block(GET)));
+    i.process().unwrap();
+    assert!(i.take_refused().is_empty());
+    let notices = i.take_notices();
+    assert_eq!(
+        notices[0].to_string(),
+        "client sent invalid header name: \"X-A\""
+    );
+    let out = i.output();
+    let first = written(&mut out.split_to(9 + usize::from(out[2])));
+    assert!(first.iter().any(|(n, _)| n == "connection"), "{first:?}");
+    assert_eq!(written(out)[0].1, "GET");
+}
+
+#[test]
+fn an_empty_field_name_ends_the_connection() {
+    let mut i = inbound();
+    let mut bad = GET.to_vec();
+    bad.push((b"", b"1"));
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block(&bad)));
+    assert_eq!(i.process(), Err(Abort::Field("zero header name length")));
 }
 
 #[test]
 fn a_refused_request_becomes_a_stand_in_and_the_next_goes_on() {
     let mut i = inbound();
     let mut bad = GET.to_vec();
-    bad.push((b"Content-Length", b"1"));
+    bad.push((b"content-length", b"1"));
+    bad.push((b"content-length", b"1"));
     i.input()
         .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block(&bad)));
     i.input()

@@ -15,13 +15,20 @@ use crate::http1::{HeadParser, HeadRules, Parsed, Refusal};
 /// What becomes of a request head.
 #[derive(Debug)]
 pub enum Verdict {
-    /// The canonical head as an HPACK block for hyper.
-    Accept(Vec<u8>),
+    /// The canonical head as an HPACK block for hyper, and the names of
+    /// the fields dropped as invalid (`ignore_invalid_headers`), which
+    /// nginx logs.
+    Accept {
+        block: Vec<u8>,
+        dropped: Vec<Vec<u8>>,
+    },
     /// nginx's answer (a status, its log reason): the stream gets it.
     Refuse(Refusal),
-    /// Malformed where RFC 9113 asks for a stream reset (`PROTOCOL_ERROR`):
-    /// connection-specific fields, a `TE` other than `trailers`.
-    Reset,
+    /// Malformed where RFC 9113 asks for a stream reset (`PROTOCOL_ERROR`),
+    /// as nginx resets it: a name or value HTTP/2 forbids (with the line
+    /// nginx logs), connection-specific fields or a `TE` other than
+    /// `trailers` (which nginx drops without a word).
+    Reset(Option<Refusal>),
 }
 
 /// The sizes a head is held to, from `large_client_header_buffers`.
@@ -54,13 +61,15 @@ struct Pseudo<'a> {
 /// Judges a decoded request head (`over`: its list passed `limits.list`).
 pub fn judge(fields: &[Field], over: bool, rules: &HeadRules, limits: Limits) -> Verdict {
     match judged(fields, over, rules, limits) {
-        Ok(Some(block)) => Verdict::Accept(block),
-        Ok(None) => Verdict::Reset,
-        Err(mut refusal) => {
-            refusal.request_line = request_line(fields);
-            Verdict::Refuse(refusal)
-        }
+        Ok(Verdict::Reset(why)) => Verdict::Reset(why.map(|r| with_line(r, fields))),
+        Ok(verdict) => verdict,
+        Err(refusal) => Verdict::Refuse(with_line(refusal, fields)),
     }
+}
+
+fn with_line(mut refusal: Refusal, fields: &[Field]) -> Refusal {
+    refusal.request_line = request_line(fields);
+    refusal
 }
 
 fn refusal(status: u16, reason: &'static str, detail: Option<&[u8]>) -> Refusal {
@@ -73,27 +82,28 @@ fn refusal(status: u16, reason: &'static str, detail: Option<&[u8]>) -> Refusal 
     }
 }
 
-/// Ok(None): reset the stream.
+/// Accepted or reset; a refusal is the error, so that `?` gives it.
 fn judged(
     fields: &[Field],
     over: bool,
     rules: &HeadRules,
     limits: Limits,
-) -> Result<Option<Vec<u8>>, Refusal> {
+) -> Result<Verdict, Refusal> {
     if over {
         // hyper's answer before the gate, kept (nginx ends the connection).
         return Err(refusal(431, "client sent too large request", None));
     }
+    if let Some(r) = fields.iter().find_map(forbidden) {
+        return Ok(Verdict::Reset(Some(r)));
+    }
     let (pseudo, regular) = pseudo_fields(fields)?;
     for f in regular {
-        if let Some(r) = forbidden(f) {
-            return Err(r);
-        }
-        if f.name.len() + f.value.len() > limits.field {
+        // nginx's bound is on the name and on the value, each.
+        if f.name.len().max(f.value.len()) > limits.field {
             return Err(refusal(400, "client sent too large header field", None));
         }
         if connection_specific(f) {
-            return Ok(None);
+            return Ok(Verdict::Reset(None));
         }
     }
     let method = pseudo
@@ -124,7 +134,18 @@ fn judged(
         parser.field(&f.name, &f.value)?;
     }
     match parser.end() {
-        Parsed::Head(head) => Ok(Some(block(&head.canonical, scheme))),
+        Parsed::Head(head) => {
+            // The parser keeps a dropped field as an HTTP/1.1 line; nginx
+            // names only the field on HTTP/2.
+            let names = head.dropped.iter().map(|l| {
+                let end = l.windows(2).position(|w| w == b": ").unwrap_or(l.len());
+                l[..end].to_vec()
+            });
+            Ok(Verdict::Accept {
+                block: block(&head.canonical, scheme),
+                dropped: names.collect(),
+            })
+        }
         Parsed::Refused(r) => Err(r),
         Parsed::Partial => Err(refusal(400, "client sent invalid request", None)),
     }
@@ -153,18 +174,10 @@ fn pseudo_fields(fields: &[Field]) -> Result<(Pseudo<'_>, &[Field]), Refusal> {
             }
         };
         if slot.is_some() {
-            return Err(refusal(
-                400,
-                "client sent duplicate pseudo-header",
-                Some(&f.name),
-            ));
+            return Err(pseudo_refusal(&f.name, Twice));
         }
         if f.value.is_empty() {
-            return Err(refusal(
-                400,
-                "client sent empty pseudo-header",
-                Some(&f.name),
-            ));
+            return Err(pseudo_refusal(&f.name, Empty));
         }
         *slot = Some(&f.value);
     }
@@ -179,15 +192,41 @@ fn pseudo_fields(fields: &[Field]) -> Result<(Pseudo<'_>, &[Field]), Refusal> {
     Ok((p, regular))
 }
 
-/// What HTTP/2 forbids in a field that HTTP/1.1's grammar cannot carry or
-/// reads otherwise (RFC 9113 §8.2.1): a name that is empty, has uppercase,
-/// whitespace, control bytes or `:`; a value with NUL, CR or LF, or with
-/// whitespace at either end.
-pub fn forbidden(f: &Field) -> Option<Refusal> {
-    let bad_name = f.name.is_empty()
-        || f.name
-            .iter()
-            .any(|&b| b.is_ascii_uppercase() || b <= 0x20 || b == 0x7f || b == b':');
+#[derive(Clone, Copy)]
+enum PseudoFault {
+    Twice,
+    Empty,
+}
+use PseudoFault::{Empty, Twice};
+
+/// A pseudo-header sent twice or empty, in nginx's words.
+fn pseudo_refusal(name: &[u8], fault: PseudoFault) -> Refusal {
+    let reason = match (name, fault) {
+        (b":method", Twice) => "client sent duplicate :method header",
+        (b":scheme", Twice) => "client sent duplicate :scheme header",
+        (b":path", Twice) => "client sent duplicate :path header",
+        (_, Twice) => "client sent duplicate host header",
+        (b":method", Empty) => "client sent empty :method header",
+        (b":scheme", Empty) => "client sent empty :scheme header",
+        (b":path", Empty) => "client sent empty :path header",
+        (_, Empty) => "client sent invalid host header",
+    };
+    refusal(400, reason, None)
+}
+
+/// What HTTP/2 forbids in a field (RFC 9113 §8.2.1), which makes the
+/// request malformed, a stream error: a name with uppercase, whitespace,
+/// control bytes or a `:` past the first byte; a value with NUL, CR or LF,
+/// or with whitespace at either end. nginx resets such a stream (it lets
+/// the whitespace through); so does sluice. (An empty name ends the
+/// connection before this: [`super::inbound`].)
+fn forbidden(f: &Field) -> Option<Refusal> {
+    let name = f.name.get(1..).unwrap_or_default();
+    let bad_name = f
+        .name
+        .first()
+        .is_some_and(|&b| b != b':' && bad_name_byte(b))
+        || name.iter().any(|&b| bad_name_byte(b) || b == b':');
     if bad_name {
         return Some(refusal(
             400,
@@ -207,6 +246,10 @@ pub fn forbidden(f: &Field) -> Option<Refusal> {
         ));
     }
     None
+}
+
+fn bad_name_byte(b: u8) -> bool {
+    b.is_ascii_uppercase() || b <= 0x20 || b == 0x7f
 }
 
 /// RFC 9113 §8.2.2: fields of one HTTP/1.1 hop, meaningless in HTTP/2.
@@ -242,7 +285,10 @@ fn request_line(fields: &[Field]) -> Option<Vec<u8>> {
 
 /// The canonical head (`METHOD TARGET HTTP/1.1`, then `name: value`
 /// lines, as [`HeadParser`] wrote it) as an HPACK block: the request line's
-/// parts as pseudo-header fields, `Host` as `:authority`.
+/// parts as pseudo-header fields, then the fields, `Host` among them. `Host`
+/// goes as a field, not as `:authority`: hyper would parse `:authority` as a
+/// URI's authority, refusing hosts that nginx (and the gate) take, such as
+/// `a\b`; the service reads `Host` either way.
 fn block(canonical: &[u8], scheme: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(canonical.len() + 16);
     let mut lines = canonical
@@ -261,11 +307,10 @@ fn block(canonical: &[u8], scheme: &[u8]) -> Vec<u8> {
             continue;
         };
         let (name, value) = (&l[..colon], l[colon + 1..].trim_ascii_start());
-        if name.eq_ignore_ascii_case(b"host") {
-            hpack::encode(&mut out, b":authority", value);
-        } else {
-            hpack::encode(&mut out, name, value);
-        }
+        // HTTP/2 names are lowercase; only `Host` may come otherwise (from
+        // an absolute-form target).
+        let name = if name == b"Host" { &b"host"[..] } else { name };
+        hpack::encode(&mut out, name, value);
     }
     out
 }

@@ -9,7 +9,7 @@ use crate::respond::{self, Made};
 use crate::vars::RequestVars;
 use http::{HeaderMap, Response, Uri, header};
 use http_body_util::BodyExt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -27,7 +27,7 @@ pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
     send_timeout: Duration,
 ) {
     let start = Instant::now();
-    log_refusal(refusal, id, remote, server);
+    log_refusal(refusal, id, remote.ip(), server);
     let no_pages = crate::respond::ErrorPages::default();
     let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
     let resp = refused_response(pages, refusal);
@@ -59,12 +59,7 @@ pub(crate) fn refused_response(
 }
 
 /// nginx's info line for a refused head.
-pub(crate) fn log_refusal(
-    refusal: &crate::http1::Refusal,
-    id: u64,
-    remote: SocketAddr,
-    server: &str,
-) {
+pub(crate) fn log_refusal(refusal: &crate::http1::Refusal, id: u64, client: IpAddr, server: &str) {
     errlog::emit_with(Severity::Info, |out| {
         out.push(b'*');
         errlog::push_u64(out, id);
@@ -76,7 +71,7 @@ pub(crate) fn log_refusal(
             b" while reading client request line"
         });
         out.extend_from_slice(b", client: ");
-        errlog::push_ip(out, remote.ip());
+        errlog::push_ip(out, client);
         out.extend_from_slice(b", server: ");
         out.extend_from_slice(server.as_bytes());
         if let Some(line) = &refusal.request_line {

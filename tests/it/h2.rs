@@ -16,10 +16,14 @@
 //!   PRIORITY, RST_STREAM, empty DATA, CONTINUATION, unknown kinds) cut with ENHANCE_YOUR_CALM,
 //!   and busy clients that are not (scripts/h2-flood.sh measures the same floods, nginx beside);
 //! - [`tls`]: HTTP/2 by ALPN on `ssl` listeners (curl, openssl s_client, h2load), `http2 =
-//!   false` offering HTTP/1.1 only, the burst against nginx's `listen … ssl http2`.
+//!   false` offering HTTP/1.1 only, the burst against nginx's `listen … ssl http2`;
+//! - [`conformance`]: malformed and hostile requests (tests/it/h2/conformance.py writes their
+//!   frames) against nginx and sluice side by side: each stream's answer, the connection's,
+//!   and what the upstream received.
 
 mod basics;
 mod client;
+mod conformance;
 mod floods;
 mod limits;
 mod protections;

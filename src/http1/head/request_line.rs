@@ -41,12 +41,18 @@ impl HeadParser {
     /// OPTIONS, which nginx does not serve either), then written as an
     /// HTTP/1.1 line, so both protocols reach the same canonical head.
     pub fn pseudo_line(&mut self, method: &[u8], target: &[u8]) -> Result<(), Refusal> {
+        // nginx reads pseudo-headers as header fields, and names the one
+        // it refuses.
         let parsed = parse_pseudo_line(method, target).map_err(|(status, reason)| Refusal {
             status,
             reason,
-            detail: None,
+            detail: match (status, reason) {
+                INVALID_METHOD => Some(method[..method.len().min(64)].to_vec()),
+                INVALID_PATH => Some(target[..target.len().min(64)].to_vec()),
+                _ => None,
+            },
             request_line: None,
-            in_headers: false,
+            in_headers: true,
         })?;
         let len = canonical::request_line(&mut self.canonical, &parsed, target.len() + 256);
         self.line = Some(RequestLine {

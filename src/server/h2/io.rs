@@ -8,6 +8,7 @@ use crate::errlog::{self, Severity};
 use crate::http1::HeadRules;
 use crate::http2::{Abort, Inbound, inbound};
 use crate::request::Env;
+use crate::server::refuse;
 use bytes::Buf;
 use std::future::Future as _;
 use std::io;
@@ -122,6 +123,14 @@ impl<S> H2Io<S> {
                     ),
                 );
             }
+            Abort::Field(why) => errlog::emit(
+                Severity::Info,
+                format_args!(
+                    "*{} client sent {why} while processing HTTP/2 connection, client: {}, \
+                     server: {}",
+                    s.id, s.client, s.server
+                ),
+            ),
             Abort::Compression(why) | Abort::Protocol(why) => errlog::emit(
                 Severity::Info,
                 format_args!(
@@ -238,6 +247,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
         let refused = self.inbound.take_refused();
         if !refused.is_empty() {
             self.streams.refused(refused);
+        }
+        for line in self.inbound.take_notices() {
+            let s = &self.streams;
+            refuse::log_refusal(&line, s.id, s.client, "");
         }
         if let Err(abort) = r {
             self.condemned(&abort);

@@ -446,7 +446,7 @@ fn refused(
     let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
     let name = server.map_or("", |s| s.name.as_str());
     let client = (conn.id, conn.remote, conn.local, name);
-    refuse::log_refusal(&refusal, conn.id, conn.remote, name);
+    refuse::log_refusal(&refusal, conn.id, conn.remote.ip(), name);
     let no_pages = ErrorPages::default();
     let pages = server.map_or(&no_pages, |s| &*s.error_pages);
     let resp = refuse::refused_response(pages, &refusal);
