@@ -56,7 +56,7 @@ pub fn http1(data: &[u8]) {
 
 /// The rules byte 0 of an input picks: bit 0 `underscores_in_headers`, bit
 /// 1 `ignore_invalid_headers` off, bit 2 small buffers sized by the rest.
-fn fuzz_rules(flags: u8) -> crate::http1::HeadRules {
+pub(super) fn fuzz_rules(flags: u8) -> crate::http1::HeadRules {
     use crate::http1::HeadRules;
     HeadRules {
         underscores_in_headers: flags & 1 != 0,

@@ -13,8 +13,8 @@
 //! An error is never a finding (most inputs are garbage); a panic is, and
 //! so is a broken invariant, asserted with `assert!` so that libFuzzer
 //! records the input.//!
-//! One file per target: `config`, `upstream`, `http1`, `limiter`,
-//! `algorithms`, each
+//! One file per target: `config`, `upstream`, `http1`, `http2`,
+//! `limiter`, `algorithms`, each
 //! opening with what its input is and what it checks; this file holds
 //! what they share (the input [`Reader`], the [`pieces`] a connection
 //! might receive) and the corpus replay.
@@ -22,12 +22,14 @@
 mod algorithms;
 mod config;
 mod http1;
+mod http2;
 mod limiter;
 mod upstream;
 
 pub use algorithms::algorithms;
 pub use config::config;
 pub use http1::http1;
+pub use http2::http2;
 pub use limiter::limiter;
 pub use upstream::upstream;
 
@@ -41,6 +43,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("upstream", upstream),
     ("limiter", limiter),
     ("http1", http1),
+    ("http2", http2),
     ("algorithms", algorithms),
 ];
 
