@@ -2,13 +2,18 @@
 # bench-memory.sh — memory under connection floods, sluice against nginx in one run.
 #
 # Usage:
-#   scripts/bench-memory.sh [--runs N] [--slowloris N] [--idle N] [--hold SECONDS] [--variant 'ENV=V …']…
+#   scripts/bench-memory.sh [--runs N] [--slowloris N] [--idle N] [--hold SECONDS] [--modes 'M …']
+#                           [--variant 'ENV=V …']…
 #
-# Starts one static upstream (nginx serving a small file) and measures two floods against nginx
+# Starts one static upstream (nginx serving a small file) and measures three floods (--modes picks
+# some of them: slowloris idle h2idle) against nginx
 # and sluice, each proxying to it with equivalent configs (one server, client_header_timeout 60s):
 #   slowloris  --slowloris connections (200) each send a request line and Host, then one more
 #              header line a second, never ending the header
 #   idle       --idle connections (2000) connect and send nothing
+#   h2idle     --idle connections each open HTTP/2 with prior knowledge (h2c: preface, SETTINGS),
+#              get one proxied response (GET /), acknowledge the server's SETTINGS, then stay idle
+#              (nginx 1.22 needs its own `listen … http2` port for h2c; sluice speaks both on one)
 # Every measurement starts a fresh proxy, sends it a few proxied requests (the upstream pool and
 # whatever is set up lazily exist before the flood), waits 2 s and reads its resident memory (the
 # pre-flood RSS: VmRSS summed over nginx's master and workers; sluice's one process, all its
@@ -27,7 +32,7 @@ export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections at once: as many descriptors as allowed (the proxies inherit it).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-runs=3 slowloris=200 idle=2000 hold=5 variants=()
+runs=3 slowloris=200 idle=2000 hold=5 variants=() modes=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
@@ -35,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --idle) idle="$2"; shift 2 ;;
     --hold) hold="$2"; shift 2 ;;
     --variant) variants+=("$2"); shift 2 ;;
+    --modes) modes="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-memory.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -162,11 +168,42 @@ def check_open(conns):
 warm_up()
 time.sleep(2)
 pre, pre_socks = rss_kib(), sockets()
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+def frame(kind, flags, stream, payload):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+def literal(name, value):
+    # HPACK literal without indexing, new name, no Huffman (RFC 7541 §6.2.2); short strings only.
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+def h2_request(c):
+    block = (literal(b":method", b"GET") + literal(b":scheme", b"http")
+             + literal(b":authority", b"bench") + literal(b":path", b"/"))
+    c.sendall(H2_PREFACE + frame(4, 0, 0, b"") + frame(1, 5, 1, block))
+    buf, acked, done = b"", False, False
+    while not (acked and done):
+        chunk = c.recv(65536)
+        if not chunk:
+            sys.exit(f"port {h2port}: an h2c connection closed before its response")
+        buf += chunk
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            length, kind, flags = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+            if kind == 4 and not flags & 1:
+                c.sendall(frame(4, 1, 0, b""))
+                acked = True
+            if kind in (0, 1) and flags & 1 and int.from_bytes(buf[5:9], "big") == 1:
+                done = True
+            buf = buf[9 + length:]
+
+h2port = int(os.environ.get("H2_PORT", port))
 conns = []
 for i in range(n):
-    c = socket.create_connection(("127.0.0.1", port))
+    c = socket.create_connection(("127.0.0.1", h2port if mode == "h2idle" else port))
     if mode == "slowloris":
         c.sendall(b"GET / HTTP/1.1\r\nHost: bench\r\n")
+    elif mode == "h2idle":
+        h2_request(c)
     conns.append(c)
 start = time.monotonic()
 for k in range(1, hold + 1):
@@ -203,6 +240,7 @@ start_nginx() {
   proxy_http_version 1.1;
   proxy_set_header Connection "";
   server { listen 127.0.0.1:$1; location / { proxy_pass http://up; } }
+  server { listen 127.0.0.1:$2 http2; location / { proxy_pass http://up; } }
 }
 EOF
   } >"$dir/nginx.conf"
@@ -220,6 +258,7 @@ start_sluice() {
 client_header_timeout = "60s"
 [[servers]]
 listen = "127.0.0.1:$port"
+http2 = true
 proxy_pass = "http://127.0.0.1:$up_port"
 EOF
   # shellcheck disable=SC2046
@@ -237,15 +276,16 @@ stop_proxy() {
 
 # measure MODE N WHO → the client's line (WHO: nginx, sluice, or a variant's index)
 measure() {
-  local mode=$1 n=$2 who=$3 port
+  local mode=$1 n=$2 who=$3 port h2port
   port=$(free_port)
+  h2port=$port
   case $who in
-    nginx) start_nginx "$port" ;;
+    nginx) h2port=$(free_port); start_nginx "$port" "$h2port" ;;
     sluice) start_sluice "$port" ;;
     *) read -r -a vars <<<"${variants[$who]}"; start_sluice "$port" "${vars[@]}" ;;
   esac
   local out rc=0
-  out="$(python3 "$work/flood.py" "$mode" "$port" "$n" "$hold" "${proxy_pids[@]}")" || rc=$?
+  out="$(H2_PORT=$h2port python3 "$work/flood.py" "$mode" "$port" "$n" "$hold" "${proxy_pids[@]}")" || rc=$?
   stop_proxy
   if [[ $rc -ne 0 ]]; then
     tail -n 20 "$work/sluice.err" "$work/ngx/error.log" >&2 2>/dev/null || true
@@ -264,13 +304,14 @@ label() { case $1 in nginx | sluice) echo "$1" ;; *) echo "sluice+v$(($1 + 1))" 
 echo "memory under floods, sluice vs nginx — $(nproc) cores, $(nginx -v 2>&1 | cut -d/ -f2), $runs runs, hold ${hold}s"
 echo "machine: $(uname -sr), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 for i in "${!variants[@]}"; do echo "sluice+v$((i + 1)): ${variants[$i]}"; done
-for mode in slowloris idle; do
+for mode in ${modes:-slowloris idle h2idle}; do
   n=$slowloris
-  [[ $mode == idle ]] && n=$idle
+  [[ $mode == slowloris ]] || n=$idle
   echo
   case $mode in
     slowloris) echo "== slowloris: $n connections, a request line, then one more header line a second" ;;
     idle) echo "== idle: $n connections that send nothing" ;;
+    h2idle) echo "== h2idle: $n h2c connections, one request each, then idle" ;;
   esac
   fmt='%-14s %4s %10s %10s %9s %7s %7s %7s\n'
   # shellcheck disable=SC2059

@@ -234,12 +234,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
         } else {
             let input = self.inbound.input();
             input.reserve(READ);
-            let n = ready!(tokio_util::io::poll_read_buf(
-                Pin::new(&mut self.inner),
-                cx,
-                input
-            ))?;
-            if n == 0 {
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut self.inner), cx, input);
+            let Poll::Ready(n) = read else {
+                // Waiting for the client: an idle connection holds no
+                // buffer of ours (the next read takes one again).
+                if self.inbound.idle() {
+                    self.inbound.release();
+                }
+                return Poll::Pending;
+            };
+            if n? == 0 {
                 return Poll::Ready(Ok(false));
             }
         }
