@@ -227,3 +227,20 @@ mod tests;
 
 #[cfg(test)]
 mod store_tests;
+
+/// proptest's settings for sluice's property tests (here, in the lowest
+/// layer, so that every layer's tests may use them): `cases` cases, and the
+/// seed of any failure kept beside the test's source file
+/// (`NAME.proptest-regressions`, replayed first on the next run), not in a
+/// directory at the top of the repository.
+#[cfg(test)]
+pub(crate) fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    use proptest::test_runner::{Config, FileFailurePersistence};
+    Config {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..Config::default()
+    }
+}

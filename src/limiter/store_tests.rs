@@ -48,7 +48,7 @@ fn policies() -> impl Strategy<Value = (Policy, u64)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(crate::limiter::proptest_config(300))]
 
     /// One limit, several keys: the store's outcome is the model's.
     #[test]

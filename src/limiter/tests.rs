@@ -353,13 +353,7 @@ fn zone_size_gives_capacity() {
 }
 
 proptest! {
-    // Failures print their minimal input; nothing is written into the tree
-    // (the repository's top level stays Cargo.toml, src, config, tests, scripts).
-    #![proptest_config(ProptestConfig {
-        failure_persistence: None,
-        cases: 512,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(crate::limiter::proptest_config(512))]
 
     /// From a fresh key exactly burst+1 requests pass at one instant.
     #[test]

@@ -104,7 +104,7 @@ fn token_bucket_and_gcra_decide_alike_on_the_scenarios() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(crate::limiter::proptest_config(200))]
 
     #[test]
     fn token_bucket_and_gcra_decide_alike(times in prop::collection::vec(0u64..60_000, 1..80),

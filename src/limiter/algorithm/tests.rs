@@ -151,7 +151,7 @@ fn gaps() -> impl Strategy<Value = Vec<u64>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(crate::limiter::proptest_config(400))]
 
     /// The article: "token bucket and GCRA agree request for request".
     #[test]

@@ -65,7 +65,9 @@ pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
 };
 pub use echo::Echo;
-pub use logs::{Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines};
+pub use logs::{
+    EXCESS_TOLERANCE, Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines,
+};
 pub use nginx::{Nginx, nginx_binary};
 pub use ports::Port;
 pub use quiet::{Heavy, Timing, heavy, timing};
