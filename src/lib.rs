@@ -50,31 +50,31 @@
 //! - `fuzzing` (tests and the `fuzzing` feature only): the checks of the
 //!   fuzz targets in `fuzz/`, shared with the corpus replay of the tests.
 
-pub mod accesslog;
-pub mod batch;
-pub mod body;
+pub(crate) mod accesslog;
+pub(crate) mod batch;
+pub(crate) mod body;
 pub mod check;
-pub mod client_body;
-pub mod clock;
+pub(crate) mod client_body;
+pub(crate) mod clock;
 pub mod config;
-pub mod conn;
-pub mod connlimit;
+pub(crate) mod conn;
+pub(crate) mod connlimit;
 pub mod control;
 pub mod errlog;
-pub mod fmt;
+pub(crate) mod fmt;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
-pub mod headers;
-pub mod http1;
-pub mod http2;
+pub(crate) mod headers;
+pub(crate) mod http1;
+pub(crate) mod http2;
 pub mod import;
 pub mod limiter;
-pub mod metrics;
-pub mod realip;
-pub mod request;
-pub mod respond;
+pub(crate) mod metrics;
+pub(crate) mod realip;
+pub(crate) mod request;
+pub(crate) mod respond;
 pub mod server;
 pub mod simulate;
-pub mod tls;
-pub mod upstream;
-pub mod vars;
+pub(crate) mod tls;
+pub(crate) mod upstream;
+pub(crate) mod vars;

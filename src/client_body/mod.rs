@@ -18,7 +18,7 @@
 
 mod limit;
 
-pub use limit::{BodyLimit, LimitedBody, TooLarge};
+pub use limit::LimitedBody;
 
 use crate::body::BodyError;
 use bytes::{Bytes, BytesMut};
@@ -103,14 +103,6 @@ where
 }
 
 impl Buffered {
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// From the start again, to send it to another upstream server
     /// (`proxy_next_upstream`).
     pub fn rewind(&mut self) -> std::io::Result<()> {
@@ -210,7 +202,7 @@ mod tests {
             .await
             .unwrap();
         assert!(b.file.is_some());
-        assert_eq!(b.len(), 200_000);
+        assert_eq!(b.len, 200_000);
         assert_eq!(collect(b).await, (big, Some(200_000)));
         // The file was unlinked: nothing is left in the directory.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

@@ -81,6 +81,7 @@ impl Chunked {
 
     /// Checks `data`; returns how many bytes belong to the body (after
     /// [`Chunked::done`], none: what follows is the next request).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn feed(&mut self, data: &[u8]) -> Result<usize, ChunkError> {
         self.feed_into::<Vec<u8>>(data, None)
     }

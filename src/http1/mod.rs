@@ -25,8 +25,10 @@ pub mod chunked;
 pub mod gate;
 pub mod head;
 
-pub use chunked::{ChunkError, Chunked};
+pub use chunked::ChunkError;
+#[cfg(any(test, feature = "fuzzing"))]
+pub use chunked::Chunked;
 pub use gate::{Fill, Gate};
-pub use head::{
-    Framing, Head, HeadParser, HeadRules, Parsed, Refusal, lists_upgrade, parse_head, upgrade_asked,
-};
+pub use head::{HeadParser, HeadRules, Parsed, Refusal, upgrade_asked};
+#[cfg(any(test, feature = "fuzzing"))]
+pub use head::{Framing, Head, parse_head};

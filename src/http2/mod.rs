@@ -22,4 +22,4 @@ mod huffman;
 pub mod inbound;
 pub mod request;
 
-pub use inbound::{Abort, Flood, Inbound};
+pub use inbound::{Abort, Inbound};

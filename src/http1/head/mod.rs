@@ -48,8 +48,6 @@ mod request_line;
 mod tests;
 mod unique;
 
-pub use unique::valid_host;
-
 use buffers::Buffers;
 use std::fmt;
 
@@ -142,6 +140,7 @@ pub enum Parsed {
 }
 
 /// Reads a whole head from `buf` (a convenience over [`HeadParser`]).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn parse_head(buf: &[u8], rules: &HeadRules) -> Parsed {
     HeadParser::new(*rules).advance(buf)
 }

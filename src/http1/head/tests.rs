@@ -2,6 +2,7 @@
 //! buffer sizes, heads fed a byte at a time, Host validation.
 
 use super::*;
+use super::unique::valid_host;
 
 fn parse(s: &[u8]) -> Parsed {
     parse_head(s, &HeadRules::default())
