@@ -73,6 +73,7 @@ pub struct ConnState {
 
 impl ConnState {
     /// A new connection: its header is due within `client_header_timeout`.
+    #[cfg(test)]
     pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
         ConnState::until(timeouts, Instant::now() + timeouts.client_header)
     }
@@ -105,6 +106,7 @@ impl ConnState {
     }
 
     /// When an idle connection's `keepalive_timeout` runs out.
+    #[cfg(test)]
     pub fn idle_deadline(&self) -> Option<Instant> {
         match *self.phase.lock() {
             Phase::Idle { deadline } => Some(deadline),

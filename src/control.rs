@@ -71,7 +71,7 @@ pub async fn run(config: PathBuf, runtime: Config) -> Result<(), RunError> {
 }
 
 /// Translate signals into commands, logging them as nginx does.
-pub fn forward_signals(tx: UnboundedSender<Command>) -> std::io::Result<()> {
+pub(crate) fn forward_signals(tx: UnboundedSender<Command>) -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let table = [
         (
@@ -130,7 +130,7 @@ pub fn forward_signals(tx: UnboundedSender<Command>) -> std::io::Result<()> {
 
 /// The pid file: written when created, removed when dropped (if it still
 /// names this process).
-pub struct PidFile {
+pub(crate) struct PidFile {
     path: PathBuf,
 }
 
@@ -138,7 +138,7 @@ impl PidFile {
     /// Refuses to replace the pid file of a running process (a second
     /// `sluice` started by mistake would otherwise take the first one's pid
     /// file, and remove it when it fails to bind).
-    pub fn create(path: PathBuf) -> Result<PidFile, RunError> {
+    pub(crate) fn create(path: PathBuf) -> Result<PidFile, RunError> {
         if let Ok(pid) = read_pid(&path) {
             // SAFETY: kill with signal 0 only checks that the process exists.
             let alive = pid > 0 && unsafe { libc::kill(pid, 0) } == 0;
@@ -256,7 +256,7 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// certificate a reload added, takes a restart). Events about other files
 /// of the directories are dropped at once. Best effort: `None` if a
 /// directory cannot be watched (logged).
-pub fn watch_file(
+pub(crate) fn watch_file(
     config: &Path,
     tx: UnboundedSender<Command>,
     shared: Arc<Shared>,

@@ -281,13 +281,9 @@ impl Metrics {
     }
 
     /// Tunnels open now.
+    #[cfg(test)]
     pub fn tunnels(&self) -> i64 {
         self.tunnels.open.get()
-    }
-
-    /// Connections refused since start.
-    pub fn connections_refused(&self) -> u64 {
-        self.refused.get()
     }
 
     /// Connections open now.

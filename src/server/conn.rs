@@ -407,7 +407,7 @@ async fn serve_requests<S: ClientStream>(
         io.leave_hyper();
         // A 101 was written: the connection is a tunnel's until it closes.
         if let Some(t) = request::tunnel::taken(&conn.state).filter(|_| served.is_ok()) {
-            let first = io.into_tunnel(&parts.read_buf);
+            let first = io.start_tunnel(&parts.read_buf);
             let stop = stopped(&mut stopping);
             // Boxed: every connection's task would keep room for it.
             Box::pin(request::tunnel::run(

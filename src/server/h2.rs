@@ -65,20 +65,20 @@ use tokio::time::Instant;
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// nginx's `http2_max_concurrent_streams`.
-pub const MAX_CONCURRENT_STREAMS: u32 = 128;
+pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 128;
 /// A stream's receive window: nginx's `http2_body_preread_size`. What a
 /// client may send of a body before sluice reads it.
-pub const STREAM_WINDOW: u32 = 64 * 1024;
+pub(crate) const STREAM_WINDOW: u32 = 64 * 1024;
 /// The connection's receive window: the most request body a connection
 /// holds unread, all streams together.
-pub const CONNECTION_WINDOW: u32 = 1024 * 1024;
+pub(crate) const CONNECTION_WINDOW: u32 = 1024 * 1024;
 /// What hyper holds of one stream's response beyond what the client's
 /// window lets it send (hyper's default is 400 KB).
-pub const SEND_BUFFER: usize = 64 * 1024;
+pub(crate) const SEND_BUFFER: usize = 64 * 1024;
 /// Streams a client may reset before their answer, over the connection's
 /// life, past the number it let be answered: a browser cancels a few, a
 /// rapid-reset attack thousands (each one is a request sluice has begun).
-pub const CANCELLED_MAX: u64 = 2 * MAX_CONCURRENT_STREAMS as u64;
+pub(crate) const CANCELLED_MAX: u64 = 2 * MAX_CONCURRENT_STREAMS as u64;
 
 /// How a connection on a listener with `http2` opened.
 pub(crate) enum Opening {

@@ -11,7 +11,7 @@
 //!
 //! After an upgrade request the gate holds the bytes that follow until the
 //! request is answered: a 101 ([`crate::conn::ConnState::switching`]) turns
-//! the connection into a tunnel ([`TimedIo::into_tunnel`]: no gate, no
+//! the connection into a tunnel ([`TimedIo::start_tunnel`]: no gate, no
 //! deadline, the tunnel keeps its own), any other answer lets the gate read
 //! on once it has been sent.
 
@@ -30,7 +30,7 @@ use tokio::time::{Instant, Sleep};
 /// handed back to wait without hyper's buffers ([`TimedIo::park_when_idle`]).
 /// Under load a connection is never idle that long, so it is not re-created
 /// per request.
-pub const PARK_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
 
 impl Timeouts {
     /// The shortest wait a read deadline can have (keep-alive, header, or
@@ -50,7 +50,7 @@ impl Timeouts {
 }
 
 /// A client socket whose reads and writes obey the connection's deadlines.
-pub struct TimedIo<T> {
+pub(crate) struct TimedIo<T> {
     pub(crate) inner: T,
     pub(crate) state: Arc<ConnState>,
     pub(crate) read_timer: Pin<Box<Sleep>>,
@@ -79,7 +79,7 @@ pub struct TimedIo<T> {
 
 /// What the socket gave, as far as hyper is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Filled {
+pub(crate) enum Filled {
     /// Canonical bytes are ready.
     Data,
     /// The client ended the connection.
@@ -99,7 +99,7 @@ thread_local! {
 }
 
 impl<T> TimedIo<T> {
-    pub fn new(inner: T, state: Arc<ConnState>, rules: HeadRules) -> TimedIo<T> {
+    pub(crate) fn new(inner: T, state: Arc<ConnState>, rules: HeadRules) -> TimedIo<T> {
         TimedIo {
             inner,
             state,
@@ -120,7 +120,7 @@ impl<T> TimedIo<T> {
     /// reads and writes go straight to the socket, with no deadline. Returns
     /// the client's bytes to pass on first: `unread` (hyper's, not used),
     /// then what the gate held.
-    pub fn into_tunnel(&mut self, unread: &[u8]) -> bytes::BytesMut {
+    pub(crate) fn start_tunnel(&mut self, unread: &[u8]) -> bytes::BytesMut {
         self.tunnel = true;
         self.write_timer = None;
         let held = self.gate.tunnel();
@@ -144,7 +144,7 @@ impl<T> TimedIo<T> {
     /// connection when the next request comes. Only done when hyper
     /// certainly holds nothing: the last request had no body and the last
     /// bytes read ended its header, and the response is fully written.
-    pub fn park_when_idle(&mut self, park: bool) {
+    pub(crate) fn park_when_idle(&mut self, park: bool) {
         self.park = park;
     }
 
@@ -159,41 +159,41 @@ impl<T> TimedIo<T> {
     /// and a silent one resumed past its own parking time would otherwise
     /// be parked again at once, resumed again at once, and so on, a loop
     /// that keeps its worker busy and never reads the request.
-    pub fn park_silent(&mut self, park: bool) {
+    pub(crate) fn park_silent(&mut self, park: bool) {
         self.park_silent = park.then(|| Instant::now() + PARK_AFTER);
     }
 
     /// Whether hyper's end of file was a parking (and resets it).
-    pub fn take_parked(&mut self) -> bool {
+    pub(crate) fn take_parked(&mut self) -> bool {
         std::mem::take(&mut self.parked)
     }
 
     /// Bytes hyper had read but not used: they are read again first.
-    pub fn unread(&mut self, bytes: &[u8]) {
+    pub(crate) fn unread(&mut self, bytes: &[u8]) {
         self.gate.unread(bytes);
     }
 
     /// hyper reads from now on (parking may end its connection).
-    pub fn enter_hyper(&mut self) {
+    pub(crate) fn enter_hyper(&mut self) {
         self.in_hyper = true;
     }
 
-    pub fn leave_hyper(&mut self) {
+    pub(crate) fn leave_hyper(&mut self) {
         self.in_hyper = false;
         self.gate.release();
     }
 
     /// The refused head, once hyper has finished what came before it.
-    pub fn take_refusal(&mut self) -> Option<Refusal> {
+    pub(crate) fn take_refusal(&mut self) -> Option<Refusal> {
         self.gate.take_refusal()
     }
 
     /// The invalid header lines the last head dropped (nginx logs each).
-    pub fn take_dropped(&mut self) -> Vec<Vec<u8>> {
+    pub(crate) fn take_dropped(&mut self) -> Vec<Vec<u8>> {
         self.gate.take_dropped()
     }
 
-    pub fn get_mut(&mut self) -> &mut T {
+    pub(crate) fn get_mut(&mut self) -> &mut T {
         &mut self.inner
     }
 
@@ -234,7 +234,7 @@ use std::future::Future as _;
 
 impl<T: AsyncRead + Unpin> TimedIo<T> {
     /// Waits, without hyper, for the next whole head (or the end).
-    pub async fn next_head(&mut self) -> io::Result<Filled> {
+    pub(crate) async fn next_head(&mut self) -> io::Result<Filled> {
         std::future::poll_fn(|cx| self.poll_fill(cx)).await
     }
 
@@ -665,7 +665,7 @@ mod tests {
                 "held until the connection takes the tunnel"
             );
             assert!(state.take_switch().is_some());
-            assert_eq!(&io.into_tunnel(b"hy")[..], [&b"hy"[..], next].concat());
+            assert_eq!(&io.start_tunnel(b"hy")[..], [&b"hy"[..], next].concat());
             b.write_all(b"\x81\x00").await.unwrap();
             let n = io.read(&mut buf).await.unwrap();
             assert_eq!(&buf[..n], b"\x81\x00");

@@ -18,7 +18,7 @@ mod admin;
 mod conn;
 mod h2;
 mod idle;
-pub mod io;
+pub(crate) mod io;
 mod listener;
 mod refuse;
 mod tls;
@@ -38,7 +38,7 @@ use tokio::time::Instant;
 
 /// State shared by every connection: what requests read ([`Env`]), the
 /// workers, the connection count, whether a stop began.
-pub struct Shared {
+pub(crate) struct Shared {
     pub env: Arc<Env>,
     /// The worker threads serving client connections (see [`Workers`]).
     pub(crate) workers: Workers,
@@ -58,7 +58,7 @@ impl Shared {
     }
 
     /// The configuration generation new requests use.
-    pub fn config(&self) -> Arc<Config> {
+    pub(crate) fn config(&self) -> Arc<Config> {
         self.env.config()
     }
 }
@@ -66,7 +66,7 @@ impl Shared {
 /// What the running proxy can be asked to do (by signals, `sluice reload`,
 /// the file watcher).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
+pub(crate) enum Command {
     /// Read the configuration again and switch to it if it is valid.
     Reload,
     /// Reopen access-log files (after rotation).
@@ -150,7 +150,7 @@ impl Server {
             .map(|l| l.local)
     }
 
-    pub fn shared(&self) -> Arc<Shared> {
+    pub(crate) fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
     }
 
@@ -165,7 +165,7 @@ impl Server {
     /// Serve and obey `commands` until [`Command::Stop`] (or the channel
     /// closes); `load` reads the configuration for [`Command::Reload`], on
     /// a blocking thread (so that file I/O never holds up `/healthz`).
-    pub async fn run(
+    pub(crate) async fn run(
         mut self,
         mut commands: mpsc::UnboundedReceiver<Command>,
         load: impl Fn() -> Result<Spec, LoadError> + Send + Sync + 'static,
