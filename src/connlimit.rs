@@ -244,6 +244,7 @@ impl ConnZone {
     }
 
     /// Requests in flight for `key`.
+    #[cfg(test)]
     pub fn in_flight(&self, key: &[u8]) -> u32 {
         self.table.lock().keys.get(key).copied().unwrap_or(0)
     }

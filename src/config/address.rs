@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// A listening address: what its connections speak and its servers.
-pub struct Address {
+pub(crate) struct Address {
     pub listen: SocketAddr,
     /// Connections speak TLS (a server on it said `ssl`).
     pub ssl: bool,
@@ -73,13 +73,13 @@ impl Address {
     }
 
     /// The server `default_server` names, or the first on the address.
-    pub fn default_server(&self) -> &Arc<Server> {
+    pub(crate) fn default_server(&self) -> &Arc<Server> {
         &self.servers[self.default]
     }
 
     /// The server whose name matches `host` (a host as sent: any case, a
     /// port or a final dot are ignored), if one does.
-    pub fn find(&self, host: &str) -> Option<&Arc<Server>> {
+    pub(crate) fn find(&self, host: &str) -> Option<&Arc<Server>> {
         let host = normalize_host(host)?;
         let i = self
             .exact
@@ -108,7 +108,7 @@ impl Address {
 
     /// The server of a request: by its host, else by the connection's SNI
     /// name, else the default server.
-    pub fn server_for(&self, host: Option<&str>, sni: Option<&str>) -> &Arc<Server> {
+    pub(crate) fn server_for(&self, host: Option<&str>, sni: Option<&str>) -> &Arc<Server> {
         if self.servers.len() == 1 {
             return &self.servers[0];
         }

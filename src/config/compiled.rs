@@ -16,20 +16,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// nginx's defaults.
-pub const DEFAULT_LIMIT_REQ_STATUS: u16 = 503;
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(75);
+pub(crate) const DEFAULT_LIMIT_REQ_STATUS: u16 = 503;
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(75);
 /// nginx's `client_max_body_size 1m`.
-pub const DEFAULT_CLIENT_MAX_BODY_SIZE: u64 = 1024 * 1024;
+pub(crate) const DEFAULT_CLIENT_MAX_BODY_SIZE: u64 = 1024 * 1024;
 /// `worker_connections` when not set: client connections one worker thread
 /// keeps open. nginx's default is 512 per worker process, counting its
 /// listeners and upstream connections too; sluice counts client connections
 /// only, and a default that low would refuse what a small flood of idle
 /// keep-alive clients (or scripts/bench.sh's 8000 idle connections) opens.
-pub const DEFAULT_WORKER_CONNECTIONS: usize = 10240;
+pub(crate) const DEFAULT_WORKER_CONNECTIONS: usize = 10240;
 /// How long SIGTERM waits for in-flight requests (nginx has no such default;
 /// Kubernetes' grace period is 30 s, so drain well inside it).
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A zone: its key and its states.
 pub struct Zone {
@@ -43,13 +43,13 @@ pub struct Zone {
 }
 
 impl Zone {
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.limiter.name
     }
 
     /// The client address as this zone sees it: `None` when exempt, IPv6
     /// addresses cut to `ipv6_prefix`.
-    pub fn client(&self, ip: IpAddr) -> Option<IpAddr> {
+    pub(crate) fn client(&self, ip: IpAddr) -> Option<IpAddr> {
         let ip = ip.to_canonical();
         if self.exempt.iter().any(|n| n.contains(&ip)) {
             return None;
@@ -71,11 +71,11 @@ impl Zone {
 pub struct Config {
     pub zones: Vec<Arc<Zone>>,
     /// `[conn_zones]`, for `limit_conn`.
-    pub conn_zones: Vec<Arc<crate::connlimit::ConnZone>>,
+    pub(crate) conn_zones: Vec<Arc<crate::connlimit::ConnZone>>,
     /// In file order.
-    pub servers: Vec<Arc<Server>>,
+    pub(crate) servers: Vec<Arc<Server>>,
     /// The listening addresses and their servers.
-    pub addresses: Vec<super::address::Address>,
+    pub(crate) addresses: Vec<super::address::Address>,
     /// Access-log files, kept open across reloads.
     pub sinks: Sinks,
     /// Process-level settings (pid file, watch, admin listener, …).
@@ -84,18 +84,18 @@ pub struct Config {
     pub redis: Option<Arc<RedisBackend>>,
     /// `[upstreams.NAME]`, in file order (kept with their state across a
     /// reload that leaves them as they were).
-    pub upstreams: Vec<Arc<crate::upstream::group::Group>>,
+    pub(crate) upstreams: Vec<Arc<crate::upstream::group::Group>>,
 }
 
 impl Config {
-    pub fn shutdown_timeout(&self) -> Duration {
+    pub(crate) fn shutdown_timeout(&self) -> Duration {
         self.ops
             .shutdown_timeout
             .unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT)
     }
 
     /// The most client connections a worker thread keeps open.
-    pub fn worker_connections(&self) -> usize {
+    pub(crate) fn worker_connections(&self) -> usize {
         self.ops
             .worker_connections
             .unwrap_or(DEFAULT_WORKER_CONNECTIONS)
@@ -103,18 +103,17 @@ impl Config {
 
     /// A configured `listen` address and its servers (none after a reload
     /// that removed it).
-    pub fn address(&self, listen: SocketAddr) -> Option<&super::address::Address> {
+    pub(crate) fn address(&self, listen: SocketAddr) -> Option<&super::address::Address> {
         self.addresses.iter().find(|a| a.listen == listen)
     }
 
     /// The default server of a configured `listen` address.
-    pub fn server_at(&self, listen: SocketAddr) -> Option<&Arc<Server>> {
+    pub(crate) fn server_at(&self, listen: SocketAddr) -> Option<&Arc<Server>> {
         self.address(listen).map(|a| a.default_server())
     }
 }
 
-pub struct Server {
-    pub listen: SocketAddr,
+pub(crate) struct Server {
     /// The first `server_name` (`$server_name`, the logs' `server:`).
     pub name: String,
     /// HTTP/2: offered by ALPN with TLS, with prior knowledge without.
@@ -140,17 +139,16 @@ pub struct Server {
 }
 
 /// A server's TLS, as its handshakes use it.
-pub struct ServerTls {
+pub(crate) struct ServerTls {
     /// Its certificate, protocols and ALPN.
     pub config: Arc<rustls::ServerConfig>,
-    pub certificate: crate::tls::Certificate,
     pub cert_file: std::path::PathBuf,
     pub key_file: std::path::PathBuf,
-    pub protocols: Vec<crate::tls::Protocol>,
 }
 
-pub struct Location {
-    /// As written in the file (`"= /api"`); for logs and `sluice check`.
+pub(crate) struct Location {
+    /// As written in the file (`"= /api"`): the tests find a location by it.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub path: String,
     /// For prefix and exact locations, the matched prefix: nginx replaces it
     /// by `proxy_pass`'s URI part.
@@ -196,7 +194,7 @@ pub struct Location {
 
 /// A location's (or server's) header directives, compiled.
 #[derive(Default)]
-pub struct Headers {
+pub(crate) struct Headers {
     pub proxy: Arc<crate::headers::ProxyHeaders>,
     pub add: Arc<[crate::headers::AddHeader]>,
     pub hidden: Arc<crate::headers::HiddenHeaders>,
@@ -221,18 +219,18 @@ impl Headers {
 }
 
 /// Where a body waits until it is whole.
-pub struct RequestBuffering {
+pub(crate) struct RequestBuffering {
     pub in_memory: usize,
     pub temp_dir: Arc<std::path::PathBuf>,
 }
 
 /// nginx's `client_body_buffer_size` on 64-bit platforms.
-pub const DEFAULT_CLIENT_BODY_BUFFER_SIZE: usize = 16 * 1024;
+pub(crate) const DEFAULT_CLIENT_BODY_BUFFER_SIZE: usize = 16 * 1024;
 
 /// nginx's location lookup: exact, then the longest prefix (final if `^~`),
 /// then regexes in file order, else the longest prefix.
 #[derive(Default)]
-pub struct Locations {
+pub(crate) struct Locations {
     all: Vec<Arc<Location>>,
     exact: HashMap<String, usize>,
     /// Longest first: (prefix, stops regex search, index).
@@ -266,7 +264,7 @@ impl Locations {
     /// is named `path` itself. Then the request is answered 301 to that
     /// name (in that location: its `add_header` apply), before regexes are
     /// looked at; the location is returned.
-    pub fn adds_slash(&self, path: &str) -> Option<&Arc<Location>> {
+    pub(crate) fn adds_slash(&self, path: &str) -> Option<&Arc<Location>> {
         if path.ends_with('/') || self.exact.contains_key(path) {
             return None;
         }
@@ -281,7 +279,7 @@ impl Locations {
         proxied(found.1).then_some(&self.all[found.1])
     }
 
-    pub fn find(&self, path: &str) -> Option<&Arc<Location>> {
+    pub(crate) fn find(&self, path: &str) -> Option<&Arc<Location>> {
         if let Some(&i) = self.exact.get(path) {
             return Some(&self.all[i]);
         }
@@ -298,7 +296,8 @@ impl Locations {
         prefix.map(|(_, _, i)| &self.all[*i])
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Location>> {
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Location>> {
         self.all.iter()
     }
 }

@@ -70,15 +70,15 @@ pub(crate) struct Diagnostics {
 }
 
 impl Diagnostics {
-    pub fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
         self.items.push((span, message.into()));
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
-    pub fn into_errors(mut self, file: &str, text: &str) -> ConfigErrors {
+    pub(crate) fn into_errors(mut self, file: &str, text: &str) -> ConfigErrors {
         self.items.sort_by_key(|(s, _)| s.start);
         self.items.dedup();
         ConfigErrors(

@@ -24,14 +24,13 @@ mod parse;
 mod spec;
 mod upstream_tls;
 mod validate;
-pub mod values;
+pub(crate) mod values;
 
-pub use address::Address;
+pub(crate) use address::Address;
 pub use compiled::*;
 pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use spec::*;
-pub use upstream_tls::{PemFile, PemKind, ProxySsl};
-pub use values::{PathRule, ProxyPass};
+pub(crate) use values::ProxyPass;
 
 pub use crate::limiter::{OnError, RedisConfig};
 use error::Diagnostics;

@@ -9,7 +9,6 @@
 
 use super::values::ProxyPass;
 use crate::errlog::Severity;
-use crate::limiter::Limit;
 use crate::limiter::RedisConfig;
 use crate::respond::{ErrorPages, RateLimitHeaders, ReturnSpec};
 use crate::vars::{LogEscape, Template};
@@ -20,24 +19,24 @@ use std::time::Duration;
 /// A validated configuration file.
 pub struct Spec {
     /// The top level (nginx's `http` block).
-    pub http: Level,
+    pub(crate) http: Level,
     /// `log_format`: the access-log line (default [`crate::accesslog::DEFAULT_FORMAT`]).
     pub log_format: Option<Template>,
     pub zones: Vec<ZoneSpec>,
     /// `[conn_zones]`, for `limit_conn`.
-    pub conn_zones: Vec<ConnZoneSpec>,
-    pub servers: Vec<ServerSpec>,
+    pub(crate) conn_zones: Vec<ConnZoneSpec>,
+    pub(crate) servers: Vec<ServerSpec>,
     /// Settings for running the process: pid file, reload, admin listener.
     pub ops: OpsSpec,
     /// `[redis]`, for zones with `backend = "redis"`.
     pub redis: Option<RedisConfig>,
     /// `[upstreams.NAME]`: the groups `proxy_pass` may name.
-    pub upstreams: Vec<UpstreamSpec>,
+    pub(crate) upstreams: Vec<UpstreamSpec>,
 }
 
 /// `[upstreams.NAME]`: nginx's `upstream NAME { … }`, as written (its host
 /// names are resolved by compiling).
-pub struct UpstreamSpec {
+pub(crate) struct UpstreamSpec {
     pub def: crate::upstream::group::GroupDef,
     /// The `hash` key, parsed.
     pub hash_key: Option<Template>,
@@ -73,15 +72,6 @@ pub enum Backend {
     Redis,
 }
 
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Memory => "memory",
-            Backend::Redis => "redis",
-        }
-    }
-}
-
 /// `[zones.NAME]`: nginx's `limit_req_zone KEY zone=NAME:SIZE rate=RATE`.
 pub struct ZoneSpec {
     pub name: String,
@@ -98,7 +88,7 @@ pub struct ZoneSpec {
 }
 
 /// `[conn_zones.NAME]`: nginx's `limit_conn_zone KEY zone=NAME:SIZE`.
-pub struct ConnZoneSpec {
+pub(crate) struct ConnZoneSpec {
     pub name: String,
     pub key: Template,
     /// Bytes.
@@ -108,7 +98,7 @@ pub struct ConnZoneSpec {
 /// One `limit_conn` table: a conn zone (index into [`Spec::conn_zones`])
 /// and how many requests of one key it lets be processed at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConnLimitSpec {
+pub(crate) struct ConnLimitSpec {
     pub zone: usize,
     pub conn: u32,
 }
@@ -116,22 +106,23 @@ pub struct ConnLimitSpec {
 /// One `limit_req` table: a zone (index into [`Spec::zones`]) and its burst
 /// and delay in milli-requests (`u64::MAX` delay = `nodelay`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LimitSpec {
+pub(crate) struct LimitSpec {
     pub zone: usize,
     pub burst: u64,
     pub delay: u64,
 }
 
 impl LimitSpec {
-    pub fn is_nodelay(&self) -> bool {
-        self.delay == Limit::NODELAY
+    #[cfg(test)]
+    pub(crate) fn is_nodelay(&self) -> bool {
+        self.delay == crate::limiter::Limit::NODELAY
     }
 }
 
 /// Settings that http, server and location levels share; `None` = not set
 /// here, inherit.
 #[derive(Clone, Default)]
-pub struct Level {
+pub(crate) struct Level {
     /// nginx: a level with its own `limit_req` lines hides its parent's.
     pub limit_req: Option<Vec<LimitSpec>>,
     pub status: Option<u16>,
@@ -191,7 +182,7 @@ pub struct Level {
 /// The header directives of a level, each inherited on its own (a level
 /// that sets one replaces its parent's list, as nginx).
 #[derive(Clone, Default)]
-pub struct HeaderLevel {
+pub(crate) struct HeaderLevel {
     pub proxy_set_header: Option<Arc<Vec<(http::HeaderName, crate::vars::Template)>>>,
     pub add_header: Option<Arc<Vec<crate::headers::AddHeader>>>,
     pub proxy_hide_header: Option<Arc<Vec<http::HeaderName>>>,
@@ -218,7 +209,7 @@ impl HeaderLevel {
 
 impl Level {
     /// This level with unset values taken from `parent`.
-    pub fn inherit(&self, parent: &Level) -> Level {
+    pub(crate) fn inherit(&self, parent: &Level) -> Level {
         Level {
             limit_req: self.limit_req.clone().or_else(|| parent.limit_req.clone()),
             status: self.status.or(parent.status),
@@ -282,7 +273,7 @@ impl Level {
 }
 
 /// `[[servers]]`.
-pub struct ServerSpec {
+pub(crate) struct ServerSpec {
     pub listen: SocketAddr,
     /// `listen`'s flags (`ssl`, `http2`, `default_server`), as this server
     /// wrote them; an address's flags are those of all its servers.
@@ -305,13 +296,13 @@ impl ServerSpec {
     /// Whether the server speaks HTTP/2: `http2` if set, else nginx 1.22's
     /// `listen … http2`, and on by default with TLS, where ALPN lets a
     /// client choose.
-    pub fn http2_on(&self) -> bool {
+    pub(crate) fn http2_on(&self) -> bool {
         self.http2.unwrap_or(self.options.http2 || self.options.ssl)
     }
 }
 
 /// A server's certificate and the protocols it speaks.
-pub struct TlsSpec {
+pub(crate) struct TlsSpec {
     pub cert_file: std::path::PathBuf,
     pub key_file: std::path::PathBuf,
     pub protocols: Vec<crate::tls::Protocol>,
@@ -321,7 +312,7 @@ pub struct TlsSpec {
 }
 
 /// `[[servers.locations]]`.
-pub struct LocationSpec {
+pub(crate) struct LocationSpec {
     /// As written, e.g. `"= /api"`.
     pub path: String,
     pub rule: PathMatch,
@@ -333,7 +324,7 @@ pub struct LocationSpec {
 /// How a location matches a path: nginx's modifiers, a regex already
 /// compiled (a bad one is a configuration error, not a later surprise).
 #[derive(Clone, Debug)]
-pub enum PathMatch {
+pub(crate) enum PathMatch {
     /// `= /p`
     Exact(String),
     /// `/p`, or `^~ /p` (`stop_regex`): a prefix.
@@ -346,7 +337,7 @@ pub enum PathMatch {
 /// (which wins when both are set) or `proxy_pass` (its own or its
 /// server's). Validation makes sure every location has one.
 #[derive(Debug)]
-pub enum Action {
+pub(crate) enum Action {
     Proxy(ProxyPass),
     Return(ReturnSpec),
 }

@@ -34,7 +34,7 @@ use std::sync::{Arc, OnceLock};
 
 /// A level's `proxy_ssl_*` keys; `None`: not set here, inherited.
 #[derive(Clone, Default)]
-pub struct ProxySsl {
+pub(crate) struct ProxySsl {
     /// `proxy_ssl_verify` (default on).
     pub verify: Option<bool>,
     /// `proxy_ssl_trusted_certificate` (default: the system's CAs).
@@ -53,7 +53,7 @@ pub struct ProxySsl {
 
 impl ProxySsl {
     /// These settings with unset values taken from `parent`.
-    pub fn inherit(&self, parent: &ProxySsl) -> ProxySsl {
+    pub(crate) fn inherit(&self, parent: &ProxySsl) -> ProxySsl {
         ProxySsl {
             verify: self.verify.or(parent.verify),
             trusted_certificate: self
@@ -76,7 +76,8 @@ impl ProxySsl {
 
     /// The files named here, to redirect (the fuzz target's harmless
     /// configuration).
-    pub fn files_mut(&mut self) -> [&mut Option<Arc<PemFile>>; 3] {
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn files_mut(&mut self) -> [&mut Option<Arc<PemFile>>; 3] {
         [
             &mut self.trusted_certificate,
             &mut self.certificate,
@@ -87,7 +88,7 @@ impl ProxySsl {
 
 /// What a [`PemFile`] holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PemKind {
+pub(crate) enum PemKind {
     /// CA certificates to verify the upstream with.
     Roots,
     /// A client certificate and its chain.
@@ -98,7 +99,7 @@ pub enum PemKind {
 
 impl PemKind {
     /// The key that names a file of this kind.
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             PemKind::Roots => "proxy_ssl_trusted_certificate",
             PemKind::Chain => "proxy_ssl_certificate",
@@ -116,7 +117,7 @@ enum Loaded {
 }
 
 /// A PEM file a `proxy_ssl_*` key names, read once per generation.
-pub struct PemFile {
+pub(crate) struct PemFile {
     pub kind: PemKind,
     /// As written: relative to the configuration file's directory.
     pub path: PathBuf,
@@ -138,7 +139,8 @@ impl PemFile {
     }
 
     /// The same key naming another file.
-    pub fn elsewhere(&self, path: impl Into<PathBuf>) -> PemFile {
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn elsewhere(&self, path: impl Into<PathBuf>) -> PemFile {
         PemFile::new(self.kind, path.into(), self.span.clone())
     }
 

@@ -8,10 +8,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// Smallest zone nginx accepts: 8 pages of 4 KiB.
-pub const MIN_ZONE_SIZE: u64 = 32 * 1024;
+pub(crate) const MIN_ZONE_SIZE: u64 = 32 * 1024;
 
 /// nginx sizes: bytes, or `k`/`K`, `m`/`M` (×1024); no `g`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     scaled(s, false).ok_or_else(|| format!("invalid zone size \"{s}\""))
 }
 
@@ -32,7 +32,7 @@ fn scaled(s: &str, giga: bool) -> Option<u64> {
 
 /// `large_client_header_buffers NUMBER SIZE` ("4 8k"): at least one buffer,
 /// each between 1k and 1m (a head then fits in at most 64 of them).
-pub fn parse_header_buffers(s: &str) -> Result<(usize, usize), String> {
+pub(crate) fn parse_header_buffers(s: &str) -> Result<(usize, usize), String> {
     let invalid = || format!("invalid value \"{s}\" (expected \"NUMBER SIZE\", e.g. \"4 8k\")");
     let mut parts = s.split_ascii_whitespace();
     let (Some(n), Some(size), None) = (parts.next(), parts.next(), parts.next()) else {
@@ -55,13 +55,13 @@ pub fn parse_header_buffers(s: &str) -> Result<(usize, usize), String> {
 
 /// nginx offsets (`client_max_body_size`): bytes, or `k`/`K`, `m`/`M`,
 /// `g`/`G` (×1024).
-pub fn parse_offset(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_offset(s: &str) -> Result<u64, String> {
     scaled(s, true).ok_or_else(|| format!("invalid size \"{s}\" (e.g. \"1m\", \"512k\", \"0\")"))
 }
 
 /// nginx times: `30`, `30s`, `500ms`, `1m`, `1h`, `1d`, or combinations
 /// such as `1m30s`. A bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let invalid = || format!("invalid time \"{s}\" (e.g. \"60s\", \"500ms\", \"1m30s\")");
     if s.is_empty() {
         return Err(invalid());
@@ -95,7 +95,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// A server's `listen`: the address, and nginx's flags after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Listen {
+pub(crate) struct Listen {
     pub addr: SocketAddr,
     /// `ssl`: connections on this address speak TLS.
     pub ssl: bool,
@@ -107,7 +107,7 @@ pub struct Listen {
 }
 
 /// `listen = "ADDR [ssl] [http2] [default_server]"`.
-pub fn parse_listen_flags(s: &str) -> Result<Listen, String> {
+pub(crate) fn parse_listen_flags(s: &str) -> Result<Listen, String> {
     let mut words = s.split_ascii_whitespace();
     let addr = parse_listen(words.next().unwrap_or(""))?;
     let mut l = Listen {
@@ -134,7 +134,7 @@ pub fn parse_listen_flags(s: &str) -> Result<Listen, String> {
 
 /// One of a server's `server_name`s, as nginx matches them.
 #[derive(Clone, Debug)]
-pub enum ServerName {
+pub(crate) enum ServerName {
     /// `example.com` (lowercased).
     Exact(String),
     /// `*.example.com`: the suffix `.example.com`.
@@ -147,7 +147,7 @@ pub enum ServerName {
 
 /// `server_name = "example.com *.example.com .example.org www.example.* ~re"`:
 /// nginx's names (`.example.org` is `example.org` and `*.example.org`).
-pub fn parse_server_names(s: &str) -> Result<Vec<ServerName>, String> {
+pub(crate) fn parse_server_names(s: &str) -> Result<Vec<ServerName>, String> {
     let mut out = Vec::new();
     for w in s.split_ascii_whitespace() {
         if let Some(re) = w.strip_prefix('~') {
@@ -191,7 +191,7 @@ pub fn parse_server_names(s: &str) -> Result<Vec<ServerName>, String> {
 }
 
 /// `listen`: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all addresses).
-pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
     }
@@ -206,7 +206,7 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 
 /// A parsed `proxy_pass`: where to connect, and the URI part if any.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProxyPass {
+pub(crate) struct ProxyPass {
     /// `https://`: the upstream speaks TLS (port 443 unless written).
     pub https: bool,
     /// `host:port` as written (the `Host` header sent upstream, as nginx's
@@ -219,13 +219,13 @@ pub struct ProxyPass {
 
 impl ProxyPass {
     /// `http` or `https`.
-    pub fn scheme(&self) -> &'static str {
+    pub(crate) fn scheme(&self) -> &'static str {
         if self.https { "https" } else { "http" }
     }
 
     /// The host, without brackets around an IPv6 address: what
     /// `proxy_ssl_name` defaults to (nginx's `$proxy_host` without its port).
-    pub fn host(&self) -> &str {
+    pub(crate) fn host(&self) -> &str {
         let h = self.authority.host();
         h.strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
@@ -233,7 +233,7 @@ impl ProxyPass {
     }
 }
 
-pub fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
+pub(crate) fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
     let (https, rest) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
         (Some(rest), _) => (false, rest),
         (None, Some(rest)) => (true, rest),
@@ -270,7 +270,7 @@ pub fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
 
 /// A location's matching rule, nginx's modifiers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PathRule {
+pub(crate) enum PathRule {
     /// `= /p`
     Exact(String),
     /// `/p`, or `^~ /p` (`stop_regex`): a prefix.
@@ -280,7 +280,7 @@ pub enum PathRule {
 }
 
 /// Parse `"= /p"`, `"^~ /p"`, `"~ re"`, `"~* re"`, `"/p"`.
-pub fn parse_path(s: &str) -> Result<PathRule, String> {
+pub(crate) fn parse_path(s: &str) -> Result<PathRule, String> {
     let s = s.trim();
     let (modifier, rest) = if let Some(r) = s.strip_prefix("^~") {
         ("^~", r)

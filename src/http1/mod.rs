@@ -29,6 +29,6 @@ pub use chunked::ChunkError;
 #[cfg(any(test, feature = "fuzzing"))]
 pub use chunked::Chunked;
 pub use gate::{Fill, Gate};
-pub use head::{HeadParser, HeadRules, Parsed, Refusal, upgrade_asked};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use head::{Framing, Head, parse_head};
+pub use head::{HeadParser, HeadRules, Parsed, Refusal, upgrade_asked};

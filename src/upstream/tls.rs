@@ -56,17 +56,20 @@ impl Tls {
     }
 
     /// The name verified (and sent in SNI).
+    #[cfg(test)]
     pub fn name(&self) -> &ServerName<'static> {
         &self.name
     }
 
     /// The client configuration, shared by the locations with the same
     /// settings.
+    #[cfg(test)]
     pub fn config(&self) -> &Arc<ClientConfig> {
         &self.config
     }
 
     /// Whether SNI is sent (`proxy_ssl_server_name`; never for an address).
+    #[cfg(test)]
     pub fn sends_sni(&self) -> bool {
         self.config.enable_sni && matches!(self.name, ServerName::DnsName(_))
     }

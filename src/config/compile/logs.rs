@@ -17,7 +17,7 @@ pub(super) struct AccessLogs<'p> {
 impl<'p> AccessLogs<'p> {
     /// `log_format` (or nginx's default, `combined` or its JSON form when
     /// `log_format_escape = "json"`), escaped as `escape` says.
-    pub fn new(
+    pub(crate) fn new(
         format: Option<Template>,
         escape: LogEscape,
         previous: Option<&'p Config>,
@@ -41,7 +41,7 @@ impl<'p> AccessLogs<'p> {
     }
 
     /// The log a level's `access_log` names: `None` when unset or `"off"`.
-    pub fn open(
+    pub(crate) fn open(
         &mut self,
         target: &Option<Option<String>>,
     ) -> Result<Option<Arc<AccessLog>>, CompileError> {
@@ -59,7 +59,7 @@ impl<'p> AccessLogs<'p> {
     }
 
     /// The files opened, for the next reload.
-    pub fn into_sinks(self) -> Sinks {
+    pub(crate) fn into_sinks(self) -> Sinks {
         self.sinks
     }
 }

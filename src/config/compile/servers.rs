@@ -37,7 +37,6 @@ pub(super) fn server(
         None => None,
     };
     Ok(Arc::new(Server {
-        listen: s.listen,
         name: s.server_name,
         http2,
         tls,
@@ -66,10 +65,8 @@ fn tls(t: TlsSpec, http2: bool) -> Result<ServerTls, CompileError> {
         .map_err(CompileError::Certificate)?;
     Ok(ServerTls {
         config,
-        certificate,
         cert_file: t.cert_file,
         key_file: t.key_file,
-        protocols: t.protocols,
     })
 }
 

@@ -55,7 +55,7 @@ pub(in crate::config) struct Schema<T: 'static> {
 
 impl<T: 'static> Schema<T> {
     /// A section without level keys.
-    pub const fn plain(own: &'static [Key<T>]) -> Schema<T> {
+    pub(crate) const fn plain(own: &'static [Key<T>]) -> Schema<T> {
         Schema { own, shared: &[] }
     }
 
@@ -65,7 +65,7 @@ impl<T: 'static> Schema<T> {
 
     /// Report the keys of `t` this section does not have; `what` names the
     /// section in the message (`[redis]`, `[zones.NAME]`).
-    pub fn check_unknown(&self, cx: &mut Cx<'_>, t: &DeTable<'_>, what: &str) {
+    pub(crate) fn check_unknown(&self, cx: &mut Cx<'_>, t: &DeTable<'_>, what: &str) {
         for (k, _) in t.iter() {
             if !self.keys().any(|key| key.name == k.get_ref().as_ref()) {
                 let expected: Vec<&str> = self.keys().map(|key| key.name).collect();
@@ -83,7 +83,7 @@ impl<T: 'static> Schema<T> {
 
     /// Read the keys of `t` this section has into `into`, in the schema's
     /// order (so a reader may rely on the keys listed before it).
-    pub fn read_keys(&self, cx: &mut Cx<'_>, t: &DeTable<'_>, into: &mut T) {
+    pub(crate) fn read_keys(&self, cx: &mut Cx<'_>, t: &DeTable<'_>, into: &mut T) {
         for key in self.keys() {
             if let Some(v) = get(t, key.name) {
                 (key.read)(cx, key.name, v, into);
@@ -92,7 +92,7 @@ impl<T: 'static> Schema<T> {
     }
 
     /// [`Schema::check_unknown`], then [`Schema::read_keys`].
-    pub fn read(&self, cx: &mut Cx<'_>, t: &DeTable<'_>, what: &str, into: &mut T) {
+    pub(crate) fn read(&self, cx: &mut Cx<'_>, t: &DeTable<'_>, what: &str, into: &mut T) {
         self.check_unknown(cx, t, what);
         self.read_keys(cx, t, into);
     }
@@ -132,11 +132,11 @@ const LIMIT_LEVELS: [Severity; 4] = [
 ];
 
 impl Cx<'_> {
-    pub fn err(&mut self, span: Range<usize>, msg: impl Into<String>) {
+    pub(crate) fn err(&mut self, span: Range<usize>, msg: impl Into<String>) {
         self.d.error(span, msg);
     }
 
-    pub fn str<'a>(&mut self, v: &'a Val, key: &str) -> Option<&'a str> {
+    pub(crate) fn str<'a>(&mut self, v: &'a Val, key: &str) -> Option<&'a str> {
         match v.get_ref() {
             DeValue::String(s) => Some(s),
             other => {
@@ -149,7 +149,7 @@ impl Cx<'_> {
         }
     }
 
-    pub fn bool(&mut self, v: &Val, key: &str) -> Option<bool> {
+    pub(crate) fn bool(&mut self, v: &Val, key: &str) -> Option<bool> {
         match v.get_ref() {
             DeValue::Boolean(b) => Some(*b),
             other => {
@@ -165,7 +165,7 @@ impl Cx<'_> {
         }
     }
 
-    pub fn int(&mut self, v: &Val, key: &str) -> Option<i128> {
+    pub(crate) fn int(&mut self, v: &Val, key: &str) -> Option<i128> {
         match v.get_ref() {
             DeValue::Integer(i) => match i128::from_str_radix(i.as_str(), i.radix()) {
                 Ok(n) => Some(n),
@@ -184,7 +184,7 @@ impl Cx<'_> {
         }
     }
 
-    pub fn table<'a, 'i>(&mut self, v: &'a Val<'i>, key: &str) -> Option<&'a DeTable<'i>> {
+    pub(crate) fn table<'a, 'i>(&mut self, v: &'a Val<'i>, key: &str) -> Option<&'a DeTable<'i>> {
         match v.get_ref() {
             DeValue::Table(t) => Some(t),
             other => {
@@ -199,7 +199,7 @@ impl Cx<'_> {
 
     /// One table or a list of them (`limit_req = {…}` or `[{…}, …]`): the
     /// items, or `None` (reported) for anything else.
-    pub fn tables<'v, 'i>(&mut self, v: &'v Val<'i>, key: &str) -> Option<Vec<&'v Val<'i>>> {
+    pub(crate) fn tables<'v, 'i>(&mut self, v: &'v Val<'i>, key: &str) -> Option<Vec<&'v Val<'i>>> {
         match v.get_ref() {
             DeValue::Table(_) => Some(vec![v]),
             DeValue::Array(a) => Some(a.iter().collect()),
@@ -218,7 +218,7 @@ impl Cx<'_> {
 
     /// An array of tables (`[[servers]]`): the items that are tables (the
     /// others reported); `shape` names the array in the message.
-    pub fn array_of_tables<'v, 'i>(
+    pub(crate) fn array_of_tables<'v, 'i>(
         &mut self,
         v: &'v Val<'i>,
         key: &str,
@@ -241,7 +241,7 @@ impl Cx<'_> {
     }
 
     /// A string or an integer, as text (sizes, rates, times may be either).
-    pub fn scalar_text(&mut self, v: &Val, key: &str) -> Option<String> {
+    pub(crate) fn scalar_text(&mut self, v: &Val, key: &str) -> Option<String> {
         match v.get_ref() {
             DeValue::String(s) => Some(s.to_string()),
             DeValue::Integer(i) => Some(i.as_str().to_string()),
@@ -257,7 +257,7 @@ impl Cx<'_> {
 
     /// A list of words: one string (`"TLSv1.2 TLSv1.3"`, as nginx writes
     /// it) or an array of strings; the words joined by spaces.
-    pub fn scalar_list(&mut self, v: &Val, key: &str) -> Option<String> {
+    pub(crate) fn scalar_list(&mut self, v: &Val, key: &str) -> Option<String> {
         match v.get_ref() {
             DeValue::String(s) => Some(s.to_string()),
             DeValue::Array(items) => {
@@ -280,7 +280,7 @@ impl Cx<'_> {
         }
     }
 
-    pub fn template(&mut self, v: &Val, key: &str, cx: Context) -> Option<Template> {
+    pub(crate) fn template(&mut self, v: &Val, key: &str, cx: Context) -> Option<Template> {
         let s = self.str(v, key)?;
         match Template::parse(s, cx) {
             Ok(t) => Some(t),
@@ -294,7 +294,7 @@ impl Cx<'_> {
     }
 
     /// `info`, `notice`, `warn` or `error`.
-    pub fn log_level(&mut self, v: &Val, key: &str) -> Option<Severity> {
+    pub(crate) fn log_level(&mut self, v: &Val, key: &str) -> Option<Severity> {
         let s = self.str(v, key)?;
         let level = Severity::from_name(s).filter(|l| LIMIT_LEVELS.contains(l));
         if level.is_none() {
@@ -307,7 +307,7 @@ impl Cx<'_> {
     }
 
     /// A list of addresses or networks (`"10.0.0.0/8"`, `"::1"`).
-    pub fn cidrs(&mut self, v: &Val, key: &str) -> Vec<ipnet::IpNet> {
+    pub(crate) fn cidrs(&mut self, v: &Val, key: &str) -> Vec<ipnet::IpNet> {
         let mut out = Vec::new();
         match v.get_ref() {
             DeValue::Array(items) => {
@@ -331,7 +331,7 @@ impl Cx<'_> {
         out
     }
 
-    pub fn duration(&mut self, v: &Val, key: &str) -> Option<Duration> {
+    pub(crate) fn duration(&mut self, v: &Val, key: &str) -> Option<Duration> {
         let s = self.scalar_text(v, key)?;
         values::parse_duration(&s)
             .map_err(|e| self.err(v.span(), format!("\"{key}\": {e}")))
@@ -339,7 +339,7 @@ impl Cx<'_> {
     }
 
     /// A status code in `range`.
-    pub fn status(
+    pub(crate) fn status(
         &mut self,
         v: &Val,
         key: &str,

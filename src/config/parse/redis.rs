@@ -39,7 +39,7 @@ pub(in crate::config) struct RedisDraft {
 
 impl RedisDraft {
     /// The TLS files, for the steps that check them.
-    pub fn tls_files(&mut self) -> [&mut TlsFile; 3] {
+    pub(crate) fn tls_files(&mut self) -> [&mut TlsFile; 3] {
         [&mut self.tls_ca, &mut self.tls_cert, &mut self.tls_key]
     }
 }

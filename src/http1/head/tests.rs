@@ -1,8 +1,8 @@
 //! nginx's head rules on whole heads: canonical forms, framing, refusals,
 //! buffer sizes, heads fed a byte at a time, Host validation.
 
-use super::*;
 use super::unique::valid_host;
+use super::*;
 
 fn parse(s: &[u8]) -> Parsed {
     parse_head(s, &HeadRules::default())

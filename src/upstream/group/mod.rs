@@ -253,7 +253,6 @@ impl Group {
                 requests: s.requests,
                 failures: s.failures,
                 condition: self.balancer.condition(&st, p, now),
-                weight: self.balancer.conf(p).weight,
             }
         })
         .collect()
@@ -267,7 +266,6 @@ pub struct ServerStatus<'a> {
     pub failures: u64,
     /// `up`, `unavailable`, `down` or `backup`.
     pub condition: &'static str,
-    pub weight: i64,
 }
 
 /// A server chosen for a request: it counts as active (least_conn's
@@ -278,10 +276,6 @@ pub struct Lease {
 }
 
 impl Lease {
-    pub fn peer(&self) -> &Peer {
-        self.group.peer(self.peer)
-    }
-
     /// Which server (for [`Group::peer`]).
     pub fn id(&self) -> PeerId {
         self.peer
