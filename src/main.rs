@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// mimalloc: per-thread free lists; glibc's malloc showed up as lock
-/// contention between worker threads in profiles (see README, Performance).
+/// contention between worker threads in profiles (see scripts/benchmarks.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

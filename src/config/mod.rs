@@ -1,4 +1,4 @@
-//! Configuration: the TOML file users edit (SPEC §2), in stages.
+//! Configuration: the TOML file users edit (config/reference.md), in stages.
 //!
 //! 1. parse (`parse/`): TOML text → a draft, every table read by its
 //!    schema. Pure: it reads the text and nothing else.

@@ -1,5 +1,5 @@
 //! The seed article's experiment against sluice alone, on real sockets: the shipped example
-//! configuration (SPEC.md §2's: four zones at 2r/s, four locations, the 429 error page, the
+//! configuration (the seed article's: four zones at 2r/s, four locations, the 429 error page, the
 //! built-in upstream as a second server), 10 simultaneous requests per location, and the outcome of
 //! nginx-limit-req.md §11. Each test starts its own sluice on free ports and uses its own client
 //! address, so the tests run in parallel without sharing a bucket.
@@ -8,7 +8,7 @@ use crate::support::{
     InProcess, Reply, Sluice, Timing, assert_expected, burst, client, expect, timing,
 };
 
-/// sluice with the shipped example, config/sluice.toml (SPEC.md §2's configuration), its two
+/// sluice with the shipped example, config/sluice.toml (the seed article's configuration), its two
 /// ports (7060 and the built-in upstream on 7070) moved to reserved ones; and the guard that
 /// keeps heavy tests away while its latencies are checked.
 fn start_article() -> (InProcess, Timing) {
@@ -66,7 +66,7 @@ async fn article_plain_passes_one_and_rejects_nine() {
         &expect(&[(200, &[0]), (429, &[0; 9])]),
     );
     assert_bodies_and_error_pages("sluice /plain", &replies);
-    // SPEC §4: whole seconds, rounded up, until a request would pass. The bucket holds excess 0
+    // Retry-After: whole seconds, rounded up, until a request would pass. The bucket holds excess 0
     // after the one pass: the next request passes 500 ms later, so 1.
     for r in replies.iter().filter(|r| r.status == 429) {
         assert_eq!(

@@ -66,7 +66,7 @@ const GRACE: Duration = Duration::from_millis(60);
 /// Why sluice deliberately refuses a case that nginx forwards (never the other way round), or
 /// None. The suite accepts such a case only when nginx forwarded it, and sluice refused it and
 /// sent its upstream nothing; any other difference on it still fails. The reasons are
-/// src/http1/head/'s and README "Security"'s.
+/// src/http1/head/'s and config/operations.md "Security"'s.
 fn stricter(case: &str) -> Option<&'static str> {
     const HTTP09: &str = "HTTP/0.9 is refused (nginx proxies it and answers without headers)";
     const CONTROL: &str = "control bytes other than tab in a header value are refused (nginx \
@@ -95,7 +95,7 @@ fn stricter(case: &str) -> Option<&'static str> {
 }
 
 /// Why a case's verdict may differ in one exact, deliberate way that refuses nothing more and
-/// forwards nothing more (README "Where sluice differs from nginx on purpose"), or None.
+/// forwards nothing more (config/nginx.md "Where sluice differs from nginx on purpose"), or None.
 /// `(nginx, sluice)` are the two verdicts this allows; the upstream must have read the same.
 fn deliberate(case: &str) -> Option<(&'static str, &'static str, &'static str)> {
     const CLOSE_413: &str = "a 413 closes the connection (nginx keeps it and discards the \
@@ -700,7 +700,7 @@ async fn sluice_conforms_to_nginx() {
         failed.len(),
         allowed.len()
     );
-    // Not asserted (sluice's lines are its own, README "Security"), but worth seeing: where both
+    // Not asserted (sluice's lines are its own, config/operations.md "Security"), but worth seeing: where both
     // proxies logged for a case and the level or the event differs.
     let log_diff: Vec<String> = cases
         .iter()

@@ -9,6 +9,7 @@ mod support;
 mod article;
 mod client_contract;
 mod conformance;
+mod docs;
 mod h2;
 mod import;
 mod layout;

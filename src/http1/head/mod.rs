@@ -26,7 +26,7 @@
 //!   KB) into which no line may be split: a request line that does not fit
 //!   is 414, a header line or a head that does not is 400 (nginx's 494).
 //!
-//! Where sluice is stricter than nginx, on purpose (README "Security"):
+//! Where sluice is stricter than nginx, on purpose (config/operations.md "Security"):
 //! HTTP/0.9 is refused (nginx answers it without headers), control bytes
 //! other than tab in a header value are refused (nginx forwards them; hyper
 //! and most backends cannot represent them), an invalid header name kept by

@@ -1,4 +1,4 @@
-//! Zones shared through Redis (`backend = "redis"`, SPEC §5).
+//! Zones shared through Redis (`backend = "redis"`, config/reference.md "Zones in Redis").
 //!
 //! Every decision is the zone's algorithm ([`crate::limiter::algorithm`]),
 //! with exactly its integer arithmetic, done inside Redis by one Lua script
@@ -31,7 +31,7 @@
 //! - then the held memory limits are charged, or released on a rejection.
 //!
 //! With one slot group (the usual case) the Redis part is one atomic call.
-//! What is not atomic is listed in the README ("Several instances").
+//! What is not atomic is listed in config/operations.md ("Several instances").
 //!
 //! Failures: every call is bounded by the decision's `timeout`; an error or a
 //! timeout counts against each Redis zone involved ([`ZoneStats`]), is logged

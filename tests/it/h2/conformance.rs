@@ -17,7 +17,7 @@
 //!   as many requests under every [`Reading`] as the client got upstream answers (no request the
 //!   proxy did not see and count).
 //!
-//! Where RFC 9113 (or sluice's documented design, README "Security" and "HTTP/2") refuses what
+//! Where RFC 9113 (or sluice's documented design, config/operations.md "Security" and config/reference.md "HTTP/2") refuses what
 //! nginx 1.22 forwards, or keeps a connection that nginx ends, [`DELIBERATE`] lists the case
 //! with both outcomes and the reason: there sluice may give the listed outcome instead of
 //! nginx's, provided its upstream got nothing that nginx's did not. Everything else must match.
@@ -858,7 +858,7 @@ async fn sluice_answers_hostile_h2_requests_as_nginx() {
         allowed_rows.len(),
         allowed_rows.join(", ")
     );
-    // Not asserted (sluice writes nginx's words where it can, README "Security"), but worth
+    // Not asserted (sluice writes nginx's words where it can, config/operations.md "Security"), but worth
     // seeing: where nginx logged a case and sluice's first line says otherwise, or nothing.
     let wording: Vec<String> = names
         .iter()

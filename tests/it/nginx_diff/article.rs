@@ -46,7 +46,7 @@ fn nginx_article(upstream: SocketAddr) -> String {
     )
 }
 
-/// SPEC.md §2's server, proxying to `upstream`.
+/// The seed article's server (config/sluice.toml), proxying to `upstream`.
 fn sluice_article(upstream: SocketAddr) -> String {
     let zones: String = ["z_plain", "z_burst", "z_nodelay", "z_delay"]
         .iter()

@@ -1,4 +1,4 @@
-//! Zones in Redis (SPEC §5), against a real `redis-server` each test starts.
+//! Zones in Redis (config/reference.md "Zones in Redis"), against a real `redis-server` each test starts.
 //!
 //! - The nginx vectors (nginx-limit-req.md §11 and §3) as one table that
 //!   drives every backend: memory, Redis, and locations mixing both, in one

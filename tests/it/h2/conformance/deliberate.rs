@@ -17,12 +17,12 @@ pub(super) const DELIBERATE: &[(&str, &str, &str, &str)] = &[
     ("values/tab-trailing", FWD, STREAM_RST, WHITESPACE),
     ("values/space-only", FWD, STREAM_RST, WHITESPACE),
     // RFC 9110 §5.5: control bytes other than HTAB are invalid in a field value; nginx forwards
-    // them, sluice refuses them on HTTP/1.1 already (README "Where sluice is stricter", hyper
+    // them, sluice refuses them on HTTP/1.1 already (config/operations.md "Security", hyper
     // and most backends cannot represent them).
     ("values/control-01", FWD, STREAM_400, CONTROL),
     ("values/control-1b", FWD, STREAM_400, CONTROL),
     ("values/del", FWD, STREAM_400, CONTROL),
-    // hyper's limit of 100 header fields (README "Where sluice is stricter"); nginx counts only
+    // hyper's limit of 100 header fields (config/operations.md "Security"); nginx counts only
     // bytes.
     ("values/many-fields-150", FWD, STREAM_400, COUNT),
     // RFC 9113 §8.3: a pseudo-header after a regular field makes the request malformed; nginx
@@ -148,7 +148,7 @@ pub(super) const DELIBERATE: &[(&str, &str, &str, &str)] = &[
     // One field longer than one large_client_header_buffers buffer (8k), a header list longer
     // than all four: nginx ends the connection (ENHANCE_YOUR_CALM); sluice answers the stream
     // as it answers the same head over HTTP/1.1 (400, 414 for the path, 431 for the list; RFC
-    // 9113 §10.5.1 lets a server answer 431) and keeps the connection (README "HTTP/2",
+    // 9113 §10.5.1 lets a server answer 431) and keeps the connection (config/reference.md "HTTP/2",
     // Protections).
     ("values/8k-plus-one", CONN_CALM, STREAM_400, SIZES),
     ("values/9k", CONN_CALM, STREAM_400, SIZES),
@@ -197,14 +197,15 @@ const CONN_CALM: &str = "1=none 3=none GOAWAY(ENHANCE_YOUR_CALM) closed";
 const QUIRK_400: &str = "1=400 3=none GOAWAY(PROTOCOL_ERROR) closed";
 const WHITESPACE: &str = "RFC 9113 §8.2.1: no whitespace at either end of a field value";
 const CONTROL: &str = "RFC 9110 §5.5: control bytes in a field value (sluice refuses them)";
-const COUNT: &str = "at most 100 header fields (hyper's limit, README)";
+const COUNT: &str = "at most 100 header fields (hyper's limit, config/operations.md)";
 const PSEUDO_ORDER: &str = "RFC 9113 §8.3: pseudo-headers before regular fields";
 const USERINFO: &str = "RFC 9113 §8.3.1: no userinfo in :authority";
 const FRAGMENT: &str = "RFC 9113 §8.3.1: no fragment in :path";
 const CONNECTION_SPECIFIC: &str = "RFC 9113 §8.2.2: connection-specific fields are malformed";
 const LENGTH: &str = "RFC 9113 §8.1.1: content-length must match the DATA received";
 const TRAILERS: &str = "nginx 1.22 refuses request trailers with the connection";
-const SIZES: &str = "header sizes: the stream is answered, the connection kept (README)";
+const SIZES: &str =
+    "header sizes: the stream is answered, the connection kept (config/reference.md)";
 const EMPTY_QUIRK: &str = "nginx 1.22 misreads the field after a refused empty value";
 
 /// nginx answers the harness knows without the table (nginx's source, the tests of
