@@ -95,6 +95,19 @@ enum Command {
     /// cannot be translated is reported on stderr and at the top of the
     /// output.
     ImportNginx(ImportArgs),
+    /// Write sluice's manual page (roff) to stdout:
+    /// `sluice man > /usr/local/share/man/man1/sluice.1`; with a command,
+    /// its own page (`sluice man check > …/sluice-check.1`).
+    Man {
+        /// One of the commands above.
+        command: Option<String>,
+    },
+    /// Write a completion script for SHELL to stdout, e.g.
+    /// `sluice completions bash > /etc/bash_completion.d/sluice`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `sluice import-nginx FILE [-o OUT.toml] [--backend URL] [--prefix DIR]`.
@@ -194,6 +207,12 @@ fn main() -> ExitCode {
         Some(Command::Stop(t)) => signal(t, control::Signal::Stop),
         Some(Command::Simulate(args)) => simulate(args),
         Some(Command::ImportNginx(args)) => import_nginx(args),
+        Some(Command::Man { command }) => man(command.as_deref()),
+        Some(Command::Completions { shell }) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "sluice", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         None => match cli.config {
             Some(config) => run(config),
             None => {
@@ -261,6 +280,35 @@ fn serve(path: PathBuf, spec: config::Spec) -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     rt.block_on(control::run(path, runtime))?;
     Ok(())
+}
+
+/// The manual page: the command's own help with its subcommands, as roff
+/// (clap_mangen), so that it cannot disagree with `--help`.
+fn man(command: Option<&str>) -> ExitCode {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let page = match command {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(name) {
+            // Named as the main page's SUBCOMMANDS section names it.
+            Some(sub) => sub
+                .clone()
+                .name(format!("sluice-{name}"))
+                .version(env!("CARGO_PKG_VERSION")),
+            None => {
+                eprintln!("sluice: no command \"{name}\" (see `sluice --help`)");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let mut out = Vec::new();
+    let written = clap_mangen::Man::new(page)
+        .render(&mut out)
+        .and_then(|()| std::io::Write::write_all(&mut std::io::stdout(), &out));
+    if let Err(e) = written {
+        eprintln!("sluice: writing the manual page: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
 }
 
 fn signal(target: Target, signal: control::Signal) -> ExitCode {

@@ -16,6 +16,7 @@ mod layout;
 mod limit_conn;
 mod nginx_diff;
 mod ops;
+mod packaging;
 mod proxy;
 mod redis;
 mod simulate;
