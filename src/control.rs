@@ -32,18 +32,18 @@ pub enum RunError {
     Signals(std::io::Error),
 }
 
-/// Serve `runtime`, loaded from `config`, until a stop signal; reload on
+/// Serve `config`, loaded from the file at `path`, until a stop signal; reload on
 /// SIGHUP (and file changes with `watch = true`).
-pub async fn run(config: PathBuf, runtime: Config) -> Result<(), RunError> {
+pub async fn run(path: PathBuf, config: Config) -> Result<(), RunError> {
     // The pid file exists before any socket listens, so whoever sees the
     // port open can signal the process (removed again if binding fails).
-    let _pid = match runtime.ops.pid_file.clone() {
+    let _pid = match config.ops.pid_file.clone() {
         Some(p) => Some(PidFile::create(p)?),
         None => None,
     };
     // Redis connects in the background: sluice serves while it is down.
-    runtime.start_backends();
-    let proxy = Server::bind(runtime).await?;
+    config.start_backends();
+    let proxy = Server::bind(config).await?;
     for a in proxy.local_addrs() {
         errlog::emit(Severity::Notice, format_args!("listening on {a}"));
     }
@@ -62,9 +62,8 @@ pub async fn run(config: PathBuf, runtime: Config) -> Result<(), RunError> {
         .config()
         .ops
         .watch
-        .then(|| watch_file(&config, tx, proxy.shared()))
+        .then(|| watch_file(&path, tx, proxy.shared()))
         .flatten();
-    let path = config.clone();
     proxy.run(rx, move || config::load(&path)).await;
     errlog::emit(Severity::Notice, format_args!("exit"));
     Ok(())

@@ -31,7 +31,7 @@
 //!   [`client_body`]: a request body cut at `client_max_body_size` and read
 //!   whole before it is forwarded (nginx's `proxy_request_buffering`).
 //! - [`respond`]: responses sluice makes itself (error pages,
-//!   problem+json); [`conn`]: one client connection's state, shared by its
+//!   problem+json); [`conn_state`]: one client connection's state, shared by its
 //!   reader and its requests.
 //! - [`vars`]: nginx variables in keys, logs, error pages and `return`.
 //! - [`limiter`]: nginx's leaky bucket and multi-limit accounting, pure
@@ -57,7 +57,7 @@ pub mod check;
 pub(crate) mod client_body;
 pub(crate) mod clock;
 pub mod config;
-pub(crate) mod conn;
+pub(crate) mod conn_state;
 pub(crate) mod connlimit;
 pub mod control;
 pub mod errlog;

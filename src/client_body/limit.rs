@@ -3,7 +3,7 @@
 //! sizes announce too much before their bytes come.
 
 use crate::body::BodyError;
-use crate::conn::ConnState;
+use crate::conn_state::ConnState;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use std::pin::Pin;

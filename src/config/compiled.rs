@@ -159,7 +159,8 @@ pub(crate) struct Location {
     /// The zone of each limit (its key, prefix and exemptions), parallel to `limits`.
     pub zones: Vec<Arc<Zone>>,
     pub ratelimit_headers: RateLimitHeaders,
-    pub status: u16,
+    /// `limit_req_status`: what a rejected request gets.
+    pub limit_req_status: u16,
     pub log_level: Severity,
     pub dry_run: bool,
     /// `limit_conn`, checked after `limit_req`, and its settings.

@@ -107,7 +107,7 @@ impl ProxyError<'_> {
     /// The status it is answered (and logged) with; `loc` is where it
     /// happened, once the location is known.
     pub(crate) fn status(&self, loc: Option<&Location>) -> u16 {
-        let limit_req_status = loc.map_or(503, |l| l.status);
+        let limit_req_status = loc.map_or(503, |l| l.limit_req_status);
         match self {
             ProxyError::InvalidPath | ProxyError::InvalidChunked | ProxyError::PlainHttpOnHttps => {
                 400
@@ -369,9 +369,12 @@ fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Respo
     let l = &loc.limits[limit];
     let zone = &*l.zone.name;
     let retry_after = wait_ms.map(retry_after_secs);
-    if let (Some(secs), false) = (retry_after, loc.error_pages.contains_key(&loc.status)) {
+    if let (Some(secs), false) = (
+        retry_after,
+        loc.error_pages.contains_key(&loc.limit_req_status),
+    ) {
         // The common case, without formatting: the pre-rendered problem.
-        return loc.problems[limit].response(loc.status, secs);
+        return loc.problems[limit].response(loc.limit_req_status, secs);
     }
     let detail = match retry_after {
         Some(s) => format!(
@@ -385,7 +388,7 @@ fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Respo
     rejected(
         cx,
         &loc.error_pages,
-        loc.status,
+        loc.limit_req_status,
         zone,
         detail,
         (retry_after, violated),

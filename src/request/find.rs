@@ -4,7 +4,7 @@
 
 use super::error::ProxyError;
 use crate::config::{Location, Server};
-use crate::conn::Conn;
+use crate::conn_state::Conn;
 use crate::vars::RequestVars;
 use http::{HeaderMap, header};
 use std::net::SocketAddr;

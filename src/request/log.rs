@@ -1,7 +1,7 @@
 //! The error-log lines about a request, with nginx's context
 //! (`*CONN message, client: …, server: …, request: "…", host: "…"`).
 
-use crate::conn::Conn;
+use crate::conn_state::Conn;
 use crate::errlog::{self, Severity};
 use crate::vars::RequestVars;
 use http::header;

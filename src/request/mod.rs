@@ -30,7 +30,7 @@ use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::conn::Conn;
+use crate::conn_state::Conn;
 use crate::metrics::Metrics;
 use crate::vars::RequestVars;
 use arc_swap::ArcSwap;

@@ -5,7 +5,7 @@
 //! A tunnel is made when the 101 is read ([`respond`]), travels with the
 //! client's 101 through the request's last phases (its access-log record,
 //! [`log_at_close`]; its limit_conn counts, [`hand_over`]), is left with the
-//! connection ([`crate::conn::ConnState::switch`]), and runs once the 101 is
+//! connection ([`crate::conn_state::ConnState::switch`]), and runs once the 101 is
 //! written ([`run`]). Its rules:
 //! - idle limit: no byte either way for `proxy_read_timeout` closes both
 //!   sides (nginx re-arms its upstream read timer on every event of the
@@ -29,7 +29,7 @@
 
 use crate::accesslog::Record;
 use crate::body::Body;
-use crate::conn::ConnState;
+use crate::conn_state::ConnState;
 use crate::connlimit::Held;
 use crate::errlog::{self, Severity};
 use crate::metrics::Metrics;

@@ -13,7 +13,7 @@ use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
 use super::tls;
 use crate::body::{Body, UntilEnd};
-use crate::conn::{Conn, ConnState, Expired, Idle, Timeouts};
+use crate::conn_state::{Conn, ConnState, Expired, Idle, Timeouts};
 use crate::connlimit::WorkerSlot;
 use crate::errlog::{self, Severity};
 use crate::request::{self};

@@ -51,7 +51,7 @@ mod stream;
 use self::io::H2Io;
 use self::stream::{H2Service, Streams};
 use super::Shared;
-use crate::conn::{Conn, ConnState, Expired};
+use crate::conn_state::{Conn, ConnState, Expired};
 use crate::errlog::{self, Severity};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::pin::Pin;

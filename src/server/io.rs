@@ -5,17 +5,17 @@
 //! `client_header_timeout` and `keepalive_timeout`: it starts whenever the
 //! connection waits for a request, so it also bounds keep-alive idle time,
 //! with one value for both. [`TimedIo`] wraps the socket instead and applies
-//! the right deadline for the connection's [`Phase`] (see [`crate::conn`]).
+//! the right deadline for the connection's [`Phase`] (see [`crate::conn_state`]).
 //! It also parks idle keep-alive connections out of hyper, so that a
 //! waiting connection holds no buffer but the bytes it sent.
 //!
 //! After an upgrade request the gate holds the bytes that follow until the
-//! request is answered: a 101 ([`crate::conn::ConnState::switching`]) turns
+//! request is answered: a 101 ([`crate::conn_state::ConnState::switching`]) turns
 //! the connection into a tunnel ([`TimedIo::start_tunnel`]: no gate, no
 //! deadline, the tunnel keeps its own), any other answer lets the gate read
 //! on once it has been sent.
 
-use crate::conn::{ConnState, Expired, Phase, Timeouts};
+use crate::conn_state::{ConnState, Expired, Phase, Timeouts};
 use crate::http1::{Fill, Gate, HeadRules, Refusal};
 use std::io;
 use std::pin::Pin;
@@ -441,7 +441,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conn::Phase;
+    use crate::conn_state::Phase;
     use std::sync::atomic::AtomicBool;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["errlog"],
     &["limiter"],
     &["vars"],
-    &["respond", "conn", "headers"],
+    &["respond", "conn_state", "headers"],
     &["accesslog", "connlimit", "upstream", "client_body"],
     &["config"],
     &["metrics", "check", "simulate", "import"],

@@ -61,7 +61,7 @@ pub(super) fn location(
             .collect(),
         limits,
         ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
-        status,
+        limit_req_status: status,
         log_level: eff.log_level.unwrap_or(Severity::Error),
         dry_run: eff.dry_run.unwrap_or(false),
         conn_limits: conn_limits(&eff, zones),

@@ -3,7 +3,7 @@
 //! budgets) first.
 
 use super::stream::Streams;
-use crate::conn::{ConnState, Expired};
+use crate::conn_state::{ConnState, Expired};
 use crate::errlog::{self, Severity};
 use crate::http1::HeadRules;
 use crate::http2::{Abort, Inbound, inbound};

@@ -5,7 +5,7 @@
 use super::super::Shared;
 use super::CANCELLED_MAX;
 use crate::body::Body;
-use crate::conn::{Conn, ConnState};
+use crate::conn_state::{Conn, ConnState};
 use crate::connlimit::{Held, HeldUntilWritten};
 use crate::errlog::{self, Severity};
 use crate::http1::Refusal;
