@@ -40,6 +40,8 @@ import time
 
 import hpack
 
+from h2wire import FrameReader, frame
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
 PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0x5, 0x6, 0x7, 0x8, 0x9
@@ -50,10 +52,6 @@ MAX_FRAME = 16384
 AUTHORITY = b"example.com"
 PING_READ = b"case-end"
 PING_DRAIN = b"drained!"
-
-
-def frame(kind, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + struct.pack(">BBI", kind, flags, stream) + payload
 
 
 def integer(first, prefix, value):
@@ -397,7 +395,7 @@ case("hpack/size-update-too-big", block=b"\x3f\xe1\xff\x03" + encode(req()))
 # --- running a case ----------------------------------------------------------------------------
 
 
-class Conn:
+class Conn(FrameReader):
     """The client's socket and the frames read from it."""
 
     def __init__(self, target, bind):
@@ -419,32 +417,6 @@ class Conn:
             # answered at once): what it sent before still counts.
             self.closed = True
 
-    def next_frame(self, deadline):
-        """The next frame, None on the close or at `deadline`."""
-        while True:
-            if len(self.buf) >= 9:
-                length = int.from_bytes(self.buf[0:3], "big")
-                if len(self.buf) >= 9 + length:
-                    kind, flags = self.buf[3], self.buf[4]
-                    sid = int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF
-                    payload = bytes(self.buf[9:9 + length])
-                    del self.buf[:9 + length]
-                    return kind, flags, sid, payload
-            left = deadline - time.monotonic()
-            if left <= 0 or self.closed:
-                return None
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(65536)
-            except socket.timeout:
-                return None
-            except OSError:
-                self.closed = True
-                return None
-            if not chunk:
-                self.closed = True
-                return None
-            self.buf += chunk
 
 
 def unpad(flags, payload, priority=False):

@@ -47,6 +47,8 @@ import struct
 import sys
 import time
 
+from h2wire import FrameReader, frame, take_frame
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS = 0x0, 0x1, 0x2, 0x3, 0x4
@@ -69,10 +71,6 @@ KINDS = (
 BATCH_BYTES = 64 * 1024
 
 
-def frame(kind, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + struct.pack(">BBI", kind, flags, stream) + payload
-
-
 def literal(name, value):
     """An HPACK literal without indexing, new name, no Huffman (RFC 7541 §6.2.2): any server
     decodes it, and it touches no table. Names and values stay under 127 bytes here."""
@@ -89,8 +87,10 @@ def request(method, path, authority, fields=()):
     return block
 
 
-class Connection:
+class Connection(FrameReader):
     """The client's socket and what it read, frame by frame."""
+
+    RECV = 256 * 1024
 
     def __init__(self, host, port):
         self.sock = socket.create_connection((host, port), timeout=5)
@@ -102,14 +102,8 @@ class Connection:
     def frames(self):
         """The whole frames read so far, taken from the buffer."""
         out = []
-        while len(self.buf) >= 9:
-            length = int.from_bytes(self.buf[0:3], "big")
-            if len(self.buf) < 9 + length:
-                break
-            kind, flags = self.buf[3], self.buf[4]
-            stream = int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF
-            out.append((kind, flags, stream, bytes(self.buf[9:9 + length])))
-            del self.buf[:9 + length]
+        while (f := take_frame(self.buf)) is not None:
+            out.append(f)
         return out
 
     def read_some(self):
@@ -126,31 +120,6 @@ class Connection:
                 self.closed = True
                 return
             self.received += len(chunk)
-            self.buf += chunk
-
-    def next_frame(self, deadline):
-        """The next frame, blocking until `deadline`; None on close or time-out."""
-        while True:
-            got = self.frames()
-            if got:
-                # Put back all but the first: they are read in order on the next calls.
-                rest = b"".join(frame(k, f, s, p) for k, f, s, p in got[1:])
-                self.buf[:0] = rest
-                return got[0]
-            left = deadline - time.monotonic()
-            if left <= 0 or self.closed:
-                return None
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(256 * 1024)
-            except socket.timeout:
-                return None
-            except OSError:
-                self.closed = True
-                return None
-            if not chunk:
-                self.closed = True
-                return None
             self.buf += chunk
 
 
