@@ -395,9 +395,31 @@ pub fn init_at(level: Severity) {
     };
 }
 
+/// An OS error as nginx prints errno: `111: Connection refused`, `104:
+/// Connection reset by peer` (std's " (os error N)" suffix moved to the
+/// front); any other error as it displays.
+pub(crate) fn os_error(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(code) => {
+            let suffix = format!(" (os error {code})");
+            format!("{code}: {}", text.strip_suffix(&suffix).unwrap_or(&text))
+        }
+        None => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn os_errors_read_as_nginx_prints_errno() {
+        let refused = std::io::Error::from_raw_os_error(111);
+        assert_eq!(os_error(&refused), "111: Connection refused");
+        let other = std::io::Error::other("no route");
+        assert_eq!(os_error(&other), "no route");
+    }
 
     #[test]
     fn nginx_levels_rank_in_order() {

@@ -294,8 +294,8 @@ fn log_end(tunnel: &Tunnel, end: &End) {
         End::Failed(Side::Client, Failure::Stalled) => {
             ("client timed out", "110: Connection timed out".to_string())
         }
-        End::Failed(_, Failure::Read(e)) => ("recv() failed", os(e)),
-        End::Failed(_, Failure::Write(e)) => ("send() failed", os(e)),
+        End::Failed(_, Failure::Read(e)) => ("recv() failed", errlog::os_error(e)),
+        End::Failed(_, Failure::Write(e)) => ("send() failed", errlog::os_error(e)),
     };
     errlog::emit_with(Severity::Info, |out| {
         out.push(b'*');
@@ -307,18 +307,6 @@ fn log_end(tunnel: &Tunnel, end: &End) {
         );
         out.extend_from_slice(&tunnel.context);
     });
-}
-
-/// `104: Connection reset by peer`, as nginx prints errno.
-fn os(e: &io::Error) -> String {
-    let text = e.to_string();
-    match e.raw_os_error() {
-        Some(code) => {
-            let suffix = format!(" (os error {code})");
-            format!("{code}: {}", text.strip_suffix(&suffix).unwrap_or(&text))
-        }
-        None => text,
-    }
 }
 
 /// Where a direction failed: reading its source or writing its sink.

@@ -9,7 +9,6 @@
 //! read as the next response. The decoder never takes a byte past the
 //! body's end for the same reason.
 
-use super::os;
 use super::pool::{Conn, Key, READ_CHUNK, checkin};
 use crate::body::BodyError;
 use bytes::{Bytes, BytesMut};
@@ -75,7 +74,7 @@ pub enum BodyFailure {
     TimedOut,
     #[error("upstream sent invalid chunked response while reading upstream")]
     InvalidChunked,
-    #[error("recv() failed ({}) while reading upstream", os(.0))]
+    #[error("recv() failed ({}) while reading upstream", crate::errlog::os_error(.0))]
     Recv(io::Error),
 }
 

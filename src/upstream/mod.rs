@@ -78,7 +78,7 @@ pub struct Timeouts {
 /// Why a request got no response from upstream. The messages are nginx's.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("connect() failed ({}) while connecting to upstream", os(.0))]
+    #[error("connect() failed ({}) while connecting to upstream", crate::errlog::os_error(.0))]
     Connect(io::Error),
     #[error("upstream timed out (110: Connection timed out) while connecting to upstream")]
     ConnectTimeout,
@@ -93,18 +93,18 @@ pub enum Error {
     #[error("SSL_do_handshake() failed ({0}) while SSL handshaking to upstream")]
     Handshake(String),
     /// The upstream closed (or reset) the connection during the handshake.
-    #[error("peer closed connection in SSL handshake{} while SSL handshaking to upstream", .0.as_ref().map(|e| format!(" ({})", os(e))).unwrap_or_default())]
+    #[error("peer closed connection in SSL handshake{} while SSL handshaking to upstream", .0.as_ref().map(|e| format!(" ({})", crate::errlog::os_error(e))).unwrap_or_default())]
     HandshakeClosed(Option<io::Error>),
     /// `proxy_connect_timeout` passed during the handshake (nginx counts
     /// the handshake in it).
     #[error("upstream timed out (110: Connection timed out) while SSL handshaking to upstream")]
     HandshakeTimeout,
-    #[error("writev() failed ({}) while sending request to upstream", os(.0))]
+    #[error("writev() failed ({}) while sending request to upstream", crate::errlog::os_error(.0))]
     Send(io::Error),
     /// The client's request body failed (too large, or the client left).
     #[error("client request body: {0}")]
     Body(BodyError),
-    #[error("recv() failed ({}) while reading response header from upstream", os(.0))]
+    #[error("recv() failed ({}) while reading response header from upstream", crate::errlog::os_error(.0))]
     Recv(io::Error),
     #[error("upstream prematurely closed connection while reading response header from upstream")]
     Closed,
@@ -154,18 +154,6 @@ impl Error {
                 | Error::ReadTimeout
                 | Error::SendTimeout
         )
-    }
-}
-
-/// `111: Connection refused`, as nginx prints errno.
-fn os(e: &io::Error) -> String {
-    let text = e.to_string();
-    match e.raw_os_error() {
-        Some(code) => {
-            let suffix = format!(" (os error {code})");
-            format!("{code}: {}", text.strip_suffix(&suffix).unwrap_or(&text))
-        }
-        None => text,
     }
 }
 
