@@ -8,7 +8,7 @@
 //! whose host matches no server stays with the server its SNI chose, else
 //! the address's default server (`default_server`, or the first).
 
-use super::compiled::Server;
+use super::compiled::ServerBlock;
 use super::values::ServerName;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,7 +22,7 @@ pub(crate) struct Address {
     /// HTTP/2 with prior knowledge on a plain address (the default
     /// server's `http2`); on TLS each server offers `h2` by its own.
     pub http2: bool,
-    pub servers: Vec<Arc<Server>>,
+    pub servers: Vec<Arc<ServerBlock>>,
     default: usize,
     exact: HashMap<String, usize>,
     /// `.example.com` suffixes, longest first.
@@ -38,7 +38,7 @@ impl Address {
     pub(super) fn new(
         listen: SocketAddr,
         ssl: bool,
-        servers: Vec<(Arc<Server>, Vec<ServerName>, bool)>,
+        servers: Vec<(Arc<ServerBlock>, Vec<ServerName>, bool)>,
     ) -> Address {
         let default = servers.iter().position(|s| s.2).unwrap_or(0);
         let mut a = Address {
@@ -73,13 +73,13 @@ impl Address {
     }
 
     /// The server `default_server` names, or the first on the address.
-    pub(crate) fn default_server(&self) -> &Arc<Server> {
+    pub(crate) fn default_server(&self) -> &Arc<ServerBlock> {
         &self.servers[self.default]
     }
 
     /// The server whose name matches `host` (a host as sent: any case, a
     /// port or a final dot are ignored), if one does.
-    pub(crate) fn find(&self, host: &str) -> Option<&Arc<Server>> {
+    pub(crate) fn find(&self, host: &str) -> Option<&Arc<ServerBlock>> {
         let host = normalize_host(host)?;
         let i = self
             .exact
@@ -108,7 +108,7 @@ impl Address {
 
     /// The server of a request: by its host, else by the connection's SNI
     /// name, else the default server.
-    pub(crate) fn server_for(&self, host: Option<&str>, sni: Option<&str>) -> &Arc<Server> {
+    pub(crate) fn server_for(&self, host: Option<&str>, sni: Option<&str>) -> &Arc<ServerBlock> {
         if self.servers.len() == 1 {
             return &self.servers[0];
         }

@@ -73,7 +73,7 @@ pub struct Config {
     /// `[conn_zones]`, for `limit_conn`.
     pub(crate) conn_zones: Vec<Arc<crate::connlimit::ConnZone>>,
     /// In file order.
-    pub(crate) servers: Vec<Arc<Server>>,
+    pub(crate) servers: Vec<Arc<ServerBlock>>,
     /// The listening addresses and their servers.
     pub(crate) addresses: Vec<super::address::Address>,
     /// Access-log files, kept open across reloads.
@@ -108,12 +108,14 @@ impl Config {
     }
 
     /// The default server of a configured `listen` address.
-    pub(crate) fn server_at(&self, listen: SocketAddr) -> Option<&Arc<Server>> {
+    pub(crate) fn server_at(&self, listen: SocketAddr) -> Option<&Arc<ServerBlock>> {
         self.address(listen).map(|a| a.default_server())
     }
 }
 
-pub(crate) struct Server {
+/// One `[[servers]]` block (nginx's `server {}`), compiled; the proxy that
+/// serves them is [`crate::server::Server`].
+pub(crate) struct ServerBlock {
     /// The first `server_name` (`$server_name`, the logs' `server:`).
     pub name: String,
     /// HTTP/2: offered by ALPN with TLS, with prior knowledge without.

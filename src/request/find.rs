@@ -3,7 +3,7 @@
 //! makes once it has found it (`client_max_body_size`).
 
 use super::error::ProxyError;
-use crate::config::{Location, Server};
+use crate::config::{Location, ServerBlock};
 use crate::conn_state::Conn;
 use crate::vars::RequestVars;
 use http::{HeaderMap, header};
@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 /// the normalised path (empty when it is invalid).
 pub(crate) fn request_vars<'a>(
     conn: &'a Conn,
-    server: &'a Server,
+    server: &'a ServerBlock,
     parts: &'a http::request::Parts,
     path: &'a str,
 ) -> RequestVars<'a> {
@@ -51,7 +51,7 @@ pub(crate) fn host(parts: &http::request::Parts) -> Option<&str> {
 
 /// The location for a normalised path (`None`: the path was invalid).
 pub(crate) fn location<'a>(
-    server: &'a Server,
+    server: &'a ServerBlock,
     path: Option<&'a str>,
 ) -> Result<&'a std::sync::Arc<Location>, ProxyError<'a>> {
     let path = path.ok_or(ProxyError::InvalidPath)?;

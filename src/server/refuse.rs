@@ -3,7 +3,7 @@
 use super::io::TimedIo;
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
-use crate::config::Server;
+use crate::config::ServerBlock;
 use crate::errlog::{self, Severity};
 use crate::respond::{self, Made};
 use crate::vars::RequestVars;
@@ -22,7 +22,7 @@ use tokio::time::Instant;
 pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     mut io: TimedIo<S>,
     refusal: &crate::http1::Refusal,
-    srv: Option<&Server>,
+    srv: Option<&ServerBlock>,
     (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
     send_timeout: Duration,
 ) {

@@ -4,7 +4,7 @@
 
 use super::super::address::Address;
 use super::super::compiled::{
-    CompileError, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_TIMEOUT, Locations, Server, ServerTls,
+    CompileError, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_TIMEOUT, Locations, ServerBlock, ServerTls,
 };
 use super::super::spec::{Action, Level, LocationSpec, PathMatch, ServerSpec, TlsSpec};
 use super::super::values::{Listen, ServerName};
@@ -19,7 +19,7 @@ pub(super) fn server(
     http: &Level,
     zones: &Zones,
     logs: &mut AccessLogs,
-) -> Result<Arc<Server>, CompileError> {
+) -> Result<Arc<ServerBlock>, CompileError> {
     let level = s.level.inherit(http);
     let http2 = s.http2_on();
     let mut specs = s.locations;
@@ -36,7 +36,7 @@ pub(super) fn server(
         Some(t) => Some(tls(t, http2)?),
         None => None,
     };
-    Ok(Arc::new(Server {
+    Ok(Arc::new(ServerBlock {
         name: s.server_name,
         http2,
         tls,
@@ -73,7 +73,7 @@ fn tls(t: TlsSpec, http2: bool) -> Result<ServerTls, CompileError> {
 /// The addresses of the servers (in the order each first appears), with
 /// their servers; an address speaks TLS if one of its servers says `ssl`.
 pub(super) fn addresses(
-    servers: &[(SocketAddr, Arc<Server>, Vec<ServerName>, Listen)],
+    servers: &[(SocketAddr, Arc<ServerBlock>, Vec<ServerName>, Listen)],
 ) -> Vec<Address> {
     let mut order: Vec<SocketAddr> = Vec::new();
     for (listen, ..) in servers {
