@@ -24,11 +24,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The timeouts of one connection, from its server's configuration.
+/// The timeouts of one client connection, from its server's configuration
+/// (the upstream side's are [`crate::upstream::UpstreamTimeouts`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Timeouts {
+pub struct ClientTimeouts {
+    /// `client_header_timeout`.
     pub client_header: Duration,
+    /// `keepalive_timeout`.
     pub keepalive: Duration,
+    /// `send_timeout`: a write of the response to the client may stall
+    /// this long.
     pub send: Duration,
 }
 
@@ -55,7 +60,7 @@ pub enum Expired {
 /// The phase of a connection, shared by its I/O and its service.
 pub struct ConnState {
     pub(crate) phase: Mutex<Phase>,
-    pub(crate) timeouts: Timeouts,
+    pub(crate) timeouts: ClientTimeouts,
     pub(crate) expired: Mutex<Option<Expired>>,
     /// The request being (or last) served came with a body.
     pub(crate) with_body: AtomicBool,
@@ -74,13 +79,13 @@ pub struct ConnState {
 impl ConnState {
     /// A new connection: its header is due within `client_header_timeout`.
     #[cfg(test)]
-    pub fn new(timeouts: Timeouts) -> Arc<ConnState> {
+    pub fn new(timeouts: ClientTimeouts) -> Arc<ConnState> {
         ConnState::until(timeouts, Instant::now() + timeouts.client_header)
     }
 
     /// A connection whose header is due by `deadline` (one that was parked
     /// before it sent anything keeps the deadline of its accept).
-    pub fn until(timeouts: Timeouts, deadline: Instant) -> Arc<ConnState> {
+    pub fn until(timeouts: ClientTimeouts, deadline: Instant) -> Arc<ConnState> {
         Arc::new(ConnState {
             phase: Mutex::new(Phase::Header { deadline }),
             timeouts,

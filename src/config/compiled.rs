@@ -176,7 +176,7 @@ pub(crate) struct Location {
     pub upstream_tls: Option<Arc<crate::upstream::Tls>>,
     /// `proxy_connect_timeout`, `proxy_send_timeout`, `proxy_read_timeout`
     /// and `client_body_timeout`.
-    pub timeouts: crate::upstream::Timeouts,
+    pub timeouts: crate::upstream::UpstreamTimeouts,
     /// Larger request bodies get 413; 0 = unlimited.
     pub client_max_body_size: u64,
     /// `proxy_request_buffering`, `client_body_buffer_size`,

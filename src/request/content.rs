@@ -199,9 +199,9 @@ fn tunnel_to(
     switched: upstream::Switched,
 ) -> Response<Body> {
     let limits = tunnel::Limits {
-        idle: loc.timeouts.read,
+        idle: loc.timeouts.proxy_read,
         to_client: cx.conn.state.timeouts.send,
-        to_upstream: loc.timeouts.send,
+        to_upstream: loc.timeouts.proxy_send,
     };
     let mut context = Vec::new();
     let upstream = (pp.scheme(), pp.authority.as_str(), target);

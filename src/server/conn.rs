@@ -13,7 +13,7 @@ use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
 use super::tls;
 use crate::body::{Body, UntilEnd};
-use crate::conn_state::{Conn, ConnState, Expired, Idle, Timeouts};
+use crate::conn_state::{ClientTimeouts, Conn, ConnState, Expired, Idle};
 use crate::connlimit::WorkerSlot;
 use crate::errlog::{self, Severity};
 use crate::request::{self};
@@ -33,7 +33,7 @@ use tokio::time::Instant;
 /// The server of a connection, as its connection needs it: timeouts, name,
 /// head rules.
 struct ServerSide {
-    timeouts: Timeouts,
+    timeouts: ClientTimeouts,
     name: String,
     head_rules: crate::http1::HeadRules,
     /// A client may open with HTTP/2's preface (`http2` on a plain address).
@@ -51,7 +51,7 @@ impl ServerSide {
         let server = address.map(|a| a.server_for(None, sni));
         let Some(s) = server else {
             return ServerSide {
-                timeouts: Timeouts {
+                timeouts: ClientTimeouts {
                     client_header: crate::config::DEFAULT_TIMEOUT,
                     keepalive: crate::config::DEFAULT_KEEPALIVE_TIMEOUT,
                     send: crate::config::DEFAULT_TIMEOUT,
@@ -62,7 +62,7 @@ impl ServerSide {
             };
         };
         ServerSide {
-            timeouts: Timeouts {
+            timeouts: ClientTimeouts {
                 client_header: s.client_header_timeout,
                 keepalive: s.keepalive_timeout,
                 send: s.send_timeout,

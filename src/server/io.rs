@@ -15,7 +15,7 @@
 //! deadline, the tunnel keeps its own), any other answer lets the gate read
 //! on once it has been sent.
 
-use crate::conn_state::{ConnState, Expired, Phase, Timeouts};
+use crate::conn_state::{ClientTimeouts, ConnState, Expired, Phase};
 use crate::http1::{Fill, Gate, HeadRules, Refusal};
 use std::io;
 use std::pin::Pin;
@@ -32,7 +32,7 @@ use tokio::time::{Instant, Sleep};
 /// per request.
 pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
 
-impl Timeouts {
+impl ClientTimeouts {
     /// The shortest wait a read deadline can have (keep-alive, header, or
     /// the time an idle connection is parked after, if it may be).
     pub(crate) fn soonest(&self, park: bool) -> Duration {
@@ -445,8 +445,8 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    fn timeouts() -> Timeouts {
-        Timeouts {
+    fn timeouts() -> ClientTimeouts {
+        ClientTimeouts {
             client_header: Duration::from_secs(5),
             keepalive: Duration::from_secs(20),
             send: Duration::from_secs(7),

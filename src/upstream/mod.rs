@@ -24,7 +24,7 @@
 //! reads the response head and decides its framing, and `body` reads the
 //! body by that framing and hands the connection back when it ends. This
 //! file is the client's API: [`send`], what it is given ([`Head`],
-//! [`Timeouts`]) and how it fails ([`Error`], [`BodyFailure`]).
+//! [`UpstreamTimeouts`]) and how it fails ([`Error`], [`BodyFailure`]).
 
 mod body;
 pub mod group;
@@ -61,15 +61,15 @@ pub use tls::Tls;
 
 /// The timeouts of one proxied request, nginx's names and defaults (60 s each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
+pub struct UpstreamTimeouts {
     /// `proxy_connect_timeout`: connecting to the upstream.
-    pub connect: Duration,
+    pub proxy_connect: Duration,
     /// `proxy_send_timeout`: one write of the request to the upstream may
     /// stall this long.
-    pub send: Duration,
+    pub proxy_send: Duration,
     /// `proxy_read_timeout`: waiting for the response head once the request
     /// is sent, then between two reads of the response body.
-    pub read: Duration,
+    pub proxy_read: Duration,
     /// `client_body_timeout`: the client may pause this long between two
     /// pieces of its request body.
     pub client_body: Duration,
@@ -181,7 +181,7 @@ pub struct Head<'a> {
 /// returns its response once the head is read; the body streams from the
 /// connection.
 ///
-/// Timeouts as nginx's ([`Timeouts`]): `proxy_connect_timeout` to connect,
+/// UpstreamTimeouts as nginx's ([`UpstreamTimeouts`]): `proxy_connect_timeout` to connect,
 /// `proxy_send_timeout` per write of the request, `client_body_timeout` per
 /// read of the client's body, and `proxy_read_timeout` for the response
 /// head once the request is sent (and then between reads of the body). The response is read while the
@@ -190,7 +190,7 @@ pub struct Head<'a> {
 pub async fn send<B>(
     upstream: &Authority,
     tls: Option<&Arc<Tls>>,
-    timeouts: Timeouts,
+    timeouts: UpstreamTimeouts,
     head: &Head<'_>,
     body: B,
 ) -> Result<Response<UpstreamBody>, Error>
@@ -206,7 +206,7 @@ pub async fn send_kept<B>(
     upstream: &Authority,
     keepalive: Option<Keepalive>,
     tls: Option<&Arc<Tls>>,
-    timeouts: Timeouts,
+    timeouts: UpstreamTimeouts,
     head: &Head<'_>,
     mut body: B,
 ) -> Result<Response<UpstreamBody>, Error>
@@ -233,7 +233,7 @@ where
     loop {
         let (mut conn, reused) = match if fresh { None } else { checkout(&key) } {
             Some(c) => (c, true),
-            None => (connect(&key, timeouts.connect).await?, false),
+            None => (connect(&key, timeouts.proxy_connect).await?, false),
         };
         write_head(&mut conn.write, head, framing);
         let mut received = false;
@@ -252,7 +252,7 @@ where
                     key,
                     framing,
                     keep,
-                    read_timeout: timeouts.read,
+                    read_timeout: timeouts.proxy_read,
                     timer: None,
                 };
                 let mut resp = resp.map(|()| body);
@@ -277,14 +277,14 @@ async fn exchange<B>(
     conn: &mut Conn,
     method: &Method,
     body: Option<(&mut B, bool)>,
-    timeouts: Timeouts,
+    timeouts: UpstreamTimeouts,
     received: &mut bool,
 ) -> Result<(Response<()>, Framing, bool), Error>
 where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
 {
-    let read_timeout = timeouts.read;
-    write_all(&mut conn.stream, &conn.write, timeouts.send).await?;
+    let read_timeout = timeouts.proxy_read;
+    write_all(&mut conn.stream, &conn.write, timeouts.proxy_send).await?;
     let Some((body, chunked)) = body else {
         let reading = read_head(&mut conn.stream, &mut conn.read, method, received);
         return match tokio::time::timeout(read_timeout, reading).await {

@@ -10,7 +10,7 @@
 //! other is re-chunked, as nginx sends them.
 
 use super::body::Framing;
-use super::{Error, Head, Timeouts};
+use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, header};
@@ -131,7 +131,7 @@ pub(super) async fn send_body<B, W>(
     buf: &mut Vec<u8>,
     body: &mut B,
     chunked: bool,
-    timeouts: Timeouts,
+    timeouts: UpstreamTimeouts,
 ) -> Result<(), Error>
 where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
@@ -154,13 +154,13 @@ where
             buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
             buf.extend_from_slice(&data);
             buf.extend_from_slice(b"\r\n");
-            write_all(w, buf, timeouts.send).await?;
+            write_all(w, buf, timeouts.proxy_send).await?;
         } else {
-            write_all(w, &data, timeouts.send).await?;
+            write_all(w, &data, timeouts.proxy_send).await?;
         }
     }
     if chunked {
-        write_all(w, b"0\r\n\r\n", timeouts.send).await?;
+        write_all(w, b"0\r\n\r\n", timeouts.proxy_send).await?;
     }
     Ok(())
 }

@@ -129,11 +129,11 @@ async fn post(up: &Upstream, headers: &HeaderMap, body: &'static [u8]) {
 
 /// Test timeouts: 1 s to connect, `read` for the response, nginx's 60 s
 /// for the rest.
-fn timeouts(read: Duration) -> Timeouts {
-    Timeouts {
-        connect: Duration::from_secs(1),
-        send: Duration::from_secs(60),
-        read,
+fn timeouts(read: Duration) -> UpstreamTimeouts {
+    UpstreamTimeouts {
+        proxy_connect: Duration::from_secs(1),
+        proxy_send: Duration::from_secs(60),
+        proxy_read: read,
         client_body: Duration::from_secs(60),
     }
 }
@@ -623,8 +623,8 @@ async fn a_slow_steady_upstream_is_not_a_send_timeout() {
     let (headers, body) = big_body(size);
     let method = Method::POST;
     let h = head(&method, &headers, &key);
-    let timeouts = Timeouts {
-        send: Duration::from_millis(200),
+    let timeouts = UpstreamTimeouts {
+        proxy_send: Duration::from_millis(200),
         ..timeouts(Duration::from_secs(60))
     };
     let start = tokio::time::Instant::now();

@@ -13,7 +13,7 @@ use crate::connlimit::{self, ConnLimit};
 use crate::errlog::Severity;
 use crate::limiter::Limit;
 use crate::respond::QuotaProblem;
-use crate::upstream::Timeouts;
+use crate::upstream::UpstreamTimeouts;
 use std::sync::Arc;
 
 /// Compile `l` under its server's effective level; returns how it matches
@@ -71,10 +71,10 @@ pub(super) fn location(
         error_pages: eff.error_pages.clone().unwrap_or_default(),
         action: l.action,
         upstream_tls,
-        timeouts: Timeouts {
-            connect: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
-            send: eff.proxy_send_timeout.unwrap_or(DEFAULT_TIMEOUT),
-            read: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
+        timeouts: UpstreamTimeouts {
+            proxy_connect: eff.proxy_connect_timeout.unwrap_or(DEFAULT_TIMEOUT),
+            proxy_send: eff.proxy_send_timeout.unwrap_or(DEFAULT_TIMEOUT),
+            proxy_read: eff.proxy_read_timeout.unwrap_or(DEFAULT_TIMEOUT),
             client_body: eff.client_body_timeout.unwrap_or(DEFAULT_TIMEOUT),
         },
         request_buffering: request_buffering(&eff),
