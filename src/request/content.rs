@@ -34,7 +34,11 @@ pub(crate) async fn content<'l>(
 ) -> Result<Response<Body>, ProxyError<'l>> {
     match &loc.action {
         Action::Return(ret) if ret.status == 444 => Err(ProxyError::Close),
-        Action::Return(ret) => Ok(respond::return_response(ret, &cx.vars, limited.decided.0)),
+        Action::Return(ret) => Ok(respond::return_response(
+            ret,
+            &cx.vars,
+            limited.decided.status,
+        )),
         Action::Proxy(pp) => {
             let target = upstream_target(pp, loc, &parts.uri, path);
             let mut tries = Vec::new();

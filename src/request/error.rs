@@ -98,10 +98,22 @@ pub(crate) enum ProxyError<'a> {
 
 /// The `limit_req` decision a response reports (`$limit_req_status`, the
 /// deciding zone and its algorithm), none before the limits.
-pub(crate) type Decided<'a> = (Option<LimitReqStatus>, &'a str, &'static str);
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Decided<'a> {
+    /// `$limit_req_status`; None before the limits (or with none).
+    pub status: Option<LimitReqStatus>,
+    /// The zone that decided (the one that rejected or delayed most).
+    pub zone: &'a str,
+    /// That zone's algorithm, for the logs.
+    pub algorithm: &'static str,
+}
 
 /// Before any limit was applied.
-pub(crate) const UNDECIDED: Decided<'static> = (None, "", "-");
+pub(crate) const UNDECIDED: Decided<'static> = Decided {
+    status: None,
+    zone: "",
+    algorithm: "-",
+};
 
 impl ProxyError<'_> {
     /// The status it is answered (and logged) with; `loc` is where it
@@ -234,8 +246,8 @@ impl ProxyError<'_> {
                     _ => decided,
                 };
                 let made = Made {
-                    limit_req_status: decided.0,
-                    zone: decided.1,
+                    limit_req_status: decided.status,
+                    zone: decided.zone,
                     limit_conn_status: cx.limit_conn_status(),
                     ..Made::plain(status, self.detail(loc))
                 };

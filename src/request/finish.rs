@@ -18,7 +18,11 @@ pub(crate) fn with_added(
     list: &[AddHeader],
     cx: &super::Ctx,
     proxy_host: &str,
-    (limit_req_status, zone, _): Decided,
+    Decided {
+        status: limit_req_status,
+        zone,
+        ..
+    }: Decided,
 ) -> Result<Response<Body>, CloseConnection> {
     let Ok(mut r) = resp else { return resp };
     if list.is_empty() {
@@ -46,7 +50,11 @@ pub(crate) fn with_added(
 pub(crate) fn finish(
     resp: Result<Response<Body>, CloseConnection>,
     record: Option<Record>,
-    (limit_req_status, zone, algorithm): Decided,
+    Decided {
+        status: limit_req_status,
+        zone,
+        algorithm,
+    }: Decided,
 ) -> Result<Response<Body>, CloseConnection> {
     let Some(mut r) = record else { return resp };
     r.limit_req_status = limit_req_status;

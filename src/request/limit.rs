@@ -46,11 +46,11 @@ pub(crate) async fn limit_req<'l>(
     }
     let limited = Limited {
         outcome,
-        decided: (
+        decided: Decided {
             status,
-            zone.map_or("", |z| &z.name),
-            zone.map_or("-", |z| z.policy.algorithm.name()),
-        ),
+            zone: zone.map_or("", |z| &z.name),
+            algorithm: zone.map_or("-", |z| z.policy.algorithm.name()),
+        },
     };
     let rejection = match limited.outcome {
         Outcome::Unlimited | Outcome::Accepted { delay_ms: 0, .. } => None,
@@ -72,7 +72,7 @@ pub(crate) async fn limit_req<'l>(
             Some(ProxyError::Limited { limit, wait_ms })
         }
         Outcome::NoMemory { limit } => {
-            let zone = limited.decided.1;
+            let zone = limited.decided.zone;
             log_req(
                 Severity::Alert,
                 cx.conn,
@@ -84,7 +84,7 @@ pub(crate) async fn limit_req<'l>(
         // Redis failed and on_error = "deny": already logged (rate-limited)
         // and counted by the zone.
         Outcome::Unavailable { .. } => Some(ProxyError::Unavailable {
-            zone: limited.decided.1,
+            zone: limited.decided.zone,
         }),
     };
     match rejection {
@@ -147,7 +147,7 @@ fn log_delay(cx: &Ctx, loc: &Location, limited: &Limited, excess: u64) {
             "delaying request{}, excess: {}, by zone \"{}\"",
             dry(loc),
             Excess(excess),
-            limited.decided.1
+            limited.decided.zone
         ),
     );
 }
@@ -162,7 +162,7 @@ fn log_limiting(cx: &Ctx, loc: &Location, limited: &Limited, excess: u64) {
             out.extend_from_slice(b", excess: ");
             errlog::push_excess(out, excess);
             out.extend_from_slice(b" by zone \"");
-            out.extend_from_slice(limited.decided.1.as_bytes());
+            out.extend_from_slice(limited.decided.zone.as_bytes());
             out.push(b'"');
         })
     });
@@ -172,9 +172,9 @@ fn log_limiting(cx: &Ctx, loc: &Location, limited: &Limited, excess: u64) {
 /// logs it ([`DelayGuard`]).
 async fn delay(cx: &Ctx<'_>, limited: &Limited<'_>, record: &mut Option<Record>, delay_ms: u64) {
     if let Some(r) = record.as_mut() {
-        r.limit_req_status = limited.decided.0;
-        r.zone = limited.decided.1.to_string();
-        r.limit_req_algorithm = limited.decided.2;
+        r.limit_req_status = limited.decided.status;
+        r.zone = limited.decided.zone.to_string();
+        r.limit_req_algorithm = limited.decided.algorithm;
     }
     let mut guard = DelayGuard {
         armed: true,
