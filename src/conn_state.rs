@@ -216,3 +216,36 @@ pub(crate) struct Conn {
     /// It spoke plain HTTP to an `ssl` address: its requests get 400.
     pub(crate) plain_on_https: bool,
 }
+
+/// `send_timeout` over one connection's writes: armed when a write cannot
+/// go on, disarmed when one makes progress; when it runs out the connection
+/// expires (`Expired::Send`). The HTTP/1.1 and HTTP/2 connections share it.
+#[derive(Default)]
+pub(crate) struct SendTimer(Option<std::pin::Pin<Box<tokio::time::Sleep>>>);
+
+impl SendTimer {
+    /// A write is pending: Ready with the connection's error once
+    /// `send_timeout` passed since the timer was armed (armed now if not).
+    pub(crate) fn poll_expired(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        state: &ConnState,
+    ) -> std::task::Poll<io::Error> {
+        use std::future::Future as _;
+        let send = state.timeouts.send;
+        let timer = self
+            .0
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(send)));
+        std::task::ready!(timer.as_mut().poll(cx));
+        std::task::Poll::Ready(state.expire(Expired::Send))
+    }
+
+    /// A write made progress (or none is pending): disarmed.
+    pub(crate) fn progress(&mut self) {
+        self.0 = None;
+    }
+
+    pub(crate) fn is_armed(&self) -> bool {
+        self.0.is_some()
+    }
+}

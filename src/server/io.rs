@@ -55,7 +55,7 @@ pub(crate) struct TimedIo<T> {
     pub(crate) state: Arc<ConnState>,
     pub(crate) read_timer: Pin<Box<Sleep>>,
     /// When a write started waiting (`send_timeout` runs from there).
-    pub(crate) write_timer: Option<Pin<Box<Sleep>>>,
+    pub(crate) write_timer: crate::conn_state::SendTimer,
     /// Hand an idle connection back instead of waiting in hyper.
     pub(crate) park: bool,
     /// Hand back a connection waiting, outside hyper, for a head it has
@@ -104,7 +104,7 @@ impl<T> TimedIo<T> {
             inner,
             state,
             read_timer: Box::pin(tokio::time::sleep_until(Instant::now())),
-            write_timer: None,
+            write_timer: crate::conn_state::SendTimer::default(),
             park: false,
             park_silent: None,
             parked: false,
@@ -122,7 +122,7 @@ impl<T> TimedIo<T> {
     /// then what the gate held.
     pub(crate) fn start_tunnel(&mut self, unread: &[u8]) -> bytes::BytesMut {
         self.tunnel = true;
-        self.write_timer = None;
+        self.write_timer.progress();
         let held = self.gate.tunnel();
         let mut first = bytes::BytesMut::with_capacity(unread.len() + held.len());
         first.extend_from_slice(unread);
@@ -204,7 +204,7 @@ impl<T> TimedIo<T> {
         let quiet = self.park
             && keepalive > PARK_AFTER
             && self.in_hyper
-            && self.write_timer.is_none()
+            && !self.write_timer.is_armed()
             && self.gate.idle()
             && !self.state.with_body.load(Ordering::Relaxed);
         quiet.then(|| idle_deadline - keepalive + PARK_AFTER)
@@ -221,12 +221,7 @@ impl<T> TimedIo<T> {
 
     /// Pending write: fail once `send_timeout` passed without progress.
     pub(crate) fn poll_write_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
-        let send = self.state.timeouts.send;
-        let timer = self
-            .write_timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(send)));
-        ready!(timer.as_mut().poll(cx));
-        Poll::Ready(self.state.expire(Expired::Send))
+        self.write_timer.poll_expired(cx, &self.state)
     }
 }
 
@@ -387,7 +382,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         }
         match Pin::new(&mut self.inner).poll_write(cx, buf) {
             Poll::Ready(r) => {
-                self.write_timer = None;
+                self.write_timer.progress();
                 Poll::Ready(r)
             }
             Poll::Pending => self.poll_write_timer(cx).map(Err),
@@ -400,7 +395,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         }
         match Pin::new(&mut self.inner).poll_flush(cx) {
             Poll::Ready(r) => {
-                self.write_timer = None;
+                self.write_timer.progress();
                 Poll::Ready(r)
             }
             Poll::Pending => self.poll_write_timer(cx).map(Err),
@@ -426,7 +421,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         }
         match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
             Poll::Ready(r) => {
-                self.write_timer = None;
+                self.write_timer.progress();
                 Poll::Ready(r)
             }
             Poll::Pending => self.poll_write_timer(cx).map(Err),

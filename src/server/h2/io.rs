@@ -3,20 +3,18 @@
 //! budgets) first.
 
 use super::stream::Streams;
-use crate::conn_state::{ConnState, Expired};
+use crate::conn_state::ConnState;
 use crate::errlog::{self, Severity};
 use crate::http1::HeadRules;
 use crate::http2::{Abort, Inbound, inbound};
 use crate::request::Env;
 use crate::server::refuse;
 use bytes::Buf;
-use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
 
 /// How much one read asks for.
 const READ: usize = 16 * 1024;
@@ -31,7 +29,7 @@ pub(super) struct H2Io<S> {
     inbound: Inbound,
     state: Arc<ConnState>,
     /// When a write started waiting (`send_timeout` runs from there).
-    write_timer: Option<Pin<Box<Sleep>>>,
+    write_timer: crate::conn_state::SendTimer,
     streams: Arc<Streams>,
     env: Arc<Env>,
     /// hyper wrote bytes it has not flushed yet: it may be inside a frame.
@@ -96,7 +94,7 @@ impl<S> H2Io<S> {
             read_ahead,
             inbound: Inbound::new(rules),
             state,
-            write_timer: None,
+            write_timer: crate::conn_state::SendTimer::default(),
             streams,
             env,
             unflushed: false,
@@ -174,12 +172,7 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
 
     /// A pending write: fails once `send_timeout` passed without progress.
     fn poll_write_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
-        let send = self.state.timeouts.send;
-        let timer = self
-            .write_timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(send)));
-        ready!(timer.as_mut().poll(cx));
-        Poll::Ready(self.state.expire(Expired::Send))
+        self.write_timer.poll_expired(cx, &self.state)
     }
 
     fn wrote<'b>(
@@ -190,7 +183,7 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
     ) -> Poll<io::Result<usize>> {
         match r {
             Poll::Ready(r) => {
-                self.write_timer = None;
+                self.write_timer.progress();
                 if let Ok(n) = r {
                     if n > 0 {
                         self.unflushed = true;
@@ -329,7 +322,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_flush(cx) {
             Poll::Ready(Ok(())) => {
-                this.write_timer = None;
+                this.write_timer.progress();
                 this.unflushed = false;
                 if let Some(code) = this.condemned_code() {
                     return Poll::Ready(Err(this.go_away(cx, code)));
