@@ -229,9 +229,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
             input.reserve(READ);
             let read = tokio_util::io::poll_read_buf(Pin::new(&mut self.inner), cx, input);
             let Poll::Ready(n) = read else {
-                // Waiting for the client: an idle connection holds no
-                // buffer of ours (the next read takes one again).
-                if self.inbound.idle() {
+                // Waiting for a client with no stream open: an idle
+                // connection holds no buffer of ours (the next read takes
+                // one again). A busy one keeps its buffer between reads.
+                if self.streams.open() == 0 && self.inbound.idle() {
                     self.inbound.release();
                 }
                 return Poll::Pending;
