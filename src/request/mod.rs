@@ -24,7 +24,7 @@ pub(crate) mod tunnel;
 pub use error::CloseConnection;
 pub use find::normalize_path;
 
-use self::error::{ProxyError, UNDECIDED, plain_status};
+use self::error::{Decided, ProxyError, UNDECIDED, plain_status};
 use self::finish::{finish, with_added, with_quota};
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
@@ -128,58 +128,119 @@ pub(crate) async fn handle(
     let path = normalize_path(parts.uri.path());
     let vars = find::request_vars(&conn, server, &parts, path.as_deref().unwrap_or(""));
     let cx = Ctx::new(&env, &conn, vars, start);
-    let server_added = |resp| with_added(resp, &server.add_headers, &cx, "", UNDECIDED);
+    let at_server = Scope::server(server);
     if conn.plain_on_https {
-        let resp = ProxyError::PlainHttpOnHttps.respond(&cx, &server.error_pages, None, UNDECIDED);
-        return finish(server_added(resp), cx.record(&server.access_log), UNDECIDED);
+        let record = cx.record(&server.access_log);
+        return answer(&cx, at_server, ProxyError::PlainHttpOnHttps, record, None);
     }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
-        // (The redirect is the location's answer: its add_header apply.)
-        Err(e @ ProxyError::AddSlash { add, .. }) => {
-            let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
-            let resp = with_added(resp, add, &cx, "", UNDECIDED);
-            return finish(resp, cx.record(&server.access_log), UNDECIDED);
-        }
         Err(e) => {
-            let resp = e.respond(&cx, &server.error_pages, None, UNDECIDED);
-            return finish(server_added(resp), cx.record(&server.access_log), UNDECIDED);
+            // (The redirect is the location's answer: its add_header apply.)
+            let at = match &e {
+                ProxyError::AddSlash { add, .. } => Scope { add, ..at_server },
+                _ => at_server,
+            };
+            return answer(&cx, at, e, cx.record(&server.access_log), None);
         }
     };
-    let proxy_host = match &loc.action {
-        crate::config::Action::Proxy(pp) => pp.authority.as_str(),
-        crate::config::Action::Return(_) => "",
-    };
-    let added = |resp, decided| with_added(resp, &loc.headers.add, &cx, proxy_host, decided);
+    let at = Scope::location(loc);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
     if let Err(e) = find::check_body_size(loc, &parts.headers) {
-        let resp = e.respond(&cx, &loc.error_pages, Some(loc), UNDECIDED);
-        return finish(added(resp, UNDECIDED), record, UNDECIDED);
+        return answer(&cx, at, e, record, None);
     }
     let limited = match limit::limit_req(&cx, loc, &mut record).await {
         Ok(limited) => limited,
-        Err((e, limited)) => {
-            let resp = e.respond(&cx, &loc.error_pages, Some(loc), limited.decided);
-            let resp = resp.map(|r| with_quota(r, loc, &limited.outcome));
-            return finish(added(resp, limited.decided), record, limited.decided);
-        }
+        Err((e, limited)) => return answer(&cx, at, e, record, Some(&limited)),
+    };
+    let at = Scope {
+        decided: limited.decided,
+        ..at
     };
     let held = match limit_conn::limit_conn(&cx, loc, &mut record) {
         Ok(held) => held,
-        Err(e) => {
-            let resp = e.respond(&cx, &loc.error_pages, Some(loc), limited.decided);
-            return finish(added(resp, limited.decided), record, limited.decided);
-        }
+        Err(e) => return answer(&cx, at, e, record, None),
     };
-    let resp = content::content(&cx, loc, (&parts, body), path, &limited, &mut record)
-        .await
-        .or_else(|e: ProxyError| e.respond(&cx, &loc.error_pages, Some(loc), limited.decided))
-        .map(|r| with_quota(r, loc, &limited.outcome));
+    let resp = match content::content(&cx, loc, (&parts, body), path, &limited, &mut record).await {
+        Ok(resp) => {
+            let resp = with_quota(resp, loc, &limited.outcome);
+            finish(at.added(Ok(resp), &cx), record, limited.decided)
+        }
+        Err(e) => answer(&cx, at, e, record, Some(&limited)),
+    };
     // The counts are held until the response body has been sent (or
-    // dropped), as nginx releases them when the request is freed.
-    let resp = added(resp, limited.decided);
-    // (A tunnel's, for as long as it is open.)
-    let version = parts.version;
-    finish(resp, record, limited.decided).map(|r| tunnel::hand_over(r, held, &conn.state, version))
+    // dropped), as nginx releases them when the request is freed; a
+    // tunnel's, for as long as it is open.
+    resp.map(|r| tunnel::hand_over(r, held, &conn.state, parts.version))
+}
+
+/// Where a request is answered: the error pages, the location (once one
+/// is found), its `add_header` list and upstream host, what the limits
+/// decided so far.
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    pages: &'a crate::respond::ErrorPages,
+    loc: Option<&'a crate::config::Location>,
+    add: &'a [crate::headers::AddHeader],
+    proxy_host: &'a str,
+    decided: Decided<'a>,
+}
+
+impl<'a> Scope<'a> {
+    /// Before a location is found: the server's pages and `add_header`.
+    fn server(server: &'a crate::config::ServerBlock) -> Scope<'a> {
+        Scope {
+            pages: &server.error_pages,
+            loc: None,
+            add: &server.add_headers,
+            proxy_host: "",
+            decided: UNDECIDED,
+        }
+    }
+
+    /// In `loc`, before its limits decided.
+    fn location(loc: &'a crate::config::Location) -> Scope<'a> {
+        Scope {
+            pages: &loc.error_pages,
+            loc: Some(loc),
+            add: &loc.headers.add,
+            proxy_host: match &loc.action {
+                crate::config::Action::Proxy(pp) => pp.authority.as_str(),
+                crate::config::Action::Return(_) => "",
+            },
+            decided: UNDECIDED,
+        }
+    }
+
+    /// The response with this scope's `add_header` fields.
+    fn added(
+        &self,
+        resp: Result<Response<Body>, CloseConnection>,
+        cx: &Ctx,
+    ) -> Result<Response<Body>, CloseConnection> {
+        with_added(resp, self.add, cx, self.proxy_host, self.decided)
+    }
+}
+
+/// The one place where a request that ended early is answered: the
+/// error's own response (logged and counted, see [`error`]), the quota
+/// headers when the limits decided it (`limited`), the scope's
+/// `add_header`, then the access record.
+fn answer<'a>(
+    cx: &Ctx,
+    at: Scope<'a>,
+    e: ProxyError<'a>,
+    record: Option<crate::accesslog::Record>,
+    limited: Option<&limit::Limited<'a>>,
+) -> Result<Response<Body>, CloseConnection> {
+    let decided = limited.map_or(at.decided, |l| l.decided);
+    let at = Scope { decided, ..at };
+    let resp = e
+        .respond(cx, at.pages, at.loc, decided)
+        .map(|r| match (limited, at.loc) {
+            (Some(l), Some(loc)) => with_quota(r, loc, &l.outcome),
+            _ => r,
+        });
+    finish(at.added(resp, cx), record, decided)
 }
