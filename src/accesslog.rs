@@ -9,17 +9,14 @@
 use crate::body::Body;
 use crate::limiter::LimitReqStatus;
 use crate::vars::{LogVars, RequestVars, ResponseVars, Template, Var};
-use bytes::Bytes;
 use http::{HeaderMap, Method, Uri, Version};
-use hyper::body::{Frame, SizeHint};
+
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// nginx's `combined` format followed by the request time and the limiting
 /// decision.
@@ -254,68 +251,33 @@ impl Record {
     }
 }
 
-/// A response body that writes the access-log line when it ends or is
-/// dropped, counting the bytes it carried.
-pub struct LoggedBody {
-    inner: Body,
+/// Writes the access-log line when its response body ends, fails or is
+/// dropped, with the bytes the body carried.
+pub(crate) struct LoggedBody {
     bytes: u64,
-    record: Option<Box<Record>>,
+    record: Box<Record>,
 }
 
 impl LoggedBody {
-    pub fn wrap(inner: Body, record: Record) -> Body {
+    /// `inner`, writing `record` once it is done.
+    pub(crate) fn wrap(inner: Body, record: Record) -> Body {
         use http_body_util::BodyExt;
-        LoggedBody {
-            inner,
+        let watch = LoggedBody {
             bytes: 0,
-            record: Some(Box::new(record)),
-        }
-        .boxed()
-    }
-
-    fn finish(&mut self) {
-        if let Some(r) = self.record.take() {
-            r.write(self.bytes);
-        }
+            record: Box::new(record),
+        };
+        crate::body::Watched::new(inner, watch).boxed()
     }
 }
 
-impl hyper::body::Body for LoggedBody {
-    type Data = Bytes;
-    type Error = crate::body::BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = &mut *self;
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(d) = frame.data_ref() {
-                    this.bytes += d.len() as u64;
-                }
-                if this.inner.is_end_stream() {
-                    this.finish();
-                }
-            }
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.finish(),
-            Poll::Pending => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+impl crate::body::Watch for LoggedBody {
+    fn data(&mut self, len: usize) {
+        self.bytes += len as u64;
     }
 }
 
 impl Drop for LoggedBody {
     fn drop(&mut self) {
-        self.finish();
+        self.record.write(self.bytes);
     }
 }

@@ -1,6 +1,11 @@
 //! Response bodies as sluice passes them around: one boxed body type for
-//! every response (made here, or an upstream's), and [`UntilEnd`], which
-//! holds a guard until a body has been sent.
+//! every response (made here, or an upstream's), and [`Watched`], the one
+//! place where something happens as a body goes by and when it ends.
+//!
+//! Three things wait for a response body's end: the connection turns idle
+//! (`keepalive_timeout` starts then), a request's access-log line is written
+//! with the bytes sent, an HTTP/2 stream lets go of its `limit_conn`
+//! counts. Each is a [`Watch`]; [`Watched`] polls the body and tells it.
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -15,38 +20,77 @@ pub type Body = BoxBody<Bytes, BodyError>;
 /// grew too large, an upstream body that failed).
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A response body that keeps `G` until it ends (its last frame, or an
-/// error) or is dropped; `G`'s own `Drop` is the point: the connection turns
-/// idle ([`Idle`]: `keepalive_timeout` starts then), a request's limit_conn
-/// counts are released ([`crate::connlimit::Held`]).
-pub struct UntilEnd<B, G> {
-    inner: B,
-    guard: Option<G>,
+/// What a body's progress means to whoever watches it. Every method has a
+/// default that does nothing: a watcher whose `Drop` is the point (the body
+/// ended, failed or was dropped: all the same to it) implements none.
+pub(crate) trait Watch: Unpin {
+    /// The body is about to be polled.
+    fn polling(&mut self) {}
+    /// A data frame of `len` bytes went by (the last one too).
+    fn data(&mut self, _len: usize) {}
+    /// A frame went by and the body goes on.
+    fn more(&mut self) {}
+    /// The body ended: its last frame went by, or none was left.
+    fn ended(self)
+    where
+        Self: Sized,
+    {
+    }
+    /// The body failed with `error`.
+    fn failed(self, _error: &BodyError)
+    where
+        Self: Sized,
+    {
+    }
 }
 
-impl<B, G> UntilEnd<B, G> {
-    pub fn new(inner: B, guard: G) -> UntilEnd<B, G> {
-        UntilEnd {
+/// A response body and its watcher: the watcher hears of every frame, then
+/// of the end or the failure, once; it is dropped then, or with the body.
+pub struct Watched<W> {
+    inner: Body,
+    watch: Option<W>,
+}
+
+impl<W: Watch> Watched<W> {
+    pub(crate) fn new(inner: Body, watch: W) -> Watched<W> {
+        Watched {
             inner,
-            guard: Some(guard),
+            watch: Some(watch),
         }
     }
 }
 
-impl<B: HttpBody + Unpin, G: Unpin> HttpBody for UntilEnd<B, G> {
-    type Data = B::Data;
-    type Error = B::Error;
+impl<W: Watch> HttpBody for Watched<W> {
+    type Data = Bytes;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
+        if let Some(w) = this.watch.as_mut() {
+            w.polling();
+        }
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        let Some(mut w) = this.watch.take() else {
+            return polled;
+        };
         match &polled {
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.guard = None,
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.guard = None,
-            _ => {}
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    w.data(d.len());
+                }
+                if this.inner.is_end_stream() {
+                    w.ended();
+                } else {
+                    w.more();
+                    this.watch = Some(w);
+                }
+            }
+            Poll::Ready(None) => w.ended(),
+            Poll::Ready(Some(Err(e))) => w.failed(e),
+            Poll::Pending => this.watch = Some(w),
         }
         polled
     }

@@ -14,7 +14,7 @@
 //! The reader ([`crate::server::io::TimedIo`]) applies the deadline of the
 //! connection's [`Phase`]; the service marks a request [`ConnState::busy`]
 //! when hyper hands it over, and the response body marks the connection idle
-//! when it ends ([`crate::body::UntilEnd`] with [`Idle`]).
+//! when it ends ([`crate::body::Watched`] by [`Idle`]).
 
 use parking_lot::Mutex;
 use std::io;
@@ -194,8 +194,11 @@ impl ConnState {
     }
 }
 
-/// Marks its connection idle when dropped (see [`UntilEnd`]).
+/// Marks its connection idle when dropped: with its response body, once
+/// that ended (see [`crate::body::Watched`]).
 pub struct Idle(pub Arc<ConnState>);
+
+impl crate::body::Watch for Idle {}
 
 impl Drop for Idle {
     fn drop(&mut self) {

@@ -297,6 +297,9 @@ pub struct ConnLimit {
 #[derive(Debug, Default)]
 pub struct Held(Vec<Slot>);
 
+/// Let go when its response body ends (or is dropped).
+impl crate::body::Watch for Held {}
+
 /// A request's counts handed to HTTP/2 with its response (in its
 /// extensions): the stream keeps them until its end was written to the
 /// client, which only the connection can see (hyper buffers a body its
@@ -321,7 +324,7 @@ impl Held {
             return resp;
         }
         use http_body_util::BodyExt;
-        resp.map(|body| crate::body::UntilEnd::new(body, self).boxed())
+        resp.map(|body| crate::body::Watched::new(body, self).boxed())
     }
 }
 

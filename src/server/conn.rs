@@ -12,7 +12,7 @@ use super::idle::{self, IdleSet};
 use super::io::{Filled, TimedIo};
 use super::refuse::refuse;
 use super::tls;
-use crate::body::{Body, UntilEnd};
+use crate::body::Watched;
 use crate::conn_state::{ClientTimeouts, Conn, ConnState, Expired, Idle};
 use crate::connlimit::WorkerSlot;
 use crate::errlog::{self, Severity};
@@ -316,7 +316,7 @@ enum Ended {
 }
 
 /// What the service answers a request with.
-type Served = Result<http::Response<UntilEnd<Body, Idle>>, request::CloseConnection>;
+type Served = Result<http::Response<Watched<Idle>>, request::CloseConnection>;
 type ServedFuture = Pin<Box<dyn Future<Output = Served> + Send>>;
 
 /// The service hyper calls for each request of the connection.
@@ -325,7 +325,7 @@ fn service(
     conn: &Arc<Conn>,
 ) -> impl Service<
     Request<Incoming>,
-    Response = http::Response<UntilEnd<Body, Idle>>,
+    Response = http::Response<Watched<Idle>>,
     Error = request::CloseConnection,
     Future = ServedFuture,
 > + Clone {
@@ -344,7 +344,7 @@ fn service(
                 .as_ref()
                 .map_or_else(|c| c.status, |r| r.status().as_u16());
             shared.env.metrics.response(status, start.elapsed());
-            resp.map(|r| r.map(|b| UntilEnd::new(b, Idle(state))))
+            resp.map(|r| r.map(|b| Watched::new(b, Idle(state))))
         }) as ServedFuture
     })
 }

@@ -4,7 +4,7 @@
 
 use super::super::Shared;
 use super::CANCELLED_MAX;
-use crate::body::Body;
+use crate::body::{Body, BodyError, Watch, Watched};
 use crate::conn_state::{Conn, ConnState};
 use crate::connlimit::{Held, HeldUntilWritten};
 use crate::errlog::{self, Severity};
@@ -14,15 +14,14 @@ use crate::http2::request as stand_in;
 use crate::request::{self, CloseConnection};
 use crate::respond::ErrorPages;
 use crate::server::refuse;
-use bytes::Bytes;
 use http::{HeaderValue, Request, Response, header};
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use parking_lot::Mutex;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::task::{Context, Poll};
+
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -230,71 +229,46 @@ impl Drop for Stream {
 /// A stream's response body: the stream stays open until it ends; an
 /// upstream body that broke off is logged (as on HTTP/1.1, where it ends
 /// the connection; here hyper resets the stream alone).
+pub(super) type StreamBody = Watched<StreamEnd>;
+
+/// What a stream's response body tells its stream.
 ///
 /// What the request holds (its `limit_conn` counts) is let go when the
 /// stream's end was written to the client, as nginx lets go when its last
 /// byte was sent, and not when hyper buffered the body: a client whose
 /// window holds the body up keeps its count.
-pub(super) struct StreamBody {
-    inner: Body,
-    stream: Option<Stream>,
+pub(super) struct StreamEnd {
+    stream: Stream,
     /// The request's counts and its stream's id: parked with the
     /// connection when the body ends, until that end is written.
     held: Option<(u32, Held)>,
 }
 
-impl StreamBody {
-    /// The body is over: what the stream held waits for its end to be
-    /// written.
-    fn ended(&mut self) {
-        if let (Some(s), Some((id, held))) = (self.stream.take(), self.held.take()) {
-            s.streams.park(id, held);
-        }
-    }
-}
-
-impl hyper::body::Body for StreamBody {
-    type Data = Bytes;
-    type Error = crate::body::BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = &mut *self;
-        if let Some(s) = this.stream.as_mut() {
-            s.owe(false);
-        }
-        let polled = Pin::new(&mut this.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Err(e))) => {
-                if let (Some(f), Some(s)) = (body_failure(&**e), &this.stream) {
-                    let s = &s.streams;
-                    errlog::emit(
-                        Severity::Error,
-                        format_args!("*{} {f}, client: {}, server: {}", s.id, s.client, s.server),
-                    );
-                }
-                this.stream = None;
-            }
-            Poll::Ready(None) => this.ended(),
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.ended(),
-            Poll::Ready(Some(Ok(_))) => {
-                if let Some(s) = this.stream.as_mut() {
-                    s.owe(true);
-                }
-            }
-            Poll::Pending => {}
-        }
-        polled
+impl Watch for StreamEnd {
+    fn polling(&mut self) {
+        self.stream.owe(false);
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+    fn more(&mut self) {
+        // hyper took a frame and has not asked for the next yet.
+        self.stream.owe(true);
     }
 
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+    /// What the stream held waits for its end to be written.
+    fn ended(mut self) {
+        if let Some((id, held)) = self.held.take() {
+            self.stream.streams.park(id, held);
+        }
+    }
+
+    fn failed(self, error: &BodyError) {
+        if let Some(f) = body_failure(&**error) {
+            let s = &self.stream.streams;
+            errlog::emit(
+                Severity::Error,
+                format_args!("*{} {f}, client: {}, server: {}", s.id, s.client, s.server),
+            );
+        }
     }
 }
 
@@ -378,11 +352,7 @@ async fn serve_stream(
             .remove::<HeldUntilWritten>()
             .and_then(|h| h.0.lock().take());
         let held = id.zip(held);
-        r.map(|inner| StreamBody {
-            inner,
-            stream: Some(stream),
-            held,
-        })
+        r.map(|inner| Watched::new(inner, StreamEnd { stream, held }))
     })
 }
 
