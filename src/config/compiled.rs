@@ -155,11 +155,8 @@ pub(crate) struct Location {
     /// For prefix and exact locations, the matched prefix: nginx replaces it
     /// by `proxy_pass`'s URI part.
     pub prefix: Option<String>,
-    pub limits: Vec<Limit>,
-    /// The default rejection body of each limit, pre-rendered.
-    pub problems: Vec<crate::respond::QuotaProblem>,
-    /// The zone of each limit (its key, prefix and exemptions), parallel to `limits`.
-    pub zones: Vec<Arc<Zone>>,
+    /// `limit_req`, in the file's order.
+    pub limits: LimitReqs,
     pub ratelimit_headers: RateLimitHeaders,
     /// `limit_req_status`: what a rejected request gets.
     pub limit_req_status: u16,
@@ -193,6 +190,56 @@ pub(crate) struct Location {
     /// `proxy_next_upstream`, `proxy_next_upstream_tries`,
     /// `proxy_next_upstream_timeout`.
     pub next_upstream: crate::upstream::group::NextUpstream,
+}
+
+/// A location's `limit_req` list: the limiter's view of it (a
+/// [`crate::limiter::LimitSet`], what [`crate::limiter::decide`] takes) and,
+/// limit by limit, what the request side needs besides: the zone's key and
+/// exemptions, the pre-rendered rejection body. Built in one place
+/// ([`LimitReqs::new`]), so that the two cannot drift apart.
+#[derive(Default)]
+pub(crate) struct LimitReqs {
+    set: Vec<Limit>,
+    each: Vec<(Arc<Zone>, crate::respond::QuotaProblem)>,
+}
+
+impl LimitReqs {
+    /// The limits of `zones` (with each its `burst` and `delay`), whose
+    /// rejections answer `status`.
+    pub(crate) fn new(list: Vec<(Arc<Zone>, u64, u64)>, status: u16) -> LimitReqs {
+        let mut reqs = LimitReqs::default();
+        for (zone, burst, delay) in list {
+            let limit = Limit {
+                zone: zone.limiter.clone(),
+                burst,
+                delay,
+            };
+            let problem = crate::respond::QuotaProblem::new(&limit, status);
+            reqs.set.push(limit);
+            reqs.each.push((zone, problem));
+        }
+        reqs
+    }
+
+    /// What the limiter decides over.
+    pub(crate) fn set(&self) -> &crate::limiter::LimitSet {
+        &self.set
+    }
+
+    /// Limit `i`.
+    pub(crate) fn limit(&self, i: usize) -> &Limit {
+        &self.set[i]
+    }
+
+    /// Limit `i`'s zone: its key, address prefix, exemptions.
+    pub(crate) fn zone(&self, i: usize) -> &Zone {
+        &self.each[i].0
+    }
+
+    /// Limit `i`'s default rejection body.
+    pub(crate) fn problem(&self, i: usize) -> &crate::respond::QuotaProblem {
+        &self.each[i].1
+    }
 }
 
 /// A location's (or server's) header directives, compiled.

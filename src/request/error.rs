@@ -378,7 +378,7 @@ pub(crate) fn retry_after_secs(wait_ms: u64) -> u64 {
 /// quota-exceeded problem; `wait_ms` is until this key is accepted again
 /// (none when the zone had no room).
 fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Response<Body> {
-    let l = &loc.limits[limit];
+    let l = loc.limits.limit(limit);
     let zone = &*l.zone.name;
     let retry_after = wait_ms.map(retry_after_secs);
     if let (Some(secs), false) = (
@@ -386,7 +386,10 @@ fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Respo
         loc.error_pages.contains_key(&loc.limit_req_status),
     ) {
         // The common case, without formatting: the pre-rendered problem.
-        return loc.problems[limit].response(loc.limit_req_status, secs);
+        return loc
+            .limits
+            .problem(limit)
+            .response(loc.limit_req_status, secs);
     }
     let detail = match retry_after {
         Some(s) => format!(

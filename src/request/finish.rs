@@ -90,7 +90,7 @@ pub(crate) fn with_quota(
             respond::add_quota_headers(
                 resp.headers_mut(),
                 loc.ratelimit_headers,
-                &loc.limits,
+                loc.limits.set(),
                 state,
             );
         }

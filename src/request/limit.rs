@@ -32,14 +32,14 @@ pub(crate) async fn limit_req<'l>(
     record: &mut Option<Record>,
 ) -> Result<Limited<'l>, (ProxyError<'l>, Limited<'l>)> {
     let now = cx.env.clock.ms_at(cx.start);
-    let outcome = limiter::decide(&loc.limits, now, |i| key(cx, loc, i)).await;
+    let outcome = limiter::decide(loc.limits.set(), now, |i| key(cx, loc, i)).await;
     let status = LimitReqStatus::of(&outcome, loc.dry_run);
     let zone = match outcome {
         Outcome::Unlimited => None,
         Outcome::Accepted { limit, .. }
         | Outcome::Rejected { limit, .. }
         | Outcome::NoMemory { limit }
-        | Outcome::Unavailable { limit } => Some(&loc.limits[limit].zone),
+        | Outcome::Unavailable { limit } => Some(&loc.limits.limit(limit).zone),
     };
     if let (Some(z), Some(s)) = (zone, status) {
         z.counts.record(s);
@@ -101,7 +101,7 @@ fn key(cx: &Ctx, loc: &Location, i: usize) -> Option<Key> {
     }
     let vars = &cx.vars;
     KEY_BUF.with_borrow_mut(|key_buf| {
-        let zone = &loc.zones[i];
+        let zone = loc.limits.zone(i);
         let ip = zone.client(vars.remote.ip())?;
         key_buf.clear();
         if ip == vars.remote.ip() {

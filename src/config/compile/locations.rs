@@ -4,15 +4,13 @@
 
 use super::super::compiled::{
     CompileError, DEFAULT_CLIENT_BODY_BUFFER_SIZE, DEFAULT_CLIENT_MAX_BODY_SIZE,
-    DEFAULT_LIMIT_REQ_STATUS, DEFAULT_TIMEOUT, Location, RequestBuffering,
+    DEFAULT_LIMIT_REQ_STATUS, DEFAULT_TIMEOUT, LimitReqs, Location, RequestBuffering,
 };
 use super::super::spec::{Action, Level, LocationSpec, PathMatch};
 use super::Zones;
 use super::logs::AccessLogs;
 use crate::connlimit::{self, ConnLimit};
 use crate::errlog::Severity;
-use crate::limiter::Limit;
-use crate::respond::QuotaProblem;
 use crate::upstream::UpstreamTimeouts;
 use std::sync::Arc;
 
@@ -30,16 +28,10 @@ pub(super) fn location(
         PathMatch::Prefix { prefix, .. } => Some(prefix.clone()),
         PathMatch::Regex(_) => None,
     };
-    let limit_specs = eff.limit_req.clone().unwrap_or_default();
-    let limits: Vec<Limit> = limit_specs
-        .iter()
-        .map(|ls| Limit {
-            zone: zones.req[ls.zone].limiter.clone(),
-            burst: ls.burst,
-            delay: ls.delay,
-        })
-        .collect();
     let status = eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS);
+    let limits = eff.limit_req.as_deref().unwrap_or_default().iter();
+    let limits = limits.map(|ls| (zones.req[ls.zone].clone(), ls.burst, ls.delay));
+    let limits = LimitReqs::new(limits.collect(), status);
     let upstream_tls = match &l.action {
         Action::Proxy(pp) if pp.https => Some(zones.tls.location(&eff, pp, &l.path)?),
         _ => None,
@@ -51,14 +43,6 @@ pub(super) fn location(
     let location = Location {
         path: l.path,
         prefix,
-        problems: limits
-            .iter()
-            .map(|l| QuotaProblem::new(l, status))
-            .collect(),
-        zones: limit_specs
-            .iter()
-            .map(|ls| zones.req[ls.zone].clone())
-            .collect(),
         limits,
         ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
         limit_req_status: status,
