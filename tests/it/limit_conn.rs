@@ -17,8 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::{
-    Nginx, Reply, Request, Sluice, Upstream, assert_expected, assert_same, client, conn_lines,
-    connect, expect, fire, group_by_source, request,
+    Nginx, Reader, Reply, Request, Sluice, Upstream, assert_expected, assert_same, client,
+    conn_lines, connect, expect, fire, group_by_source, request,
 };
 
 /// How long the upstreams hold each response.
@@ -431,35 +431,22 @@ async fn a_client_gone_midway_releases_its_count() {
     );
 }
 
+/// A keep-alive connection to `addr`, each answer read within 5 s.
+async fn conn(addr: std::net::SocketAddr) -> Reader<TcpStream> {
+    let s = TcpStream::connect(addr).await.unwrap();
+    Reader::new(s).limit(Duration::from_secs(5))
+}
+
 /// One keep-alive request on `s`; the status.
-async fn keepalive_get(s: &mut TcpStream) -> u16 {
+async fn keepalive_get(s: &mut Reader<TcpStream>) -> u16 {
     s.write_all(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
-    read_answer(s).await
-}
-
-/// The status of the answer `s` reads next (the body is `ok\n`).
-async fn read_answer(s: &mut TcpStream) -> u16 {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !buf.ends_with(b"ok\n") {
-        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk))
-            .await
-            .expect("an answer within 5 s")
-            .unwrap();
-        assert!(
-            n > 0,
-            "closed before the answer: {}",
-            String::from_utf8_lossy(&buf)
-        );
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    String::from_utf8_lossy(&buf[9..12]).parse().unwrap()
+    s.response().await.status
 }
 
 /// Whether the server closed `s` (end of file or reset) within `within`.
-async fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
+async fn closed_by_server(s: &mut Reader<TcpStream>, within: Duration) -> bool {
     let mut b = [0u8; 64];
     match tokio::time::timeout(within, s.read(&mut b)).await {
         Ok(Ok(0)) | Ok(Err(_)) => true,
@@ -488,13 +475,13 @@ async fn worker_connections_caps_open_connections() {
     let addr = sluice.addr();
     let mut open = Vec::new();
     for _ in 0..5 {
-        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut s = conn(addr).await;
         assert_eq!(keepalive_get(&mut s).await, 200);
         s.write_all(b"GET /fast HTTP/1.1\r\n").await.unwrap();
         open.push(s);
     }
     for i in 6..=7 {
-        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut s = conn(addr).await;
         let _ = s.write_all(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(
             closed_by_server(&mut s, Duration::from_secs(2)).await,
@@ -503,7 +490,7 @@ async fn worker_connections_caps_open_connections() {
     }
     // The first five are still served.
     open[0].write_all(b"Host: x\r\n\r\n").await.unwrap();
-    assert_eq!(read_answer(&mut open[0]).await, 200);
+    assert_eq!(open[0].response().await.status, 200);
     let log = sluice.log();
     let alerts = log.matches("[alert]").count();
     let exact = log
@@ -517,7 +504,7 @@ async fn worker_connections_caps_open_connections() {
     open.truncate(3);
     tokio::time::sleep(Duration::from_millis(100)).await;
     for _ in 0..2 {
-        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut s = conn(addr).await;
         assert_eq!(
             keepalive_get(&mut s).await,
             200,
@@ -546,16 +533,16 @@ async fn out_of_worker_connections_idle_ones_are_closed_for_new_clients() {
     let addr = sluice.addr();
     // The silent one's deadline (client_header_timeout, 60 s) is nearer than the keep-alive
     // ones' (75 s after their answers).
-    let mut open = vec![TcpStream::connect(addr).await.unwrap()];
+    let mut open = vec![conn(addr).await];
     for _ in 0..4 {
-        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut s = conn(addr).await;
         assert_eq!(keepalive_get(&mut s).await, 200);
         open.push(s);
     }
     // Parked after a second.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for i in 0..2 {
-        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut s = conn(addr).await;
         assert_eq!(keepalive_get(&mut s).await, 200, "new client {i}");
         assert!(
             closed_by_server(&mut open[i], Duration::from_secs(2)).await,

@@ -351,20 +351,17 @@ async fn download_upstream(
     piece: usize,
     pace: Duration,
 ) -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use crate::support::Reader;
+    use tokio::io::AsyncWriteExt;
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let task = tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
+        while let Ok((s, _)) = l.accept().await {
             tokio::spawn(async move {
                 let _ = s.set_nodelay(true);
-                let mut head = Vec::new();
-                let mut b = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut b).await {
-                        Ok(n) if n > 0 => head.extend_from_slice(&b[..n]),
-                        _ => return,
-                    }
+                let mut s = Reader::new(s);
+                if s.request().await.is_none() {
+                    return;
                 }
                 let size = pieces * piece;
                 let top = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");

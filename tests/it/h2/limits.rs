@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use super::client::{H2, answers};
 use super::raw::Raw;
-use super::{BodyEcho, NginxH2, raw, run};
+use super::{NginxH2, raw, run};
 use crate::support::{
-    Reply, Sluice, Upstream, assert_expected, assert_same, assert_same_limit_lines, client, expect,
-    get, timing,
+    Answer, Reply, Sluice, Upstream, assert_expected, assert_same, assert_same_limit_lines, client,
+    expect, get, timing,
 };
 
 /// The article's `/burst` (2r/s, burst=5) and a `/free` location without limits, both in front
@@ -232,7 +232,7 @@ async fn a_reset_delayed_stream_is_never_forwarded_and_counted_once() {
 
 /// nginx-tests' h2_limit_req.t's server: a 1r/s zone, `burst=2` on a location that proxies to a
 /// body-echo upstream and on one answered locally, and `/` without limits.
-fn h2_limit_req_pair(echo: &BodyEcho, nginx_echo: &BodyEcho) -> (NginxH2, Sluice) {
+fn h2_limit_req_pair(echo: &Upstream, nginx_echo: &Upstream) -> (NginxH2, Sluice) {
     let nginx = NginxH2::start(
         "  limit_req_zone $binary_remote_addr zone=req:1m rate=1r/s;",
         &format!(
@@ -345,7 +345,7 @@ async fn split_frame_cases(addr: SocketAddr) -> (bool, bool, bool) {
 /// nginx-tests' h2_limit_req.t, in our own words, on nginx and on sluice.
 #[tokio::test]
 async fn nginx_tests_h2_limit_req_cases() {
-    let (echo, nginx_echo) = (BodyEcho::start().await, BodyEcho::start().await);
+    let (echo, nginx_echo) = (body_echo(), body_echo());
     let (nginx, sluice) = h2_limit_req_pair(&echo, &nginx_echo);
     let (n, s) = tokio::join!(body_cases(nginx.addr()), body_cases(sluice.addr()));
     let want = [
@@ -472,4 +472,11 @@ async fn a_stream_whose_window_holds_its_body_keeps_its_limit_conn_count() {
     );
     assert_eq!(s, n, "sluice as nginx");
     assert_eq!(su.hits(), 1, "sluice's upstream saw only the first request");
+}
+
+/// An upstream that answers every request with its body (`X-Length` says how many bytes came)
+/// and counts the requests it read: what a proxy forwarded of a body, with a Content-Length or
+/// chunked.
+fn body_echo() -> Upstream {
+    Upstream::answering(Answer::Body, 200)
 }

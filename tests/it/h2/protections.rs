@@ -333,18 +333,15 @@ async fn a_stop_sends_goaway_and_lets_open_streams_finish() {
 /// 1 MB answer the upstream sent at once.
 #[tokio::test]
 async fn a_client_whose_window_stays_shut_is_timed_out() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use crate::support::Reader;
+    use tokio::io::AsyncWriteExt;
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let up = l.local_addr().unwrap();
     let upstream = tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        let mut head = Vec::new();
-        while !head.ends_with(b"\r\n\r\n") {
-            let mut b = [0u8; 1];
-            if s.read(&mut b).await.unwrap_or(0) == 0 {
-                return;
-            }
-            head.push(b[0]);
+        let (s, _) = l.accept().await.unwrap();
+        let mut s = Reader::new(s);
+        if s.request().await.is_none() {
+            return;
         }
         let body = vec![b'x'; 1 << 20];
         let _ = s

@@ -33,8 +33,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::{
-    Echo, KeyKind, Leaf, Nginx, Port, Reply, Request, Sluice, TOLERANCE, TestCa, Timing, client,
-    exchange, fire, status_counts, timing,
+    KeyKind, Leaf, Nginx, Port, Reply, Request, Sluice, TOLERANCE, TestCa, Timing, Upstream,
+    client, exchange, fire, status_counts, timing,
 };
 
 /// Where the corpus lives.
@@ -74,7 +74,7 @@ pub fn preamble(user: u32, temp: u32) -> Vec<Warning> {
 /// What a case is given besides its file: the values of the placeholders that are the same for
 /// both sides.
 struct Shared {
-    echoes: Vec<Echo>,
+    echoes: Vec<Upstream>,
     dead: Port,
     ca: TestCa,
     leaf: Leaf,
@@ -87,7 +87,7 @@ impl Shared {
         Shared {
             echoes: ["up1", "up2", "up3"]
                 .iter()
-                .map(|n| Echo::start(n))
+                .map(|n| Upstream::named(n))
                 .collect(),
             dead: Port::reserve(),
             ca,

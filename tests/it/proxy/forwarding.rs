@@ -2,6 +2,7 @@
 //! responses on closing connections, bodies streamed both ways.
 
 use super::*;
+use crate::support::http1::{self, Kind};
 
 #[tokio::test]
 async fn proxy_pass_rewrites_uri_and_headers_as_nginx() {
@@ -60,7 +61,7 @@ proxy_pass = "http://{up}"
 #[tokio::test]
 async fn dead_upstream_is_502_and_slow_upstream_is_504() {
     let dead = Port::reserve(); // nothing listens there
-    let (slow, _task) = silent_upstream().await;
+    let (slow, _task) = silent_upstream();
     let toml = format!(
         r#"
 [zones.z]
@@ -125,7 +126,7 @@ proxy_read_timeout = "300ms"
 /// an upstream that stops taking the request gets the client a 504.
 #[tokio::test]
 async fn stalled_uploads_time_out_as_configured() {
-    let (up, _task) = silent_upstream().await;
+    let (up, _task) = silent_upstream();
     let toml = format!(
         r#"
 client_max_body_size = "64m"
@@ -204,15 +205,11 @@ async fn a_closing_connection_gets_its_whole_response() {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let up = l.local_addr().unwrap();
     tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
+        while let Ok((s, _)) = l.accept().await {
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut got = Vec::new();
-                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf).await {
-                        Ok(n @ 1..) => got.extend_from_slice(&buf[..n]),
-                        _ => return,
-                    }
+                let mut s = Reader::new(s);
+                if s.request().await.is_none() {
+                    return;
                 }
                 let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\n\r\n");
                 let _ = s.write_all(head.as_bytes()).await;
@@ -241,12 +238,15 @@ keepalive_timeout = 0
             .await
             .expect("closed after the response")
             .unwrap();
-        let head_end = got
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .expect("a head")
-            + 4;
-        assert_eq!(got.len() - head_end, SIZE, "{addr}: the body was cut short");
+        let whole = http1::parse(&got, Kind::Response, true);
+        let (r, used) = whole
+            .unwrap_or_else(|e| panic!("{addr}: {e}"))
+            .expect("complete at the end");
+        assert_eq!(
+            (r.body.len(), used),
+            (SIZE, got.len()),
+            "{addr}: the body was cut short"
+        );
     }
 }
 

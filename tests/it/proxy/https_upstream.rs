@@ -163,7 +163,7 @@ proxy_ssl_server_name = false
 /// Requests one after another on one client connection (so on one sluice worker); nginx's
 /// `$connection` and `$connection_requests` show the TLS connection upstream.
 async fn on_one_connection(addr: SocketAddr, requests: &[(&str, &str, &str)]) -> Vec<String> {
-    let mut c = crate::support::connect(addr, client(3)).await;
+    let mut c = Reader::new(crate::support::connect(addr, client(3)).await);
     let mut bodies = Vec::new();
     for (method, path, body) in requests {
         let head = format!(
@@ -176,34 +176,10 @@ async fn on_one_connection(addr: SocketAddr, requests: &[(&str, &str, &str)]) ->
     bodies
 }
 
-/// One response with a Content-Length off `c`: its status line and body.
-async fn read_one(c: &mut TcpStream) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            if buf.len() >= end + 4 + len {
-                let status = head.lines().next().unwrap_or_default().to_owned();
-                let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
-                return format!("{status}\n{body}");
-            }
-        }
-        let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut chunk))
-            .await
-            .expect("a response within 10 s")
-            .unwrap();
-        assert!(
-            n > 0,
-            "closed mid-response: {}",
-            String::from_utf8_lossy(&buf)
-        );
-        buf.extend_from_slice(&chunk[..n]);
-    }
+/// The next response on `c`: its status line and body.
+async fn read_one(c: &mut Reader<TcpStream>) -> String {
+    let r = c.response().await;
+    format!("{}\n{}", r.start_line(), r.body_text())
 }
 
 #[tokio::test]
@@ -248,7 +224,7 @@ proxy_pass = "https://localhost:{short}/"
     // The second server closes an idle connection (close_notify, then FIN) after 300 ms. A
     // POST, which sluice would not send twice, must not meet that connection: a new one
     // carries it.
-    let mut c = crate::support::connect(s.addr(), client(3)).await;
+    let mut c = Reader::new(crate::support::connect(s.addr(), client(3)).await);
     c.write_all(b"GET /short/4 HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
@@ -479,7 +455,7 @@ async fn handshake_failures_and_timeouts_read_like_nginx() {
             ..tls(&leaf)
         }],
     );
-    let (silent, _task) = silent_upstream().await;
+    let (silent, _task) = silent_upstream();
     let toml = format!(
         r#"
 proxy_ssl_trusted_certificate = {ca}

@@ -20,7 +20,8 @@ mod upstreams;
 mod websocket;
 
 use crate::support::{
-    InProcess, Port, Sluice, Upstream, burst, client, eventually, limit_lines, request,
+    Answer, InProcess, Port, Reader, Sluice, Upstream, burst, client, eventually, limit_lines,
+    request,
 };
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -42,17 +43,11 @@ limit_req = { zone = "z" }
 return = { status = 200, body = "ok\n" }
 "#;
 
-/// An upstream that accepts connections, reads, and never answers.
-async fn silent_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((s, _)) = l.accept().await {
-            held.push(s);
-        }
-    });
-    (addr, task)
+/// An upstream that accepts connections and neither reads nor answers: its address, and the
+/// upstream (it stops when dropped).
+fn silent_upstream() -> (SocketAddr, Upstream) {
+    let up = Upstream::answering(Answer::Silent, 200);
+    (up.addr, up)
 }
 
 /// An upstream that reads a request with a Content-Length body, then answers
@@ -61,30 +56,11 @@ async fn counting_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let task = tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
+        while let Ok((s, _)) = l.accept().await {
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 65536];
-                let (head_end, len) = loop {
-                    let n = s.read(&mut chunk).await.unwrap();
-                    assert!(n > 0, "upstream: request ended early");
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map(|v| v.trim().parse().unwrap())
-                            .unwrap_or(0);
-                        break (i + 4, len);
-                    }
-                };
-                while buf.len() < head_end + len {
-                    let n = s.read(&mut chunk).await.unwrap();
-                    assert!(n > 0, "upstream: body ended early");
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                let got = buf.len() - head_end;
+                let mut s = Reader::new(s);
+                let request = s.request().await.expect("upstream: a whole request");
+                let got = request.body.len();
                 let first = format!("got {got} bytes\n");
                 let head = format!(
                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{first}\r\n",

@@ -3,109 +3,18 @@
 //! the same servers chosen for each (from the body each backend answers with, its port), the
 //! same `$upstream_addr`/`$upstream_status` lists, the same error-log lines.
 
-use crate::support::{Nginx, Port, Sluice, Upstream, client, eventually, exchange, get, timing};
+use crate::support::{
+    Answer, Nginx, Options, Port, Sluice, Upstream, client, eventually, exchange, get, timing,
+};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
 
-/// What a [`Backend`] does with each request.
-#[derive(Clone, Copy)]
-enum Behavior {
-    /// Answers this status, its port as the body.
-    Status(u16),
-    /// Answers 200 after this long.
-    Slow(Duration),
-    /// Reads the request and closes without an answer.
-    Close,
-}
-
-/// A backend that answers with its own port, so the client sees who served it.
-struct Backend {
-    addr: SocketAddr,
-    hits: Arc<AtomicUsize>,
-    task: JoinHandle<()>,
-}
-
-impl Backend {
-    async fn start(behavior: Behavior) -> Backend {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let hits = Arc::new(AtomicUsize::new(0));
-        let counted = hits.clone();
-        let task = tokio::spawn(async move {
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    Ok((s, _)) = l.accept() => {
-                        conns.spawn(serve(s, behavior, addr.port(), counted.clone()));
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
-        Backend { addr, hits, task }
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn serve(mut s: TcpStream, behavior: Behavior, port: u16, hits: Arc<AtomicUsize>) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            match s.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .map_or(0, |v| v.trim().parse().unwrap());
-        while buf.len() < end + len {
-            match s.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        buf.drain(..end + len);
-        hits.fetch_add(1, Ordering::SeqCst);
-        let status = match behavior {
-            Behavior::Close => return,
-            Behavior::Slow(d) => {
-                tokio::time::sleep(d).await;
-                200
-            }
-            Behavior::Status(s) => s,
-        };
-        let close = head.starts_with("get / http/1.0") || head.contains("http/1.0\r\n");
-        let body = port.to_string();
-        let resp = format!(
-            "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n{body}",
-            body.len(),
-            if close { "close" } else { "keep-alive" }
-        );
-        if s.write_all(resp.as_bytes()).await.is_err() || close {
-            return;
-        }
-    }
+/// A backend of a group: it answers `status` with its own port as the body, so the client sees
+/// who served it.
+fn backend(status: u16) -> Upstream {
+    Upstream::answering(Answer::Port, status)
 }
 
 /// An address that refuses connections: reserved, never listening.
@@ -202,12 +111,7 @@ fn paths(prefix: &str, n: usize) -> Vec<String> {
 /// a a b a c a a from both, request for request.
 #[tokio::test]
 async fn round_robin_with_weights_is_nginx_sequence() {
-    let (a, b, c, d) = (
-        Backend::start(Behavior::Status(200)).await,
-        Backend::start(Behavior::Status(200)).await,
-        Backend::start(Behavior::Status(200)).await,
-        Backend::start(Behavior::Status(200)).await,
-    );
+    let (a, b, c, d) = (backend(200), backend(200), backend(200), backend(200));
     let ng = nginx(
         &format!(
             "upstream backend {{ server {} weight=5; server {}; server {}; server {} down; }}",
@@ -242,11 +146,7 @@ async fn round_robin_with_weights_is_nginx_sequence() {
 /// hash $request_uri, plain and consistent: the same URIs on the same servers as nginx's.
 #[tokio::test]
 async fn hash_and_consistent_hash_choose_as_nginx() {
-    let backends = [
-        Backend::start(Behavior::Status(200)).await,
-        Backend::start(Behavior::Status(200)).await,
-        Backend::start(Behavior::Status(200)).await,
-    ];
+    let backends = [backend(200), backend(200), backend(200)];
     let list = |w: &[u32]| -> Vec<String> {
         backends
             .iter()
@@ -324,11 +224,7 @@ fn upstream_events(log: &str) -> Vec<String> {
 /// error-log lines from both.
 #[tokio::test]
 async fn a_refusing_server_is_skipped_then_marked_down_as_nginx() {
-    let (r, a, b) = (
-        refusing(),
-        Backend::start(Behavior::Status(200)).await,
-        Backend::start(Behavior::Status(200)).await,
-    );
+    let (r, a, b) = (refusing(), backend(200), backend(200));
     let ng = nginx(
         &format!(
             "upstream backend {{ server {} max_fails=2; server {}; server {}; }}",
@@ -420,11 +316,7 @@ async fn all_servers_down_is_502_no_live_upstreams_as_nginx() {
 /// passes the first answer; the default passes a 502 response (it is not an error).
 #[tokio::test]
 async fn next_upstream_on_statuses_and_off_as_nginx() {
-    let (b502, b503, ok) = (
-        Backend::start(Behavior::Status(502)).await,
-        Backend::start(Behavior::Status(503)).await,
-        Backend::start(Behavior::Status(200)).await,
-    );
+    let (b502, b503, ok) = (backend(502), backend(503), backend(200));
     let ng = nginx(
         &format!(
             "upstream st {{ server {} max_fails=0; server {} max_fails=0; server {} max_fails=0; }}",
@@ -468,10 +360,7 @@ async fn next_upstream_on_statuses_and_off_as_nginx() {
 /// proxy_next_upstream has non_idempotent; a GET is, but not with proxy_request_buffering off.
 #[tokio::test]
 async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
-    let (closing, ok) = (
-        Backend::start(Behavior::Close).await,
-        Backend::start(Behavior::Status(200)).await,
-    );
+    let (closing, ok) = (Upstream::answering(Answer::Close, 200), backend(200));
     let ng = nginx(
         &format!(
             "upstream b {{ server {} max_fails=0; server {} max_fails=0; }}",
@@ -526,9 +415,9 @@ async fn non_idempotent_requests_go_on_only_when_allowed_as_nginx() {
 #[tokio::test]
 async fn next_upstream_tries_limits_the_walk_as_nginx() {
     let (c1, c2, ok) = (
-        Backend::start(Behavior::Close).await,
-        Backend::start(Behavior::Close).await,
-        Backend::start(Behavior::Status(200)).await,
+        Upstream::answering(Answer::Close, 200),
+        Upstream::answering(Answer::Close, 200),
+        backend(200),
     );
     let ng = nginx(
         &format!(
@@ -563,11 +452,12 @@ async fn next_upstream_tries_limits_the_walk_as_nginx() {
 #[tokio::test]
 async fn least_conn_avoids_the_busy_server_as_nginx() {
     let _quiet = timing();
-    let slow = Backend::start(Behavior::Slow(Duration::from_millis(600))).await;
-    let (a, b) = (
-        Backend::start(Behavior::Status(200)).await,
-        Backend::start(Behavior::Status(200)).await,
-    );
+    let slow = Upstream::with(Options {
+        delay: Duration::from_millis(600),
+        answer: Answer::Port,
+        ..Options::default()
+    });
+    let (a, b) = (backend(200), backend(200));
     let ng = nginx(
         &format!(
             "upstream lc {{ least_conn; server {}; server {}; server {}; }}",
@@ -673,7 +563,7 @@ async fn a_server_killed_mid_run_fails_no_request() {
 /// so, per server.
 #[tokio::test]
 async fn a_reload_keeps_an_unchanged_groups_health_and_metrics_count_per_server() {
-    let (r, ok) = (refusing(), Backend::start(Behavior::Status(200)).await);
+    let (r, ok) = (refusing(), backend(200));
     let config = |fail_timeout: &str, status: u16| {
         format!(
             "log_format = \"{LOG}\"\naccess_log = \"access.log\"\n[admin]\n\

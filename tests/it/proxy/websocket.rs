@@ -5,12 +5,9 @@
 
 mod peers;
 
-use self::peers::{
-    Switcher, WsEcho, field, handshake, handshake_fields, header, one_response, read_head, read_n,
-    read_to_end, ws_client,
-};
+use self::peers::{Switcher, WsEcho, field, handshake, handshake_fields, one_response, ws_client};
 use super::*;
-use crate::support::{Nginx, connect, get};
+use crate::support::{Message, Nginx, connect, get};
 
 /// sluice's location (and nginx's) in front of a WebSocket echo upstream.
 fn ws_url(addr: SocketAddr, path: &str) -> String {
@@ -172,14 +169,14 @@ async fn an_answer_other_than_101_is_an_ordinary_response() {
         "[[servers]]\nproxy_pass = \"http://{}\"\n",
         up.addr
     ));
-    let mut c = connect(s.addr(), client(2)).await;
+    let mut c = Reader::new(connect(s.addr(), client(2)).await);
     let twice = format!("{}GET /next HTTP/1.1\r\nHost: x\r\n\r\n", handshake("/ws"));
     c.write_all(twice.as_bytes()).await.unwrap();
     for path in ["/ws", "/next"] {
-        let (head, rest) = read_head(&mut c).await;
-        assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
-        let len: usize = header(&head, "content-length").unwrap().parse().unwrap();
-        let body = String::from_utf8(read_n(&mut c, rest, len).await).unwrap();
+        let head = c.head().await;
+        assert!(head.start_line().starts_with("HTTP/1.1 200 OK"), "{head}");
+        let len: usize = head.header("content-length").unwrap().parse().unwrap();
+        let body = String::from_utf8(c.read_n(len).await).unwrap();
         assert!(body.starts_with(&format!("GET {path} HTTP/1.1")), "{body}");
         // What the upstream was sent: the upgrade, then a plain request.
         let lower = body.to_ascii_lowercase();
@@ -199,28 +196,29 @@ async fn bytes_right_after_the_handshake_go_first_both_ways() {
         "[[servers]]\nproxy_pass = \"http://{}\"\n",
         up.addr
     ));
-    let mut c = connect(s.addr(), client(2)).await;
+    let mut c = Reader::new(connect(s.addr(), client(2)).await);
     c.write_all(format!("{}PIPED", handshake("/early")).as_bytes())
         .await
         .unwrap();
-    let (head, rest) = read_head(&mut c).await;
+    let head = c.head().await;
     assert!(
-        head.starts_with("HTTP/1.1 101 Switching Protocols"),
+        head.start_line()
+            .starts_with("HTTP/1.1 101 Switching Protocols"),
         "{head}"
     );
-    assert_eq!(header(&head, "upgrade"), Some("websocket"));
-    assert_eq!(header(&head, "connection"), Some("upgrade"));
+    assert_eq!(head.header("upgrade"), Some("websocket"));
+    assert_eq!(head.header("connection"), Some("upgrade"));
     assert_eq!(
-        header(&head, "sec-websocket-accept"),
+        head.header("sec-websocket-accept"),
         Some("s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
     );
     // EARLY, then PIPED echoed.
-    assert_eq!(read_n(&mut c, rest, 10).await, b"EARLYPIPED");
+    assert_eq!(c.read_n(10).await, b"EARLYPIPED");
     c.write_all(b"more").await.unwrap();
-    assert_eq!(read_n(&mut c, Vec::new(), 4).await, b"more");
+    assert_eq!(c.read_n(4).await, b"more");
     assert_eq!(up.seen()[0].tunnel, b"PIPEDmore");
 
-    let mut c = connect(s.addr(), client(3)).await;
+    let mut c = Reader::new(connect(s.addr(), client(3)).await);
     let post = handshake("/body").replacen("GET", "POST", 1).replacen(
         "\r\n\r\n",
         "\r\nContent-Length: 3\r\n\r\nabc",
@@ -229,12 +227,12 @@ async fn bytes_right_after_the_handshake_go_first_both_ways() {
     c.write_all(format!("{post}after").as_bytes())
         .await
         .unwrap();
-    let (head, rest) = read_head(&mut c).await;
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    assert_eq!(read_n(&mut c, rest, 5).await, b"after");
+    let head = c.head().await;
+    assert!(head.start_line().starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(c.read_n(5).await, b"after");
     let seen = &up.seen()[1];
     assert_eq!(
-        (&seen.body[..], &seen.tunnel[..]),
+        (&seen.request.body[..], &seen.tunnel[..]),
         (&b"abc"[..], &b"after"[..])
     );
 }
@@ -248,16 +246,16 @@ async fn half_close_is_passed_on() {
         "[[servers]]\nproxy_pass = \"http://{}\"\n",
         up.addr
     ));
-    let mut c = connect(s.addr(), client(2)).await;
+    let mut c = Reader::new(connect(s.addr(), client(2)).await);
     c.write_all(handshake("/late").as_bytes()).await.unwrap();
-    let (head, rest) = read_head(&mut c).await;
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    assert!(rest.is_empty());
+    let head = c.head().await;
+    assert!(head.start_line().starts_with("HTTP/1.1 101"), "{head}");
+    assert!(c.buffered().is_empty());
     c.write_all(b"bye").await.unwrap();
-    assert_eq!(read_n(&mut c, Vec::new(), 3).await, b"bye");
+    assert_eq!(c.read_n(3).await, b"bye");
     c.shutdown().await.unwrap();
     let start = Instant::now();
-    assert_eq!(read_to_end(&mut c).await, b"late");
+    assert_eq!(c.read_to_close().await, b"late");
     assert!(
         start.elapsed() >= Duration::from_millis(250),
         "{:?}",
@@ -281,11 +279,11 @@ async fn a_tunnel_is_logged_when_it_closes_and_counted() {
         up.addr
     );
     let s = Sluice::start(&toml);
-    let mut c = connect(s.addr(), client(2)).await;
+    let mut c = Reader::new(connect(s.addr(), client(2)).await);
     c.write_all(handshake("/early").as_bytes()).await.unwrap();
-    let (_, rest) = read_head(&mut c).await;
+    let _ = c.head().await;
     c.write_all(b"0123456789").await.unwrap();
-    assert_eq!(read_n(&mut c, rest, 15).await, b"EARLY0123456789");
+    assert_eq!(c.read_n(15).await, b"EARLY0123456789");
     // (Counted just after they are written: the client may read them first.)
     let counted = [
         "sluice_tunnels_opened_total 1",
@@ -305,7 +303,7 @@ async fn a_tunnel_is_logged_when_it_closes_and_counted() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(s.file("access.log"), "", "no line while the tunnel is open");
     c.shutdown().await.unwrap();
-    read_to_end(&mut c).await;
+    c.read_to_close().await;
     let log = s.wait_lines("access.log", 1).await;
     let parts: Vec<&str> = log.trim().split(' ').collect();
     assert_eq!(parts[0], "101", "{log}");
@@ -351,13 +349,13 @@ async fn a_tunnel_is_logged_as_nginx_logs_it() {
         up.addr
     ));
     for addr in [s.addr(), nginx.addr()] {
-        let mut c = connect(addr, client(2)).await;
+        let mut c = Reader::new(connect(addr, client(2)).await);
         c.write_all(handshake("/early").as_bytes()).await.unwrap();
-        let (_, rest) = read_head(&mut c).await;
+        let _ = c.head().await;
         c.write_all(b"0123456789").await.unwrap();
-        assert_eq!(read_n(&mut c, rest, 15).await, b"EARLY0123456789");
+        assert_eq!(c.read_n(15).await, b"EARLY0123456789");
         c.shutdown().await.unwrap();
-        read_to_end(&mut c).await;
+        c.read_to_close().await;
     }
     let theirs = eventually("nginx's line", Duration::from_secs(5), async || {
         let log = std::fs::read_to_string(nginx.prefix().join("logs/t.log")).unwrap_or_default();
@@ -384,22 +382,22 @@ limit_conn = {{ zone = "addr", conn = 1 }}
         up.addr
     );
     let s = Sluice::in_process(&toml);
-    let mut first = connect(s.addr(), client(2)).await;
+    let mut first = Reader::new(connect(s.addr(), client(2)).await);
     first.write_all(handshake("/one").as_bytes()).await.unwrap();
-    let (head, _) = read_head(&mut first).await;
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let head = first.head().await;
+    assert!(head.start_line().starts_with("HTTP/1.1 101"), "{head}");
     let (second, _) = one_response(s.addr(), client(2), &handshake("/two")).await;
-    assert!(second.starts_with("HTTP/1.1 503"), "{second}");
+    assert!(second.start_line().starts_with("HTTP/1.1 503"), "{second}");
     first.shutdown().await.unwrap();
-    read_to_end(&mut first).await;
+    first.read_to_close().await;
     eventually(
         "the tunnel's count released",
         Duration::from_secs(5),
         async || {
-            let mut c = connect(s.addr(), client(2)).await;
+            let mut c = Reader::new(connect(s.addr(), client(2)).await);
             c.write_all(handshake("/three").as_bytes()).await.unwrap();
-            let (head, _) = read_head(&mut c).await;
-            head.starts_with("HTTP/1.1 101").then_some(())
+            let head = c.head().await;
+            head.start_line().starts_with("HTTP/1.1 101").then_some(())
         },
     )
     .await;
@@ -421,7 +419,7 @@ async fn what_is_not_an_upgrade_is_not_upgraded() {
     let s = Sluice::in_process(&toml);
     let http10 = handshake("/plain/10").replace("HTTP/1.1", "HTTP/1.0");
     let (head, body) = one_response(s.addr(), client(2), &http10).await;
-    assert!(head.starts_with("HTTP/1.0 200 OK"), "{head}");
+    assert!(head.start_line().starts_with("HTTP/1.0 200 OK"), "{head}");
     let echo = String::from_utf8_lossy(&body).to_ascii_lowercase();
     assert!(!echo.contains("upgrade"), "{echo}");
 
@@ -435,12 +433,16 @@ async fn what_is_not_an_upgrade_is_not_upgraded() {
         "GET /switch/plain HTTP/1.1\r\nHost: x\r\n\r\n".to_owned(),
     ] {
         let (head, _) = one_response(s.addr(), client(3), &raw).await;
-        assert_eq!(head.split(' ').nth(1), Some("502"), "{raw:?}: {head}");
+        assert_eq!(
+            head.start_line().split(' ').nth(1),
+            Some("502"),
+            "{raw:?}: {head}"
+        );
     }
-    let heads: Vec<String> = switcher.seen().into_iter().map(|s| s.head).collect();
+    let heads: Vec<Message> = switcher.seen().into_iter().map(|s| s.request).collect();
     assert_eq!(heads.len(), 4);
     assert!(
-        heads.iter().all(|h| header(h, "upgrade").is_none()),
+        heads.iter().all(|h| h.header("upgrade").is_none()),
         "{heads:?}"
     );
 }
@@ -456,16 +458,16 @@ async fn a_graceful_stop_closes_tunnels_at_shutdown_timeout() {
         up.addr
     );
     let mut s = Sluice::start(&toml);
-    let mut c = connect(s.addr(), client(2)).await;
+    let mut c = Reader::new(connect(s.addr(), client(2)).await);
     c.write_all(handshake("/stay").as_bytes()).await.unwrap();
-    let (head, _) = read_head(&mut c).await;
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let head = c.head().await;
+    assert!(head.start_line().starts_with("HTTP/1.1 101"), "{head}");
     let start = Instant::now();
     s.signal(libc::SIGTERM);
     tokio::time::sleep(Duration::from_millis(500)).await;
     c.write_all(b"still").await.unwrap();
-    assert_eq!(read_n(&mut c, Vec::new(), 5).await, b"still");
-    assert_eq!(read_to_end(&mut c).await, b"");
+    assert_eq!(c.read_n(5).await, b"still");
+    assert_eq!(c.read_to_close().await, b"");
     let closed = start.elapsed();
     assert!(
         (Duration::from_millis(900)..Duration::from_millis(3000)).contains(&closed),

@@ -12,6 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::{Instant, timeout};
 
+use super::http1::{self, Kind};
+
 /// How long a burst's connections stay open, idle, before the requests are written: long enough
 /// for the server to have accepted all of them, so the requests arrive together (as in the
 /// article's 10 concurrent curls) and nginx sees them in one event-loop iteration.
@@ -290,108 +292,13 @@ async fn read_reply(
 
 type Parsed = (u16, String, Vec<(String, String)>, Vec<u8>);
 
+/// One whole answer, up to the end of the connection ([`super::http1::parse`]).
 fn parse(buf: &[u8], head_only: bool) -> Result<Parsed, String> {
-    let end = find(buf, b"\r\n\r\n").ok_or("no end of header (CRLF CRLF)")?;
-    let head = std::str::from_utf8(&buf[..end]).map_err(|e| format!("header is not UTF-8: {e}"))?;
-    let rest = &buf[end + 4..];
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or_default();
-    if !version.starts_with("HTTP/1.") {
-        return Err(format!("bad status line {status_line:?}"));
-    }
-    let status: u16 = parts
-        .next()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let reason = parts.next().unwrap_or_default().to_owned();
-    let mut headers = Vec::new();
-    for line in lines {
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| format!("bad header line {line:?}"))?;
-        headers.push((name.trim().to_owned(), value.trim().to_owned()));
-    }
-    let get = |name: &str| {
-        headers
-            .iter()
-            .find(|(n, _): &&(String, String)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    };
-    let body = if head_only || status == 204 || status == 304 || (100..200).contains(&status) {
-        Vec::new()
-    } else if get("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked")) {
-        dechunk(rest)?
-    } else if let Some(len) = get("content-length") {
-        let len: usize = len
-            .parse()
-            .map_err(|_| format!("bad Content-Length {len:?}"))?;
-        if rest.len() < len {
-            return Err(format!(
-                "body truncated: Content-Length {len}, received {}",
-                rest.len()
-            ));
-        }
-        rest[..len].to_vec()
+    let kind = if head_only {
+        Kind::ResponseToHead
     } else {
-        rest.to_vec()
+        Kind::Response
     };
-    Ok((status, reason, headers, body))
-}
-
-fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    loop {
-        let eol = find(data, b"\r\n").ok_or("chunk size line without CRLF")?;
-        let line = std::str::from_utf8(&data[..eol]).map_err(|_| "chunk size is not UTF-8")?;
-        let size_text = line.split(';').next().unwrap_or_default().trim();
-        let size =
-            usize::from_str_radix(size_text, 16).map_err(|_| format!("bad chunk size {line:?}"))?;
-        data = &data[eol + 2..];
-        if size == 0 {
-            return Ok(body);
-        }
-        if data.len() < size + 2 || &data[size..size + 2] != b"\r\n" {
-            return Err(format!("chunk of {size} bytes truncated"));
-        }
-        body.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_content_length_chunked_and_close_delimited_bodies() {
-        let (status, reason, headers, body) = parse(
-            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 3\r\n\r\nok\nxx",
-            false,
-        )
-        .unwrap();
-        assert_eq!(
-            (status, reason.as_str(), body.as_slice()),
-            (429, "Too Many Requests", &b"ok\n"[..])
-        );
-        assert_eq!(headers[0], ("Retry-After".to_owned(), "1".to_owned()));
-
-        let (_, _, _, body) = parse(
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nok\n\r\n2;x=y\r\nab\r\n0\r\n\r\n",
-            false,
-        )
-        .unwrap();
-        assert_eq!(body, b"ok\nab");
-
-        let (_, _, _, body) = parse(b"HTTP/1.0 200 OK\r\n\r\nuntil close", false).unwrap();
-        assert_eq!(body, b"until close");
-
-        assert!(parse(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort", false).is_err());
-        assert!(parse(b"garbage\r\n\r\n", false).is_err());
-    }
+    let (m, _) = http1::parse(buf, kind, true)?.expect("complete at the end of the data");
+    Ok((m.status, m.reason, m.headers, m.body))
 }

@@ -20,7 +20,11 @@
 //! - [`redis`]: [`RedisServer`], a real redis-server; [`TlsFiles`], throw-away certificates.
 //! - [`certs`]: [`TestCa`], a throw-away CA and the leaf certificates it signs (any names,
 //!   ECDSA, RSA or Ed25519 keys), for the TLS tests.
-//! - [`upstream`]: [`Upstream`], an in-process echo server that counts the requests it answers.
+//! - [`upstream`]: [`Upstream`], the one in-process upstream: an echo server that counts the
+//!   requests it reads, or (by its [`Options`]) one that answers its name, its port, the
+//!   request's body, nothing at all, late.
+//! - [`http1`]: the one HTTP/1.x reader, of responses and requests: [`http1::parse`] for bytes
+//!   in hand, [`Reader`] for a connection.
 //! - [`client`]: the one client: [`request`], [`get`], [`exchange`], [`burst`] and [`fire`], all
 //!   answering a [`Reply`], and [`connect`] for a connection the test writes on itself; the
 //!   source address is bound (see [`client()`]).
@@ -44,7 +48,7 @@ mod certs;
 mod client;
 mod compare;
 mod config;
-mod echo;
+pub mod http1;
 mod inproc;
 mod logs;
 mod nginx;
@@ -64,7 +68,7 @@ pub use client::{Reply, Request, burst, connect, exchange, fire, get, request};
 pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
 };
-pub use echo::Echo;
+pub use http1::{Message, Reader};
 pub use logs::{
     EXCESS_TOLERANCE, Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines,
 };
@@ -74,7 +78,7 @@ pub use quiet::{Heavy, Timing, heavy, timing};
 pub use redis::{RedisServer, TlsFiles};
 pub use sluice::{InProcess, Sluice, SluiceBuilder};
 pub use spawn::{Process, StartError, Stop, with_ports};
-pub use upstream::Upstream;
+pub use upstream::{Answer, Options, Upstream};
 pub use wait::eventually;
 
 use std::net::{IpAddr, Ipv4Addr};

@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::readings::find;
+use super::http1::{self, Kind};
 
 /// One thing the client does, in order.
 #[derive(Clone, Debug)]
@@ -136,7 +136,7 @@ pub struct Response {
     pub truncated: bool,
 }
 
-/// Splits what a server sent into responses (Content-Length, chunked or to the end).
+/// Splits what a server sent into responses ([`http1::parse`], the data ending with `bytes`).
 pub fn responses(bytes: &[u8]) -> Vec<Response> {
     let mut out = Vec::new();
     let mut pos = 0;
@@ -151,50 +151,29 @@ pub fn responses(bytes: &[u8]) -> Vec<Response> {
             });
             break;
         }
-        let Some(end) = find(rest, b"\r\n\r\n") else {
-            out.push(Response {
-                status: status_of(rest),
-                upstream: false,
-                truncated: true,
-            });
-            break;
+        let recorded = |m: &http1::Message| {
+            m.header("x-recorder")
+                .is_some_and(|v| v.eq_ignore_ascii_case("hit"))
         };
-        let head = String::from_utf8_lossy(&rest[..end]).to_ascii_lowercase();
-        let status = status_of(rest);
-        let upstream = head.contains("\r\nx-recorder: hit");
-        let header = |name: &str| {
-            head.split("\r\n").skip(1).find_map(|l| {
-                l.split_once(':')
-                    .filter(|(n, _)| n.trim() == name)
-                    .map(|(_, v)| v.trim().to_owned())
-            })
-        };
-        let body_start = pos + end + 4;
-        let no_body = (100..200).contains(&status) || status == 204 || status == 304;
-        let (len, truncated) = if no_body {
-            (Some(0), false)
-        } else if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-            match chunked_len(&bytes[body_start..]) {
-                Some(n) => (Some(n), false),
-                None => (None, true),
+        match http1::parse(rest, Kind::Response, true) {
+            Ok(Some((m, used))) => {
+                out.push(Response {
+                    status: m.status,
+                    upstream: recorded(&m),
+                    truncated: false,
+                });
+                pos += used;
             }
-        } else if let Some(cl) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
-            if body_start + cl <= bytes.len() {
-                (Some(cl), false)
-            } else {
-                (None, true)
+            // Cut short (or malformed): the status and the head as far as they came.
+            _ => {
+                let head = http1::parse_head(rest, Kind::Response).ok().flatten();
+                out.push(Response {
+                    status: status_of(rest),
+                    upstream: head.is_some_and(|(m, _)| recorded(&m)),
+                    truncated: true,
+                });
+                break;
             }
-        } else {
-            (None, false)
-        };
-        out.push(Response {
-            status,
-            upstream,
-            truncated,
-        });
-        match len {
-            Some(n) => pos = body_start + n,
-            None => break,
         }
     }
     out
@@ -205,24 +184,6 @@ fn status_of(rest: &[u8]) -> u16 {
         .and_then(|s| std::str::from_utf8(s).ok())
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
-}
-
-fn chunked_len(b: &[u8]) -> Option<usize> {
-    let mut pos = 0;
-    loop {
-        let i = find(&b[pos..], b"\r\n")?;
-        let line = std::str::from_utf8(&b[pos..pos + i]).ok()?;
-        let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
-        pos += i + 2;
-        if size == 0 {
-            let j = find(&b[pos..], b"\r\n")?;
-            return Some(pos + j + 2);
-        }
-        pos += size + 2;
-        if pos > b.len() {
-            return None;
-        }
-    }
 }
 
 /// `bytes` as printable ASCII: `\r`, `\n`, `\t`, `\0`, `\xNN`, `\\`; runs of more than 12 equal

@@ -2,7 +2,7 @@
 //! `websockets`, /usr/bin/python3), and a raw upstream that switches protocols and echoes
 //! bytes, for the tests that count bytes exactly.
 
-use crate::support::{Port, Process, Stop, with_ports};
+use crate::support::{Message, Port, Process, Reader, Stop, with_ports};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -131,10 +131,8 @@ pub fn field<'a>(json: &'a str, field: &str) -> Option<&'a str> {
 /// What [`Switcher`] saw on one connection.
 #[derive(Clone, Debug, Default)]
 pub struct Seen {
-    /// The request head, up to its empty line.
-    pub head: String,
-    /// The request body (Content-Length).
-    pub body: Vec<u8>,
+    /// The request: its head (up to its empty line) and body.
+    pub request: Message,
     /// Every byte after the request, in order: the tunnel's.
     pub tunnel: Vec<u8>,
     /// The client's end of file came.
@@ -182,22 +180,16 @@ impl Drop for Switcher {
     }
 }
 
-async fn switch(mut s: TcpStream, seen: Arc<Mutex<Seen>>) {
-    let (head, mut rest) = read_head(&mut s).await;
-    let length = header(&head, "content-length").map_or(0, |v| v.parse().unwrap_or(0));
-    while rest.len() < length {
-        let mut buf = [0u8; 4096];
-        match s.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => rest.extend_from_slice(&buf[..n]),
-        }
-    }
-    let tunnel = rest.split_off(length);
-    let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+async fn switch(s: TcpStream, seen: Arc<Mutex<Seen>>) {
+    let mut s = Reader::new(s);
+    let Some(request) = s.request().await else {
+        return;
+    };
+    let (mut s, tunnel) = s.into_parts();
+    let path = request.target().to_owned();
     {
         let mut seen = seen.lock().unwrap();
-        seen.head = head;
-        seen.body = rest;
+        seen.request = request;
     }
     let mut answer = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n".to_vec();
     if path.contains("early") {
@@ -228,58 +220,6 @@ async fn switch(mut s: TcpStream, seen: Arc<Mutex<Seen>>) {
     let _ = s.shutdown().await;
 }
 
-/// Reads up to the end of a head: the head (without its empty line) and what came after it.
-pub async fn read_head(s: &mut TcpStream) -> (String, Vec<u8>) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let rest = buf.split_off(i + 4);
-            buf.truncate(i);
-            return (String::from_utf8_lossy(&buf).into_owned(), rest);
-        }
-        let read = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk)).await;
-        match read {
-            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-            other => panic!(
-                "no whole head ({other:?}), got {:?}",
-                String::from_utf8_lossy(&buf)
-            ),
-        }
-    }
-}
-
-/// A head's first `name` field (case-insensitive), trimmed.
-pub fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().skip(1).find_map(|l| {
-        let (n, v) = l.split_once(':')?;
-        n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
-    })
-}
-
-/// Reads until `n` bytes came (panics after 10 s, with what came).
-pub async fn read_n(s: &mut TcpStream, mut got: Vec<u8>, n: usize) -> Vec<u8> {
-    let mut chunk = [0u8; 4096];
-    while got.len() < n {
-        let read = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk)).await;
-        match read {
-            Ok(Ok(k)) if k > 0 => got.extend_from_slice(&chunk[..k]),
-            other => panic!("{other:?} after {:?}", String::from_utf8_lossy(&got)),
-        }
-    }
-    got
-}
-
-/// Reads until the end of file: what came before it (panics after 10 s).
-pub async fn read_to_end(s: &mut TcpStream) -> Vec<u8> {
-    let mut got = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
-        .await
-        .unwrap_or_else(|_| panic!("no end of file after {:?}", String::from_utf8_lossy(&got)))
-        .expect("read to the end");
-    got
-}
-
 /// A WebSocket handshake for `path` (any key: the raw upstream does not check it).
 pub fn handshake(path: &str) -> String {
     format!(
@@ -294,11 +234,13 @@ pub async fn one_response(
     addr: SocketAddr,
     source: std::net::IpAddr,
     raw: &str,
-) -> (String, Vec<u8>) {
-    let mut c = crate::support::connect(addr, source).await;
+) -> (Message, Vec<u8>) {
+    let mut c = Reader::new(crate::support::connect(addr, source).await);
     c.write_all(raw.as_bytes()).await.expect("send the request");
-    let (head, rest) = read_head(&mut c).await;
-    let len = header(&head, "content-length").map_or(0, |v| v.parse().unwrap_or(0));
-    let body = read_n(&mut c, rest, len).await;
+    let head = c.head().await;
+    let len = head
+        .header("content-length")
+        .map_or(0, |v| v.parse().unwrap_or(0));
+    let body = c.read_n(len).await;
     (head, body)
 }
