@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::support::{
     Nginx, Reader, Reply, Request, Sluice, Upstream, assert_expected, assert_same, client,
-    conn_lines, connect, expect, fire, group_by_source, request,
+    conn_lines, connect, eventually, expect, fire, group_by_source, request,
 };
 
 /// How long the upstreams hold each response.
@@ -405,12 +405,22 @@ async fn a_client_gone_midway_releases_its_count() {
         |server| format!("{ZONE_SLUICE}{server}limit_conn = {{ zone = \"addr\", conn = 1 }}\n"),
     );
     let c = client(4);
-    for addr in [pair.nginx.addr(), pair.sluice.addr()] {
+    let sides = [
+        (pair.nginx.addr(), &pair.nginx_upstream),
+        (pair.sluice.addr(), &pair.sluice_upstream),
+    ];
+    for (addr, upstream) in sides {
         let mut s = connect(addr, c).await;
         s.write_all(b"GET /gone HTTP/1.1\r\nHost: x\r\n\r\n")
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Gone while its request is being processed: once the upstream has it.
+        eventually(
+            "the request at the upstream",
+            Duration::from_secs(5),
+            async || (upstream.hits() == 1).then_some(()),
+        )
+        .await;
         drop(s);
     }
     // nginx notices the close once the upstream answers (it does not watch the client while

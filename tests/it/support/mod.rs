@@ -79,7 +79,7 @@ pub use redis::{RedisServer, TlsFiles};
 pub use sluice::{InProcess, Sluice, SluiceBuilder};
 pub use spawn::{Process, StartError, Stop, with_ports};
 pub use upstream::{Answer, Options, Upstream};
-pub use wait::eventually;
+pub use wait::{eventually, within};
 
 use std::net::{IpAddr, Ipv4Addr};
 

@@ -5,7 +5,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpSocket;
 use tokio::time::{Instant, sleep, timeout};
 
 use super::http1::{self, Kind};
@@ -43,19 +42,8 @@ pub async fn exchange(
     idle: Duration,
     limit: Duration,
 ) -> Exchange {
-    let socket = match source {
-        IpAddr::V4(_) => TcpSocket::new_v4(),
-        IpAddr::V6(_) => TcpSocket::new_v6(),
-    }
-    .expect("create a TCP socket");
-    socket
-        .bind(SocketAddr::new(source, 0))
-        .unwrap_or_else(|e| panic!("cannot bind a client socket to {source}:0: {e}"));
-    let stream = timeout(Duration::from_secs(10), socket.connect(addr))
-        .await
-        .unwrap_or_else(|_| panic!("connecting to {addr} took over 10 s"))
-        .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
-    stream.set_nodelay(true).expect("TCP_NODELAY");
+    // Bound to `source`, TCP_NODELAY on.
+    let stream = super::client::connect(addr, source).await;
     let (mut rd, mut wr) = stream.into_split();
     let steps = steps.to_vec();
     // The writer runs beside the reader: a server that answers and closes before reading a
