@@ -24,8 +24,8 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     for srv in &spec.servers {
         server(&mut s, spec, srv);
     }
-    if let Some(a) = spec.ops.admin {
-        let _ = writeln!(s, "admin {a} (/metrics, /healthz)");
+    if let Some(a) = &spec.ops.admin {
+        admin(&mut s, a);
     }
     if let Some(p) = &spec.ops.pid_file {
         let _ = writeln!(s, "pid_file {}", p.display());
@@ -289,8 +289,62 @@ fn action_text(action: &Action) -> String {
     }
 }
 
+/// `[admin]`: where, who may use it, and a warning when anyone may reach
+/// it and nothing guards the write methods.
+fn admin(s: &mut String, a: &crate::config::AdminSpec) {
+    let _ = writeln!(
+        s,
+        "admin {} (/metrics, /healthz, /api/9, /api/sluice, dashboard at /)",
+        a.listen
+    );
+    if !a.allow.is_empty() {
+        let nets: Vec<String> = a.allow.iter().map(|n| n.to_string()).collect();
+        let _ = writeln!(s, "  allow {} (besides loopback)", nets.join(", "));
+    }
+    let _ = writeln!(
+        s,
+        "  write methods (DELETE): {}",
+        if a.token.is_some() {
+            "with the token of token_file"
+        } else {
+            "off (no token_file)"
+        }
+    );
+    if a.top_keys > 0 {
+        let _ = writeln!(s, "  top limited keys: {} per zone", a.top_keys);
+    }
+    let open = !a.listen.ip().is_loopback() || !a.allow.is_empty();
+    if open && a.token.is_none() {
+        let _ = writeln!(
+            s,
+            "warning: [admin] listens on {} for other hosts without a token_file: anyone allowed can read every zone's clients",
+            a.listen
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_open_admin_listener_without_a_token_is_warned_about() {
+        let text = |admin: &str| {
+            format!(
+                "[admin]\n{admin}\n[[servers]]\nlisten = \"127.0.0.1:8080\"\n[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200 }}\n"
+            )
+        };
+        let out = |admin: &str| {
+            let spec = crate::config::parse_str("t.toml", &text(admin)).unwrap();
+            summary("t.toml", &spec)
+        };
+        assert!(!out("listen = \"127.0.0.1:9090\"").contains("warning"));
+        let open = out("listen = \"0.0.0.0:9090\"");
+        assert!(
+            open.contains("warning: [admin] listens on 0.0.0.0:9090"),
+            "{open}"
+        );
+        assert!(open.contains("write methods (DELETE): off"), "{open}");
+    }
+
     use super::*;
 
     #[test]

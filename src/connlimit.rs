@@ -265,6 +265,20 @@ pub struct ConnCounts {
     pub full: AtomicU64,
 }
 
+impl ConnCounts {
+    /// Start counting from zero (NGINX Plus's `DELETE` on a zone).
+    pub fn reset(&self) {
+        for c in [
+            &self.passed,
+            &self.rejected,
+            &self.rejected_dry_run,
+            &self.full,
+        ] {
+            c.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 /// One request counted in one zone; released on drop.
 #[derive(Debug)]
 pub struct Slot {

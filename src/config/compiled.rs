@@ -40,6 +40,8 @@ pub struct Zone {
     pub exempt: Vec<ipnet::IpNet>,
     pub size: u64,
     pub limiter: Arc<ZoneRef>,
+    /// The keys it rejected or delayed most lately (`[admin] top_keys`).
+    pub top: Arc<crate::limiter::top::TopKeys>,
 }
 
 impl Zone {
@@ -149,8 +151,8 @@ pub(crate) struct ServerTls {
 }
 
 pub(crate) struct Location {
-    /// As written in the file (`"= /api"`): the tests find a location by it.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// As written in the file (`"= /api"`): the admin API names a zone's
+    /// locations by it, the tests find a location by it.
     pub path: String,
     /// For prefix and exact locations, the matched prefix: nginx replaces it
     /// by `proxy_pass`'s URI part.
@@ -236,6 +238,11 @@ impl LimitReqs {
         &self.each[i].0
     }
 
+    /// How many limits.
+    pub(crate) fn len(&self) -> usize {
+        self.set.len()
+    }
+
     /// Limit `i`'s default rejection body.
     pub(crate) fn problem(&self, i: usize) -> &crate::respond::QuotaProblem {
         &self.each[i].1
@@ -290,6 +297,11 @@ pub(crate) struct Locations {
 
 impl Locations {
     /// Add `loc`, matched by `rule` (in file order).
+    /// Every location, in the file's order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Location>> {
+        self.all.iter()
+    }
+
     pub(super) fn push(&mut self, rule: PathMatch, loc: Location) {
         let i = self.all.len();
         match rule {
@@ -344,11 +356,6 @@ impl Locations {
             return Some(&self.all[*i]);
         }
         prefix.map(|(_, _, i)| &self.all[*i])
-    }
-
-    #[cfg(test)]
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Location>> {
-        self.all.iter()
     }
 }
 

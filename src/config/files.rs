@@ -23,6 +23,7 @@ pub(super) fn check(draft: &mut Draft, file: &str, d: &mut Diagnostics) {
         .parent()
         .unwrap_or(std::path::Path::new(""));
     super::upstream_tls::check_files(draft, dir, d);
+    admin_token(draft, dir, d);
     let Some(redis) = &mut draft.redis else {
         return;
     };
@@ -61,4 +62,30 @@ fn certificate(s: &mut ServerDraft, d: &mut Diagnostics) {
             Err(Reported)
         }
     });
+}
+
+/// `[admin] token_file`: its first line is the token (relative paths
+/// start from the configuration's directory). Never echoed in a message.
+fn admin_token(draft: &mut Draft, dir: &std::path::Path, d: &mut Diagnostics) {
+    let Some(f) = draft.admin_token_file.take() else {
+        return;
+    };
+    let path = dir.join(&f.path);
+    let token = match std::fs::read_to_string(&path) {
+        Ok(text) => text.lines().next().unwrap_or("").trim().to_string(),
+        Err(e) => {
+            let msg = format!("\"token_file\": cannot read \"{}\": {e}", path.display());
+            return d.error(f.span, msg);
+        }
+    };
+    if token.len() < 16 || token.bytes().any(|b| !b.is_ascii_graphic()) {
+        let msg = format!(
+            "\"token_file\": \"{}\" must start with a token of at least 16 visible ASCII characters",
+            path.display()
+        );
+        return d.error(f.span, msg);
+    }
+    if let Some(a) = &mut draft.ops.admin {
+        a.token = Some(token.into());
+    }
 }

@@ -56,11 +56,33 @@ pub struct OpsSpec {
     pub error_log_level: Option<Severity>,
     /// `log_format_escape`: nginx's `log_format … escape=`.
     pub log_escape: LogEscape,
-    /// `[admin] listen`: `/metrics` and `/healthz`.
-    pub admin: Option<SocketAddr>,
+    /// `[admin]`: `/metrics`, `/healthz`, the status API and dashboard.
+    pub admin: Option<AdminSpec>,
     /// `worker_connections`: the most client connections one worker thread
     /// keeps open (default [`crate::config::DEFAULT_WORKER_CONNECTIONS`]).
     pub worker_connections: Option<usize>,
+}
+
+/// `[admin]`: the listener for `/metrics`, `/healthz`, the status API
+/// (`/api/…`) and the dashboard (`/`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminSpec {
+    /// `listen`.
+    pub listen: SocketAddr,
+    /// `allow`: clients besides loopback that may use it (CIDRs).
+    pub allow: Vec<ipnet::IpNet>,
+    /// `token_file`'s token (read when the configuration is loaded): the
+    /// write methods need `Authorization: Bearer TOKEN`; without one they
+    /// are off.
+    pub token: Option<std::sync::Arc<str>>,
+    /// `top_keys`: how many of each zone's most limited keys are tracked
+    /// (0: none).
+    pub top_keys: usize,
+}
+
+impl AdminSpec {
+    /// `top_keys`' default.
+    pub const DEFAULT_TOP_KEYS: usize = 10;
 }
 
 /// Where a zone keeps its states.

@@ -312,7 +312,12 @@ client_max_body_size = "1g"
             shutdown_timeout: Some(Duration::from_secs(3)),
             error_log_level: Some(Severity::Warn),
             log_escape: LogEscape::Json,
-            admin: Some("127.0.0.1:9090".parse().unwrap()),
+            admin: Some(crate::config::AdminSpec {
+                listen: "127.0.0.1:9090".parse().unwrap(),
+                allow: Vec::new(),
+                token: None,
+                top_keys: crate::config::AdminSpec::DEFAULT_TOP_KEYS,
+            }),
             worker_connections: None,
         }
     );

@@ -9,6 +9,8 @@
 //! - [`redis`]: zones shared by several instances through Redis, the same
 //!   arithmetic in one Lua script per decision.
 //! - [`status`]: `$limit_req_status` and the per-zone counts of it.
+//! - [`inspect`]: one key's state in an operator's words; [`top`]: the
+//!   keys limited most, from a bounded sketch.
 //! - this module: [`Store`], the seam a zone's states live behind, and the
 //!   entry points [`evaluate`] and [`decide`].
 //!
@@ -31,10 +33,12 @@
 
 pub mod algorithm;
 pub mod bucket;
+pub mod inspect;
 pub mod memory;
 mod protocol;
 pub mod redis;
 pub mod status;
+pub mod top;
 
 pub use algorithm::{Algorithm, Policy, Standing};
 pub use bucket::{Bucket, Rate};

@@ -80,6 +80,13 @@ impl DecisionCounts {
         self.0[status.index()].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Start counting from zero (NGINX Plus's `DELETE` on a zone).
+    pub fn reset(&self) {
+        for c in &self.0 {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// The decisions counted with `status`.
     pub fn get(&self, status: LimitReqStatus) -> u64 {
         self.0[status.index()].load(Ordering::Relaxed)

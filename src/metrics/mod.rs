@@ -7,7 +7,11 @@
 //! time. Labels are bounded by the configuration: zone names,
 //! outcomes, error kinds, status codes — never a client key.
 
+mod admin;
 mod upstreams;
+
+pub use admin::AdminResult;
+use admin::register_admin;
 
 use crate::config::Config;
 use crate::limiter::{LimitReqStatus, Store};
@@ -117,6 +121,8 @@ pub struct Metrics {
     tunnels: Tunnels,
     /// HTTP/2 connections closed for a flood of one frame kind.
     h2_floods: Family<Frame, Counter>,
+    /// Admin listener requests by result.
+    admin: Family<Outcome, Counter>,
 }
 
 fn register_h2_floods(registry: &mut Registry) -> Family<Frame, Counter> {
@@ -205,7 +211,9 @@ impl Metrics {
         }
         let tunnels = Tunnels::register(&mut registry);
         let h2_floods = register_h2_floods(&mut registry);
+        let admin = register_admin(&mut registry);
         Metrics {
+            admin,
             h2_floods,
             refused,
             handshakes,
@@ -218,6 +226,15 @@ impl Metrics {
             last_reload_ok,
             connections,
         }
+    }
+
+    /// One admin listener request answered.
+    pub fn admin_request(&self, result: AdminResult) {
+        self.admin
+            .get_or_create(&Outcome {
+                result: result.label(),
+            })
+            .inc();
     }
 
     pub fn upstream_error(&self, kind: UpstreamError) {

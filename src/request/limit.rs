@@ -9,6 +9,7 @@ use super::log::{log_req, push_req_line};
 use crate::accesslog::Record;
 use crate::config::Location;
 use crate::errlog::{self, Excess, Severity};
+use crate::limiter::top::Event;
 use crate::limiter::{self, LimitReqStatus, Outcome};
 use crate::metrics::Metrics;
 use crate::vars::RequestVars;
@@ -44,6 +45,7 @@ pub(crate) async fn limit_req<'l>(
     if let (Some(z), Some(s)) = (zone, status) {
         z.counts.record(s);
     }
+    note_top(cx, loc, &outcome, now);
     let limited = Limited {
         outcome,
         decided: Decided {
@@ -90,6 +92,27 @@ pub(crate) async fn limit_req<'l>(
     match rejection {
         Some(e) if !loc.dry_run => Err((e, limited)),
         _ => Ok(limited),
+    }
+}
+
+/// A rejected or delayed request counts for its key in the deciding
+/// zone's most limited keys (dry-run too: it is what would happen).
+fn note_top(cx: &Ctx, loc: &Location, outcome: &Outcome, now: u64) {
+    let (limit, event) = match *outcome {
+        Outcome::Rejected { limit, .. } => (limit, Event::Rejected),
+        Outcome::Accepted {
+            limit,
+            delay_ms: 1..,
+            ..
+        } => (limit, Event::Delayed),
+        _ => return,
+    };
+    let zone = loc.limits.zone(limit);
+    if zone.top.k() == 0 {
+        return;
+    }
+    if let Some(k) = key(cx, loc, limit) {
+        zone.top.record(k.as_ref(), event, now);
     }
 }
 

@@ -195,7 +195,7 @@ pub(crate) async fn accept_loop(
                 slot,
             ),
             (Kind::Proxy, None) => {}
-            (Kind::Admin, _) => serve_admin(&shared, &graceful, stream),
+            (Kind::Admin, _) => serve_admin(&shared, &graceful, stream, remote.ip()),
         }
     };
     drop(listener);

@@ -330,7 +330,7 @@ pub(crate) fn wanted(rt: &Config) -> Vec<(Kind, SocketAddr)> {
     rt.addresses
         .iter()
         .map(|a| (Kind::Proxy, a.listen))
-        .chain(rt.ops.admin.map(|a| (Kind::Admin, a)))
+        .chain(rt.ops.admin.as_ref().map(|a| (Kind::Admin, a.listen)))
         .collect()
 }
 

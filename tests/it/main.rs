@@ -6,6 +6,7 @@
 
 mod support;
 
+mod admin_api;
 mod article;
 mod client_contract;
 mod conformance;

@@ -35,7 +35,8 @@ impl Config {
     /// nginx does on reload.
     pub fn compile(spec: Spec, previous: Option<&Config>) -> Result<Config, CompileError> {
         let redis = zones::redis_backend(&spec, previous)?;
-        let req = zones::zones(spec.zones, previous, redis.as_ref())?;
+        let top_keys = spec.ops.admin.as_ref().map_or(0, |a| a.top_keys);
+        let req = zones::zones(spec.zones, previous, redis.as_ref(), top_keys)?;
         let conn = zones::conn_zones(spec.conn_zones, previous)?;
         let mut logs = logs::AccessLogs::new(spec.log_format, spec.ops.log_escape, previous)?;
         let tls = super::upstream_tls::ClientConfigs::default();

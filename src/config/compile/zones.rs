@@ -9,6 +9,7 @@ use super::super::spec::{Backend, ConnZoneSpec, Spec, ZoneSpec};
 use crate::connlimit::ConnZone;
 use crate::errlog::{self, Severity};
 use crate::limiter::redis::{EventSink, RedisEvent};
+use crate::limiter::top::TopKeys;
 use crate::limiter::{Algorithm, MemoryZone, Policy, RedisBackend, RedisZone, Store, ZoneRef};
 use std::sync::Arc;
 
@@ -42,11 +43,16 @@ fn redis_log() -> EventSink {
     })
 }
 
+/// The window of a zone's most limited keys: `top` reports the last one
+/// to two minutes.
+pub(crate) const TOP_WINDOW_MS: u64 = 60_000;
+
 /// The limit_req zones, each with its previous states when it keeps them.
 pub(super) fn zones(
     specs: Vec<ZoneSpec>,
     previous: Option<&Config>,
     redis: Option<&Arc<RedisBackend>>,
+    top_keys: usize,
 ) -> Result<Vec<Arc<Zone>>, CompileError> {
     specs
         .into_iter()
@@ -60,6 +66,14 @@ pub(super) fn zones(
                     policy: z.policy,
                     store,
                 }),
+                // The most limited keys, kept across a reload that keeps
+                // their meaning (the same key and sketch size).
+                top: match old {
+                    Some(o) if o.top.k() == top_keys && o.key.source() == z.key.source() => {
+                        o.top.clone()
+                    }
+                    _ => Arc::new(TopKeys::new(top_keys, TOP_WINDOW_MS)),
+                },
                 key: z.key,
                 ipv6_prefix: z.ipv6_prefix,
                 exempt: z.exempt,

@@ -31,7 +31,7 @@ mod upstreams;
 mod zones;
 
 use super::error::Diagnostics;
-use super::spec::{ConnZoneSpec, OpsSpec, UpstreamSpec, ZoneSpec};
+use super::spec::{AdminSpec, ConnZoneSpec, OpsSpec, UpstreamSpec, ZoneSpec};
 use super::values;
 use crate::vars::{Context, LogEscape, Template};
 use level::{LevelDraft, Leveled};
@@ -59,6 +59,8 @@ pub(super) struct Draft {
     /// The names of every `[upstreams]` table (a `proxy_pass` naming a
     /// broken one still names a group).
     pub upstream_names: Vec<String>,
+    /// `[admin] token_file`, for the file step to read.
+    pub admin_token_file: Option<TokenFile>,
 }
 
 /// The top level while it is read.
@@ -130,7 +132,7 @@ static TOP: Schema<Top> = Schema {
         },
         Key {
             name: "admin",
-            read: |cx, k, v, t| admin(cx, k, v, &mut t.draft.ops),
+            read: |cx, k, v, t| admin(cx, k, v, &mut t.draft),
         },
         Key {
             name: "redis",
@@ -186,6 +188,7 @@ pub(super) fn parse(file: &str, text: &str, d: &mut Diagnostics) -> Option<Draft
             redis: None,
             upstreams: Vec::new(),
             upstream_names: Vec::new(),
+            admin_token_file: None,
         },
     };
     TOP.read(&mut cx, doc, "the top level", &mut top);
@@ -218,24 +221,77 @@ fn worker_connections(cx: &mut Cx, k: &str, v: &Val, ops: &mut OpsSpec) {
     }
 }
 
-/// `[admin]`'s keys.
-static ADMIN: Schema<OpsSpec> = Schema::plain(&[Key {
-    name: "listen",
-    read: |cx, k, v, ops| {
-        if let Some(s) = cx.str(v, k) {
-            match values::parse_listen(s) {
-                Ok(a) => ops.admin = Some(a),
-                Err(e) => cx.err(v.span(), e),
-            }
-        }
-    },
-}]);
+/// `[admin]` while it is read.
+#[derive(Default)]
+struct AdminDraft {
+    listen: Option<std::net::SocketAddr>,
+    allow: Vec<ipnet::IpNet>,
+    top_keys: Option<usize>,
+}
 
-/// `[admin] listen`: `/metrics` and `/healthz`.
-fn admin(cx: &mut Cx, k: &str, v: &Val, ops: &mut OpsSpec) {
+/// `[admin]`'s keys.
+static ADMIN: Schema<(AdminDraft, Option<TokenFile>)> = Schema::plain(&[
+    Key {
+        name: "listen",
+        read: |cx, k, v, (a, _)| {
+            if let Some(s) = cx.str(v, k) {
+                match values::parse_listen(s) {
+                    Ok(l) => a.listen = Some(l),
+                    Err(e) => cx.err(v.span(), e),
+                }
+            }
+        },
+    },
+    Key {
+        name: "allow",
+        read: |cx, k, v, (a, _)| a.allow = cx.cidrs(v, k),
+    },
+    Key {
+        name: "token_file",
+        read: |cx, k, v, (_, t)| match cx.str(v, k) {
+            Some("") => cx.err(v.span(), "\"token_file\" must be a file path"),
+            Some(s) => {
+                *t = Some(TokenFile {
+                    path: s.into(),
+                    span: v.span(),
+                })
+            }
+            None => {}
+        },
+    },
+    Key {
+        name: "top_keys",
+        read: |cx, k, v, (a, _)| match cx.int(v, k) {
+            Some(n) if (0..=1000).contains(&n) => a.top_keys = Some(n as usize),
+            Some(_) => cx.err(v.span(), "\"top_keys\": value must be between 0 and 1000"),
+            None => {}
+        },
+    },
+]);
+
+/// `[admin] token_file`, read by the file step.
+pub(super) struct TokenFile {
+    pub path: std::path::PathBuf,
+    pub span: std::ops::Range<usize>,
+}
+
+/// `[admin]`: `/metrics`, `/healthz`, the status API and the dashboard.
+fn admin(cx: &mut Cx, k: &str, v: &Val, draft: &mut Draft) {
     let Some(t) = cx.table(v, k) else { return };
-    ADMIN.read(cx, t, "[admin]", ops);
-    if !read::has(t, "listen") {
-        cx.err(v.span(), "[admin] must have \"listen\"");
-    }
+    let mut read = (AdminDraft::default(), None);
+    ADMIN.read(cx, t, "[admin]", &mut read);
+    let (a, token_file) = read;
+    let Some(listen) = a.listen else {
+        if !read::has(t, "listen") {
+            cx.err(v.span(), "[admin] must have \"listen\"");
+        }
+        return;
+    };
+    draft.ops.admin = Some(AdminSpec {
+        listen,
+        allow: a.allow,
+        token: None,
+        top_keys: a.top_keys.unwrap_or(AdminSpec::DEFAULT_TOP_KEYS),
+    });
+    draft.admin_token_file = token_file;
 }

@@ -199,6 +199,38 @@ impl MemoryZone {
         Some(shard.logs.get(slot).cloned().unwrap_or_default())
     }
 
+    /// The stored state of `key`, if it has one: its cell and (for a
+    /// sliding log) its log (the admin API describes it with
+    /// [`super::inspect`]).
+    pub fn inspect_raw(&self, key: &[u8]) -> Option<(Cell, Log)> {
+        let hash = self.hasher.hash_one(key);
+        let shard = self.shards[self.shard_of(hash)].lock();
+        let slot = shard.find(hash, key)?;
+        let cell = shard.nodes[slot as usize].cell();
+        let log = shard.logs.get(slot as usize).unwrap_or(&NO_LOG).clone();
+        Some((cell, log))
+    }
+
+    /// Forget `key`: its next request starts afresh. A state held by a
+    /// decision in progress is emptied instead of removed (the decision
+    /// still owns its node). Whether it had a state.
+    pub fn forget(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shards[self.shard_of(hash)].lock();
+        let Some(slot) = shard.find(hash, key) else {
+            return false;
+        };
+        if shard.nodes[slot as usize].count == 0 {
+            shard.remove(slot, &self.totals);
+        } else {
+            shard.update(slot, |cell, log| {
+                *cell = Cell::default();
+                log.clear();
+            });
+        }
+        true
+    }
+
     fn shard_of(&self, hash: u64) -> usize {
         // High bits pick the shard; hashbrown uses the low and top-7 bits.
         ((hash >> 32) as usize) & (self.shards.len() - 1)

@@ -91,7 +91,7 @@ impl RedisBackend {
     }
 
     /// The connection manager, created on first use (inside a tokio runtime).
-    fn manager(&self) -> Result<ConnectionManager, redis::RedisError> {
+    pub(super) fn manager(&self) -> Result<ConnectionManager, redis::RedisError> {
         if let Some(m) = self.manager.get() {
             return Ok(m.clone());
         }

@@ -50,6 +50,7 @@
 mod connection;
 mod decide;
 pub mod events;
+mod peek;
 mod script;
 mod zone;
 

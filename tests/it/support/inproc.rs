@@ -34,7 +34,7 @@ pub struct Served {
 /// configuration is refused or cannot be bound.
 pub fn serve(file: &str, text: &str) -> Result<Served, StartError> {
     let failed = |what: String| StartError::Failed(format!("{what}\n--- {file} ---\n{text}"));
-    let spec = sluice::config::parse_str(file, text).map_err(|e| failed(e.to_string()))?;
+    let spec = sluice::config::load_text(file, text).map_err(|e| failed(e.to_string()))?;
     let config = sluice::config::Config::compile(spec, None).map_err(|e| failed(e.to_string()))?;
     let (bound_tx, bound_rx) = mpsc::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
