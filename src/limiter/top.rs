@@ -45,12 +45,49 @@ pub struct TopKey {
     pub delayed: u64,
 }
 
+/// One window's counters. The scan on every record reads only `hashes`
+/// and `counts` (contiguous); a key's bytes are compared only when its
+/// hash matches, and copied only when it takes a counter.
+#[derive(Default)]
+struct Window {
+    hashes: Vec<u64>,
+    counts: Vec<u64>,
+    entries: Vec<TopKey>,
+}
+
+impl Window {
+    fn clear(&mut self) {
+        self.hashes.clear();
+        self.counts.clear();
+        self.entries.clear();
+    }
+
+    fn find(&self, hash: u64, key: &[u8]) -> Option<usize> {
+        let mut from = 0;
+        while let Some(i) = self.hashes[from..].iter().position(|&h| h == hash) {
+            if self.entries[from + i].key == key {
+                return Some(from + i);
+            }
+            from += i + 1;
+        }
+        None
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        while let Some(i) = self.entries.iter().position(|e| e.key == key) {
+            self.hashes.swap_remove(i);
+            self.counts.swap_remove(i);
+            self.entries.swap_remove(i);
+        }
+    }
+}
+
 #[derive(Default)]
 struct Sketch {
     /// `now / window_ms` of `current`.
     epoch: u64,
-    current: Vec<TopKey>,
-    previous: Vec<TopKey>,
+    current: Window,
+    previous: Window,
 }
 
 /// A zone's most limited keys.
@@ -97,40 +134,47 @@ impl TopKeys {
         if self.shards.is_empty() {
             return;
         }
-        let shard = (self.hasher.hash_one(key) >> 32) as usize % self.shards.len();
+        let hash = self.hasher.hash_one(key);
+        let shard = (hash >> 32) as usize % self.shards.len();
         let mut s = self.shards[shard].lock();
         s.rotate(now / self.window_ms);
-        let entry = match s.current.iter().position(|e| e.key == key) {
-            Some(i) => &mut s.current[i],
-            None if s.current.len() < self.per_shard => {
-                s.current.push(TopKey {
+        let w = &mut s.current;
+        let i = match w.find(hash, key) {
+            Some(i) => i,
+            None if w.entries.len() < self.per_shard => {
+                w.hashes.push(hash);
+                w.counts.push(0);
+                w.entries.push(TopKey {
                     key: key.to_vec(),
                     count: 0,
                     error: 0,
                     rejected: 0,
                     delayed: 0,
                 });
-                s.current.last_mut().expect("just pushed")
+                w.entries.len() - 1
             }
             None => {
                 // The smallest counter gives its place (the first of equals).
                 let (mut min, mut at) = (u64::MAX, 0);
-                for (i, e) in s.current.iter().enumerate() {
-                    if e.count < min {
-                        (min, at) = (e.count, i);
+                for (i, &c) in w.counts.iter().enumerate() {
+                    if c < min {
+                        (min, at) = (c, i);
                     }
                 }
-                let e = &mut s.current[at];
+                let e = &mut w.entries[at];
                 e.key.clear();
                 e.key.extend_from_slice(key);
-                (e.error, e.rejected, e.delayed) = (e.count, 0, 0);
-                e
+                (e.error, e.rejected, e.delayed) = (min, 0, 0);
+                w.hashes[at] = hash;
+                at
             }
         };
-        entry.count += 1;
+        w.counts[i] += 1;
+        let e = &mut w.entries[i];
+        e.count = w.counts[i];
         match event {
-            Event::Rejected => entry.rejected += 1,
-            Event::Delayed => entry.delayed += 1,
+            Event::Rejected => e.rejected += 1,
+            Event::Delayed => e.delayed += 1,
         }
     }
 
@@ -142,8 +186,8 @@ impl TopKeys {
         for shard in self.shards.iter() {
             let s = shard.lock();
             let windows: [&[TopKey]; 2] = match epoch.checked_sub(s.epoch) {
-                Some(0) => [&s.current, &s.previous],
-                Some(1) => [&s.current, &[]],
+                Some(0) => [&s.current.entries, &s.previous.entries],
+                Some(1) => [&s.current.entries, &[]],
                 _ => [&[], &[]],
             };
             let start = all.len();
@@ -168,8 +212,8 @@ impl TopKeys {
     pub fn forget(&self, key: &[u8]) {
         for shard in self.shards.iter() {
             let mut s = shard.lock();
-            s.current.retain(|e| e.key != key);
-            s.previous.retain(|e| e.key != key);
+            s.current.remove(key);
+            s.previous.remove(key);
         }
     }
 }

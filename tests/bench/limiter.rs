@@ -3,7 +3,9 @@
 //!
 //! - hot key: one key decided over and over;
 //! - 1M keys: a decision for a random key out of 1 000 000;
-//! - bytes per state at 1M keys, counted by a global allocator.
+//! - bytes per state at 1M keys, counted by a global allocator;
+//! - the cost of recording a rejection in a zone's most-limited-keys
+//!   sketch (`top_keys`).
 //!
 //! governor is a baseline only: it is GCRA (its burst is one less than
 //! nginx's) and cannot delay. Both are given a rate that never rejects, so
@@ -142,7 +144,34 @@ fn memory() {
     );
 }
 
-criterion_group!(benches, decisions);
+/// The most-limited-keys sketch on the reject path (`[admin] top_keys`,
+/// default 10): one record per rejected request, for a hot key (a flood
+/// from one client) and for keys spread over 1M (a flood from many).
+fn top_keys(c: &mut Criterion) {
+    use sluice::limiter::top::{Event, TopKeys};
+    let keys = keys();
+    let mut g = c.benchmark_group("top_keys");
+    let top = TopKeys::new(10, 60_000);
+    let mut now = 0u64;
+    g.bench_function("record/hot_key", |b| {
+        b.iter(|| {
+            now += 1;
+            top.record(black_box(b"\x7f\0\0\x02"), Event::Rejected, now)
+        })
+    });
+    let top = TopKeys::new(10, 60_000);
+    let mut i = 0;
+    g.bench_function("record/1M_keys", |b| {
+        b.iter(|| {
+            i = (i + 1) % KEYS;
+            now += 1;
+            top.record(black_box(&keys[i]), Event::Rejected, now)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, decisions, top_keys);
 
 fn main() {
     memory();
