@@ -4,6 +4,7 @@
 
 use crate::config::{Action, Backend, Level, LocationSpec, ServerSpec, Spec, ZoneSpec};
 use crate::errlog::Severity;
+use crate::limiter::redis::RedisServers;
 use crate::limiter::{Algorithm, Limit, Policy, RedisConfig};
 use std::fmt::Write as _;
 
@@ -72,14 +73,27 @@ fn zone(s: &mut String, z: &ZoneSpec) {
     );
 }
 
-/// `[redis]`, its password masked.
+/// `[redis]`, its passwords masked.
 fn redis(s: &mut String, r: &RedisConfig) {
+    let mask = |u: &String| {
+        u.split_once('@')
+            .map_or(u.clone(), |(scheme, h)| match scheme.split_once("://") {
+                Some((scheme, _)) => format!("{scheme}://***@{h}"),
+                None => format!("***@{h}"),
+            })
+    };
+    let list = |urls: &[String]| urls.iter().map(mask).collect::<Vec<_>>().join(", ");
+    let servers = match &r.servers {
+        RedisServers::Url(url) => mask(url),
+        RedisServers::Cluster(seeds) => format!("cluster [{}]", list(seeds)),
+        RedisServers::Sentinel {
+            sentinels,
+            master_name,
+        } => format!("sentinel [{}] master \"{master_name}\"", list(sentinels)),
+    };
     let _ = writeln!(
         s,
-        "redis: {} timeout {} ms, on_error {}, prefix \"{}\"",
-        r.url
-            .split_once('@')
-            .map_or(r.url.clone(), |(_, h)| format!("redis://***@{h}")),
+        "redis: {servers} timeout {} ms, on_error {}, prefix \"{}\"",
         r.timeout.as_millis(),
         r.on_error.as_str(),
         r.prefix

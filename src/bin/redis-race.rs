@@ -309,11 +309,10 @@ async fn measure(limits: Arc<Vec<Limit>>, n: usize, tasks: usize) -> (Vec<Durati
 async fn cost(url: &str, n: usize, tasks: usize) {
     let backend = RedisBackend::new(
         RedisConfig {
-            url: url.to_string(),
             timeout: Duration::from_secs(5),
             on_error: OnError::Deny,
             prefix: format!("cost{}", std::process::id()),
-            ..Default::default()
+            ..RedisConfig::url(url)
         },
         sluice::limiter::redis::ignore_events(),
     )

@@ -70,8 +70,9 @@ pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
 /// certificate only with its key. A file already reported (a wrong type,
 /// unreadable) is not judged again.
 fn redis(mut r: RedisDraft, d: &mut Diagnostics) -> Option<RedisConfig> {
-    if let Ok(url) = &r.url {
-        if !url.starts_with("rediss://") {
+    if let Ok(servers) = &r.servers {
+        // The lists are all redis:// or all rediss:// (parsing saw to it).
+        if !servers.urls().iter().all(|u| u.starts_with("rediss://")) {
             for file in r.tls_files() {
                 if let Some(Ok(f)) = file {
                     d.error(
@@ -97,7 +98,9 @@ fn redis(mut r: RedisDraft, d: &mut Diagnostics) -> Option<RedisConfig> {
         Some(Err(Reported)) => None,
     };
     Some(RedisConfig {
-        url: r.url.ok()?,
+        servers: r.servers.ok()?,
+        password: r.password.ok()?,
+        sentinel_password: r.sentinel_password.ok()?,
         timeout: r.timeout.ok()?,
         on_error: r.on_error.ok()?,
         prefix: r.prefix.ok()?,

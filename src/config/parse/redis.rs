@@ -1,15 +1,20 @@
-//! `[redis]`: where zones with `backend = "redis"` keep their states.
+//! `[redis]`: where zones with `backend = "redis"` keep their states: one
+//! server (`url`), a Redis Cluster (`cluster`, seed nodes) or the master
+//! Redis Sentinel names (`sentinel` + `master_name`); exactly one of the
+//! three, which this step settles (it sees every key of the table).
 //!
 //! The TLS files are only named here (resolved against the configuration
 //! file's directory): reading them is the file step's work (see
 //! [`crate::config::files`]), and whether they fit the url is validation's,
 //! once it is known which of them could be read.
 
-use super::read::{Cx, Key, Reported, Schema, Val, has};
+use super::read::{Cx, Key, Reported, Schema, Val, get, type_name};
+use crate::limiter::redis::RedisServers;
 use crate::limiter::{OnError, RedisConfig};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
+use toml::de::{DeTable, DeValue};
 
 /// A file the configuration names, and where.
 pub(in crate::config) struct FileRef {
@@ -28,7 +33,14 @@ pub(in crate::config) struct RedisDraft {
     pub span: Range<usize>,
     /// The directory of the configuration file: TLS paths are relative to it.
     dir: PathBuf,
-    pub url: Result<String, Reported>,
+    url: Option<Result<String, Reported>>,
+    cluster: Option<Result<Vec<String>, Reported>>,
+    sentinel: Option<Result<Vec<String>, Reported>>,
+    master_name: Option<Result<String, Reported>>,
+    /// What `url`, `cluster` and `sentinel` make together (set once read).
+    pub servers: Result<RedisServers, Reported>,
+    pub password: Result<Option<String>, Reported>,
+    pub sentinel_password: Result<Option<String>, Reported>,
     pub timeout: Result<Duration, Reported>,
     pub on_error: Result<OnError, Reported>,
     pub prefix: Result<String, Reported>,
@@ -47,7 +59,29 @@ impl RedisDraft {
 static REDIS: Schema<RedisDraft> = Schema::plain(&[
     Key {
         name: "url",
-        read: |cx, k, v, r| r.url = url(cx, k, v),
+        read: |cx, k, v, r| r.url = Some(url(cx, k, v)),
+    },
+    Key {
+        name: "cluster",
+        read: |cx, k, v, r| r.cluster = Some(urls(cx, k, v)),
+    },
+    Key {
+        name: "sentinel",
+        read: |cx, k, v, r| r.sentinel = Some(urls(cx, k, v)),
+    },
+    Key {
+        name: "master_name",
+        read: |cx, k, v, r| r.master_name = Some(master_name(cx, k, v)),
+    },
+    Key {
+        name: "password",
+        read: |cx, k, v, r| r.password = cx.str(v, k).map(|s| Some(s.to_string())).ok_or(Reported),
+    },
+    Key {
+        name: "sentinel_password",
+        read: |cx, k, v, r| {
+            r.sentinel_password = cx.str(v, k).map(|s| Some(s.to_string())).ok_or(Reported)
+        },
     },
     Key {
         name: "timeout",
@@ -90,6 +124,59 @@ fn url(cx: &mut Cx, k: &str, v: &Val) -> Result<String, Reported> {
         cx.err(v.span(), e);
         Reported
     })?;
+    Ok(s.to_string())
+}
+
+/// A non-empty list of URLs, all `redis://` or all `rediss://`.
+fn urls(cx: &mut Cx, k: &str, v: &Val) -> Result<Vec<String>, Reported> {
+    let DeValue::Array(items) = v.get_ref() else {
+        cx.err(
+            v.span(),
+            format!(
+                "\"{k}\" must be a list of urls, found {}",
+                type_name(v.get_ref())
+            ),
+        );
+        return Err(Reported);
+    };
+    if items.is_empty() {
+        cx.err(
+            v.span(),
+            format!("\"{k}\" is empty (list at least one \"redis://HOST:PORT\")"),
+        );
+        return Err(Reported);
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut ok = true;
+    for item in items.iter() {
+        match url(cx, k, item) {
+            Ok(u) if !out.is_empty() && tls(&u) != tls(&out[0]) => {
+                cx.err(
+                    item.span(),
+                    format!("\"{k}\" mixes redis:// and rediss:// urls (TLS is all or none)"),
+                );
+                ok = false;
+            }
+            Ok(u) => out.push(u),
+            Err(Reported) => ok = false,
+        }
+    }
+    if ok { Ok(out) } else { Err(Reported) }
+}
+
+fn tls(url: &str) -> bool {
+    url.starts_with("rediss://")
+}
+
+fn master_name(cx: &mut Cx, k: &str, v: &Val) -> Result<String, Reported> {
+    let s = cx.str(v, k).ok_or(Reported)?;
+    if s.is_empty() || s.contains(char::is_whitespace) {
+        cx.err(
+            v.span(),
+            format!("invalid master_name \"{s}\" (the name the sentinels monitor the master as)"),
+        );
+        return Err(Reported);
+    }
     Ok(s.to_string())
 }
 
@@ -141,7 +228,13 @@ pub(super) fn redis(cx: &mut Cx, k: &str, v: &Val, file: &str) -> Option<RedisDr
             .parent()
             .unwrap_or(std::path::Path::new(""))
             .to_path_buf(),
-        url: Err(Reported),
+        url: None,
+        cluster: None,
+        sentinel: None,
+        master_name: None,
+        servers: Err(Reported),
+        password: Ok(None),
+        sentinel_password: Ok(None),
         timeout: Ok(RedisConfig::DEFAULT_TIMEOUT),
         on_error: Ok(OnError::Allow),
         prefix: Ok(RedisConfig::DEFAULT_PREFIX.to_string()),
@@ -150,11 +243,58 @@ pub(super) fn redis(cx: &mut Cx, k: &str, v: &Val, file: &str) -> Option<RedisDr
         tls_key: None,
     };
     REDIS.read(cx, t, "[redis]", &mut r);
-    if !has(t, "url") {
+    r.servers = servers(cx, t, &mut r);
+    Some(r)
+}
+
+/// Exactly one of `url`, `cluster` and `sentinel` (the later ones
+/// reported at their value), `master_name` with `sentinel` and only there,
+/// `sentinel_password` only with `sentinel`.
+fn servers(cx: &mut Cx, t: &DeTable, r: &mut RedisDraft) -> Result<RedisServers, Reported> {
+    let given: Vec<&str> = ["url", "cluster", "sentinel"]
+        .into_iter()
+        .filter(|k| get(t, k).is_some())
+        .collect();
+    let span = |k: &str| get(t, k).map_or(r.span.clone(), |v| v.span());
+    if given.is_empty() {
         cx.err(
-            v.span(),
-            "[redis] must have a \"url\" (e.g. \"redis://127.0.0.1:6379\")",
+            r.span.clone(),
+            "[redis] must have a \"url\" (e.g. \"redis://127.0.0.1:6379\"), or a \"cluster\" or \"sentinel\" list",
         );
     }
-    Some(r)
+    for k in given.iter().skip(1) {
+        cx.err(
+            span(k),
+            format!(
+                "\"{k}\" cannot be used with \"{}\": [redis] names one of url, cluster or sentinel",
+                given[0]
+            ),
+        );
+    }
+    let sentinel = given.contains(&"sentinel");
+    for k in ["master_name", "sentinel_password"] {
+        if !sentinel && get(t, k).is_some() {
+            cx.err(span(k), format!("\"{k}\" is only used with \"sentinel\""));
+        }
+    }
+    if sentinel && r.master_name.is_none() {
+        cx.err(
+            span("sentinel"),
+            "\"sentinel\" needs \"master_name\" (the name the sentinels monitor the master as)",
+        );
+    }
+    if given.len() != 1
+        || (!sentinel && (r.master_name.is_some() || get(t, "sentinel_password").is_some()))
+    {
+        return Err(Reported);
+    }
+    match (r.url.take(), r.cluster.take(), r.sentinel.take()) {
+        (Some(url), None, None) => Ok(RedisServers::Url(url?)),
+        (None, Some(seeds), None) => Ok(RedisServers::Cluster(seeds?)),
+        (None, None, Some(sentinels)) => Ok(RedisServers::Sentinel {
+            sentinels: sentinels?,
+            master_name: r.master_name.take().ok_or(Reported)??,
+        }),
+        _ => Err(Reported),
+    }
 }

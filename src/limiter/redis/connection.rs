@@ -1,21 +1,20 @@
-//! One Redis server and its connection, shared by the zones that use it:
-//! the client (plain or TLS), the connection manager that reconnects by
-//! itself, the breaker that leaves a failing Redis alone for a moment, and
-//! one bounded script call ([`RedisBackend::call`]).
+//! The backend shared by the zones in Redis: its link to the servers
+//! ([`super::link`]: one server, a Cluster, or a Sentinel master), the
+//! breaker that leaves a failing Redis alone for a moment, the connection
+//! events, and one bounded script call ([`RedisBackend::call`]).
 //!
 //! Building a backend does the work that the configuration check leaves
-//! out (it only validates the URL): installing rustls's crypto provider,
+//! out (it only validates the URLs): installing rustls's crypto provider,
 //! reading the TLS files, building the client. Nothing connects until the
 //! first decision or [`RedisBackend::connect_in_background`].
 
 use super::events::{EventSink, RedisEvent, ignore_events};
+use super::link::Link;
 use super::script::{LimitScript, Mode, Reply, ScriptKey, TimeSource};
-use super::{CallError, RedisConfig, check_url};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use super::{CallError, RedisConfig, RedisServers, check_url};
 use std::fmt;
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -23,14 +22,14 @@ use tokio::time::Instant;
 /// straight to `on_error` instead of each waiting for `timeout`.
 pub const BREAKER: Duration = Duration::from_millis(500);
 
-/// One Redis server and its connection, shared by the zones that use it.
+/// The Redis servers of the zones and the connection to them, shared by
+/// the zones that use them.
 pub struct RedisBackend {
     pub(super) config: RedisConfig,
-    /// `config.url` with its password masked, for the events.
+    /// The servers as the events name them, passwords masked.
     pub(super) shown_url: String,
     pub(super) events: EventSink,
-    client: redis::Client,
-    manager: OnceLock<ConnectionManager>,
+    link: Link,
     script: LimitScript,
     epoch: Instant,
     /// Milliseconds since `epoch` before which Redis is not called.
@@ -71,14 +70,15 @@ impl RedisBackend {
         time: TimeSource,
         events: EventSink,
     ) -> Result<Arc<RedisBackend>, String> {
-        check_url(&config.url)?;
-        let client = client(&config)?;
+        for url in config.servers.urls() {
+            check_url(url)?;
+        }
+        let link = Link::new(&config)?;
         Ok(Arc::new(RedisBackend {
-            shown_url: redact(&config.url),
+            shown_url: shown(&config.servers),
             config,
             events,
-            client,
-            manager: OnceLock::new(),
+            link,
             script: LimitScript::new(time),
             epoch: Instant::now(),
             breaker_until: AtomicU64::new(0),
@@ -88,24 +88,6 @@ impl RedisBackend {
 
     pub fn config(&self) -> &RedisConfig {
         &self.config
-    }
-
-    /// The connection manager, created on first use (inside a tokio runtime).
-    pub(super) fn manager(&self) -> Result<ConnectionManager, redis::RedisError> {
-        if let Some(m) = self.manager.get() {
-            return Ok(m.clone());
-        }
-        // Reconnection: up to 6 tries, 50 ms doubling to at most 1 s, then
-        // the next call starts again. Each call has its own deadline anyway.
-        let t = self.config.timeout.max(Duration::from_millis(1));
-        let cfg = ConnectionManagerConfig::new()
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_secs(1))
-            .set_number_of_retries(6)
-            .set_connection_timeout(Some(t.max(Duration::from_millis(500))))
-            .set_response_timeout(Some(t));
-        let m = ConnectionManager::new_lazy_with_config(self.client.clone(), cfg)?;
-        Ok(self.manager.get_or_init(|| m).clone())
     }
 
     /// Start connecting now, without waiting (call from inside the runtime):
@@ -128,12 +110,24 @@ impl RedisBackend {
 
     /// `PING`, waiting at most a second for the answer.
     async fn ping(&self) -> Result<(), String> {
-        let mut m = self.manager().map_err(|e| e.to_string())?;
-        let cmd = redis::cmd("PING");
-        let ping = cmd.query_async::<String>(&mut m);
-        match tokio::time::timeout(Duration::from_secs(1), ping).await {
-            Ok(r) => r.map(|_| ()).map_err(|e| e.to_string()),
-            Err(_) => Err("no answer to PING within 1 s".into()),
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let ping = async {
+                let mut c = self.link.conn()?;
+                redis::cmd("PING").query_async::<String>(&mut c).await
+            };
+            let error = match tokio::time::timeout_at(deadline, ping).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => return Err("no answer to PING within 1 s".into()),
+            };
+            // Sentinel: the first lookup of the master is under way.
+            if !matches!(self.config.servers, RedisServers::Sentinel { .. })
+                || Instant::now() + Duration::from_millis(20) > deadline
+            {
+                return Err(error);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -162,6 +156,12 @@ impl RedisBackend {
         }
     }
 
+    /// A connection for one command outside the decisions (the admin
+    /// API's key lookups); a failure is reported to the link as a call's.
+    pub(super) fn conn(&self) -> Result<super::link::Conn, redis::RedisError> {
+        self.link.conn().inspect_err(|e| self.link.failed(Some(e)))
+    }
+
     /// One script call over `keys` (each with its limit), bounded by
     /// `deadline`. `now` is used only with [`TimeSource::Caller`].
     pub async fn call(
@@ -171,49 +171,37 @@ impl RedisBackend {
         now: u64,
         deadline: Instant,
     ) -> Result<Reply, CallError> {
-        let mut conn = self.manager().map_err(CallError::Redis)?;
+        let mut conn = self.link.conn().map_err(|e| {
+            self.link.failed(Some(&e));
+            CallError::Redis(e)
+        })?;
         let run = self.script.run(&mut conn, mode, keys, now);
         match tokio::time::timeout_at(deadline, run).await {
+            Ok(Err(CallError::Redis(e))) => {
+                self.link.failed(Some(&e));
+                Err(CallError::Redis(e))
+            }
             Ok(reply) => reply,
-            Err(_) => Err(CallError::Timeout(self.config.timeout)),
+            Err(_) => {
+                self.link.failed(None);
+                Err(CallError::Timeout(self.config.timeout))
+            }
         }
     }
 }
 
-/// rustls needs one process-wide crypto provider: ring (the only one built).
-/// Installed when a backend is built, not when the configuration is checked.
-fn install_tls_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// The client for `config`: plain, TLS with the system's roots, or TLS with
-/// the configured CA and client certificate.
-fn client(config: &RedisConfig) -> Result<redis::Client, String> {
-    install_tls_provider();
-    let url = config.url.as_str();
-    let invalid = |e: redis::RedisError| format!("invalid redis url \"{url}\": {e}");
-    if config.tls_ca.is_none() && config.tls_cert.is_none() {
-        return redis::Client::open(url).map_err(invalid);
+/// The servers as the events name them, passwords masked: the `url`,
+/// `cluster URL,…`, or `sentinel NAME via URL,…`.
+fn shown(servers: &RedisServers) -> String {
+    let list = |urls: &[String]| urls.iter().map(|u| redact(u)).collect::<Vec<_>>().join(",");
+    match servers {
+        RedisServers::Url(url) => redact(url),
+        RedisServers::Cluster(seeds) => format!("cluster {}", list(seeds)),
+        RedisServers::Sentinel {
+            sentinels,
+            master_name,
+        } => format!("sentinel master \"{master_name}\" via {}", list(sentinels)),
     }
-    let read =
-        |p: &PathBuf| std::fs::read(p).map_err(|e| format!("cannot read \"{}\": {e}", p.display()));
-    let root_cert = config.tls_ca.as_ref().map(read).transpose()?;
-    let client_tls = match (&config.tls_cert, &config.tls_key) {
-        (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
-            client_cert: read(c)?,
-            client_key: read(k)?,
-        }),
-        (None, None) => None,
-        _ => return Err("tls_cert and tls_key go together".into()),
-    };
-    redis::Client::build_with_tls(
-        url,
-        redis::TlsCertificates {
-            client_tls,
-            root_cert,
-        },
-    )
-    .map_err(|e| format!("[redis] TLS settings: {e}"))
 }
 
 /// `redis://user:secret@host` → `redis://user:***@host` for logs.

@@ -6,7 +6,12 @@
 //! every instance), nothing stored on a rejection; the same decision, excess,
 //! wait, remaining count and reset as the memory store. One call may mix
 //! algorithms (each key carries its own limit). The script is sent with
-//! `EVALSHA` and loaded on `NOSCRIPT` (`script`).
+//! `EVALSHA`, and as `EVAL` on `NOSCRIPT` (`script`).
+//!
+//! Where: one server (`url`), a Redis Cluster (`cluster`: each call goes to
+//! the master of its keys' slot) or the master Redis Sentinel names
+//! (`sentinel`), behind one connection shape (`link`), so that the decision
+//! does not know which.
 //!
 //! Keys: `PREFIX:ZONE:{HEX}`, one per zone and client key, the client key
 //! hex-encoded (binary keys such as `$binary_remote_addr` are safe) and used
@@ -38,20 +43,25 @@
 //! at most once a second per zone, opens a short breaker ([`BREAKER`]) and the
 //! decision is made by `on_error`: `allow` (the Redis limits are skipped),
 //! `deny` ([`super::Outcome::Unavailable`]) or `local` (an in-memory zone of the same
-//! size, per instance). The connection manager reconnects by itself; the
-//! first call after the breaker closes tries Redis again (`connection`).
+//! size, per instance). The connections repair themselves (the Sentinel
+//! link asks the sentinels again); the first call after the breaker closes
+//! tries Redis again (`connection`).
 //! Connection events are values ([`RedisEvent`]) given to the sink the
 //! backend was built with: the limiter writes no log itself.
 //!
-//! Files: `connection` (the backend: client, reconnection, breaker),
-//! `script` (the Lua script and its replies), `zone` (keys, slots,
-//! counters), `decide` (the decision), [`events`].
+//! Files: `connection` (the backend: breaker, events, the bounded call),
+//! `link` (one server, Cluster or Sentinel, as one connection shape),
+//! `sentinel` (following the master through a failover), `script` (the Lua
+//! script and its replies), `zone` (keys, slots, counters), `decide` (the
+//! decision), [`events`].
 
 mod connection;
 mod decide;
 pub mod events;
+mod link;
 mod peek;
 mod script;
+mod sentinel;
 mod zone;
 
 pub use connection::{BREAKER, RedisBackend};
@@ -96,11 +106,48 @@ impl OnError {
     }
 }
 
+/// Where the zones' states live: one server, a Redis Cluster, or the
+/// master that Redis Sentinel names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedisServers {
+    /// `url`: `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
+    Url(String),
+    /// `cluster`: seed nodes of a Redis Cluster (the rest is discovered).
+    Cluster(Vec<String>),
+    /// `sentinel` + `master_name`: the sentinels to ask for the master.
+    Sentinel {
+        sentinels: Vec<String>,
+        master_name: String,
+    },
+}
+
+impl Default for RedisServers {
+    fn default() -> RedisServers {
+        RedisServers::Url(String::new())
+    }
+}
+
+impl RedisServers {
+    /// Every URL configured (the one `url`, the seeds, or the sentinels).
+    pub fn urls(&self) -> &[String] {
+        match self {
+            RedisServers::Url(u) => std::slice::from_ref(u),
+            RedisServers::Cluster(seeds) => seeds,
+            RedisServers::Sentinel { sentinels, .. } => sentinels,
+        }
+    }
+}
+
 /// `[redis]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS.
-    pub url: String,
+    pub servers: RedisServers,
+    /// The password of the servers that hold the zones (the `url` server,
+    /// every cluster node, the master found through the sentinels); `None`:
+    /// the one in the URL(s), if any.
+    pub password: Option<String>,
+    /// The sentinels' own password; `None`: the one in their URLs, if any.
+    pub sentinel_password: Option<String>,
     /// The most a decision waits for Redis.
     pub timeout: Duration,
     pub on_error: OnError,
@@ -117,6 +164,17 @@ pub struct RedisConfig {
 impl RedisConfig {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
     pub const DEFAULT_PREFIX: &'static str = "sluice";
+
+    /// A configuration for the one server at `url`, every other setting
+    /// at its default (tests and tools).
+    pub fn url(url: &str) -> RedisConfig {
+        RedisConfig {
+            servers: RedisServers::Url(url.to_string()),
+            timeout: RedisConfig::DEFAULT_TIMEOUT,
+            prefix: RedisConfig::DEFAULT_PREFIX.to_string(),
+            ..Default::default()
+        }
+    }
 }
 
 /// Check a `[redis] url`; the message is for the configuration error.

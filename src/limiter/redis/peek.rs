@@ -25,19 +25,19 @@ impl RedisZone {
         key: &[u8],
         algorithm: Algorithm,
     ) -> Result<(u64, Option<(Cell, Log)>), CallError> {
-        let mut conn = self.backend.manager().map_err(CallError::Redis)?;
-        let fields = hash_fields(algorithm);
-        let script = redis::Script::new(PEEK);
-        let mut inv = script.key(self.redis_key(key));
-        inv.arg(if algorithm == Algorithm::SlidingLog {
+        let mut conn = self.backend.conn().map_err(CallError::Redis)?;
+        // EVAL, not EVALSHA: a rare call, routed by its key in a Cluster.
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(PEEK).arg(1).arg(self.redis_key(key));
+        cmd.arg(if algorithm == Algorithm::SlidingLog {
             "log"
         } else {
             "hash"
         });
-        for f in fields {
-            inv.arg(*f);
+        for f in hash_fields(algorithm) {
+            cmd.arg(*f);
         }
-        let call = inv.invoke_async::<(u64, Vec<Option<u64>>)>(&mut conn);
+        let call = cmd.query_async::<(u64, Vec<Option<u64>>)>(&mut conn);
         let deadline = self
             .backend
             .config
@@ -65,7 +65,7 @@ impl RedisZone {
 
     /// Forget client key `key` for every instance; whether it had a state.
     pub async fn forget(&self, key: &[u8]) -> Result<bool, CallError> {
-        let mut conn = self.backend.manager().map_err(CallError::Redis)?;
+        let mut conn = self.backend.conn().map_err(CallError::Redis)?;
         let mut cmd = redis::cmd("DEL");
         cmd.arg(self.redis_key(key));
         let del = cmd.query_async::<u64>(&mut conn);

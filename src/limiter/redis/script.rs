@@ -4,12 +4,17 @@
 //! ([`Reply`]: per key what it stored and where it stands, or the limit
 //! that refused).
 //!
-//! The script is sent with `EVALSHA`, and loaded with `SCRIPT LOAD` when
-//! Redis answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`):
-//! `redis::Script` does that on every invocation.
+//! The script is sent with `EVALSHA`; when the server answers `NOSCRIPT`
+//! (after a restart, a failover to a replica that never ran it, or `SCRIPT
+//! FLUSH`) the same call is sent again as `EVAL` with the script's text,
+//! which runs it and caches it on that server. Not `SCRIPT LOAD` then
+//! `EVALSHA`, as `redis::Script` does: in a Cluster `SCRIPT LOAD` goes to
+//! every node and fails while one is down, whereas `EVAL` is routed by its
+//! keys like `EVALSHA`, to the node that owns their slot.
 
 use crate::limiter::{Algorithm, Policy, Standing, Stored, algorithm};
-use redis::aio::ConnectionManager;
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::fmt;
 use std::time::Duration;
 
@@ -106,27 +111,42 @@ impl fmt::Display for CallError {
     }
 }
 
+/// One of the two scripts: its text and its SHA1.
+struct Lua {
+    code: &'static str,
+    sha: String,
+}
+
+impl Lua {
+    fn new(code: &'static str) -> Lua {
+        Lua {
+            code,
+            sha: redis::Script::new(code).get_hash().to_string(),
+        }
+    }
+}
+
 /// The script, with the clock it is told to use.
 pub(super) struct LimitScript {
-    script: redis::Script,
-    leaky: redis::Script,
+    script: Lua,
+    leaky: Lua,
     time: TimeSource,
 }
 
 impl LimitScript {
     pub(super) fn new(time: TimeSource) -> LimitScript {
         LimitScript {
-            script: redis::Script::new(SCRIPT),
-            leaky: redis::Script::new(LEAKY_SCRIPT),
+            script: Lua::new(SCRIPT),
+            leaky: Lua::new(LEAKY_SCRIPT),
             time,
         }
     }
 
     /// One run over `keys` on `conn`, not bounded in time (the caller
     /// is). `now` is sent only with [`TimeSource::Caller`].
-    pub(super) async fn run(
+    pub(super) async fn run<C: ConnectionLike>(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut C,
         mode: Mode,
         keys: &[ScriptKey],
         now: u64,
@@ -135,64 +155,61 @@ impl LimitScript {
             .iter()
             .all(|k| k.policy.algorithm == Algorithm::LeakyBucket)
         {
-            return self.run_leaky(conn, mode, keys, now).await;
+            // Per key its rate and burst; the standings come from the excess.
+            let reply = self
+                .invoke(conn, &self.leaky, mode, now, keys, |cmd, k| {
+                    cmd.arg(k.policy.rate.milli()).arg(k.burst);
+                })
+                .await?;
+            return parse_leaky_reply(&reply, keys);
         }
-        let mut inv = self.invocation(&self.script, mode, now);
-        for k in keys {
-            let p = &k.policy;
-            inv.key(k.key.as_slice())
-                .arg(p.algorithm.name())
-                .arg(p.count)
-                .arg(p.period_ms)
-                .arg(k.burst)
-                .arg(p.rate.milli());
-        }
-        let reply = inv
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(CallError::Redis)?;
+        let reply = self
+            .invoke(conn, &self.script, mode, now, keys, |cmd, k| {
+                let p = &k.policy;
+                cmd.arg(p.algorithm.name())
+                    .arg(p.count)
+                    .arg(p.period_ms)
+                    .arg(k.burst)
+                    .arg(p.rate.milli());
+            })
+            .await?;
         parse_reply(&reply, keys.len())
     }
-}
 
-impl LimitScript {
-    /// A call of `script` with what both scripts take first: the mode, and
-    /// `now` only with [`TimeSource::Caller`].
-    fn invocation<'a>(
+    /// `EVALSHA` of `lua` over `keys`, each key's arguments written by
+    /// `args` after the mode and the time; `EVAL` on `NOSCRIPT`.
+    async fn invoke<C: ConnectionLike>(
         &self,
-        script: &'a redis::Script,
+        conn: &mut C,
+        lua: &Lua,
         mode: Mode,
         now: u64,
-    ) -> redis::ScriptInvocation<'a> {
-        let mut inv = script.prepare_invoke();
-        inv.arg(mode.as_str());
-        match self.time {
-            TimeSource::Server => inv.arg(""),
-            TimeSource::Caller => inv.arg(now),
-        };
-        inv
-    }
-
-    /// [`LimitScript::run`] for leaky buckets only, with [`LEAKY_SCRIPT`]:
-    /// per key its rate and burst; the standings come from the excess.
-    async fn run_leaky(
-        &self,
-        conn: &mut ConnectionManager,
-        mode: Mode,
         keys: &[ScriptKey],
-        now: u64,
-    ) -> Result<Reply, CallError> {
-        let mut inv = self.invocation(&self.leaky, mode, now);
-        for k in keys {
-            inv.key(k.key.as_slice())
-                .arg(k.policy.rate.milli())
-                .arg(k.burst);
+        args: impl Fn(&mut Cmd, &ScriptKey),
+    ) -> Result<Vec<i64>, CallError> {
+        let command = |eval: &str, body: &str| {
+            let mut cmd = redis::cmd(eval);
+            cmd.arg(body).arg(keys.len());
+            for k in keys {
+                cmd.arg(k.key.as_slice());
+            }
+            cmd.arg(mode.as_str());
+            match self.time {
+                TimeSource::Server => cmd.arg(""),
+                TimeSource::Caller => cmd.arg(now),
+            };
+            for k in keys {
+                args(&mut cmd, k);
+            }
+            cmd
+        };
+        match command("EVALSHA", &lua.sha).query_async(conn).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                command("EVAL", lua.code).query_async(conn).await
+            }
+            reply => reply,
         }
-        let reply = inv
-            .invoke_async::<Vec<i64>>(conn)
-            .await
-            .map_err(CallError::Redis)?;
-        parse_leaky_reply(&reply, keys)
+        .map_err(CallError::Redis)
     }
 }
 

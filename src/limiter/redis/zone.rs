@@ -142,11 +142,8 @@ mod tests {
 
     fn config(on_error: OnError) -> RedisConfig {
         RedisConfig {
-            url: "redis://127.0.0.1:1".into(),
-            timeout: RedisConfig::DEFAULT_TIMEOUT,
             on_error,
-            prefix: "sluice".into(),
-            ..Default::default()
+            ..RedisConfig::url("redis://127.0.0.1:1")
         }
     }
 

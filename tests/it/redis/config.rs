@@ -1,6 +1,7 @@
 //! `[redis]` configuration, and its errors located.
 
 use super::*;
+use sluice::limiter::redis::RedisServers;
 
 /// As `load` reports them: the TLS files named are read too.
 fn config_errors(text: &str) -> Vec<String> {
@@ -130,5 +131,110 @@ bogus = 1
     assert!(
         e[0].starts_with("t.toml:1:1: [redis] must have a \"url\""),
         "{e:?}"
+    );
+}
+
+#[test]
+fn config_redis_cluster_and_sentinel() {
+    let spec = sluice::config::parse_str(
+        "t.toml",
+        &format!(
+            "[redis]\ncluster = [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"]\npassword = \"pw\"\n{SERVER}"
+        ),
+    )
+    .unwrap();
+    let r = spec.redis.unwrap();
+    assert_eq!(
+        r.servers,
+        RedisServers::Cluster(vec![
+            "redis://127.0.0.1:7000".into(),
+            "redis://127.0.0.1:7001".into()
+        ])
+    );
+    assert_eq!(r.password.as_deref(), Some("pw"));
+
+    let spec = sluice::config::parse_str(
+        "t.toml",
+        &format!(
+            "[redis]\nsentinel = [\"redis://127.0.0.1:26379\"]\nmaster_name = \"m\"\nsentinel_password = \"s\"\n{SERVER}"
+        ),
+    )
+    .unwrap();
+    let r = spec.redis.unwrap();
+    assert_eq!(
+        r.servers,
+        RedisServers::Sentinel {
+            sentinels: vec!["redis://127.0.0.1:26379".into()],
+            master_name: "m".into()
+        }
+    );
+    assert_eq!(
+        (r.password, r.sentinel_password.as_deref()),
+        (None, Some("s"))
+    );
+}
+
+#[test]
+fn config_redis_cluster_and_sentinel_errors_are_located() {
+    let e = config_errors(&format!(
+        r#"[redis]
+url = "redis://h:1"
+cluster = ["redis://h:2"]
+sentinel = ["redis://h:3"]
+{SERVER}"#
+    ));
+    assert_eq!(
+        e,
+        [
+            "t.toml:3:11: \"cluster\" cannot be used with \"url\": [redis] names one of url, cluster or sentinel",
+            "t.toml:4:12: \"sentinel\" cannot be used with \"url\": [redis] names one of url, cluster or sentinel",
+            "t.toml:4:12: \"sentinel\" needs \"master_name\" (the name the sentinels monitor the master as)",
+        ]
+    );
+
+    let e = config_errors(&format!(
+        r#"[redis]
+cluster = []
+master_name = "m"
+sentinel_password = "x"
+{SERVER}"#
+    ));
+    assert_eq!(
+        e,
+        [
+            "t.toml:2:11: \"cluster\" is empty (list at least one \"redis://HOST:PORT\")",
+            "t.toml:3:15: \"master_name\" is only used with \"sentinel\"",
+            "t.toml:4:21: \"sentinel_password\" is only used with \"sentinel\"",
+        ]
+    );
+
+    let e = config_errors(&format!(
+        r#"[redis]
+sentinel = ["redis://h:1", "http://h:2", 3, "rediss://h:4"]
+master_name = ""
+{SERVER}"#
+    ));
+    assert_eq!(e.len(), 4, "{e:#?}");
+    assert!(
+        e[0].starts_with("t.toml:2:28: invalid redis url \"http://h:2\""),
+        "{e:?}"
+    );
+    assert_eq!(
+        e[1],
+        "t.toml:2:42: \"sentinel\" must be a string, found an integer"
+    );
+    assert_eq!(
+        e[2],
+        "t.toml:2:45: \"sentinel\" mixes redis:// and rediss:// urls (TLS is all or none)"
+    );
+    assert!(
+        e[3].starts_with("t.toml:3:15: invalid master_name \"\""),
+        "{e:?}"
+    );
+
+    let e = config_errors(&format!("[redis]\ncluster = \"redis://h:1\"\n{SERVER}"));
+    assert_eq!(
+        e,
+        ["t.toml:2:11: \"cluster\" must be a list of urls, found a string"]
     );
 }
