@@ -21,15 +21,23 @@
 //! - [`instances`]: two instances sharing one zone.
 //! - [`outages`]: Redis killed, frozen, down at startup; TLS to Redis.
 //! - [`config`]: the `[redis]` table and its errors.
+//! - [`cluster`]: zones in a Redis Cluster (3 masters + 3 replicas): as one Redis, atomic
+//!   locations, a master killed under load.
+//! - [`sentinel`]: zones on the master Redis Sentinel names: a forced failover and a killed
+//!   master under load.
+//! - [`failover`]: the load and the gap measurement both use.
 
 mod algorithms;
 mod article;
+mod cluster;
 mod config;
 mod expiry;
+mod failover;
 mod instances;
 mod layouts;
 mod outages;
 mod script;
+mod sentinel;
 mod vectors;
 
 use crate::support::{Port, RedisServer, Reply, Sluice, TlsFiles, client, eventually, request};
@@ -58,12 +66,11 @@ const NODELAY: u64 = Limit::NODELAY;
 fn backend(url: &str, time: TimeSource, prefix: &str, on_error: OnError) -> Arc<RedisBackend> {
     RedisBackend::with_time_source(
         RedisConfig {
-            url: url.to_string(),
             // generous: a loaded test machine must not turn into on_error
             timeout: Duration::from_secs(5),
             on_error,
             prefix: prefix.to_string(),
-            ..Default::default()
+            ..RedisConfig::url(url)
         },
         time,
     )

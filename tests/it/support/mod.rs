@@ -18,6 +18,9 @@
 //!   sluice's library API in the harness (the file to adapt when the server's API moves).
 //! - [`nginx`]: [`Nginx`], a real nginx in a temporary prefix; [`nginx_binary`] finds it or panics.
 //! - [`redis`]: [`RedisServer`], a real redis-server; [`TlsFiles`], throw-away certificates.
+//! - [`redis_cluster`]: [`RedisCluster`], 3 masters + 3 replicas joined by `redis-cli --cluster
+//!   create`; [`Node`], one redis-server with arguments of the test's choosing.
+//! - [`redis_sentinel`]: [`RedisSentinels`], a master, its replica and three sentinels.
 //! - [`certs`]: [`TestCa`], a throw-away CA and the leaf certificates it signs (any names,
 //!   ECDSA, RSA or Ed25519 keys), for the TLS tests.
 //! - [`upstream`]: [`Upstream`], the one in-process upstream: an echo server that counts the
@@ -58,6 +61,8 @@ pub mod raw;
 pub mod readings;
 pub mod recorder;
 mod redis;
+mod redis_cluster;
+mod redis_sentinel;
 mod sluice;
 mod spawn;
 mod upstream;
@@ -76,6 +81,8 @@ pub use nginx::{Nginx, nginx_binary};
 pub use ports::Port;
 pub use quiet::{Heavy, Timing, heavy, timing};
 pub use redis::{RedisServer, TlsFiles};
+pub use redis_cluster::{Node, RedisCluster, wait_for};
+pub use redis_sentinel::{MASTER_NAME, RedisSentinels};
 pub use sluice::{InProcess, Sluice, SluiceBuilder};
 pub use spawn::{Process, StartError, Stop, with_ports};
 pub use upstream::{Answer, Options, Upstream};
