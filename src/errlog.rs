@@ -349,11 +349,16 @@ fn rank(meta: &Metadata<'_>) -> u8 {
 
 /// Filters by [`THRESHOLD`], read at every event so that a reload can
 /// change it (so no callsite caching).
+///
+/// The redis crate's own log records (its Cluster client logs every failed
+/// reconnection attempt, many a second while a node is down) are left out:
+/// sluice reports Redis failures itself, at most once a second per zone.
+/// `RUST_LOG=redis=warn` shows them.
 struct Threshold;
 
 impl<S> Filter<S> for Threshold {
     fn enabled(&self, meta: &Metadata<'_>, _: &tracing_subscriber::layer::Context<'_, S>) -> bool {
-        rank(meta) >= THRESHOLD.load(Ordering::Relaxed)
+        rank(meta) >= THRESHOLD.load(Ordering::Relaxed) && !meta.target().starts_with("redis::")
     }
 
     fn callsite_enabled(&self, _: &'static Metadata<'static>) -> Interest {

@@ -8,7 +8,7 @@ use super::failover::{Load, assert_healthy, gap, zone_config, zone_key};
 use super::*;
 use crate::support::RedisCluster;
 use sluice::limiter::Algorithm;
-use sluice::limiter::redis::{RedisServers, hash_fields};
+use sluice::limiter::redis::{LEAKY_SCRIPT, RedisServers, hash_fields};
 
 fn cluster_backend(cluster: &RedisCluster, prefix: &str) -> Arc<RedisBackend> {
     RedisBackend::with_time_source(
@@ -165,6 +165,12 @@ async fn cluster_master_killed_under_load() {
         sluices.push((policy, s));
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The replica never ran the script: once promoted it answers NOSCRIPT, and sluice loads it.
+    let sha = redis::Script::new(LEAKY_SCRIPT).get_hash().to_string();
+    let has_script = |c: &RedisCluster, i: usize| {
+        c.nodes[i].query::<Vec<i64>>(&["SCRIPT", "EXISTS", &sha]) == [1]
+    };
+    assert!(has_script(&cluster, victim) && !has_script(&cluster, heir));
     let killed_at: Vec<Duration> = loads.iter().map(|l| l.started.elapsed()).collect();
     cluster.nodes[victim].kill();
     for (load, at) in loads.iter().zip(&killed_at) {
@@ -175,6 +181,10 @@ async fn cluster_master_killed_under_load() {
             cluster.logs()
         );
     }
+    assert!(
+        has_script(&cluster, heir),
+        "the promoted replica runs the script now"
+    );
     for (((policy, s), load), at) in sluices.iter_mut().zip(loads).zip(killed_at) {
         let rounds = load.stop().await;
         let what = format!("cluster, master killed, on_error={policy}");
