@@ -93,10 +93,11 @@ fn redis(s: &mut String, r: &RedisConfig) {
     };
     let _ = writeln!(
         s,
-        "redis: {servers} timeout {} ms, on_error {}, prefix \"{}\"",
+        "redis: {servers} timeout {} ms, on_error {}, prefix \"{}\", reject_cache {}",
         r.timeout.as_millis(),
         r.on_error.as_str(),
-        r.prefix
+        r.prefix,
+        if r.reject_cache { "on" } else { "off" }
     );
 }
 

@@ -270,6 +270,8 @@ fn zone(name: &str, store: Store) -> Arc<ZoneRef> {
         policy: sluice::limiter::Policy::leaky(Rate::per_second(1_000_000).unwrap()),
         store: Arc::new(store),
         counts: Default::default(),
+        // every decision goes to Redis: this measures the calls
+        reject_cache: None,
     })
 }
 

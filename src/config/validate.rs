@@ -107,6 +107,7 @@ fn redis(mut r: RedisDraft, d: &mut Diagnostics) -> Option<RedisConfig> {
         tls_ca: path(r.tls_ca)?,
         tls_cert: path(r.tls_cert)?,
         tls_key: path(r.tls_key)?,
+        reject_cache: r.reject_cache.ok()?,
     })
 }
 

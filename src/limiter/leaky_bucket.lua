@@ -21,8 +21,10 @@
 --
 -- Returns {1, e1, ..., en}: accepted; ei is the excess of limit i (stored,
 --                            or what would be stored for "check")
---      or {0, i, excess, wait_ms}: limit i is over its burst with `excess`;
---                            a request would be accepted in wait_ms.
+--      or {0, i, excess, wait_ms, now, l, e, 0}: limit i is over its burst
+--                            with `excess`; a request would be accepted in
+--                            wait_ms; `now` is the time decided at and l, e
+--                            the key's state (limit_req.lua's refusal).
 --
 -- Units and truncation are nginx's (nginx-limit-req.md §3): integer
 -- milliseconds, milli-requests, integer division. Lua numbers are doubles:
@@ -85,7 +87,7 @@ for i = 1, n do
       if t * rate < need * 1000 then t = t + 1 end
       local wait = t - ms
       if wait < 0 then wait = 0 end
-      return {0, i, x, wait}
+      return {0, i, x, wait, now, l, e, 0}
     end
     excess[i], moved[i] = x, ms ~= 0
   end

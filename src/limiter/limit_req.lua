@@ -23,8 +23,13 @@
 --                  excess (stored, or what would be stored for "check"),
 --                  the requests remaining and the ms until one more (0, 0
 --                  for a limit "account" stored past its limit)
---      or {0, i, excess, wait_ms}: limit i refuses with `excess`; a request
---                  would be admitted in wait_ms.
+--      or {0, i, excess, wait_ms, now, last, value, aux}: limit i refuses
+--                  with `excess`; a request would be admitted in wait_ms;
+--                  `now` is the time decided at, and last, value, aux the
+--                  key's stored cell (0, 0, 0 for a sliding log), which a
+--                  refusal leaves as it is: what an instance's rejection
+--                  cache (src/limiter/redis/cache.rs) decides from until
+--                  the key admits again.
 --
 -- Exactness. Lua numbers are doubles, exact for integers below 2^53. Every
 -- quantity here is an integer: times in ms (below 2^42), counts (below
@@ -132,7 +137,8 @@ local function expire_in(key, ms)
   redis.call('PEXPIRE', key, int(ms + MARGIN))
 end
 
--- Every algorithm is a table of three functions: load(key, p) -> state;
+-- Every algorithm is a table of three functions: load(key, p) -> state
+-- (with `cell`, the stored {last, value, aux}, when the key has one);
 -- check(state, p) -> admit, excess, wait_ms, remaining, reset_ms;
 -- charge(key, state, p) -> excess (stores the state and its expiry). `p`:
 -- count, period, burst, rate. Redis runs this whole chunk on every call, so
@@ -157,7 +163,7 @@ define.leaky_bucket = function()
     local full = e + 1000
     local x = 0
     if ms * p.rate < full * 1000 then x = full - idiv(ms * p.rate, 1000) end
-    return {x = x, moved = ms ~= 0, e = e, ms = ms}
+    return {x = x, moved = ms ~= 0, e = e, ms = ms, cell = {l, e, 0}}
   end
 
   function leaky.check(st, p)
@@ -225,7 +231,7 @@ define.token_bucket = function()
       local ms = now - last
       if ms > idiv(v, p.count) then d = 0 else d = v - ms * p.count end
     end
-    return {last = last, d = d}
+    return {last = last, d = d, cell = {last, v, 0}}
   end
 
   function token.check(st, p)
@@ -256,7 +262,7 @@ define.gcra = function()
     -- most what the last charge added, below the capacity.
     local ahead = 0
     if s[1] >= now then ahead = (s[1] - now) * p.count + s[2] end
-    return {ahead = ahead}
+    return {ahead = ahead, cell = {s[1], s[2], 0}}
   end
 
   function gcra.check(st, p)
@@ -292,9 +298,10 @@ define.fixed_window = function()
   function fixed.load(key, p)
     local s = cell(key, 'window', 'count')
     local ws = start_of(p)
+    local stored = {s[1], s[2], 0}
     -- A stored window later than now (the clock went back) stays current.
-    if s[1] >= ws then return {ws = s[1], cur = s[2]} end
-    return {ws = ws, cur = 0}
+    if s[1] >= ws then return {ws = s[1], cur = s[2], cell = stored} end
+    return {ws = ws, cur = 0, cell = stored}
   end
 
   function fixed.check(st, p)
@@ -334,7 +341,8 @@ define.sliding_window = function()
     end
     local into = max0(now - ws)
     local w = p.period - math.min(into, p.period)
-    return {ws = ws, into = into, prev = prev, cur = cur, w = w}
+    return {ws = ws, into = into, prev = prev, cur = cur, w = w,
+      cell = {l, v, a}}
   end
 
   -- prev * w + (cur + extra) * period < count * period: with c = cur + extra
@@ -476,7 +484,10 @@ for i = 1, n do
   end
   local st = alg.load(KEYS[i], p)
   local admit, excess, wait, remaining, reset = alg.check(st, p)
-  if mode ~= 'account' and not admit then return {0, i, excess, wait} end
+  if mode ~= 'account' and not admit then
+    local c = st.cell or {0, 0, 0}
+    return {0, i, excess, wait, now, c[1], c[2], c[3]}
+  end
   limits[i], states[i] = {alg = alg, p = p}, st
   if admit then
     checked[i] = {excess, remaining, reset}

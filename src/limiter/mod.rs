@@ -43,7 +43,7 @@ pub mod top;
 pub use algorithm::{Algorithm, Policy, Standing};
 pub use bucket::{Bucket, Rate};
 pub use memory::{Held, Locked, Lookup, MemoryZone, Stored};
-pub use redis::{OnError, RedisBackend, RedisConfig, RedisZone};
+pub use redis::{OnError, RedisBackend, RedisConfig, RedisZone, RejectCache};
 pub use status::{DecisionCounts, LimitReqStatus};
 
 use protocol::{AllLocked, Decision};
@@ -83,13 +83,18 @@ impl Store {
 
 /// The runtime part of a zone that a decision needs: its name, policy
 /// (algorithm and rate) and store. (The key template lives with the
-/// configuration.)
+/// configuration.) One per configuration generation; the store and the
+/// counts may outlive it.
 pub struct ZoneRef {
     pub name: Arc<str>,
     pub policy: Policy,
     pub store: Arc<Store>,
     /// Decisions by `$limit_req_status`, for metrics; kept across reloads.
     pub counts: Arc<DecisionCounts>,
+    /// A Redis zone's rejection cache ([`redis::cache`]), of this
+    /// generation only: it knows this generation's policy and widest
+    /// limit. `None`: every decision asks Redis.
+    pub reject_cache: Option<RejectCache>,
 }
 
 impl ZoneRef {
@@ -99,6 +104,7 @@ impl ZoneRef {
             policy,
             store,
             counts: Default::default(),
+            reject_cache: None,
         }
     }
 }

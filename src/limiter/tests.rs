@@ -12,6 +12,7 @@ fn zone(name: &str, rate: Rate, capacity: usize) -> Arc<ZoneRef> {
         policy: Policy::leaky(rate),
         store: Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
         counts: Default::default(),
+        reject_cache: None,
     })
 }
 

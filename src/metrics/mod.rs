@@ -433,6 +433,9 @@ struct ZoneValues {
     evictions: u64,
     /// Redis zones: failed decisions, and decisions made by `on_error` instead.
     store: Option<(u64, u64)>,
+    /// Redis zones with a rejection cache: refusals it answered (since
+    /// start), and the entries it holds now.
+    cache: Option<(u64, usize)>,
     /// Decisions by status, in [`LimitReqStatus::ALL`] order.
     decisions: [u64; 5],
 }
@@ -452,6 +455,12 @@ impl Zones {
                             r.stats.fallbacks.load(Ordering::Relaxed),
                         )),
                     };
+                    let cache = match (&**store, &z.limiter.reject_cache) {
+                        (Store::Redis(r), Some(c)) => {
+                            Some((r.stats.cache_hits.load(Ordering::Relaxed), c.len()))
+                        }
+                        _ => None,
+                    };
                     let policy = &z.limiter.policy;
                     ZoneValues {
                         name: z.name().to_string(),
@@ -461,6 +470,7 @@ impl Zones {
                         capacity: m.capacity(),
                         evictions: m.evictions(),
                         store: remote,
+                        cache,
                         decisions: LimitReqStatus::ALL.map(|s| z.limiter.counts.get(s)),
                     }
                 })
@@ -513,6 +523,22 @@ impl Collector for Zones {
             MetricType::Counter,
             zones,
             |z| z.store.map(|(_, fallbacks)| ConstCounter::new(fallbacks)),
+        )?;
+        per_zone(
+            e,
+            "sluice_limit_req_cache_hits",
+            "Redis zones: rejections answered by this instance's rejection cache, without Redis, since start.",
+            MetricType::Counter,
+            zones,
+            |z| z.cache.map(|(hits, _)| ConstCounter::new(hits)),
+        )?;
+        per_zone(
+            e,
+            "sluice_limit_req_cache_entries",
+            "Redis zones: refused keys this instance's rejection cache holds now (expired ones until replaced).",
+            MetricType::Gauge,
+            zones,
+            |z| z.cache.map(|(_, entries)| ConstGauge::new(entries as i64)),
         )
     }
 }

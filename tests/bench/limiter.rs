@@ -52,6 +52,7 @@ fn sluice_limit(capacity: usize) -> [Limit; 1] {
             policy: sluice::limiter::Policy::leaky(Rate::per_second(1_000_000).unwrap()),
             store: Arc::new(Store::Memory(MemoryZone::with_capacity(capacity))),
             counts: Default::default(),
+            reject_cache: None,
         }),
         burst: 1_000_000_000,
         delay: Limit::NODELAY,

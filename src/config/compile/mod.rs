@@ -36,7 +36,8 @@ impl Config {
     pub fn compile(spec: Spec, previous: Option<&Config>) -> Result<Config, CompileError> {
         let redis = zones::redis_backend(&spec, previous)?;
         let top_keys = spec.ops.admin.as_ref().map_or(0, |a| a.top_keys);
-        let req = zones::zones(spec.zones, previous, redis.as_ref(), top_keys)?;
+        let widest = zones::widest_bursts(&spec);
+        let req = zones::zones(spec.zones, previous, redis.as_ref(), top_keys, &widest)?;
         let conn = zones::conn_zones(spec.conn_zones, previous)?;
         let mut logs = logs::AccessLogs::new(spec.log_format, spec.ops.log_escape, previous)?;
         let tls = super::upstream_tls::ClientConfigs::default();

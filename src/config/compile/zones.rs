@@ -2,15 +2,18 @@
 //! reload (name and size, and for a limit_req zone the same place: this
 //! process or the same Redis) keeps its states and counters, as nginx keeps
 //! a shared memory zone; the same zone with a new key is refused, as nginx
-//! refuses it.
+//! refuses it. A Redis zone's rejection cache is new with every generation:
+//! it is exact only for the policy and the limits it was made for.
 
 use super::super::compiled::{CompileError, Config, Zone};
-use super::super::spec::{Backend, ConnZoneSpec, Spec, ZoneSpec};
+use super::super::spec::{Backend, ConnZoneSpec, Level, Spec, ZoneSpec};
 use crate::connlimit::ConnZone;
 use crate::errlog::{self, Severity};
 use crate::limiter::redis::{EventSink, RedisEvent};
 use crate::limiter::top::TopKeys;
-use crate::limiter::{Algorithm, MemoryZone, Policy, RedisBackend, RedisZone, Store, ZoneRef};
+use crate::limiter::{
+    Algorithm, MemoryZone, Policy, RedisBackend, RedisZone, RejectCache, Store, ZoneRef,
+};
 use std::sync::Arc;
 
 /// One backend for every Redis zone, when a zone uses it; kept across a
@@ -46,25 +49,51 @@ fn redis_log() -> EventSink {
 /// The window of a zone's most limited keys: `top` reports the last one
 /// to two minutes.
 pub(crate) const TOP_WINDOW_MS: u64 = 60_000;
+/// Per zone (by index), the largest `burst*1000` of any `limit_req` line
+/// naming it, at any level: the rejection cache keeps a refusal only while
+/// no line of the zone could admit the key (a superset of the lines in
+/// force is only more careful).
+pub(super) fn widest_bursts(spec: &Spec) -> Vec<u64> {
+    let mut widest = vec![0; spec.zones.len()];
+    let levels = std::iter::once(&spec.http).chain(
+        spec.servers
+            .iter()
+            .flat_map(|s| std::iter::once(&s.level).chain(s.locations.iter().map(|l| &l.level))),
+    );
+    for l in levels.flat_map(|l: &Level| l.limit_req.iter().flatten()) {
+        widest[l.zone] = widest[l.zone].max(l.burst);
+    }
+    widest
+}
 
 /// The limit_req zones, each with its previous states when it keeps them.
+/// `widest[i]`: see [`widest_bursts`].
 pub(super) fn zones(
     specs: Vec<ZoneSpec>,
     previous: Option<&Config>,
     redis: Option<&Arc<RedisBackend>>,
     top_keys: usize,
+    widest: &[u64],
 ) -> Result<Vec<Arc<Zone>>, CompileError> {
     specs
         .into_iter()
-        .map(|z| {
+        .zip(widest)
+        .map(|(z, &widest)| {
             let old = previous.and_then(|p| p.zones.iter().find(|o| *o.name() == *z.name));
             let store = store(&z, old.map(|o| &**o), redis)?;
+            let cache = match &*store {
+                Store::Redis(r) if r.backend().config().reject_cache => {
+                    Some(RejectCache::with_size(z.size, z.policy, widest))
+                }
+                _ => None,
+            };
             Ok(Arc::new(Zone {
                 limiter: Arc::new(ZoneRef {
                     counts: old.map(|o| o.limiter.counts.clone()).unwrap_or_default(),
                     name: z.name.into(),
                     policy: z.policy,
                     store,
+                    reject_cache: cache,
                 }),
                 // The most limited keys, kept across a reload that keeps
                 // their meaning (the same key and sketch size).
@@ -170,6 +199,51 @@ mod tests {
         );
         let spec = parse_str("t.toml", &text).unwrap_or_else(|e| panic!("{e}"));
         Config::compile(spec, previous).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A Redis zone has a rejection cache unless `reject_cache = false`,
+    /// knowing the largest burst any `limit_req` line gives the zone, at
+    /// any level; a memory zone has none; a reload makes a new one.
+    #[test]
+    fn redis_zones_get_a_rejection_cache_for_their_widest_limit() {
+        let text = |cache: bool| {
+            format!(
+                r#"limit_req = {{ zone = "r", burst = 5 }}
+[redis]
+url = "redis://127.0.0.1:1"
+reject_cache = {cache}
+[zones.r]
+key = "$binary_remote_addr"
+size = "64k"
+backend = "redis"
+[zones.m]
+key = "$binary_remote_addr"
+size = "1m"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+limit_req = [{{ zone = "r", burst = 3 }}, {{ zone = "m", burst = 9 }}]
+[[servers.locations]]
+path = "/a"
+limit_req = {{ zone = "r", burst = 7 }}
+"#
+            )
+        };
+        let compile = |cache: bool, previous: Option<&Config>| {
+            let spec = parse_str("t.toml", &text(cache)).unwrap_or_else(|e| panic!("{e}"));
+            Config::compile(spec, previous).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let first = compile(true, None);
+        let cache = first.zones[0].limiter.reject_cache.as_ref().unwrap();
+        assert_eq!((cache.widest(), cache.capacity()), (7000, 512));
+        assert!(
+            first.zones[1].limiter.reject_cache.is_none(),
+            "a memory zone"
+        );
+        let again = compile(true, Some(&first));
+        let again_cache = again.zones[0].limiter.reject_cache.as_ref().unwrap();
+        assert!(!std::ptr::eq(cache, again_cache), "one per generation");
+        assert!(compile(false, None).zones[0].limiter.reject_cache.is_none());
     }
 
     /// A reload keeps a zone's states while they mean the same: a new rate

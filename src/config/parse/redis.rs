@@ -47,6 +47,8 @@ pub(in crate::config) struct RedisDraft {
     pub tls_ca: TlsFile,
     pub tls_cert: TlsFile,
     pub tls_key: TlsFile,
+    /// `reject_cache` (default on).
+    pub reject_cache: Result<bool, Reported>,
 }
 
 impl RedisDraft {
@@ -115,6 +117,10 @@ static REDIS: Schema<RedisDraft> = Schema::plain(&[
     Key {
         name: "tls_key",
         read: |cx, k, v, r| r.tls_key = Some(file(cx, k, v, &r.dir)),
+    },
+    Key {
+        name: "reject_cache",
+        read: |cx, k, v, r| r.reject_cache = cx.bool(v, k).ok_or(Reported),
     },
 ]);
 
@@ -241,6 +247,7 @@ pub(super) fn redis(cx: &mut Cx, k: &str, v: &Val, file: &str) -> Option<RedisDr
         tls_ca: None,
         tls_cert: None,
         tls_key: None,
+        reject_cache: Ok(true),
     };
     REDIS.read(cx, t, "[redis]", &mut r);
     r.servers = servers(cx, t, &mut r);

@@ -36,6 +36,10 @@ pub struct RedisBackend {
     breaker_until: AtomicU64,
     /// A failure was seen and no success since (for the recovery notice).
     failing: AtomicBool,
+    /// Failed calls since the backend was built: a rejection cache entry
+    /// made before the latest failure is not used (Redis may have lost the
+    /// state it describes).
+    failures: AtomicU64,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -83,11 +87,22 @@ impl RedisBackend {
             epoch: Instant::now(),
             breaker_until: AtomicU64::new(0),
             failing: AtomicBool::new(false),
+            failures: AtomicU64::new(0),
         }))
     }
 
     pub fn config(&self) -> &RedisConfig {
         &self.config
+    }
+
+    /// Whose clock the script decides on.
+    pub fn time_source(&self) -> TimeSource {
+        self.script.time()
+    }
+
+    /// Failed calls so far (the rejection cache's epoch).
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Start connecting now, without waiting (call from inside the runtime):
@@ -142,6 +157,7 @@ impl RedisBackend {
 
     pub(super) fn record_failure(&self) {
         self.failing.store(true, Ordering::Relaxed);
+        self.failures.fetch_add(1, Ordering::Relaxed);
         self.breaker_until.store(
             self.now_ms() + BREAKER.as_millis() as u64,
             Ordering::Relaxed,

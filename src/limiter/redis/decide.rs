@@ -11,8 +11,16 @@
 //! 3. On acceptance the held memory limits are charged, then the checked
 //!    groups (`account`), newest first; on a memory refusal every hold is
 //!    released.
+//!
+//! The rejection cache (`cache`) comes in at step 2: every refusal Redis
+//! sends is remembered by the refused zone's cache, and before any call the
+//! first keyed Redis limit (the first key of the first call, which the
+//! script would look up first) is asked of its zone's cache: a known
+//! refusal is this decision's, with no call. Only the first: a later limit
+//! refuses only if every earlier one passes, which only Redis knows.
 
-use super::script::{Mode, Reply, ScriptKey};
+use super::cache::{Refusal, Seen};
+use super::script::{Mode, Reply, ScriptKey, TimeSource};
 use super::{CallError, OnError, RedisBackend, RedisZone, key_slot};
 use crate::limiter::protocol::{Decision, EachLocked, Holds};
 use crate::limiter::{Limit, LimitSet, Outcome, Store, evaluate};
@@ -57,8 +65,13 @@ pub(in crate::limiter) async fn decide<K: AsRef<[u8]>>(
     let mut d = Decision::new(limits, now, EachLocked);
     d.look_up(keys, false);
 
-    // 2. The Redis limits before the first memory refusal.
-    let groups = groups(limits, keys, d.refused_at().unwrap_or(limits.len()));
+    // 2. The Redis limits before the first memory refusal: a refusal this
+    //    instance knows of, or the calls.
+    let upto = d.refused_at().unwrap_or(limits.len());
+    if let Some(refused) = cached(limits, keys, upto, now) {
+        return d.reject(refused);
+    }
+    let groups = groups(limits, keys, upto);
     let deadline = groups
         .iter()
         .map(|g| Instant::now() + g.backend.config.timeout)
@@ -86,6 +99,48 @@ fn backend_down<'a, K>(limits: &'a LimitSet, keys: &[Option<K>]) -> Option<&'a R
         let r = redis_zone(l)?;
         (k.is_some() && r.backend.breaker_open()).then_some(&*r.backend)
     })
+}
+
+/// The refusal of the first keyed limit before `upto`, when it is a Redis
+/// limit whose zone's cache knows that Redis refuses its key at `now`.
+fn cached<K: AsRef<[u8]>>(
+    limits: &LimitSet,
+    keys: &[Option<K>],
+    upto: usize,
+    now: u64,
+) -> Option<Outcome> {
+    let i = keys[..upto].iter().position(Option::is_some)?;
+    let l = &limits[i];
+    let zone = redis_zone(l)?;
+    let key = keys[i].as_ref()?.as_ref();
+    let cache = l.zone.reject_cache.as_ref()?;
+    let (excess, wait_ms) = cache.refusal(key, l.burst, now, zone.backend.failures())?;
+    zone.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+    Some(Outcome::Rejected {
+        limit: i,
+        excess,
+        wait_ms,
+    })
+}
+
+/// Redis refused `limit`'s `key` (`refusal`), in a call sent after local
+/// time `now` while `epoch` calls of `backend` had failed: tell the zone's
+/// cache.
+fn remember<K: AsRef<[u8]>>(
+    limit: &Limit,
+    key: &Option<K>,
+    refusal: Refusal,
+    (now, epoch): (u64, u64),
+    backend: &RedisBackend,
+) {
+    if let (Some(cache), Some(key)) = (&limit.zone.reject_cache, key) {
+        let seen = Seen {
+            local: now,
+            epoch,
+            drift: backend.time_source() == TimeSource::Server,
+        };
+        cache.remember(key.as_ref(), refusal, seen);
+    }
 }
 
 /// The Redis limits before `upto` with a key, grouped by backend and slot
@@ -143,6 +198,7 @@ async fn check<'a, S: Holds, K: AsRef<[u8]>>(
         } else {
             Mode::Check
         };
+        let epoch = g.backend.failures();
         match g.backend.call(mode, &g.keys, d.now(), deadline).await {
             Ok(Reply::Accepted(stored)) => {
                 g.backend.record_success();
@@ -154,10 +210,21 @@ async fn check<'a, S: Holds, K: AsRef<[u8]>>(
                 index,
                 excess,
                 wait_ms,
+                at,
+                cell,
             }) => {
                 g.backend.record_success();
+                let limit = g.limits[index];
+                let refusal = Refusal {
+                    excess,
+                    wait_ms,
+                    at,
+                    cell,
+                };
+                let when = (d.now(), epoch);
+                remember(&d.limits()[limit], &keys[limit], refusal, when, g.backend);
                 return Err(d.reject(Outcome::Rejected {
-                    limit: g.limits[index],
+                    limit,
                     excess,
                     wait_ms,
                 }));

@@ -49,12 +49,21 @@
 //! Connection events are values ([`RedisEvent`]) given to the sink the
 //! backend was built with: the limiter writes no log itself.
 //!
+//! Rejections: a refusal stores nothing, and the script sends back the
+//! refused key's state, so a zone's [`RejectCache`] (`[redis]
+//! reject_cache`, on by default) lets this instance refuse that key itself,
+//! exactly as Redis would, until the zone's widest limit would admit it
+//! again (`cache`; only the first Redis limit a location asks is answered
+//! from it, see `decide`).
+//!
 //! Files: `connection` (the backend: breaker, events, the bounded call),
 //! `link` (one server, Cluster or Sentinel, as one connection shape),
 //! `sentinel` (following the master through a failover), `script` (the Lua
 //! script and its replies), `zone` (keys, slots, counters), `decide` (the
-//! decision), [`events`].
+//! decision), `cache` (the rejection cache), `peek` (one key looked at or
+//! forgotten), [`events`].
 
+pub mod cache;
 mod connection;
 mod decide;
 pub mod events;
@@ -64,6 +73,7 @@ mod script;
 mod sentinel;
 mod zone;
 
+pub use cache::{Refusal, RejectCache};
 pub use connection::{BREAKER, RedisBackend};
 pub(super) use decide::decide;
 pub use events::{EventSink, RedisEvent, ignore_events};
@@ -159,6 +169,10 @@ pub struct RedisConfig {
     /// `rediss://` only: PEM client certificate and key (mutual TLS).
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// `reject_cache`: each zone refuses a key Redis refused, locally,
+    /// until it would be admitted ([`RejectCache`]). The file's default is
+    /// on; `Default` (for tests and tools) leaves it off.
+    pub reject_cache: bool,
 }
 
 impl RedisConfig {

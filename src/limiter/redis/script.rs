@@ -2,7 +2,7 @@
 //! convention: what is sent (mode, time, and per key its limit: algorithm,
 //! count, period, burst, nginx's rate; [`ScriptKey`]) and what comes back
 //! ([`Reply`]: per key what it stored and where it stands, or the limit
-//! that refused).
+//! that refused, with the time it decided at and that key's stored state).
 //!
 //! The script is sent with `EVALSHA`; when the server answers `NOSCRIPT`
 //! (after a restart, a failover to a replica that never ran it, or `SCRIPT
@@ -12,6 +12,7 @@
 //! every node and fails while one is down, whereas `EVAL` is routed by its
 //! keys like `EVALSHA`, to the node that owns their slot.
 
+use crate::limiter::algorithm::Cell;
 use crate::limiter::{Algorithm, Policy, Standing, Stored, algorithm};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, ServerErrorKind};
@@ -90,6 +91,12 @@ pub enum Reply {
         index: usize,
         excess: u64,
         wait_ms: u64,
+        /// The script's `now` (Redis's clock, or the caller's with
+        /// [`TimeSource::Caller`]).
+        at: u64,
+        /// That key's stored cell, which the refusal left unchanged (all
+        /// zero for a sliding log): what the rejection cache decides from.
+        cell: Cell,
     },
 }
 
@@ -140,6 +147,10 @@ impl LimitScript {
             leaky: Lua::new(LEAKY_SCRIPT),
             time,
         }
+    }
+
+    pub(super) fn time(&self) -> TimeSource {
+        self.time
     }
 
     /// One run over `keys` on `conn`, not bounded in time (the caller
@@ -214,7 +225,7 @@ impl LimitScript {
 }
 
 /// The leaky script's reply over `keys`: `{1, e1..en}` or `{0, i, excess,
-/// wait}`.
+/// wait, now, l, e, 0}`.
 fn parse_leaky_reply(v: &[i64], keys: &[ScriptKey]) -> Result<Reply, CallError> {
     let bad = || CallError::Reply(format!("{v:?}"));
     let u = |x: i64| u64::try_from(x).map_err(|_| bad());
@@ -242,7 +253,8 @@ fn parse_leaky_reply(v: &[i64], keys: &[ScriptKey]) -> Result<Reply, CallError> 
 }
 
 /// The script's reply over `n` keys: `{1, e1, r1, t1, .., en, rn, tn}`
-/// (excess, remaining, reset_ms) or `{0, i, excess, wait}`.
+/// (excess, remaining, reset_ms) or `{0, i, excess, wait, now, last,
+/// value, aux}`.
 fn parse_reply(v: &[i64], n: usize) -> Result<Reply, CallError> {
     let bad = || CallError::Reply(format!("{v:?}"));
     let u = |x: i64| u64::try_from(x).map_err(|_| bad());
@@ -261,7 +273,7 @@ fn parse_reply(v: &[i64], n: usize) -> Result<Reply, CallError> {
                 })
                 .collect::<Result<_, _>>()?,
         )),
-        Some(0) if v.len() == 4 => {
+        Some(0) if v.len() == 8 => {
             let index = u(v[1])? as usize;
             if index == 0 || index > n {
                 return Err(bad());
@@ -270,6 +282,12 @@ fn parse_reply(v: &[i64], n: usize) -> Result<Reply, CallError> {
                 index: index - 1,
                 excess: u(v[2])?,
                 wait_ms: u(v[3])?,
+                at: u(v[4])?,
+                cell: Cell {
+                    last: u(v[5])?,
+                    value: u(v[6])?,
+                    aux: u(v[7])?,
+                },
             })
         }
         _ => Err(bad()),
@@ -294,14 +312,24 @@ mod tests {
             Reply::Accepted(vec![stored(0, 5, 200), stored(2000, 0, 500)])
         );
         assert_eq!(
-            parse_reply(&[0, 2, 6000, 500], 2).unwrap(),
+            parse_reply(&[0, 2, 6000, 500, 9000, 8000, 5000, 0], 2).unwrap(),
             Reply::Busy {
                 index: 1,
                 excess: 6000,
-                wait_ms: 500
+                wait_ms: 500,
+                at: 9000,
+                cell: Cell {
+                    last: 8000,
+                    value: 5000,
+                    aux: 0
+                },
             }
         );
-        assert!(parse_reply(&[0, 3, 1, 1], 2).is_err());
+        assert!(parse_reply(&[0, 3, 1, 1, 0, 0, 0, 0], 2).is_err());
+        assert!(
+            parse_reply(&[0, 2, 6000, 500], 2).is_err(),
+            "the old short refusal"
+        );
         assert!(parse_reply(&[1, 0, 2000], 2).is_err());
         assert!(parse_reply(&[1, 0, -1, 0], 1).is_err());
     }

@@ -21,6 +21,8 @@ pub struct ZoneStats {
     /// Decisions for this zone made by `on_error` (failures, and decisions
     /// taken while the breaker was open).
     pub fallbacks: AtomicU64,
+    /// Refusals answered by the zone's rejection cache, without Redis.
+    pub cache_hits: AtomicU64,
     /// Seconds (since the backend's start) of the last reported error, + 1.
     last_logged: AtomicU64,
     suppressed: AtomicU64,

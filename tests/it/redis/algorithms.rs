@@ -172,13 +172,23 @@ fn random_state(rng: &mut Lcg, p: &Policy, burst: u64, now: u64) -> State {
 }
 
 /// What the script answers for one key, computed by the pure functions; and the state the
-/// key is in afterwards.
+/// key is in afterwards. A refusal carries the time and the stored cell (the fields the
+/// algorithm keeps, the others 0; all 0 for a sliding log): what the rejection cache
+/// decides from.
 fn expected(mode: Mode, p: &Policy, burst: u64, s: &State, now: u64) -> (Reply, State) {
     let c = algorithm::check(p, burst, s.view(), now, 0);
+    let kept = hash_fields(p.algorithm).len();
+    let field = |i: usize, v: u64| if i < kept { v } else { 0 };
     let busy = Reply::Busy {
         index: 0,
         excess: c.excess,
         wait_ms: c.wait_ms,
+        at: now,
+        cell: Cell {
+            last: field(0, s.cell.last),
+            value: field(1, s.cell.value),
+            aux: field(2, s.cell.aux),
+        },
     };
     let standing = if c.admit {
         c.standing

@@ -27,6 +27,7 @@ url = "redis://127.0.0.1:6379/2"
 timeout = "20ms"
 on_error = "local"
 prefix = "app"
+reject_cache = false
 [zones.r]
 key = "$remote_addr"
 size = "1m"
@@ -41,6 +42,7 @@ size = "1m"
     assert_eq!(r.timeout, Duration::from_millis(20));
     assert_eq!(r.on_error, OnError::Local);
     assert_eq!(r.prefix, "app");
+    assert!(!r.reject_cache);
     assert_eq!(spec.zones[0].backend, sluice::config::Backend::Redis);
     assert_eq!(spec.zones[1].backend, sluice::config::Backend::Memory);
 
@@ -52,8 +54,8 @@ size = "1m"
     .unwrap();
     let r = spec.redis.unwrap();
     assert_eq!(
-        (r.timeout, r.on_error, r.prefix.as_str()),
-        (Duration::from_millis(50), OnError::Allow, "sluice")
+        (r.timeout, r.on_error, r.prefix.as_str(), r.reject_cache),
+        (Duration::from_millis(50), OnError::Allow, "sluice", true)
     );
 }
 
@@ -124,6 +126,14 @@ bogus = 1
     assert!(
         e[0].starts_with("t.toml:3:10: \"tls_ca\" needs a rediss:// url"),
         "{e:?}"
+    );
+
+    let e = config_errors(&format!(
+        "[redis]\nurl = \"redis://h:1\"\nreject_cache = \"yes\"\n{SERVER}"
+    ));
+    assert_eq!(
+        e,
+        ["t.toml:3:16: \"reject_cache\" must be true or false, found a string"]
     );
 
     let e = config_errors(&format!("[redis]\ntimeout = \"1s\"\n{SERVER}"));

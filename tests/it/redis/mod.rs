@@ -29,6 +29,7 @@
 
 mod algorithms;
 mod article;
+mod cache;
 mod cluster;
 mod config;
 mod expiry;

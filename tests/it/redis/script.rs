@@ -14,6 +14,7 @@ async fn the_server_clock_keys_and_expiry() {
         policy: Policy::leaky(Rate::per_second(2).unwrap()),
         store: Arc::new(Store::Redis(RedisZone::new(b.clone(), "z", 1 << 20))),
         counts: Default::default(),
+        reject_cache: None,
     });
     let limits = [Limit {
         zone,
@@ -58,6 +59,7 @@ async fn slow_zones_keep_their_state_until_it_has_drained() {
         policy: Policy::leaky(Rate::per_minute(1).unwrap()),
         store: Arc::new(Store::Redis(RedisZone::new(b, "slow", 1 << 20))),
         counts: Default::default(),
+        reject_cache: None,
     });
     let limits = [Limit {
         zone,

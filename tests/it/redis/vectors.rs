@@ -207,6 +207,7 @@ fn build(v: &Vector, layout: Layout, b: Option<&Arc<RedisBackend>>) -> Vec<Limit
                 policy: Policy::leaky(Rate::from_milli(*rate).unwrap()),
                 store: Arc::new(store),
                 counts: Default::default(),
+                reject_cache: None,
             })
         })
         .collect();
