@@ -227,6 +227,13 @@ pub async fn decide<K: AsRef<[u8]>>(
     if !limits.iter().any(|l| l.zone.store.is_redis()) {
         return evaluate(limits, now, key);
     }
+    if limits.len() == 1 {
+        // The common case: one key, no allocation (a refusal the rejection
+        // cache answers costs no more than a lookup).
+        let one = key(0);
+        drop(key);
+        return redis::decide(limits, now, std::slice::from_ref(&one)).await;
+    }
     let keys: Vec<Option<K>> = (0..limits.len()).map(&mut key).collect();
     drop(key);
     redis::decide(limits, now, &keys).await

@@ -12,12 +12,15 @@
 //!    groups (`account`), newest first; on a memory refusal every hold is
 //!    released.
 //!
-//! The rejection cache (`cache`) comes in at step 2: every refusal Redis
-//! sends is remembered by the refused zone's cache, and before any call the
-//! first keyed Redis limit (the first key of the first call, which the
-//! script would look up first) is asked of its zone's cache: a known
-//! refusal is this decision's, with no call. Only the first: a later limit
-//! refuses only if every earlier one passes, which only Redis knows.
+//! The rejection cache (`cache`): every refusal Redis sends is remembered
+//! by the refused zone's cache, and before any call the first keyed Redis
+//! limit (the first key of the first call, which the script would look up
+//! first) is asked of its zone's cache: a known refusal is this decision's,
+//! with no call. When that limit is the location's first keyed limit, this
+//! happens before step 1 (nothing else is looked up, as in nginx, and
+//! nothing is allocated); else after the memory limits before it passed.
+//! Only the first Redis limit: a later one refuses only if every earlier
+//! one passes, which only Redis knows.
 
 use super::cache::{Refusal, Seen};
 use super::script::{Mode, Reply, ScriptKey, TimeSource};
@@ -59,6 +62,12 @@ pub(in crate::limiter) async fn decide<K: AsRef<[u8]>>(
     if let Some(b) = backend_down(limits, keys) {
         return fallback(limits, now, keys, b.config.on_error);
     }
+    // A refusal of the first keyed limit this instance knows of.
+    let first = first_redis(limits, keys, limits.len());
+    let asked = first.filter(|&i| keys[..i].iter().all(Option::is_none));
+    if let Some(refused) = asked.and_then(|i| cached(limits, keys, i, now)) {
+        return refused;
+    }
     // 1. The memory limits. The decision releases their holds if this future
     //    is dropped while awaiting Redis (the client went away), so a held
     //    state never stays pinned.
@@ -68,7 +77,8 @@ pub(in crate::limiter) async fn decide<K: AsRef<[u8]>>(
     // 2. The Redis limits before the first memory refusal: a refusal this
     //    instance knows of, or the calls.
     let upto = d.refused_at().unwrap_or(limits.len());
-    if let Some(refused) = cached(limits, keys, upto, now) {
+    let later = first_redis(limits, keys, upto).filter(|&i| Some(i) != asked);
+    if let Some(refused) = later.and_then(|i| cached(limits, keys, i, now)) {
         return d.reject(refused);
     }
     let groups = groups(limits, keys, upto);
@@ -101,15 +111,19 @@ fn backend_down<'a, K>(limits: &'a LimitSet, keys: &[Option<K>]) -> Option<&'a R
     })
 }
 
-/// The refusal of the first keyed limit before `upto`, when it is a Redis
-/// limit whose zone's cache knows that Redis refuses its key at `now`.
+/// The first Redis limit before `upto` with a key.
+fn first_redis<K>(limits: &LimitSet, keys: &[Option<K>], upto: usize) -> Option<usize> {
+    (0..upto).find(|&i| keys[i].is_some() && redis_zone(&limits[i]).is_some())
+}
+
+/// Limit `i`'s refusal (a keyed Redis limit), when its zone's cache knows
+/// that Redis refuses its key at `now`.
 fn cached<K: AsRef<[u8]>>(
     limits: &LimitSet,
     keys: &[Option<K>],
-    upto: usize,
+    i: usize,
     now: u64,
 ) -> Option<Outcome> {
-    let i = keys[..upto].iter().position(Option::is_some)?;
     let l = &limits[i];
     let zone = redis_zone(l)?;
     let key = keys[i].as_ref()?.as_ref();
