@@ -221,6 +221,17 @@ impl RejectCache {
         (!c.admit && c.wait_ms > 0).then_some((Frozen::Cell(r.cell), c.wait_ms))
     }
 
+    /// Forget `key`'s refusal (the admin API forgave the key): its next
+    /// request asks Redis.
+    pub fn forget(&self, key: &[u8]) {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash).lock();
+        let slots = &shard.slots;
+        if let Some(&i) = shard.table.find(hash, |&i| *slots[i as usize].key == *key) {
+            shard.slots[i as usize].entry.until = 0;
+        }
+    }
+
     /// Redis's refusal of `key` under a limit of `burst` (`burst*1000`, at
     /// most the widest) at local time `now`, as `(excess, wait_ms)`; `None`
     /// when the cache does not know that Redis refuses it. `epoch`: the

@@ -243,6 +243,12 @@ async fn forget(z: &Zone, key: &[u8]) -> Answer {
     let known = match &*z.limiter.store {
         Store::Memory(m) => m.forget(key),
         Store::Redis(r) => {
+            // This instance's cached refusal goes too; another instance's
+            // lasts until Redis would have admitted the key anyway (see
+            // config/operations.md, "The rejection cache").
+            if let Some(c) = &z.limiter.reject_cache {
+                c.forget(key);
+            }
             let local = r.local().forget(key);
             match r.forget(key).await {
                 Ok(k) => k || local,

@@ -17,23 +17,25 @@ use super::*;
 use crate::support::InProcess;
 use sluice::limiter::{Algorithm, RejectCache};
 
-/// `cmdstat_evalsha`'s successful calls on `redis` (failed ones are the `NOSCRIPT` that load
-/// the script).
+/// The script calls `redis` ran: successful `EVALSHA`s, and the `EVAL`s
+/// that follow a `NOSCRIPT` (the failed `EVALSHA`s) to load the script.
 fn evalsha_calls(redis: &RedisServer) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut redis.client())
         .unwrap();
-    let line = info
-        .lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .unwrap_or("cmdstat_evalsha:calls=0");
-    let field = |name: &str| -> u64 {
-        line.split([':', ','])
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .map_or(0, |v| v.parse().unwrap())
+    let ok = |cmd: &str| -> u64 {
+        let Some(line) = info.lines().find(|l| l.starts_with(cmd)) else {
+            return 0;
+        };
+        let field = |name: &str| -> u64 {
+            line.split([':', ','])
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .map_or(0, |v| v.parse().unwrap())
+        };
+        field("calls") - field("failed_calls")
     };
-    field("calls") - field("failed_calls")
+    ok("cmdstat_evalsha:") + ok("cmdstat_eval:")
 }
 
 /// The policy of the cached zone for `a`, its widest and a narrower `burst*1000` (windows
