@@ -6,8 +6,8 @@
 #
 # Steps (each one runs, and each one is reported PASS or FAIL at the end; nothing is skipped):
 #   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk, curl, openssl,
-#      h2load (nghttp2-client), python3-websockets and python3-h2
-#      with apt-get (as root, or through sudo); cargo must already be there;
+#      h2load (nghttp2-client), python3-websockets, python3-h2 and chromium (the dashboard's browser
+#      test, tests/it/admin_dashboard.rs) with apt-get (as root, or through sudo); cargo must already be there;
 #   2. cargo build --release;
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
 #      sluice themselves; the unit tests include the replay of the fuzz corpora, fuzz/corpus and
@@ -46,13 +46,14 @@ install_packages() {
   command -v curl         >/dev/null || missing+=(curl)
   command -v openssl      >/dev/null || missing+=(openssl)   # the TLS tests make their certificates
   command -v h2load       >/dev/null || missing+=(nghttp2-client)   # HTTP/2 bursts over one connection
+  command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)   # the dashboard, in a real browser
   [[ -x /usr/bin/python3 ]]         || missing+=(python3)   # Debian's own: the tests run /usr/bin/python3
   /usr/bin/python3 -c 'import websockets' 2>/dev/null || missing+=(python3-websockets)   # the WebSocket client
   /usr/bin/python3 -c 'import hpack' 2>/dev/null || missing+=(python3-h2)   # HPACK for the HTTP/2 conformance client
   command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
 
   if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "nginx, redis-server, wrk, curl, openssl, h2load, python3-websockets and python3-h2 are installed"
+    echo "nginx, redis-server, wrk, curl, openssl, h2load, python3-websockets, python3-h2 and chromium are installed"
   else
     echo "missing: ${missing[*]}"
     if [[ $EUID -ne 0 ]]; then
@@ -87,6 +88,8 @@ install_packages() {
   for tool in nginx redis-server wrk curl openssl h2load; do
     command -v "$tool" >/dev/null || { echo "$tool is still missing after installation" >&2; return 1; }
   done
+  command -v chromium >/dev/null || command -v chromium-browser >/dev/null \
+    || { echo "chromium is still missing after installation" >&2; return 1; }
   /usr/bin/python3 -c 'import websockets' || { echo "python3-websockets is still missing after installation" >&2; return 1; }
   /usr/bin/python3 -c 'import hpack' || { echo "python3-h2 is still missing after installation" >&2; return 1; }
   echo "$(nginx -v 2>&1); $(redis-server --version | cut -d' ' -f1-3); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2); $(cargo --version)"
@@ -176,7 +179,7 @@ run_step() {
   fi
 }
 
-run_step "system packages (nginx, redis-server, wrk, curl)" install_packages
+run_step "system packages (nginx, redis-server, wrk, curl, chromium)" install_packages
 run_step "cargo build --release" build
 run_step "cargo test --release" unit_and_integration_tests
 run_step "scripts/compare-nginx.sh --check" compare_with_nginx

@@ -43,7 +43,7 @@ return = {{ status = 200 }}
 
 /// `method path` on the admin listener from 127.0.0.1, with `auth` as
 /// the bearer token if given.
-async fn api(s: &InProcess, method: &str, path: &str, auth: Option<&str>) -> Reply {
+pub(crate) async fn api(s: &InProcess, method: &str, path: &str, auth: Option<&str>) -> Reply {
     let bearer = auth.map(|t| format!("Bearer {t}"));
     let headers: Vec<(&str, &str)> = bearer
         .as_deref()
@@ -52,14 +52,14 @@ async fn api(s: &InProcess, method: &str, path: &str, auth: Option<&str>) -> Rep
     request(s.admin_addr(), client(1), method, path, &headers).await
 }
 
-async fn json(s: &InProcess, path: &str) -> Value {
+pub(crate) async fn json(s: &InProcess, path: &str) -> Value {
     let r = api(s, "GET", path, None).await;
     assert_eq!(r.status, 200, "{path}: {r:?}");
     assert_eq!(r.header("content-type"), Some("application/json"));
     serde_json::from_str(&r.body_text()).unwrap_or_else(|e| panic!("{path}: {e}: {r:?}"))
 }
 
-async fn hits(addr: SocketAddr, client_n: u8, path: &str, n: usize) -> Vec<u16> {
+pub(crate) async fn hits(addr: SocketAddr, client_n: u8, path: &str, n: usize) -> Vec<u16> {
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(

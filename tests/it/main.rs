@@ -7,6 +7,7 @@
 mod support;
 
 mod admin_api;
+mod admin_dashboard;
 mod article;
 mod client_contract;
 mod conformance;

@@ -10,12 +10,16 @@
 //! states, one client key's state (`keys/KEY`, and `DELETE` to forget it),
 //! and the zone's most limited keys (`top`).
 //!
+//! The dashboard ([`dashboard`]) at `/` is one self-contained page that
+//! polls this API.
+//!
 //! Who may use it ([`gate`]): loopback clients, and those `[admin] allow`
 //! names; everyone else gets 403. Writes (`DELETE`) need `Authorization:
 //! Bearer TOKEN` with `[admin] token_file`'s token: without a token file
 //! they are off (403), with a missing or wrong token 401, and nothing
 //! changes. Every answer is counted (`sluice_admin_requests`).
 
+mod dashboard;
 mod plus;
 mod zones;
 
@@ -141,8 +145,16 @@ pub(crate) async fn admin(
         let v = HeaderValue::from_static(answer.content_type);
         r.headers_mut().insert(header::CONTENT_TYPE, v);
     }
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if answer.content_type.starts_with("text/html") {
+        let v = HeaderValue::from_static(dashboard::csp());
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
     if answer.result == AdminResult::Unauthorized {
         let v = HeaderValue::from_static("Bearer realm=\"sluice admin\"");
         r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
@@ -216,6 +228,10 @@ async fn route(shared: &Shared, config: &crate::config::Config, req: &Request<In
             Answer::text(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
         }
         "/healthz" => Answer::text(StatusCode::OK, "ok\n"),
+        "/" | "/index.html" => Answer {
+            content_type: "text/html; charset=utf-8",
+            ..Answer::text(StatusCode::OK, dashboard::PAGE)
+        },
         _ => Answer::text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
