@@ -20,7 +20,8 @@
 //!   [`check`]: the summary `sluice check` prints; [`simulate`]: `sluice
 //!   simulate`, the limiter's algorithms compared over a request sequence;
 //!   [`import`]: `sluice import-nginx`, an nginx.conf translated into
-//!   sluice's TOML (checked by [`config`]'s own stages).
+//!   sluice's TOML (checked by [`config`]'s own stages); [`top`]: `sluice
+//!   top`, the admin API's zones, top keys and upstreams in a terminal.
 //! - [`config`]: the TOML file → a validated [`config::Spec`], every error
 //!   reported as `FILE:LINE:COL: message` → the [`config::Config`] that
 //!   serves (inheritance resolved, zones allocated, locations in nginx's
@@ -76,5 +77,6 @@ pub(crate) mod respond;
 pub mod server;
 pub mod simulate;
 pub(crate) mod tls;
+pub mod top;
 pub(crate) mod upstream;
 pub(crate) mod vars;

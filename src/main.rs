@@ -95,6 +95,10 @@ enum Command {
     /// cannot be translated is reported on stderr and at the top of the
     /// output.
     ImportNginx(ImportArgs),
+    /// Watch a running sluice through its admin listener: per zone passed,
+    /// delayed and rejected requests per second, states, the most limited
+    /// keys, upstream servers (refreshed in place; Ctrl-C to quit).
+    Top(TopArgs),
     /// Write sluice's manual page (roff) to stdout:
     /// `sluice man > /usr/local/share/man/man1/sluice.1`; with a command,
     /// its own page (`sluice man check > …/sluice-check.1`).
@@ -126,6 +130,43 @@ struct ImportArgs {
     /// are made absolute under it.
     #[arg(long, value_name = "DIR")]
     prefix: Option<PathBuf>,
+}
+
+/// `sluice top [--admin ADDR | --config FILE] [--interval 2s] [--once]`.
+#[derive(clap::Args)]
+struct TopArgs {
+    /// The admin listener's address (default 127.0.0.1:9090).
+    #[arg(long, value_name = "ADDR", group = "where")]
+    admin: Option<std::net::SocketAddr>,
+    /// A configuration whose `[admin] listen` names it.
+    #[arg(long, short, value_name = "FILE", group = "where")]
+    config: Option<PathBuf>,
+    /// Time between readings: 500ms, 2s, 1m.
+    #[arg(long, default_value = "2s", value_parser = interval_arg)]
+    interval: std::time::Duration,
+    /// Print one screen without escape codes and exit (its rates are over
+    /// one interval: two readings that far apart).
+    #[arg(long)]
+    once: bool,
+}
+
+fn interval_arg(s: &str) -> Result<std::time::Duration, String> {
+    let (n, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, "s"), |at| s.split_at(at));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration (500ms, 2s, 1m)"))?;
+    let ms = match unit {
+        "ms" => n,
+        "s" => n * 1000,
+        "m" => n * 60_000,
+        _ => return Err(format!("\"{s}\": the unit is ms, s or m")),
+    };
+    if ms == 0 {
+        return Err("the interval must be above 0".into());
+    }
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// `sluice simulate (--scenario A|B | --trace FILE) [options]`.
@@ -207,6 +248,7 @@ fn main() -> ExitCode {
         Some(Command::Stop(t)) => signal(t, control::Signal::Stop),
         Some(Command::Simulate(args)) => simulate(args),
         Some(Command::ImportNginx(args)) => import_nginx(args),
+        Some(Command::Top(args)) => top(args),
         Some(Command::Man { command }) => man(command.as_deref()),
         Some(Command::Completions { shell }) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
@@ -280,6 +322,30 @@ fn serve(path: PathBuf, spec: config::Spec) -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     rt.block_on(control::run(path, runtime))?;
     Ok(())
+}
+
+/// `sluice top`: exit 1 when the admin listener cannot be found or read.
+fn top(args: TopArgs) -> ExitCode {
+    let admin = match (args.admin, &args.config) {
+        (Some(a), _) => Ok(a),
+        (None, Some(c)) => sluice::top::admin_of(c),
+        (None, None) => Ok(std::net::SocketAddr::from(([127, 0, 0, 1], 9090))),
+    };
+    let run = admin.and_then(|admin| {
+        let opts = sluice::top::Options {
+            admin,
+            interval: args.interval,
+            once: args.once,
+        };
+        sluice::top::run(&opts, &mut std::io::stdout().lock())
+    });
+    match run {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice top: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// The manual page: the command's own help with its subcommands, as roff

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["respond", "conn_state", "headers"],
     &["accesslog", "connlimit", "upstream", "client_body"],
     &["config"],
-    &["metrics", "check", "simulate", "import"],
+    &["metrics", "check", "simulate", "import", "top"],
     &["request"],
     &["server"],
     &["control"],

@@ -8,6 +8,7 @@ mod support;
 
 mod admin_api;
 mod admin_dashboard;
+mod admin_top;
 mod article;
 mod client_contract;
 mod conformance;
