@@ -10,9 +10,12 @@
 # the upstream group `backend` (a second sluice server answering `return 200`, and 127.0.0.1:9, where
 # nothing listens, so that it shows as unavailable), a limit_conn zone, and the admin listener. curl sends
 # requests from 127.0.0.2 … 127.0.0.7 (`--interface`; all of 127.0.0.0/8 is local on Linux), and keeps
-# sending while headless Chromium (`chromium`, Debian's package) loads http://ADMIN/ and lets the page poll
-# a few times (in Chromium's virtual time) before the screenshot (1280×900).
-# Prints the path of the PNG. Needs curl, python3 (to find free ports) and chromium.
+# sending while headless Chromium (`chromium`, Debian's package; window 1280×900) shows http://ADMIN/
+# for $SECONDS_SHOWN seconds (default 7) of real time, so that the page's rates are those of real
+# traffic, then takes the screenshot through the DevTools protocol (Page.captureScreenshot).
+# (`chromium --screenshot` alone needs --virtual-time-budget to let the page poll, and in virtual time
+# the rates come out near 0.) Prints the path of the PNG.
+# Needs curl, chromium, and python3 with websockets (python3-websockets, which scripts/test.sh installs).
 set -euo pipefail
 export LC_ALL=C
 
@@ -109,7 +112,39 @@ pids=()
 sleep 1
 
 "$browser" --headless=new --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$dir/profile" \
-  --window-size=1280,900 --virtual-time-budget=7000 --screenshot="$out" "http://127.0.0.1:$admin/" \
-  >"$dir/chromium.log" 2>&1 || { cat "$dir/chromium.log" >&2; exit 1; }
-[[ -s $out ]] || { echo "dashboard-screenshot.sh: chromium wrote no $out" >&2; cat "$dir/chromium.log" >&2; exit 1; }
+  --window-size=1280,900 --remote-debugging-port=0 "http://127.0.0.1:$admin/" >"$dir/chromium.log" 2>&1 &
+pids+=($!)
+# The DevTools port Chromium chose, the page's socket, a wait in real time, the screenshot.
+/usr/bin/python3 - "$dir/profile" "$out" "${SECONDS_SHOWN:-7}" <<'PY' || { cat "$dir/chromium.log" >&2; exit 1; }
+import asyncio, base64, json, pathlib, sys, time, urllib.request
+import websockets
+
+profile, out, shown = sys.argv[1], sys.argv[2], float(sys.argv[3])
+port_file = pathlib.Path(profile, "DevToolsActivePort")
+for _ in range(200):
+    if port_file.exists() and port_file.read_text().strip():
+        break
+    time.sleep(0.05)
+else:
+    sys.exit("chromium did not open its DevTools port")
+port = port_file.read_text().split()[0]
+pages = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
+url = next(p["webSocketDebuggerUrl"] for p in pages if p["type"] == "page")
+
+async def shoot():
+    async with websockets.connect(url, max_size=None) as ws:
+        # The page's own area 1280×900 (the window's size includes none of a browser's chrome here,
+        # but a headless window may still be given less).
+        size = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+        await ws.send(json.dumps({"id": 0, "method": "Emulation.setDeviceMetricsOverride", "params": size}))
+        await asyncio.sleep(shown)
+        await ws.send(json.dumps({"id": 1, "method": "Page.captureScreenshot", "params": {"format": "png"}}))
+        while True:
+            answer = json.loads(await ws.recv())
+            if answer.get("id") == 1:
+                return base64.b64decode(answer["result"]["data"])
+
+pathlib.Path(out).write_bytes(asyncio.run(shoot()))
+PY
+[[ -s $out ]] || { echo "dashboard-screenshot.sh: no screenshot written to $out" >&2; cat "$dir/chromium.log" >&2; exit 1; }
 echo "$out"
