@@ -68,32 +68,29 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    fn text(status: StatusCode, body: impl Into<String>) -> Answer {
+    /// `body` of `content_type` (none: no body), counted as not found
+    /// for a 404 and as answered otherwise.
+    fn new(status: StatusCode, content_type: &'static str, body: String) -> Answer {
         let result = match status {
             StatusCode::NOT_FOUND => AdminResult::NotFound,
             _ => AdminResult::Ok,
         };
         Answer {
             status,
-            content_type: "text/plain; charset=utf-8",
-            body: body.into(),
+            content_type,
+            body,
             result,
         }
+    }
+
+    fn text(status: StatusCode, body: impl Into<String>) -> Answer {
+        Answer::new(status, "text/plain; charset=utf-8", body.into())
     }
 
     fn json(status: StatusCode, value: &serde_json::Value) -> Answer {
         let mut body = serde_json::to_string_pretty(value).unwrap_or_default();
         body.push('\n');
-        Answer {
-            status,
-            content_type: "application/json",
-            body,
-            result: if status == StatusCode::NOT_FOUND {
-                AdminResult::NotFound
-            } else {
-                AdminResult::Ok
-            },
-        }
+        Answer::new(status, "application/json", body)
     }
 
     /// NGINX Plus's error object: `{"error": {"status", "text", "code"}}`.
@@ -105,12 +102,7 @@ impl Answer {
     }
 
     fn no_content() -> Answer {
-        Answer {
-            status: StatusCode::NO_CONTENT,
-            content_type: "",
-            body: String::new(),
-            result: AdminResult::Ok,
-        }
+        Answer::new(StatusCode::NO_CONTENT, "", String::new())
     }
 
     fn counted_as(self, result: AdminResult) -> Answer {
@@ -220,18 +212,20 @@ async fn route(shared: &Shared, config: &crate::config::Config, req: &Request<In
         return Answer::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     }
     match path {
-        "/metrics" => Answer {
-            content_type: crate::metrics::CONTENT_TYPE,
-            ..Answer::text(StatusCode::OK, shared.env.metrics.render(config))
-        },
+        "/metrics" => Answer::new(
+            StatusCode::OK,
+            crate::metrics::CONTENT_TYPE,
+            shared.env.metrics.render(config),
+        ),
         "/healthz" if shared.draining.load(Ordering::Relaxed) => {
             Answer::text(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
         }
         "/healthz" => Answer::text(StatusCode::OK, "ok\n"),
-        "/" | "/index.html" => Answer {
-            content_type: "text/html; charset=utf-8",
-            ..Answer::text(StatusCode::OK, dashboard::PAGE)
-        },
+        "/" | "/index.html" => Answer::new(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            dashboard::PAGE.into(),
+        ),
         _ => Answer::text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

@@ -293,14 +293,14 @@ fn top(z: &Zone, query: &str, now: u64) -> Value {
     })
 }
 
+/// `%XX` escapes decoded; `None` for a `%` not followed by two hex digits.
 fn percent_decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
-            let h = b.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?);
+            out.push(hex_byte(b.get(i + 1..i + 3)?)?);
             i += 3;
         } else {
             out.push(b[i]);
@@ -310,11 +310,34 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// `hex:…`'s digits as bytes.
 fn from_hex(h: &[u8]) -> Option<Vec<u8>> {
     if h.len() % 2 != 0 {
         return None;
     }
-    h.chunks(2)
-        .map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok())
-        .collect()
+    h.chunks(2).map(hex_byte).collect()
+}
+
+/// Two hex digits as a byte (exactly two digits: no sign, no space).
+fn hex_byte(pair: &[u8]) -> Option<u8> {
+    let digit = |b: u8| (b as char).to_digit(16);
+    match pair {
+        [h, l] => Some((digit(*h)? * 16 + digit(*l)?) as u8),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_decode_only_real_hex_digits() {
+        assert_eq!(percent_decode("a%2Fb%20"), Some(b"a/b ".to_vec()));
+        assert_eq!(percent_decode("%+1"), None);
+        assert_eq!(percent_decode("%4"), None);
+        assert_eq!(from_hex(b"7f000002"), Some(vec![127, 0, 0, 2]));
+        assert_eq!(from_hex(b"+f"), None);
+        assert_eq!(from_hex(b"abc"), None);
+    }
 }
