@@ -20,6 +20,7 @@
 //! `block_max`.
 
 use super::hpack::{self, CompressionError, Decoder};
+use super::ledger::{self, Ledger, Replay};
 use super::request::{self, Limits, Verdict};
 use crate::http1::{HeadRules, Refusal};
 use bytes::{Buf, BytesMut};
@@ -27,10 +28,10 @@ use bytes::{Buf, BytesMut};
 const DATA: u8 = 0;
 const HEADERS: u8 = 1;
 const PRIORITY: u8 = 2;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
-const WINDOW_UPDATE: u8 = 8;
+pub const RST_STREAM: u8 = 3;
+pub const SETTINGS: u8 = 4;
+pub const PING: u8 = 6;
+pub const WINDOW_UPDATE: u8 = 8;
 const CONTINUATION: u8 = 9;
 
 const END_STREAM: u8 = 0x1;
@@ -40,7 +41,9 @@ const PRIORITY_FLAG: u8 = 0x20;
 
 /// The client connection preface (RFC 9113 §3.4): passed on as it is
 /// (hyper checks it).
-const PREFACE_LEN: usize = 24;
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// RST_STREAM's and GOAWAY's `STREAM_CLOSED`.
+const STREAM_CLOSED: u32 = 0x5;
 /// The largest frame hyper accepts (`SETTINGS_MAX_FRAME_SIZE`, its
 /// default): the blocks written for it are cut to this.
 const FRAME_MAX: usize = 16 * 1024;
@@ -159,6 +162,8 @@ pub struct Inbound {
     preface: usize,
     /// Bytes of a passed-on frame's payload still to come.
     pass: usize,
+    /// Bytes of a dropped frame's payload still to come.
+    skip: usize,
     block: Option<Block>,
     decoder: Decoder,
     last_stream: u32,
@@ -172,6 +177,19 @@ pub struct Inbound {
     notices: Vec<Refusal>,
     next_token: u64,
     aborted: Option<Abort>,
+    /// What both sides agreed (for parking).
+    ledger: Ledger,
+    /// The highest stream opened before the connection was last parked:
+    /// frames on those streams are answered here (see [`ledger`]).
+    floor: u32,
+    /// Frames for the client that the gate itself writes (answers on
+    /// streams below `floor`).
+    to_client: Vec<u8>,
+    /// How much of the client's connection WINDOW_UPDATEs hyper is not to
+    /// see (see [`Replay::deficit`]).
+    deficit: u32,
+    /// The client's connection WINDOW_UPDATE increments since last taken.
+    granted: u64,
 }
 
 impl Inbound {
@@ -185,8 +203,9 @@ impl Inbound {
             block_max: limits.list + FRAME_MAX,
             raw: BytesMut::new(),
             out: BytesMut::new(),
-            preface: PREFACE_LEN,
+            preface: PREFACE.len(),
             pass: 0,
+            skip: 0,
             block: None,
             decoder: Decoder::new(),
             last_stream: 0,
@@ -197,6 +216,11 @@ impl Inbound {
             notices: Vec::new(),
             next_token: 0,
             aborted: None,
+            ledger: Ledger::default(),
+            floor: 0,
+            to_client: Vec::new(),
+            deficit: 0,
+            granted: 0,
         }
     }
 
@@ -247,6 +271,58 @@ impl Inbound {
         }
     }
 
+    /// See [`Replay::deficit`]: 0 once hyper's idea of the client's window
+    /// is the true one.
+    pub fn deficit(&self) -> u32 {
+        self.deficit
+    }
+
+    /// The client's connection WINDOW_UPDATE increments since the last call.
+    pub fn take_granted(&mut self) -> u64 {
+        std::mem::take(&mut self.granted)
+    }
+
+    /// Frames the gate answers itself, for the client: take them from the
+    /// front, between hyper's frames.
+    pub fn answers(&mut self) -> &mut Vec<u8> {
+        &mut self.to_client
+    }
+
+    /// What both sides agreed: sluice's frames are recorded here as they
+    /// are written.
+    pub fn ledger(&mut self) -> &mut Ledger {
+        &mut self.ledger
+    }
+
+    /// Nothing is in flight in either direction: the connection may be
+    /// parked (see [`ledger`]), its hyper connection started afresh with a
+    /// window of `connection_window`.
+    pub fn parkable(&self, connection_window: u32) -> bool {
+        self.idle()
+            && self.pass == 0
+            && self.skip == 0
+            && self.to_client.is_empty()
+            && self.aborted.is_none()
+            && self.ledger.quiet(connection_window)
+    }
+
+    /// Parks the connection, if [`Inbound::parkable`]: what starts a fresh
+    /// hyper connection in step with the client. Frames on the streams
+    /// used so far are answered here from now on.
+    pub fn park(&mut self, connection_window: u32) -> Option<Replay> {
+        if !self.parkable(connection_window) {
+            return None;
+        }
+        let replay = self.ledger.replay(connection_window)?;
+        self.floor = self.last_stream;
+        self.deficit = replay.deficit;
+        self.release();
+        self.to_client = Vec::new();
+        self.refused = Vec::new();
+        self.notices = Vec::new();
+        Some(replay)
+    }
+
     /// Moves what [`Inbound::input`] holds on to [`Inbound::output`], as far
     /// as whole frames (or a DATA payload's bytes) allow.
     pub fn process(&mut self) -> Result<(), Abort> {
@@ -263,6 +339,15 @@ impl Inbound {
 
     fn step(&mut self) -> Result<(), Abort> {
         loop {
+            if self.skip > 0 {
+                let n = self.skip.min(self.raw.len());
+                if n == 0 {
+                    return Ok(());
+                }
+                self.raw.advance(n);
+                self.skip -= n;
+                continue;
+            }
             if self.preface > 0 || self.pass > 0 {
                 let want = self.preface.max(self.pass);
                 let n = want.min(self.raw.len());
@@ -299,11 +384,75 @@ impl Inbound {
             if self.block.is_some() {
                 return Err(Abort::Protocol("a header block was interrupted"));
             }
+            // SETTINGS and WINDOW_UPDATE are read whole, for the ledger.
+            let whole = (kind == SETTINGS || kind == WINDOW_UPDATE) && len <= FRAME_MAX;
+            if whole && self.raw.len() < 9 + len {
+                return Ok(());
+            }
             self.count_frame(kind, flags, len)?;
+            let payload = if whole { &self.raw[9..9 + len] } else { &[] };
+            self.ledger.client_frame(kind, flags, stream, len, payload);
+            if kind == WINDOW_UPDATE && stream == 0 && whole && len == 4 && self.window_update() {
+                continue;
+            }
+            if self.closed_before(stream)
+                && matches!(kind, DATA | PRIORITY | RST_STREAM | WINDOW_UPDATE)
+            {
+                // A stream of before the connection was parked: what h2
+                // does on a closed stream (DATA reset, the rest ignored).
+                if kind == DATA {
+                    self.answer_closed(stream, len)?;
+                }
+                self.raw.advance(9);
+                self.skip = len;
+                continue;
+            }
             self.out.extend_from_slice(&self.raw[..9]);
             self.raw.advance(9);
             self.pass = len;
         }
+    }
+
+    /// The client's connection WINDOW_UPDATE, whole at the front of `raw`:
+    /// counted as granted, and while hyper believes the window larger than
+    /// it is, its increment goes to hyper less the difference (or not at
+    /// all). True when it was dealt with here.
+    fn window_update(&mut self) -> bool {
+        let increment = u32::from_be_bytes([self.raw[9], self.raw[10], self.raw[11], self.raw[12]])
+            & 0x7fff_ffff;
+        self.granted += u64::from(increment);
+        if self.deficit == 0 || increment == 0 {
+            return false;
+        }
+        let kept = increment.min(self.deficit);
+        self.deficit -= kept;
+        if increment > kept {
+            self.out
+                .extend_from_slice(&ledger::window_update(0, increment - kept));
+        }
+        self.raw.advance(13);
+        true
+    }
+
+    /// `stream` was over before the connection was last parked: hyper now
+    /// would take it for a new one.
+    fn closed_before(&self, stream: u32) -> bool {
+        stream % 2 == 1 && stream <= self.floor
+    }
+
+    /// A frame on a stream closed before the park: `RST_STREAM
+    /// STREAM_CLOSED`, as h2 answers it, and the connection window its
+    /// `len` bytes took, given back. Counted as a reset that serves
+    /// nothing.
+    fn answer_closed(&mut self, stream: u32, len: usize) -> Result<(), Abort> {
+        self.spend(Flood::RstStream)?;
+        self.to_client
+            .extend_from_slice(&ledger::rst_stream(stream, STREAM_CLOSED));
+        if len > 0 {
+            self.to_client
+                .extend_from_slice(&ledger::window_update(0, len as u32));
+        }
+        Ok(())
     }
 
     /// Counts a frame that is passed on against its kind's budget.
@@ -403,9 +552,13 @@ impl Inbound {
             return Err(Abort::Field("zero header name length"));
         }
         let new_request = block.stream % 2 == 1 && block.stream > self.last_stream;
+        if !new_request && self.closed_before(block.stream) {
+            return self.answer_closed(block.stream, 0);
+        }
         let out = if new_request {
             self.last_stream = block.stream;
             self.opened = self.opened.saturating_add(1);
+            self.ledger.opened(block.stream, block.end_stream);
             match request::judge(&decoded.fields, decoded.over, &self.rules, self.limits) {
                 Verdict::Accept {
                     block: mut b,
@@ -439,6 +592,9 @@ impl Inbound {
             }
         } else {
             // Trailers, or a block on a stream hyper will refuse anyway.
+            let flags = if block.end_stream { END_STREAM } else { 0 };
+            self.ledger
+                .client_frame(HEADERS, flags, block.stream, 0, &[]);
             request::trailers(&decoded.fields)
         };
         write_headers(&mut self.out, block.stream, block.end_stream, &out);

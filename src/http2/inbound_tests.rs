@@ -1,4 +1,5 @@
 use super::*;
+use crate::http2::ledger;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = BytesMut::new();
@@ -279,4 +280,82 @@ fn trailers_with_a_pseudo_header_reset_the_stream() {
     ));
     i.process().unwrap();
     assert_eq!(written(i.output())[0].0, "connection");
+}
+
+/// A connection that served stream 1 and was parked.
+fn parked() -> (Inbound, ledger::Replay) {
+    let mut i = inbound();
+    i.input()
+        .extend_from_slice(&frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0x10, 0]));
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &block(GET)));
+    i.process().unwrap();
+    i.output().clear();
+    // hyper's answers: its SETTINGS, their acknowledgements, the response.
+    let l = i.ledger();
+    l.server_frame(SETTINGS, 0, 0, 12, &[]);
+    l.server_frame(SETTINGS, 0x1, 0, 0, &[]);
+    l.server_frame(HEADERS, END_STREAM | END_HEADERS, 1, 20, &[]);
+    i.input().extend_from_slice(&frame(SETTINGS, 0x1, 0, &[]));
+    i.process().unwrap();
+    i.output().clear();
+    assert!(i.parkable(1 << 20));
+    let replay = i.park(1 << 20).expect("parked");
+    (i, replay)
+}
+
+/// After a park, frames on the streams of before it are answered here as h2
+/// answers a closed stream; hyper never sees them.
+#[test]
+fn frames_on_streams_of_before_a_park_are_answered_here() {
+    let (mut i, _) = parked();
+    let mut late = frame(WINDOW_UPDATE, 0, 1, &7u32.to_be_bytes());
+    late.extend(frame(PRIORITY, 0, 1, &[0, 0, 0, 0, 1]));
+    late.extend(frame(RST_STREAM, 0, 1, &[0, 0, 0, 8]));
+    late.extend(frame(DATA, 0, 1, b"abc"));
+    late.extend(frame(HEADERS, END_STREAM | END_HEADERS, 1, &block(GET)));
+    i.input().extend_from_slice(&late);
+    i.process().unwrap();
+    assert!(i.output().is_empty(), "hyper sees none of them");
+    let mut want = ledger::rst_stream(1, STREAM_CLOSED).to_vec();
+    want.extend(ledger::window_update(0, 3));
+    want.extend(ledger::rst_stream(1, STREAM_CLOSED));
+    assert_eq!(std::mem::take(i.answers()), want);
+    // A new stream goes on.
+    i.input()
+        .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block(GET)));
+    i.process().unwrap();
+    assert_eq!(written(i.output())[0], (":method".into(), "GET".into()));
+}
+
+/// A client window below a fresh connection's: its next WINDOW_UPDATEs reach
+/// hyper less the difference, and it is counted as granted in full.
+#[test]
+fn the_deficit_is_taken_from_the_clients_next_window_updates() {
+    let (mut i, replay) = parked();
+    assert_eq!(replay.deficit, 0);
+    let (mut i, deficit) = {
+        // Stream 3's response took 40 000 of the client's window.
+        i.input()
+            .extend_from_slice(&frame(HEADERS, END_STREAM | END_HEADERS, 3, &block(GET)));
+        i.process().unwrap();
+        i.output().clear();
+        i.ledger().server_frame(HEADERS, 0x4, 3, 20, &[]);
+        i.ledger().server_frame(DATA, END_STREAM, 3, 40_000, &[]);
+        let r = i.park(1 << 20).expect("parked again");
+        (i, r.deficit)
+    };
+    assert_eq!(deficit, 40_000);
+    i.input()
+        .extend_from_slice(&frame(WINDOW_UPDATE, 0, 0, &30_000u32.to_be_bytes()));
+    i.input()
+        .extend_from_slice(&frame(WINDOW_UPDATE, 0, 0, &30_000u32.to_be_bytes()));
+    i.input()
+        .extend_from_slice(&frame(WINDOW_UPDATE, 0, 0, &5u32.to_be_bytes()));
+    i.process().unwrap();
+    let mut want = ledger::window_update(0, 20_000).to_vec();
+    want.extend(frame(WINDOW_UPDATE, 0, 0, &5u32.to_be_bytes()));
+    assert_eq!(i.output().split().as_ref(), want.as_slice());
+    assert_eq!(i.deficit(), 0);
+    assert_eq!(i.take_granted(), 60_005);
 }

@@ -20,6 +20,7 @@
 pub mod hpack;
 mod huffman;
 pub mod inbound;
+pub mod ledger;
 pub mod request;
 
 pub use inbound::{Abort, Inbound};

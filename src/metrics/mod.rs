@@ -8,10 +8,12 @@
 //! outcomes, error kinds, status codes — never a client key.
 
 mod admin;
+mod http2;
 mod upstreams;
 
 pub use admin::AdminResult;
 use admin::register_admin;
+use http2::Http2;
 
 use crate::config::Config;
 use crate::limiter::{LimitReqStatus, Store};
@@ -119,26 +121,10 @@ pub struct Metrics {
     /// TLS handshakes of client connections, by result.
     handshakes: Family<Outcome, Counter>,
     tunnels: Tunnels,
-    /// HTTP/2 connections closed for a flood of one frame kind.
-    h2_floods: Family<Frame, Counter>,
+    /// HTTP/2 floods and parked connections.
+    http2: Http2,
     /// Admin listener requests by result.
     admin: Family<Outcome, Counter>,
-}
-
-fn register_h2_floods(registry: &mut Registry) -> Family<Frame, Counter> {
-    let floods = Family::<Frame, Counter>::default();
-    registry.register(
-        "sluice_http2_floods",
-        "HTTP/2 connections closed with ENHANCE_YOUR_CALM for a flood, by frame kind",
-        floods.clone(),
-    );
-    floods
-}
-
-/// The frame label of `sluice_http2_floods`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Frame {
-    frame: &'static str,
 }
 
 impl Default for Metrics {
@@ -210,11 +196,11 @@ impl Metrics {
             drop(handshakes.get_or_create(&Outcome { result }));
         }
         let tunnels = Tunnels::register(&mut registry);
-        let h2_floods = register_h2_floods(&mut registry);
+        let http2 = Http2::register(&mut registry);
         let admin = register_admin(&mut registry);
         Metrics {
             admin,
-            h2_floods,
+            http2,
             refused,
             handshakes,
             tunnels,
@@ -270,7 +256,13 @@ impl Metrics {
 
     /// An HTTP/2 connection was closed for a flood of `frame` frames.
     pub fn h2_flood(&self, frame: &'static str) {
-        self.h2_floods.get_or_create(&Frame { frame }).inc();
+        self.http2.flood(frame);
+    }
+
+    /// HTTP/2 connections parked now: `+1` when one is, `-1` when it wakes
+    /// or ends.
+    pub fn h2_parked(&self, change: i64) {
+        self.http2.parked.inc_by(change);
     }
 
     pub fn connection_refused(&self) {

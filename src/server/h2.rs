@@ -40,15 +40,23 @@
 //! `Connection` and what it names, `Keep-Alive`, `Transfer-Encoding`,
 //! `Upgrade`, `TE`); the upstream side stays HTTP/1.1.
 //!
-//! An idle connection holds about 31 KB, nearly all of it the h2 crate's
-//! buffers (16 KB to write, 8 KB to read), kept for its life: unlike an
-//! HTTP/1.1 connection it cannot be parked, its HPACK tables and settings
-//! must live on.
+//! An idle connection is parked: hyper's connection holds the h2 crate's
+//! buffers (16 KB to write, 8 KB to read, 4 KB of HPACK) for its life, so
+//! once a connection has had nothing in flight for [`PARK_AFTER`] (no
+//! stream, every SETTINGS and PING answered: [`crate::http2::ledger`]),
+//! hyper's connection is dropped and its [`H2Io`] comes back ([`Lent`]);
+//! the socket waits without a buffer. When the client speaks again, a
+//! fresh hyper connection reads a replay of what the client and the old
+//! one agreed first (its settings, the windows), and the first frames it
+//! writes that would restate them are kept from the client
+//! (`frames::Waking`). A parked connection keeps its idle deadline and
+//! its stop: a `GOAWAY`, then the close.
 
+mod frames;
 mod io;
 mod stream;
 
-use self::io::H2Io;
+use self::io::{H2Io, Lent};
 use self::stream::{H2Service, Streams};
 use super::Shared;
 use crate::conn_state::{Conn, ConnState, Expired};
@@ -62,7 +70,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// The connection preface of a client with prior knowledge (RFC 9113 §3.4).
-pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) use crate::http2::inbound::PREFACE;
 
 /// nginx's `http2_max_concurrent_streams`.
 pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 128;
@@ -142,8 +150,41 @@ pub(crate) async fn serve_h2<S>(
     let list_max = u32::try_from(n.saturating_mul(field_max)).unwrap_or(u32::MAX);
     let streams = Arc::new(Streams::new(conn.id, conn.remote.ip(), server));
     let parts = (conn.state.clone(), streams.clone(), shared.env.clone());
-    let io = H2Io::new(stream, read_ahead, parts, head_rules);
-    let svc = H2Service::new(shared.clone(), conn.clone(), streams.clone());
+    // Boxed: it moves between hyper's connection and the parked loop, and
+    // is all a parked connection holds besides its socket's task.
+    let mut io = Box::new(H2Io::new(stream, read_ahead, parts, head_rules));
+    let home = Arc::new(parking_lot::Mutex::new(None));
+    loop {
+        let svc = H2Service::new(shared.clone(), conn.clone(), streams.clone());
+        let lent = Lent::new(io, home.clone());
+        let mut served = Box::pin(builder(list_max).serve_connection(TokioIo::new(lent), svc));
+        // (Its error is the client's doing, or a timeout, logged below.)
+        let drove = drive(served.as_mut(), &streams, &conn.state, &mut stopping).await;
+        drop(served);
+        let back = home.lock().take();
+        let (Drove::Park, Some(parked)) = (drove, back) else {
+            break;
+        };
+        io = parked;
+        if !io.park() {
+            break;
+        }
+        shared.env.metrics.h2_parked(1);
+        let woke = io
+            .parked(streams.idle_deadline(&conn.state), &mut stopping)
+            .await;
+        shared.env.metrics.h2_parked(-1);
+        if !woke {
+            break;
+        }
+    }
+    streams.end();
+    closed(&streams, &conn.state);
+}
+
+/// hyper's HTTP/2 server, as nginx's defaults have it (`list_max`: the
+/// header list's bound).
+fn builder(list_max: u32) -> hyper::server::conn::http2::Builder<TokioExecutor> {
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
@@ -152,15 +193,24 @@ pub(crate) async fn serve_h2<S>(
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_send_buf_size(SEND_BUFFER)
         .max_header_list_size(list_max);
-    let served = std::pin::pin!(builder.serve_connection(TokioIo::new(io), svc));
-    // (Its error is the client's doing, or a timeout, logged below.)
-    let _ = drive(served, &streams, &conn.state, &mut stopping).await;
-    streams.end();
-    closed(&streams, &conn.state);
+    builder
 }
 
 /// hyper's connection, as [`serve_h2`] builds it.
-type Served<S> = hyper::server::conn::http2::Connection<TokioIo<H2Io<S>>, H2Service, TokioExecutor>;
+type Served<S> = hyper::server::conn::http2::Connection<TokioIo<Lent<S>>, H2Service, TokioExecutor>;
+
+/// How long a connection stays quiet (no stream, nothing in flight)
+/// before it is parked: long enough that a client fetching a page's
+/// resources one after another does not pay a restart for each.
+pub(crate) const PARK_AFTER: Duration = Duration::from_millis(250);
+
+/// How [`drive`] ended.
+enum Drove {
+    /// The connection is over.
+    Ended,
+    /// Quiet for [`PARK_AFTER`]: let hyper's connection go.
+    Park,
+}
 
 /// How long an idle connection told to go away may take to close by itself
 /// (hyper waits for the client's answer to its ping) before it is dropped:
@@ -180,7 +230,7 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     streams: &Streams,
     state: &ConnState,
     stopping: &mut watch::Receiver<bool>,
-) -> Result<(), hyper::Error> {
+) -> Drove {
     let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
     // When the GOAWAY went, and how long the connection may stay once no
     // stream is open.
@@ -210,17 +260,17 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             .stalled_since()
             .filter(|_| !send.is_zero())
             .map(|p| p + send);
-        let wake = match (idle, stalled) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let park = streams
+            .park_at(PARK_AFTER)
+            .filter(|_| going.is_none() && !streams.calm() && !state.timeouts.keepalive.is_zero());
+        let wake = [idle, stalled, park].into_iter().flatten().min();
         if let Some(at) = wake {
             if timer.deadline() != at {
                 timer.as_mut().reset(at);
             }
         }
         tokio::select! {
-            r = served.as_mut() => return r,
+            _ = served.as_mut() => return Drove::Ended,
             _ = stopping.wait_for(|stop| *stop), if going.is_none() => {
                 served.as_mut().graceful_shutdown();
                 going = Some((Instant::now(), state.timeouts.send));
@@ -229,14 +279,17 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 let now = Instant::now();
                 if stalled.is_some_and(|at| now >= at) {
                     let _ = state.expire(Expired::Send);
-                    return Ok(());
+                    return Drove::Ended;
+                }
+                if park.is_some_and(|at| now >= at) && idle.is_none_or(|at| now < at) {
+                    return Drove::Park;
                 }
                 if idle.is_none_or(|at| now < at) {
                     continue;
                 }
                 if streams.calm() || going.is_some() {
                     // It did not close by itself in time.
-                    return Ok(());
+                    return Drove::Ended;
                 }
                 // Idle for client_header_timeout or keepalive_timeout: as
                 // nginx, a GOAWAY and the close, with no log line.

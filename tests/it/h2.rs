@@ -15,6 +15,8 @@
 //! - [`floods`]: floods of frames that serve no request (PING, SETTINGS, WINDOW_UPDATE,
 //!   PRIORITY, RST_STREAM, empty DATA, CONTINUATION, unknown kinds) cut with ENHANCE_YOUR_CALM,
 //!   and busy clients that are not (scripts/h2-flood.sh measures the same floods, nginx beside);
+//! - [`park`]: idle connections parked (hyper's connection let go) and woken in step with
+//!   real clients (python3-h2, the `h2` crate, curl over TLS), old streams' frames, timeouts;
 //! - [`tls`]: HTTP/2 by ALPN on `ssl` listeners (curl, openssl s_client, h2load), `http2 =
 //!   false` offering HTTP/1.1 only, the burst against nginx's `listen … ssl http2`;
 //! - [`conformance`]: malformed and hostile requests (tests/it/h2/conformance.py writes their
@@ -26,6 +28,7 @@ mod client;
 mod conformance;
 mod floods;
 mod limits;
+mod park;
 mod protections;
 mod raw;
 mod tls;

@@ -1,15 +1,19 @@
 //! The client's socket as hyper's HTTP/2 server reads and writes it: every
 //! byte read goes through [`Inbound`] (the request gate and the frame
-//! budgets) first.
+//! budgets) first; every frame written is followed (the ends of streams,
+//! the ledger that lets an idle connection be parked).
 
+use super::CONNECTION_WINDOW;
+use super::frames::{Outbound, Sent, Waking};
 use super::stream::Streams;
 use crate::conn_state::ConnState;
 use crate::errlog::{self, Severity};
 use crate::http1::HeadRules;
+use crate::http2::ledger::Replay;
 use crate::http2::{Abort, Inbound, inbound};
 use crate::request::Env;
 use crate::server::refuse;
-use bytes::Buf;
+use bytes::{Buf, BytesMut};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,8 +25,8 @@ const READ: usize = 16 * 1024;
 
 /// The client's stream for hyper: the bytes already read first, every
 /// frame through the [`Inbound`] gate, writes bounded by `send_timeout`,
-/// and the `GOAWAY` that ends a connection the gate (or too many reset
-/// streams) condemned.
+/// the `GOAWAY` that ends a connection the gate (or too many reset
+/// streams) condemned, and what parking needs (see [`super`]).
 pub(super) struct H2Io<S> {
     inner: S,
     read_ahead: Vec<u8>,
@@ -34,52 +38,24 @@ pub(super) struct H2Io<S> {
     env: Arc<Env>,
     /// hyper wrote bytes it has not flushed yet: it may be inside a frame.
     unflushed: bool,
+    /// hyper's last write or flush is waiting for the socket.
+    write_pending: bool,
     /// The gate ended the connection: the GOAWAY's code, once logged.
     aborted: Option<u32>,
-    /// Where hyper's writes are in its frames.
+    /// Where the written bytes are in hyper's frames.
     outbound: Outbound,
-}
-
-/// The frames hyper writes, followed as they go out, for the ends of
-/// streams: what a stream holds is let go once its end is written
-/// ([`Streams::written`]).
-#[derive(Default)]
-struct Outbound {
-    head: [u8; 9],
-    /// Bytes of the current frame's head written so far.
-    have: usize,
-    /// Bytes of its payload still to be written.
-    left: usize,
-}
-
-impl Outbound {
-    /// `bytes` were written: calls `out` with each frame now out whole
-    /// (its kind, flags and stream).
-    fn wrote(&mut self, mut bytes: &[u8], out: &mut impl FnMut(u8, u8, u32)) {
-        while !bytes.is_empty() {
-            if self.left > 0 {
-                let n = self.left.min(bytes.len());
-                self.left -= n;
-                bytes = &bytes[n..];
-            } else {
-                let n = (9 - self.have).min(bytes.len());
-                self.head[self.have..self.have + n].copy_from_slice(&bytes[..n]);
-                self.have += n;
-                bytes = &bytes[n..];
-                if self.have < 9 {
-                    return;
-                }
-                self.have = 0;
-                let h = self.head;
-                self.left = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
-            }
-            if self.left == 0 && self.have == 0 {
-                let h = self.head;
-                let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
-                out(h[3], h[4], stream);
-            }
-        }
-    }
+    /// Whole frames to write before hyper's next bytes: the gate's own
+    /// answers, and after a park what the client is to see of hyper's
+    /// first frames.
+    ahead: BytesMut,
+    /// `ahead` went out but is not flushed yet.
+    ahead_unflushed: bool,
+    /// Started afresh after a park: hyper's first frames are sifted.
+    waking: Option<Waking>,
+    /// Parked: what wakes hyper's fresh connection in step.
+    replay: Option<Replay>,
+    /// Last told to [`Streams::quiet`].
+    quiet: bool,
 }
 
 impl<S> H2Io<S> {
@@ -98,8 +74,14 @@ impl<S> H2Io<S> {
             streams,
             env,
             unflushed: false,
+            write_pending: false,
             aborted: None,
             outbound: Outbound::default(),
+            ahead: BytesMut::new(),
+            ahead_unflushed: false,
+            waking: None,
+            replay: None,
+            quiet: false,
         }
     }
 
@@ -148,7 +130,7 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
     /// as far as the socket takes it at once; then an error, which ends
     /// hyper's connection.
     fn go_away(&mut self, cx: &mut Context<'_>, code: u32) -> io::Error {
-        if !self.unflushed {
+        if !self.unflushed && self.ahead.is_empty() {
             self.unflushed = true;
             let frame = inbound::goaway(self.inbound.last_stream(), code);
             let inner = Pin::new(&mut self.inner);
@@ -175,34 +157,42 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
         self.write_timer.poll_expired(cx, &self.state)
     }
 
+    /// `bytes` reached the socket: each frame now out whole raises the
+    /// budgets (DATA and HEADERS), lets go what its stream held (its end),
+    /// and goes in the ledger.
+    fn sent(&mut self, bytes: &[u8]) {
+        let (streams, inbound) = (&self.streams, &mut self.inbound);
+        self.outbound.wrote(bytes, &mut |f: Sent| {
+            if f.kind <= 1 {
+                inbound.served();
+            }
+            let ends = f.kind <= 1 && f.flags & 0x1 != 0 || f.kind == 3;
+            if ends && f.stream != 0 {
+                streams.written(f.stream);
+            }
+            inbound
+                .ledger()
+                .server_frame(f.kind, f.flags, f.stream, f.len, f.lead());
+        });
+    }
+
     fn wrote<'b>(
         &mut self,
         r: Poll<io::Result<usize>>,
         bufs: impl IntoIterator<Item = &'b [u8]>,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<usize>> {
+        self.write_pending = r.is_pending();
         match r {
             Poll::Ready(r) => {
                 self.write_timer.progress();
                 if let Ok(n) = r {
                     if n > 0 {
                         self.unflushed = true;
-                        let (streams, inbound) = (&self.streams, &mut self.inbound);
-                        // Frames that serve requests raise the budgets; a
-                        // stream's end lets go what it held.
-                        let mut frame = |kind: u8, flags: u8, stream: u32| {
-                            if kind <= 1 {
-                                inbound.served();
-                            }
-                            let ends = kind <= 1 && flags & 0x1 != 0 || kind == 3;
-                            if ends && stream != 0 {
-                                streams.written(stream);
-                            }
-                        };
                         let mut left = n;
                         for b in bufs {
                             let b = &b[..left.min(b.len())];
-                            self.outbound.wrote(b, &mut frame);
+                            self.sent(b);
                             left -= b.len();
                             if left == 0 {
                                 break;
@@ -214,6 +204,120 @@ impl<S: AsyncWrite + Unpin> H2Io<S> {
             }
             Poll::Pending => self.poll_write_timer(cx).map(Err),
         }
+    }
+
+    /// The gate's answers join `ahead` when they can go between hyper's
+    /// frames (`ahead` holds only whole frames).
+    fn queue_answers(&mut self) {
+        if self.inbound.answers().is_empty() {
+            return;
+        }
+        if self.ahead.is_empty() && !self.outbound.at_boundary() {
+            return;
+        }
+        let answers = std::mem::take(self.inbound.answers());
+        self.ahead.extend_from_slice(&answers);
+    }
+
+    /// Writes `ahead` out; Ready once it is all written.
+    fn poll_ahead(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.ahead.is_empty() {
+            match Pin::new(&mut self.inner).poll_write(cx, &self.ahead) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    self.write_timer.progress();
+                    let bytes = self.ahead.split_to(n);
+                    self.sent(&bytes);
+                    self.ahead_unflushed = true;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.poll_write_timer(cx).map(Err),
+            }
+        }
+        self.ahead = BytesMut::new();
+        Poll::Ready(Ok(()))
+    }
+
+    /// While waking: hyper's frames the client is to see go `ahead`, as
+    /// far as its window (opened by `granted` more) lets them; woken once
+    /// in step.
+    fn sift(&mut self, granted: u64) {
+        if let Some(waking) = &mut self.waking {
+            waking.grant(granted);
+            waking.sift(&mut self.ahead);
+            if waking.done(self.inbound.deficit()) {
+                self.waking = None;
+            }
+        }
+    }
+
+    /// Sends what the gate answered by itself while hyper reads (hyper may
+    /// have nothing to write): its frames, then a flush.
+    fn send_answers(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        self.queue_answers();
+        if let Poll::Ready(r) = self.poll_ahead(cx) {
+            r?;
+            if self.ahead_unflushed {
+                if let Poll::Ready(r) = Pin::new(&mut self.inner).poll_flush(cx) {
+                    r?;
+                    self.ahead_unflushed = false;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the connection may be parked now, told to [`Streams`] when
+    /// it changes.
+    fn tell_quiet(&mut self) {
+        let quiet = self.read_ahead.is_empty()
+            && self.ahead.is_empty()
+            && !self.ahead_unflushed
+            && self.waking.as_ref().is_none_or(Waking::settled)
+            && !self.unflushed
+            && !self.write_pending
+            && self.aborted.is_none()
+            && self.outbound.at_boundary()
+            && self.inbound.parkable(CONNECTION_WINDOW);
+        if quiet != self.quiet {
+            self.quiet = quiet;
+            self.streams.quiet(quiet);
+        }
+    }
+
+    /// hyper's write of `bufs`, sifted while the connection wakes.
+    fn poll_hyper_write<'b>(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'b>],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(code) = self.condemned_code() {
+            return Poll::Ready(Err(self.go_away(cx, code)));
+        }
+        if self.poll_ahead(cx)?.is_pending() {
+            self.write_pending = true;
+            return Poll::Pending;
+        }
+        self.queue_answers();
+        if let Some(waking) = &mut self.waking {
+            let mut n = 0;
+            for b in bufs {
+                waking.take(b);
+                n += b.len();
+            }
+            self.sift(0);
+            self.unflushed = true;
+            self.write_pending = false;
+            let _ = self.poll_ahead(cx)?;
+            return Poll::Ready(Ok(n));
+        }
+        let r = match bufs {
+            [one] => Pin::new(&mut self.inner).poll_write(cx, one),
+            _ => Pin::new(&mut self.inner).poll_write_vectored(cx, bufs),
+        };
+        let r = self.wrote(r, bufs.iter().map(|b| &**b), cx);
+        self.queue_answers();
+        r
     }
 }
 
@@ -253,7 +357,115 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
         if let Err(abort) = r {
             self.condemned(&abort);
         }
+        let granted = self.inbound.take_granted();
+        self.sift(granted);
+        self.send_answers(cx)?;
         Poll::Ready(Ok(true))
+    }
+
+    fn poll_hyper_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let out = self.inbound.output();
+            if !out.is_empty() {
+                let n = out.len().min(buf.remaining());
+                buf.put_slice(&out[..n]);
+                out.advance(n);
+                if self.inbound.idle() {
+                    self.inbound.release();
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(code) = self.condemned_code() {
+                return Poll::Ready(Err(self.go_away(cx, code)));
+            }
+            if self.waking.as_mut().is_some_and(Waking::hold_reads) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            if !ready!(self.poll_fill(cx))? {
+                return Poll::Ready(Ok(()));
+            }
+            if self.inbound.idle() {
+                self.inbound.release();
+            }
+        }
+    }
+
+    /// Parks the connection (hyper's has been let go): true if it can be
+    /// woken in step later (see [`super`]); its buffers are given back.
+    pub(super) fn park(&mut self) -> bool {
+        if !self.quiet {
+            return false;
+        }
+        self.replay = self.inbound.park(CONNECTION_WINDOW);
+        self.waking = None;
+        self.ahead = BytesMut::new();
+        self.read_ahead = Vec::new();
+        self.quiet = false;
+        self.streams.quiet(false);
+        self.replay.is_some()
+    }
+
+    /// Parked, waits for the client: true when it spoke (the connection
+    /// wakes with what it sent); false when the connection is to end: the
+    /// client left, or a stop or `until` came (then a `GOAWAY` went).
+    pub(super) async fn parked(
+        &mut self,
+        until: Option<tokio::time::Instant>,
+        stopping: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> bool {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut first = [0u8; 128];
+        let far = tokio::time::Instant::now() + std::time::Duration::from_secs(86_400);
+        let read = tokio::select! {
+            r = self.inner.read(&mut first) => r,
+            _ = tokio::time::sleep_until(until.unwrap_or(far)) => Err(io::ErrorKind::TimedOut.into()),
+            _ = stopping.wait_for(|stop| *stop) => Err(io::ErrorKind::Interrupted.into()),
+        };
+        match read {
+            Ok(0) => false,
+            Ok(n) => {
+                self.wake(&first[..n]);
+                true
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                // As hyper's graceful close, without its PING: nothing is open.
+                let goaway = inbound::goaway(self.inbound.last_stream(), 0);
+                let send = self.state.timeouts.send;
+                let bye = async {
+                    self.inner.write_all(&goaway).await?;
+                    self.inner.flush().await?;
+                    self.inner.shutdown().await
+                };
+                let _ = tokio::time::timeout(send, bye).await;
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The client spoke to a parked connection: hyper's fresh connection
+    /// reads the replay first, then `first`; the client is told its window.
+    fn wake(&mut self, first: &[u8]) {
+        if let Some(replay) = self.replay.take() {
+            self.inbound.output().extend_from_slice(&replay.to_hyper);
+            if let Some(frame) = replay.to_client {
+                self.ahead.extend_from_slice(&frame);
+            }
+            let raises = CONNECTION_WINDOW > crate::http2::ledger::INITIAL_WINDOW as u32;
+            let credit = self.inbound.ledger().send_window();
+            self.waking = Some(Waking::new(raises, credit));
+        }
+        self.read_ahead = first.to_vec();
     }
 }
 
@@ -264,27 +476,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Io<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        loop {
-            let out = this.inbound.output();
-            if !out.is_empty() {
-                let n = out.len().min(buf.remaining());
-                buf.put_slice(&out[..n]);
-                out.advance(n);
-                if this.inbound.idle() {
-                    this.inbound.release();
-                }
-                return Poll::Ready(Ok(()));
-            }
-            if let Some(code) = this.condemned_code() {
-                return Poll::Ready(Err(this.go_away(cx, code)));
-            }
-            if !ready!(this.poll_fill(cx))? {
-                return Poll::Ready(Ok(()));
-            }
-            if this.inbound.idle() {
-                this.inbound.release();
-            }
-        }
+        let r = this.poll_hyper_read(cx, buf);
+        this.tell_quiet();
+        r
     }
 }
 
@@ -295,11 +489,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if let Some(code) = this.condemned_code() {
-            return Poll::Ready(Err(this.go_away(cx, code)));
-        }
-        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.wrote(r, [buf], cx)
+        let r = this.poll_hyper_write(cx, &[io::IoSlice::new(buf)]);
+        this.tell_quiet();
+        r
     }
 
     fn poll_write_vectored(
@@ -308,11 +500,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if let Some(code) = this.condemned_code() {
-            return Poll::Ready(Err(this.go_away(cx, code)));
-        }
-        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.wrote(r, bufs.iter().map(|b| &**b), cx)
+        let r = this.poll_hyper_write(cx, bufs);
+        this.tell_quiet();
+        r
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -321,18 +511,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_flush(cx) {
-            Poll::Ready(Ok(())) => {
-                this.write_timer.progress();
-                this.unflushed = false;
-                if let Some(code) = this.condemned_code() {
-                    return Poll::Ready(Err(this.go_away(cx, code)));
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => this.poll_write_timer(cx).map(Err),
-        }
+        let r = this.poll_hyper_flush(cx);
+        this.write_pending = r.is_pending();
+        this.tell_quiet();
+        r
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -340,50 +522,91 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for H2Io<S> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::Outbound;
+impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
+    fn poll_hyper_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.poll_ahead(cx)?.is_pending() {
+            return Poll::Pending;
+        }
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Ready(Ok(())) => {
+                self.write_timer.progress();
+                self.unflushed = false;
+                self.ahead_unflushed = false;
+                if let Some(code) = self.condemned_code() {
+                    return Poll::Ready(Err(self.go_away(cx, code)));
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => self.poll_write_timer(cx).map(Err),
+        }
+    }
+}
 
-    fn frame(kind: u8, flags: u8, stream: u32, len: usize) -> Vec<u8> {
-        let l = (len as u32).to_be_bytes();
-        let mut f = vec![l[1], l[2], l[3], kind, flags];
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.resize(9 + len, 0);
-        f
+/// An [`H2Io`] lent to one hyper connection: when hyper's connection is
+/// dropped (to park), it comes back `home`.
+pub(super) struct Lent<S> {
+    io: Option<Box<H2Io<S>>>,
+    home: Home<S>,
+}
+
+/// Where a lent [`H2Io`] comes back.
+pub(super) type Home<S> = Arc<parking_lot::Mutex<Option<Box<H2Io<S>>>>>;
+
+impl<S> Lent<S> {
+    pub(super) fn new(io: Box<H2Io<S>>, home: Home<S>) -> Lent<S> {
+        Lent { io: Some(io), home }
     }
 
-    /// Frames are found however the writes cut them.
-    #[test]
-    fn stream_ends_are_seen_across_any_cut() {
-        let mut bytes = frame(1, 0x4, 1, 20); // HEADERS, not the end
-        bytes.extend(frame(0, 0, 1, 100)); // DATA
-        bytes.extend(frame(0, 0x1, 1, 5)); // DATA, END_STREAM
-        bytes.extend(frame(1, 0x5, 3, 7)); // HEADERS, END_STREAM
-        bytes.extend(frame(6, 0, 0, 8)); // PING
-        bytes.extend(frame(3, 0, 5, 4)); // RST_STREAM
-        for cut in 1..bytes.len() {
-            let mut o = Outbound::default();
-            let mut ended = Vec::new();
-            for piece in bytes.chunks(cut) {
-                o.wrote(piece, &mut |kind, flags, s| ended.push((kind, flags, s)));
-            }
-            let want = [
-                (1, 4, 1),
-                (0, 0, 1),
-                (0, 1, 1),
-                (1, 5, 3),
-                (6, 0, 0),
-                (3, 0, 5),
-            ];
-            assert_eq!(ended, want, "cut {cut}");
-        }
-        // Not before its last byte.
-        let mut o = Outbound::default();
-        let mut ended = Vec::new();
-        let end = frame(0, 0x1, 7, 5);
-        o.wrote(&end[..end.len() - 1], &mut |_, _, s| ended.push(s));
-        assert!(ended.is_empty());
-        o.wrote(&end[end.len() - 1..], &mut |_, _, s| ended.push(s));
-        assert_eq!(ended, [7]);
+    fn io(&mut self) -> io::Result<&mut Box<H2Io<S>>> {
+        self.io
+            .as_mut()
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+}
+
+impl<S> Drop for Lent<S> {
+    fn drop(&mut self) {
+        *self.home.lock() = self.io.take();
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Lent<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut **self.io()?).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Lent<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut **self.io()?).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut **self.io()?).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.as_ref().is_some_and(|io| io.is_write_vectored())
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut **self.io()?).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut **self.io()?).poll_shutdown(cx)
     }
 }

@@ -51,8 +51,11 @@ pub(super) struct Streams {
     refused: Mutex<Vec<Refused>>,
     /// What streams whose bodies ended hold (their `limit_conn` counts)
     /// until their end is written to the client ([`Streams::written`]).
-    parked: Mutex<Vec<(u32, Held)>>,
-    parked_any: AtomicBool,
+    holding: Mutex<Vec<(u32, Held)>>,
+    holding_any: AtomicBool,
+    /// Since when the connection's socket has had nothing in flight (see
+    /// [`super::io::H2Io`]): it may be parked.
+    quiet_since: Mutex<Option<Instant>>,
     /// For log lines: the connection's number, client and server.
     pub(super) id: u64,
     pub(super) client: IpAddr,
@@ -72,8 +75,9 @@ impl Streams {
             progress: Mutex::new(Instant::now()),
             changed: Notify::new(),
             refused: Mutex::new(Vec::new()),
-            parked: Mutex::new(Vec::new()),
-            parked_any: AtomicBool::new(false),
+            holding: Mutex::new(Vec::new()),
+            holding_any: AtomicBool::new(false),
+            quiet_since: Mutex::new(None),
             id,
             client,
             server,
@@ -152,6 +156,27 @@ impl Streams {
         Some(*self.idle_since.lock() + wait)
     }
 
+    /// The socket has nothing in flight (`quiet`), or again has.
+    pub(super) fn quiet(&self, quiet: bool) {
+        *self.quiet_since.lock() = quiet.then(Instant::now);
+        if quiet {
+            self.changed.notify_one();
+        }
+    }
+
+    /// When the connection may be parked: nothing in flight on its socket,
+    /// no stream open, nothing held for one, since `PARK_AFTER`.
+    pub(super) fn park_at(&self, after: std::time::Duration) -> Option<Instant> {
+        let since = (*self.quiet_since.lock())?;
+        if self.open() > 0 || self.holding_any.load(Ordering::Acquire) {
+            return None;
+        }
+        if !self.refused.lock().is_empty() {
+            return None;
+        }
+        Some(since.max(self.idle_since()) + after)
+    }
+
     pub(super) fn calm(&self) -> bool {
         self.calm.load(Ordering::Relaxed)
     }
@@ -159,24 +184,25 @@ impl Streams {
     /// The connection is over (its streams are dropped after it).
     pub(super) fn end(&self) {
         self.ended.store(true, Ordering::Relaxed);
-        self.parked.lock().clear();
+        self.holding.lock().clear();
     }
 
     /// `stream`'s body ended: `held` is kept until its end is written.
-    fn park(&self, stream: u32, held: Held) {
-        self.parked.lock().push((stream, held));
-        self.parked_any.store(true, Ordering::Release);
+    fn hold(&self, stream: u32, held: Held) {
+        self.holding.lock().push((stream, held));
+        self.holding_any.store(true, Ordering::Release);
     }
 
     /// The end of `stream` (END_STREAM or RST_STREAM) was written to the
     /// client: what it held is let go.
     pub(super) fn written(&self, stream: u32) {
-        if !self.parked_any.load(Ordering::Acquire) {
+        if !self.holding_any.load(Ordering::Acquire) {
             return;
         }
-        let mut parked = self.parked.lock();
-        parked.retain(|(s, _)| *s != stream);
-        self.parked_any.store(!parked.is_empty(), Ordering::Release);
+        let mut holding = self.holding.lock();
+        holding.retain(|(s, _)| *s != stream);
+        self.holding_any
+            .store(!holding.is_empty(), Ordering::Release);
     }
 
     /// Since when no stream got on while some waited for the client (a
@@ -239,7 +265,7 @@ pub(super) type StreamBody = Watched<StreamEnd>;
 /// window holds the body up keeps its count.
 pub(super) struct StreamEnd {
     stream: Stream,
-    /// The request's counts and its stream's id: parked with the
+    /// The request's counts and its stream's id: held by the streams with the
     /// connection when the body ends, until that end is written.
     held: Option<(u32, Held)>,
 }
@@ -257,7 +283,7 @@ impl Watch for StreamEnd {
     /// What the stream held waits for its end to be written.
     fn ended(mut self) {
         if let Some((id, held)) = self.held.take() {
-            self.stream.streams.park(id, held);
+            self.stream.streams.hold(id, held);
         }
     }
 
