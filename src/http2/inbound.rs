@@ -190,6 +190,9 @@ pub struct Inbound {
     deficit: u32,
     /// The client's connection WINDOW_UPDATE increments since last taken.
     granted: u64,
+    /// Requests reset for a malformed head since last taken (each gets
+    /// nginx's access-log line).
+    resets: u32,
 }
 
 impl Inbound {
@@ -221,6 +224,7 @@ impl Inbound {
             to_client: Vec::new(),
             deficit: 0,
             granted: 0,
+            resets: 0,
         }
     }
 
@@ -251,6 +255,12 @@ impl Inbound {
 
     /// The info lines nginx would have logged since the last call: fields
     /// dropped, streams reset and why.
+    /// How many requests were reset for a malformed head since the last
+    /// call.
+    pub fn take_resets(&mut self) -> u32 {
+        std::mem::take(&mut self.resets)
+    }
+
     pub fn take_notices(&mut self) -> Vec<Refusal> {
         std::mem::take(&mut self.notices)
     }
@@ -581,6 +591,7 @@ impl Inbound {
                 }
                 Verdict::Reset(why) => {
                     self.notices.extend(why);
+                    self.resets += 1;
                     request::reset_block()
                 }
                 Verdict::Refuse(refusal) => {

@@ -149,7 +149,7 @@ pub(crate) async fn serve_h2<S>(
     let (n, field_max) = head_rules.large_header_buffers;
     let list_max = u32::try_from(n.saturating_mul(field_max)).unwrap_or(u32::MAX);
     let streams = Arc::new(Streams::new(conn.id, conn.remote.ip(), server));
-    let parts = (conn.state.clone(), streams.clone(), shared.env.clone());
+    let parts = (shared.clone(), conn.clone(), streams.clone());
     // Boxed: it moves between hyper's connection and the parked loop, and
     // is all a parked connection holds besides its socket's task.
     let mut io = Box::new(H2Io::new(stream, read_ahead, parts, head_rules));

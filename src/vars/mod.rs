@@ -596,7 +596,11 @@ fn eval_response_var(v: &Var, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
     match v {
         Var::Status => {
             if let Some(r) = resp {
-                push_u64(out, r.status.into());
+                // nginx's `%03ui`: `000` for a request that got no status.
+                match r.status {
+                    0 => out.extend_from_slice(b"000"),
+                    s => push_u64(out, s.into()),
+                }
             }
         }
         Var::RetryAfter => {

@@ -6,12 +6,13 @@
 use super::CONNECTION_WINDOW;
 use super::frames::{Outbound, Sent, Waking};
 use super::stream::Streams;
-use crate::conn_state::ConnState;
+use crate::conn_state::{Conn, ConnState};
 use crate::errlog::{self, Severity};
 use crate::http1::HeadRules;
 use crate::http2::ledger::Replay;
 use crate::http2::{Abort, Inbound, inbound};
 use crate::request::Env;
+use crate::server::Shared;
 use crate::server::refuse;
 use bytes::{Buf, BytesMut};
 use std::io;
@@ -36,6 +37,9 @@ pub(super) struct H2Io<S> {
     write_timer: crate::conn_state::SendTimer,
     streams: Arc<Streams>,
     env: Arc<Env>,
+    /// For the access-log lines of streams the gate reset.
+    shared: Arc<Shared>,
+    conn: Arc<Conn>,
     /// hyper wrote bytes it has not flushed yet: it may be inside a frame.
     unflushed: bool,
     /// hyper's last write or flush is waiting for the socket.
@@ -62,9 +66,10 @@ impl<S> H2Io<S> {
     pub(super) fn new(
         inner: S,
         read_ahead: Vec<u8>,
-        (state, streams, env): (Arc<ConnState>, Arc<Streams>, Arc<Env>),
+        (shared, conn, streams): (Arc<Shared>, Arc<Conn>, Arc<Streams>),
         rules: HeadRules,
     ) -> H2Io<S> {
+        let (state, env) = (conn.state.clone(), shared.env.clone());
         H2Io {
             inner,
             read_ahead,
@@ -73,6 +78,8 @@ impl<S> H2Io<S> {
             write_timer: crate::conn_state::SendTimer::default(),
             streams,
             env,
+            shared,
+            conn,
             unflushed: false,
             write_pending: false,
             aborted: None,
@@ -353,6 +360,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
         for line in self.inbound.take_notices() {
             let s = &self.streams;
             refuse::log_refusal(&line, s.id, s.client, "");
+        }
+        for _ in 0..self.inbound.take_resets() {
+            super::stream::reset_logged(&self.shared, &self.conn);
         }
         if let Err(abort) = r {
             self.condemned(&abort);

@@ -424,6 +424,26 @@ fn as_http1(req: &mut Request<Incoming>) {
 /// The answer to a request the gate refused ([`crate::http2::request`]):
 /// nginx's info line, the default server's error page, an access-log line,
 /// as for a refused HTTP/1.1 head.
+/// The access-log line nginx writes for a stream it reset over a
+/// malformed head: no request (`"-"`), status `000`, nothing sent.
+pub(super) fn reset_logged(shared: &Shared, conn: &Conn) {
+    let config = shared.config();
+    let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
+    if let Some(log) = server.and_then(|s| s.access_log.as_ref()) {
+        let reset = Refusal {
+            status: 0,
+            reason: "",
+            detail: None,
+            request_line: None,
+            in_headers: true,
+        };
+        let name = server.map_or("", |s| s.name.as_str());
+        let client = (conn.id, conn.remote, conn.local, name);
+        refuse::access_refused(log, &reset, client, Instant::now(), 0);
+    }
+}
+
 fn refused(
     shared: &Shared,
     conn: &Conn,

@@ -384,3 +384,57 @@ async fn a_client_whose_window_stays_shut_is_timed_out() {
         "{log}"
     );
 }
+
+/// A stream reset over a malformed head (an upper-case field name) gets nginx's access-log line
+/// as well as its info line: no request (`"-"`), status `000`, nothing sent; its sibling is
+/// served and logged as usual.
+#[tokio::test]
+async fn a_reset_stream_gets_nginxs_access_line() {
+    let sluice = Sluice::start(
+        r#"access_log = "stdout"
+log_format = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'
+[[servers]]
+http2 = true
+[[servers.locations]]
+path = "/"
+return = { status = 200, body = "ok\n" }
+"#,
+    );
+    let nginx = nginx_h2("");
+    let bad = raw::request_block("GET", "/", "h2.test", &[("X-Upper", "1")]);
+    let good = raw::request_block("GET", "/", "h2.test", &[]);
+    for addr in [nginx.addr(), sluice.addr()] {
+        let mut c = Raw::connect(addr).await;
+        let mut frames = raw::frame(raw::HEADERS, raw::END_STREAM | raw::END_HEADERS, 1, &bad);
+        frames.extend(raw::frame(
+            raw::HEADERS,
+            raw::END_STREAM | raw::END_HEADERS,
+            3,
+            &good,
+        ));
+        c.send(&frames).await;
+        let answers = c.until_end(3).await;
+        let reset = answers
+            .iter()
+            .any(|f| f.stream == 1 && f.kind == raw::RST_STREAM);
+        assert!(reset, "{answers:?}");
+    }
+    // Both lines, the date left out.
+    let strip = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("\" 000 ") || l.contains("\"GET / HTTP/2.0\""))
+            .map(|l| {
+                let (head, rest) = l.split_once(" [").unwrap_or((l, ""));
+                format!("{head} {}", rest.split_once("] ").map_or("", |r| r.1))
+            })
+            .collect()
+    };
+    let wait = Instant::now() + Duration::from_secs(3);
+    while strip(&sluice.stdout()).len() < 2 && Instant::now() < wait {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (n, s) = (strip(&nginx.nginx.access_log()), strip(&sluice.stdout()));
+    assert_eq!(n.len(), 2, "nginx: {n:?}");
+    assert!(n[0].contains("\"-\" 000 0 \"-\" \"-\""), "nginx: {n:?}");
+    assert_eq!(s, n, "sluice's lines against nginx's");
+}
