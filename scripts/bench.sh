@@ -48,11 +48,17 @@
 #           its end as failed); cpu_us includes the CONNECTIONS handshakes at the start. p50 and p99
 #           come from h2load's per-request log (--log-file: the time from a request's start to the
 #           end of its response); h2load itself prints only their mean, sd and max.
-# Then "where the CPU goes": for pass, reject, many and logged, each system's user and kernel time
+#   topkeys what the most-limited-keys sketch (`[admin] top_keys`) costs the reject path: two more
+#           sluice processes, the same configuration but for `top_keys` (10, the default, and 0: off),
+#           the reject flood against each in turn (the order swapped every round), on one key
+#           (/reject, every client 127.0.0.1) and on 100 000 keys (/rejectmany, keyed on a header as
+#           `many`, 1r/m: nearly every request refused). Prints each side's req/s and cpu_us, the
+#           ratios on/off of the same round and their medians; the target is cpu ≤ 1.03× (issue #28).
+# Then "where the CPU goes": for pass, reject, many, logged and topkeys, each system's user and kernel time
 # per request, summed over all its runs (warm-ups included). Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
 # met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
 # cpu ≤ 0.90×; idle: bytes ≤ nginx's, at the peak and further; h2: cpu ≤ nginx's; tls: handshakes/s
-# ≥ nginx's), and the ratios against HAProxy and the others without a target.
+# ≥ nginx's; topkeys: cpu ≤ 1.03× of sluice without the sketch), and the ratios against HAProxy and the others without a target.
 # Only `logged` has an access log (emptied before each run); rejections are logged to a file.
 # Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 14 minutes in all on
 # 2 cores (pass 3 × 6 runs; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s), plus
@@ -65,7 +71,7 @@ export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections in the idle measurement: as many descriptors as allowed.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-scenarios=(pass reject many logged idle tls h2)
+scenarios=(pass reject many logged idle tls h2 topkeys)
 duration=10 pairs=5 connections=64 threads=2 only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -486,6 +492,82 @@ for scenario in reject many logged; do
   esac
 done
 
+# --- topkeys: the most-limited-keys sketch on and off, on the reject path ------------------------------
+# topkeys_toml PORT ADMIN_PORT TOP_KEYS → a sluice configuration that differs only by its ports and top_keys.
+topkeys_toml() {
+  cat <<EOF
+limit_req_status = 429
+log_format = '\$remote_addr - \$remote_user [\$time_local] "\$request" \$status \$body_bytes_sent "\$http_referer" "\$http_user_agent"'
+[zones.reject]
+key = "\$binary_remote_addr"
+size = "10m"
+rate = "1r/m"
+[zones.rejectmany]
+key = "\$http_x_client"
+size = "64m"
+rate = "1r/m"
+[[servers]]
+listen = "127.0.0.1:$1"
+proxy_pass = "http://127.0.0.1:$up_port"
+[[servers.locations]]
+path = "/reject"
+limit_req = { zone = "reject" }
+[[servers.locations]]
+path = "/rejectmany"
+limit_req = { zone = "rejectmany" }
+[admin]
+listen = "127.0.0.1:$2"
+top_keys = $3
+EOF
+}
+if wants topkeys; then
+  tk_on_port=$(free_port) tk_off_port=$(free_port)
+  topkeys_toml "$tk_on_port" "$(free_port)" 10 >"$work/topkeys-on.toml"
+  topkeys_toml "$tk_off_port" "$(free_port)" 0 >"$work/topkeys-off.toml"
+  "$sluice_bin" --config "$work/topkeys-on.toml" 2>"$work/topkeys-on.err" & pids+=($!)
+  tk_on_pid=$!
+  "$sluice_bin" --config "$work/topkeys-off.toml" 2>"$work/topkeys-off.err" & pids+=($!)
+  tk_off_pid=$!
+  for port in "$tk_on_port" "$tk_off_port"; do
+    for _ in $(seq 100); do
+      [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/reject" || true)" != 000 ]] && break
+      sleep 0.1
+    done
+  done
+  sed 's|"/many"|"/rejectmany"|' "$work/many.lua" >"$work/rejectmany.lua"
+  echo
+  echo "== topkeys (the reject flood, sluice with top_keys = 10 against the same with top_keys = 0)"
+  fmt='%-11s %-6s %10s %7s %8s   %10s %7s %8s   %6s %6s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" path round "on r/s" cpu_us non2xx "off r/s" cpu_us non2xx "r/s x" "cpu x"
+  for path in /reject /rejectmany; do
+    script=""
+    [[ $path == /rejectmany ]] && script="$work/rejectmany.lua"
+    run "$tk_on_port" "$path" "$script" "$tk_on_pid" >/dev/null
+    run "$tk_off_port" "$path" "$script" "$tk_off_pid" >/dev/null
+    r="$work/topkeys${path//\//.}.ratios"
+    : >"$r"
+    for ((i = 1; i <= pairs; i++)); do
+      if ((i % 2)); then
+        read -r a_rps _ _ a_bad a_cpu <<<"$(run "$tk_on_port" "$path" "$script" "$tk_on_pid")"
+        read -r b_rps _ _ b_bad b_cpu <<<"$(run "$tk_off_port" "$path" "$script" "$tk_off_pid")"
+      else
+        read -r b_rps _ _ b_bad b_cpu <<<"$(run "$tk_off_port" "$path" "$script" "$tk_off_pid")"
+        read -r a_rps _ _ a_bad a_cpu <<<"$(run "$tk_on_port" "$path" "$script" "$tk_on_pid")"
+      fi
+      rps_x="$(ratio "$a_rps" "$b_rps" 3)" cpu_x="$(ratio "$a_cpu" "$b_cpu" 3)"
+      # shellcheck disable=SC2059
+      printf "$fmt" "$path" "$i" "$a_rps" "$a_cpu" "$a_bad" "$b_rps" "$b_cpu" "$b_bad" "$rps_x" "$cpu_x"
+      echo "$a_rps $a_cpu $b_rps $b_cpu $rps_x $cpu_x" >>"$r"
+    done
+    # shellcheck disable=SC2059
+    printf "$fmt" "$path" median "$(col "$r" 1)" "$(col "$r" 2)" "" "$(col "$r" 3)" "$(col "$r" 4)" "" \
+      "$(col "$r" 5)" "$(col "$r" 6)"
+    target topkeys "cpu/request on vs off, $path" "$(col "$r" 6)" "<=" 1.03
+    info topkeys "req/s on vs off, $path" "$(col "$r" 5)"
+  done
+fi
+
 # --- memory per idle keep-alive connection -----------------------------------------------------------
 cat >"$work/idle.py" <<'EOF'
 import socket, sys, time
@@ -675,18 +757,24 @@ fi
 if ls "$work"/split.* >/dev/null 2>&1; then
   echo
   echo "== where the CPU goes (user and kernel time per request, summed over every run of the scenario)"
-  printf '%-8s %-8s %9s %9s %9s %6s\n' scenario system user_us kernel_us total_us user%
+  printf '%-11s %-11s %9s %9s %9s %6s\n' scenario system user_us kernel_us total_us user%
+  rows=()
   for scenario in pass reject many logged; do
-    for sys in nginx:$ngx_port haproxy:$hap_port sluice:$slu_port; do
-      f="$work/split.${sys#*:}.$scenario"
-      [[ -s $f ]] || continue
-      awk -v s="$scenario" -v name="${sys%%:*}" -v hz="$tck" '{ u += $1; t += $2; n += $3 } END {
-        printf "%-8s %-8s %9.2f %9.2f %9.2f %5.0f%%\n", s, name, u * 1e6 / hz / n, (t - u) * 1e6 / hz / n,
-          t * 1e6 / hz / n, (t > 0 ? 100 * u / t : 0) }' "$f"
-    done
+    for sys in nginx:$ngx_port haproxy:$hap_port sluice:$slu_port; do rows+=("$scenario:$sys"); done
+  done
+  if wants topkeys; then
+    for scenario in reject rejectmany; do rows+=("$scenario:top-on:$tk_on_port" "$scenario:top-off:$tk_off_port"); done
+  fi
+  for row in "${rows[@]}"; do
+    IFS=: read -r scenario name port <<<"$row"
+    f="$work/split.$port.$scenario"
+    [[ -s $f ]] || continue
+    awk -v s="$scenario" -v name="$name" -v hz="$tck" '{ u += $1; t += $2; n += $3 } END {
+      printf "%-11s %-11s %9.2f %9.2f %9.2f %5.0f%%\n", s, name, u * 1e6 / hz / n, (t - u) * 1e6 / hz / n,
+        t * 1e6 / hz / n, (t > 0 ? 100 * u / t : 0) }' "$f"
   done
 fi
 
 echo
-echo "== summary (sluice's medians from the tables above against issue #17's targets)"
+echo "== summary (sluice's medians from the tables above against their targets: issue #17's; topkeys: issue #28's)"
 cat "$work/summary"
