@@ -423,8 +423,9 @@ struct ZoneValues {
     states: usize,
     capacity: usize,
     evictions: u64,
-    /// Redis zones: failed decisions, and decisions made by `on_error` instead.
-    store: Option<(u64, u64)>,
+    /// Redis zones: failed decisions, decisions made by `on_error` instead,
+    /// and forgiven keys heard.
+    store: Option<(u64, u64, u64)>,
     /// Redis zones with a rejection cache: refusals it answered (since
     /// start), and the entries it holds now.
     cache: Option<(u64, usize)>,
@@ -445,6 +446,7 @@ impl Zones {
                         Store::Redis(r) => Some((
                             r.stats.errors.load(Ordering::Relaxed),
                             r.stats.fallbacks.load(Ordering::Relaxed),
+                            r.stats.invalidations.load(Ordering::Relaxed),
                         )),
                     };
                     let cache = match (&**store, &z.limiter.reject_cache) {
@@ -506,7 +508,7 @@ impl Collector for Zones {
             "Redis zones: decisions Redis failed to make (error or timeout), since start.",
             MetricType::Counter,
             zones,
-            |z| z.store.map(|(errors, _)| ConstCounter::new(errors)),
+            |z| z.store.map(|(errors, _, _)| ConstCounter::new(errors)),
         )?;
         per_zone(
             e,
@@ -514,7 +516,18 @@ impl Collector for Zones {
             "Redis zones: decisions made by on_error instead of Redis, since start.",
             MetricType::Counter,
             zones,
-            |z| z.store.map(|(_, fallbacks)| ConstCounter::new(fallbacks)),
+            |z| {
+                z.store
+                    .map(|(_, fallbacks, _)| ConstCounter::new(fallbacks))
+            },
+        )?;
+        per_zone(
+            e,
+            "sluice_limit_req_invalidations",
+            "Redis zones: keys forgiven on any instance (DELETE …/keys/KEY) that this instance heard of and forgot, since start.",
+            MetricType::Counter,
+            zones,
+            |z| z.store.map(|(_, _, heard)| ConstCounter::new(heard)),
         )?;
         per_zone(
             e,

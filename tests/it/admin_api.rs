@@ -7,12 +7,12 @@ use crate::support::{InProcess, RedisServer, Reply, Sluice, client, request};
 use serde_json::Value;
 use std::net::SocketAddr;
 
-const TOKEN: &str = "s3cret-token-0123456789";
+pub(crate) const TOKEN: &str = "s3cret-token-0123456789";
 
 /// A zone `z` (1 request per minute, burst 1, nodelay) on `/z`, keyed by
 /// address; a limit_conn zone `c` on `/c`; an upstream group `g`.
 /// `admin` is the `[admin]` table's extra lines, `zone` the zone's.
-fn config(admin: &str, zone: &str) -> String {
+pub(crate) fn config(admin: &str, zone: &str) -> String {
     format!(
         r#"
 limit_req_status = 429
@@ -72,7 +72,7 @@ pub(crate) async fn hits(addr: SocketAddr, client_n: u8, path: &str, n: usize) -
 }
 
 /// A file holding [`TOKEN`], removed with the returned guard.
-fn token_file() -> tempfile::NamedTempFile {
+pub(crate) fn token_file() -> tempfile::NamedTempFile {
     let f = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(f.path(), format!("{TOKEN}\n")).unwrap();
     f

@@ -38,8 +38,10 @@ pub(super) fn redis_backend(
 fn redis_log() -> EventSink {
     Arc::new(|e: RedisEvent<'_>| {
         let sev = match e {
-            RedisEvent::Reachable { .. } | RedisEvent::Recovered { .. } => Severity::Notice,
-            RedisEvent::Unreachable { .. } => Severity::Warn,
+            RedisEvent::Reachable { .. }
+            | RedisEvent::Recovered { .. }
+            | RedisEvent::Resubscribed { .. } => Severity::Notice,
+            RedisEvent::Unreachable { .. } | RedisEvent::Unsubscribed { .. } => Severity::Warn,
             RedisEvent::ZoneError { .. } => Severity::Error,
         };
         errlog::emit(sev, format_args!("{e}"));
@@ -87,7 +89,7 @@ pub(super) fn zones(
                 }
                 _ => None,
             };
-            Ok(Arc::new(Zone {
+            let zone = Arc::new(Zone {
                 limiter: Arc::new(ZoneRef {
                     counts: old.map(|o| o.limiter.counts.clone()).unwrap_or_default(),
                     name: z.name.into(),
@@ -107,7 +109,12 @@ pub(super) fn zones(
                 ipv6_prefix: z.ipv6_prefix,
                 exempt: z.exempt,
                 size: z.size,
-            }))
+            });
+            // Keys forgiven on another instance are forgotten here too.
+            if let Store::Redis(r) = &*zone.limiter.store {
+                r.backend().watch(&zone.limiter, &zone.top);
+            }
+            Ok(zone)
         })
         .collect()
 }

@@ -9,6 +9,7 @@
 //! first decision or [`RedisBackend::connect_in_background`].
 
 use super::events::{EventSink, RedisEvent, ignore_events};
+use super::forgive::Forgiveness;
 use super::link::Link;
 use super::script::{LimitScript, Mode, Reply, ScriptKey, TimeSource};
 use super::{CallError, RedisConfig, RedisServers, check_url};
@@ -29,7 +30,7 @@ pub struct RedisBackend {
     /// The servers as the events name them, passwords masked.
     pub(super) shown_url: String,
     pub(super) events: EventSink,
-    link: Link,
+    pub(super) link: Link,
     script: LimitScript,
     epoch: Instant,
     /// Milliseconds since `epoch` before which Redis is not called.
@@ -40,6 +41,8 @@ pub struct RedisBackend {
     /// made before the latest failure is not used (Redis may have lost the
     /// state it describes).
     failures: AtomicU64,
+    /// Keys forgiven by any instance, heard ([`super::forgive`]).
+    pub(super) forgiveness: Forgiveness,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -88,6 +91,7 @@ impl RedisBackend {
             breaker_until: AtomicU64::new(0),
             failing: AtomicBool::new(false),
             failures: AtomicU64::new(0),
+            forgiveness: Forgiveness::default(),
         }))
     }
 
@@ -100,15 +104,25 @@ impl RedisBackend {
         self.script.time()
     }
 
-    /// Failed calls so far (the rejection cache's epoch).
+    /// Failed calls so far.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The rejection caches' epoch: failed calls, subscriptions to and
+    /// messages of forgiven keys; an entry made in another epoch is not
+    /// used. `None` while the forgiveness subscriber is not subscribed:
+    /// the caches are not used then ([`super::forgive`]).
+    pub fn cache_epoch(&self) -> Option<u64> {
+        let f = &self.forgiveness;
+        f.usable().then(|| self.failures() + f.epoch())
     }
 
     /// Start connecting now, without waiting (call from inside the runtime):
     /// the first request then finds the connection ready. Reports the
     /// outcome as an event.
     pub fn connect_in_background(self: &Arc<Self>) {
+        self.listen();
         let this = self.clone();
         tokio::spawn(async move {
             let url = &this.shown_url;

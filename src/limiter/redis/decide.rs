@@ -128,7 +128,8 @@ fn cached<K: AsRef<[u8]>>(
     let zone = redis_zone(l)?;
     let key = keys[i].as_ref()?.as_ref();
     let cache = l.zone.reject_cache.as_ref()?;
-    let (excess, wait_ms) = cache.refusal(key, l.burst, now, zone.backend.failures())?;
+    let epoch = zone.backend.cache_epoch()?;
+    let (excess, wait_ms) = cache.refusal(key, l.burst, now, epoch)?;
     zone.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
     Some(Outcome::Rejected {
         limit: i,
@@ -138,16 +139,16 @@ fn cached<K: AsRef<[u8]>>(
 }
 
 /// Redis refused `limit`'s `key` (`refusal`), in a call sent after local
-/// time `now` while `epoch` calls of `backend` had failed: tell the zone's
-/// cache.
+/// time `now` in the caches' `epoch` (`None`: caches not in use): tell the
+/// zone's cache.
 fn remember<K: AsRef<[u8]>>(
     limit: &Limit,
     key: &Option<K>,
     refusal: Refusal,
-    (now, epoch): (u64, u64),
+    (now, epoch): (u64, Option<u64>),
     backend: &RedisBackend,
 ) {
-    if let (Some(cache), Some(key)) = (&limit.zone.reject_cache, key) {
+    if let (Some(cache), Some(key), Some(epoch)) = (&limit.zone.reject_cache, key, epoch) {
         let seen = Seen {
             local: now,
             epoch,
@@ -212,7 +213,7 @@ async fn check<'a, S: Holds, K: AsRef<[u8]>>(
         } else {
             Mode::Check
         };
-        let epoch = g.backend.failures();
+        let epoch = g.backend.cache_epoch();
         match g.backend.call(mode, &g.keys, d.now(), deadline).await {
             Ok(Reply::Accepted(stored)) => {
                 g.backend.record_success();

@@ -24,6 +24,11 @@ pub enum RedisEvent<'a> {
     },
     /// A call succeeded after a failure.
     Recovered { url: &'a str },
+    /// The subscription to forgiven keys broke, or could not be made: the
+    /// rejection caches are not used until it is back. Once per outage.
+    Unsubscribed { url: &'a str, error: &'a str },
+    /// Subscribed again after [`RedisEvent::Unsubscribed`].
+    Resubscribed { url: &'a str },
     /// A call for `zone` failed. Reported at most once a second per zone;
     /// `suppressed` similar failures were not reported since the last one.
     ZoneError {
@@ -48,6 +53,14 @@ impl fmt::Display for RedisEvent<'_> {
                 on_error.as_str()
             ),
             RedisEvent::Recovered { url } => write!(f, "redis {url} answers again"),
+            RedisEvent::Unsubscribed { url, error } => write!(
+                f,
+                "redis {url}: not subscribed to forgiven keys ({error}); rejection caches are off until it is"
+            ),
+            RedisEvent::Resubscribed { url } => write!(
+                f,
+                "redis {url}: subscribed to forgiven keys again; rejection caches start empty"
+            ),
             RedisEvent::ZoneError {
                 zone,
                 error,
@@ -101,6 +114,17 @@ mod tests {
         assert_eq!(
             line(RedisEvent::Recovered { url }),
             "redis redis://u:***@h:1/0 answers again"
+        );
+        assert_eq!(
+            line(RedisEvent::Unsubscribed {
+                url,
+                error: "refused"
+            }),
+            "redis redis://u:***@h:1/0: not subscribed to forgiven keys (refused); rejection caches are off until it is"
+        );
+        assert_eq!(
+            line(RedisEvent::Resubscribed { url }),
+            "redis redis://u:***@h:1/0: subscribed to forgiven keys again; rejection caches start empty"
         );
         let error = CallError::Timeout(Duration::from_millis(50));
         let zone_error = |suppressed| {

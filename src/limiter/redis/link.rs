@@ -79,6 +79,8 @@ pub(super) enum Link {
         client: ClusterClient,
         conn: OnceLock<ClusterConnection>,
         timeout: Duration,
+        /// A client of each seed, for the forgiveness subscriber.
+        seeds: Vec<redis::Client>,
     },
     Sentinel(Arc<SentinelLink>),
 }
@@ -95,9 +97,13 @@ impl Link {
                 timeout,
             },
             RedisServers::Cluster(seeds) => Link::Cluster {
-                client: cluster_client(seeds, config, certs)?,
+                client: cluster_client(seeds, config, certs.clone())?,
                 conn: OnceLock::new(),
                 timeout,
+                seeds: seeds
+                    .iter()
+                    .map(|u| server_client(u.as_str(), config.password.as_deref(), certs.clone()))
+                    .collect::<Result<_, _>>()?,
             },
             RedisServers::Sentinel {
                 sentinels,
@@ -134,6 +140,7 @@ impl Link {
                 client,
                 conn,
                 timeout,
+                ..
             } => {
                 let c = conn.get_or_init(|| {
                     // Connects in the background; calls wait for it (each
@@ -155,6 +162,36 @@ impl Link {
     pub(super) fn failed(&self, error: Option<&RedisError>) {
         if let Link::Sentinel(s) = self {
             s.failed(error);
+        }
+    }
+
+    /// A client for the forgiveness subscriber ([`super::forgive`]): the
+    /// server; the seed after `*seed` (any node of a Cluster hears every
+    /// `PUBLISH`); the current Sentinel master, with its address.
+    pub(super) fn pubsub_client(
+        &self,
+        seed: &mut usize,
+    ) -> Result<(redis::Client, Option<(String, u16)>), String> {
+        match self {
+            Link::Single { client, .. } => Ok((client.clone(), None)),
+            Link::Cluster { seeds, .. } => {
+                let c = seeds.get(*seed % seeds.len().max(1)).ok_or("no seed")?;
+                *seed = seed.wrapping_add(1);
+                Ok((c.clone(), None))
+            }
+            Link::Sentinel(s) => {
+                let (client, at) = s.master_client()?;
+                Ok((client, Some(at)))
+            }
+        }
+    }
+
+    /// The master the Sentinel link uses now (`None` for the others, or
+    /// while none is known).
+    pub(super) fn sentinel_master(&self) -> Option<(String, u16)> {
+        match self {
+            Link::Sentinel(s) => s.master(),
+            _ => None,
         }
     }
 }

@@ -61,12 +61,14 @@
 //! `sentinel` (following the master through a failover), `script` (the Lua
 //! script and its replies), `zone` (keys, slots, counters), `decide` (the
 //! decision), `cache` (the rejection cache), `peek` (one key looked at or
-//! forgotten), [`events`].
+//! forgotten), [`forgive`] (a forgotten key published to every instance,
+//! and heard), [`events`].
 
 pub mod cache;
 mod connection;
 mod decide;
 pub mod events;
+pub mod forgive;
 mod link;
 mod peek;
 mod script;

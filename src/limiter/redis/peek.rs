@@ -1,6 +1,8 @@
 //! One key of a Redis zone looked at or forgotten (the admin API): its
 //! state read with Redis's clock, so that it is described exactly as the
-//! next decision would find it, and `DEL` for every instance at once.
+//! next decision would find it, and `DEL` for every instance at once,
+//! with a `PUBLISH` that tells every instance to drop what it remembers
+//! of the key ([`super::forgive`]).
 
 use super::script::hash_fields;
 use super::{CallError, RedisZone};
@@ -15,6 +17,14 @@ if ARGV[1] == 'log' then
   return {now, redis.call('LRANGE', KEYS[1], 0, -1)}
 end
 return {now, redis.call('HMGET', KEYS[1], unpack(ARGV, 2))}
+";
+
+/// Deletes a state and tells every instance, in one call: the message
+/// leaves after the key is gone.
+const FORGET: &str = r"
+local n = redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[1], KEYS[1])
+return n
 ";
 
 impl RedisZone {
@@ -63,11 +73,13 @@ impl RedisZone {
         Ok((now, Some((cell, Log::new()))))
     }
 
-    /// Forget client key `key` for every instance; whether it had a state.
+    /// Forget client key `key` for every instance (its state, and what
+    /// each instance remembers of it); whether it had a state.
     pub async fn forget(&self, key: &[u8]) -> Result<bool, CallError> {
         let mut conn = self.backend.conn().map_err(CallError::Redis)?;
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(self.redis_key(key));
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(FORGET).arg(1).arg(self.redis_key(key));
+        cmd.arg(super::forgive::channel(&self.backend.config.prefix));
         let del = cmd.query_async::<u64>(&mut conn);
         let deadline = self
             .backend

@@ -113,6 +113,30 @@ impl SentinelLink {
         self.ask_in_background();
     }
 
+    /// The address of the master in use, if one is known.
+    pub(super) fn master(&self) -> Option<(String, u16)> {
+        self.lock().as_ref().map(|m| (m.host.clone(), m.port))
+    }
+
+    /// A client of the master in use (for the forgiveness subscriber), and
+    /// its address; while none is known, an error (and the sentinels are
+    /// asked).
+    pub(super) fn master_client(
+        self: &Arc<Self>,
+    ) -> Result<(redis::Client, (String, u16)), String> {
+        self.poll();
+        let Some((host, port)) = self.master() else {
+            self.ask_in_background();
+            return Err(format!("asking the sentinels for \"{}\"", self.master_name));
+        };
+        let client = server_client(
+            self.address(&host, port),
+            self.password.as_deref(),
+            self.certs.clone(),
+        )?;
+        Ok((client, (host, port)))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Master>> {
         self.current.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -196,16 +220,7 @@ impl SentinelLink {
     /// A connection manager to `host:port`, once the server there says it
     /// is a master.
     async fn connect_master(&self, host: &str, port: u16) -> Result<ConnectionManager, String> {
-        let addr = if self.tls {
-            ConnectionAddr::TcpTls {
-                host: host.to_string(),
-                port,
-                insecure: false,
-                tls_params: None,
-            }
-        } else {
-            ConnectionAddr::Tcp(host.to_string(), port)
-        };
+        let addr = self.address(host, port);
         let client = server_client(addr, self.password.as_deref(), self.certs.clone())?;
         let connect = async {
             let mut m = ConnectionManager::new_with_config(client, manager_config(self.timeout))
@@ -223,6 +238,22 @@ impl SentinelLink {
         tokio::time::timeout(connect_timeout(self.timeout) * 2, connect)
             .await
             .map_err(|_| format!("{host}:{port}: no answer"))?
+    }
+}
+
+impl SentinelLink {
+    /// `host:port` of a data node, with TLS when the sentinels have it.
+    fn address(&self, host: &str, port: u16) -> ConnectionAddr {
+        if self.tls {
+            ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: false,
+                tls_params: None,
+            }
+        } else {
+            ConnectionAddr::Tcp(host.to_string(), port)
+        }
     }
 }
 

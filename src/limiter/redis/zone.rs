@@ -23,6 +23,9 @@ pub struct ZoneStats {
     pub fallbacks: AtomicU64,
     /// Refusals answered by the zone's rejection cache, without Redis.
     pub cache_hits: AtomicU64,
+    /// Keys of this zone forgiven on any instance, heard
+    /// ([`super::forgive`]).
+    pub invalidations: AtomicU64,
     /// Seconds (since the backend's start) of the last reported error, + 1.
     last_logged: AtomicU64,
     suppressed: AtomicU64,

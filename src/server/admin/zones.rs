@@ -243,9 +243,9 @@ async fn forget(z: &Zone, key: &[u8]) -> Answer {
     let known = match &*z.limiter.store {
         Store::Memory(m) => m.forget(key),
         Store::Redis(r) => {
-            // This instance's cached refusal goes too; another instance's
-            // lasts until Redis would have admitted the key anyway (see
-            // config/operations.md, "The rejection cache").
+            // This instance's cached refusal goes too, at once; the other
+            // instances' when they hear of it (`r.forget` publishes it:
+            // limiter::redis::forgive).
             if let Some(c) = &z.limiter.reject_cache {
                 c.forget(key);
             }

@@ -26,6 +26,8 @@
 //! - [`sentinel`]: zones on the master Redis Sentinel names: a forced failover and a killed
 //!   master under load.
 //! - [`failover`]: the load and the gap measurement both use.
+//! - [`forgive`]: a key forgiven on one instance is admitted at once by another that cached its
+//!   refusal: one Redis, a Cluster, Sentinel after a failover.
 
 mod algorithms;
 mod article;
@@ -34,6 +36,7 @@ mod cluster;
 mod config;
 mod expiry;
 mod failover;
+mod forgive;
 mod instances;
 mod layouts;
 mod outages;
