@@ -33,7 +33,18 @@ pub(crate) async fn limit_req<'l>(
     record: &mut Option<Record>,
 ) -> Result<Limited<'l>, (ProxyError<'l>, Limited<'l>)> {
     let now = cx.env.clock.ms_at(cx.start);
-    let outcome = limiter::decide(loc.limits.set(), now, |i| key(cx, loc, i)).await;
+    // The last key computed is kept (a copy of up to 48 bytes) for the
+    // most limited keys: a refusal is decided by it, and evaluating it
+    // again cost a rejection more than the sketch itself.
+    let mut last: Option<(usize, Key)> = None;
+    let outcome = limiter::decide(loc.limits.set(), now, |i| {
+        let k = key(cx, loc, i);
+        if let Some(k) = k.as_ref().filter(|_| loc.limits.zone(i).top.k() > 0) {
+            last = Some((i, k.clone()));
+        }
+        k
+    })
+    .await;
     let status = LimitReqStatus::of(&outcome, loc.dry_run);
     let zone = match outcome {
         Outcome::Unlimited => None,
@@ -45,7 +56,7 @@ pub(crate) async fn limit_req<'l>(
     if let (Some(z), Some(s)) = (zone, status) {
         z.counts.record(s);
     }
-    note_top(cx, loc, &outcome, now);
+    note_top(cx, loc, &outcome, now, last);
     let limited = Limited {
         outcome,
         decided: Decided {
@@ -97,7 +108,8 @@ pub(crate) async fn limit_req<'l>(
 
 /// A rejected or delayed request counts for its key in the deciding
 /// zone's most limited keys (dry-run too: it is what would happen).
-fn note_top(cx: &Ctx, loc: &Location, outcome: &Outcome, now: u64) {
+/// `last`: the last key the decision computed, and its limit.
+fn note_top(cx: &Ctx, loc: &Location, outcome: &Outcome, now: u64, last: Option<(usize, Key)>) {
     let (limit, event) = match *outcome {
         Outcome::Rejected { limit, .. } => (limit, Event::Rejected),
         Outcome::Accepted {
@@ -111,7 +123,11 @@ fn note_top(cx: &Ctx, loc: &Location, outcome: &Outcome, now: u64) {
     if zone.top.k() == 0 {
         return;
     }
-    if let Some(k) = key(cx, loc, limit) {
+    let k = match last {
+        Some((i, k)) if i == limit => Some(k),
+        _ => key(cx, loc, limit),
+    };
+    if let Some(k) = k {
         zone.top.record(k.as_ref(), event, now);
     }
 }
@@ -242,6 +258,7 @@ impl Drop for DelayGuard<'_> {
 }
 
 /// A limit's key, inline when short (addresses, most header values).
+#[derive(Clone)]
 pub(crate) enum Key {
     Inline(u8, [u8; Key::INLINE]),
     Heap(Vec<u8>),
