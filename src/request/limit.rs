@@ -33,18 +33,7 @@ pub(crate) async fn limit_req<'l>(
     record: &mut Option<Record>,
 ) -> Result<Limited<'l>, (ProxyError<'l>, Limited<'l>)> {
     let now = cx.env.clock.ms_at(cx.start);
-    // The last key computed is kept (a copy of up to 48 bytes) for the
-    // most limited keys: a refusal is decided by it, and evaluating it
-    // again cost a rejection more than the sketch itself.
-    let mut last: Option<(usize, Key)> = None;
-    let outcome = limiter::decide(loc.limits.set(), now, |i| {
-        let k = key(cx, loc, i);
-        if let Some(k) = k.as_ref().filter(|_| loc.limits.zone(i).top.k() > 0) {
-            last = Some((i, k.clone()));
-        }
-        k
-    })
-    .await;
+    let outcome = limiter::decide(loc.limits.set(), now, |i| key(cx, loc, i)).await;
     let status = LimitReqStatus::of(&outcome, loc.dry_run);
     let zone = match outcome {
         Outcome::Unlimited => None,
@@ -56,7 +45,7 @@ pub(crate) async fn limit_req<'l>(
     if let (Some(z), Some(s)) = (zone, status) {
         z.counts.record(s);
     }
-    note_top(cx, loc, &outcome, now, last);
+    note_top(cx, loc, &outcome, now);
     let limited = Limited {
         outcome,
         decided: Decided {
@@ -108,8 +97,7 @@ pub(crate) async fn limit_req<'l>(
 
 /// A rejected or delayed request counts for its key in the deciding
 /// zone's most limited keys (dry-run too: it is what would happen).
-/// `last`: the last key the decision computed, and its limit.
-fn note_top(cx: &Ctx, loc: &Location, outcome: &Outcome, now: u64, last: Option<(usize, Key)>) {
+fn note_top(cx: &Ctx, loc: &Location, outcome: &Outcome, now: u64) {
     let (limit, event) = match *outcome {
         Outcome::Rejected { limit, .. } => (limit, Event::Rejected),
         Outcome::Accepted {
@@ -123,23 +111,50 @@ fn note_top(cx: &Ctx, loc: &Location, outcome: &Outcome, now: u64, last: Option<
     if zone.top.k() == 0 {
         return;
     }
-    let k = match last {
-        Some((i, k)) if i == limit => Some(k),
-        _ => key(cx, loc, limit),
-    };
-    if let Some(k) = k {
-        zone.top.record(k.as_ref(), event, now);
+    // The deciding key is usually the last one this thread computed: its
+    // bytes are still in the buffer (evaluating it again cost a rejection
+    // more than the sketch itself).
+    let tag = key_tag(cx, loc, limit);
+    let reused = KEY_BUF.with_borrow(|buf| {
+        let same = LAST_KEY.get() == tag;
+        if same {
+            zone.top.record(buf, event, now);
+        }
+        same
+    });
+    if !reused {
+        if let Some(k) = key(cx, loc, limit) {
+            zone.top.record(k.as_ref(), event, now);
+        }
     }
+}
+
+thread_local! {
+    /// The last key [`key`] computed on this thread (a request's limits
+    /// are decided on one worker thread)...
+    static KEY_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// ...and whose it is ([`key_tag`]; 0: nobody's). Another request may
+    /// compute its keys while this one awaits Redis: then the tag is not
+    /// this request's, and its key is evaluated again.
+    static LAST_KEY: std::cell::Cell<(usize, usize, usize)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+/// Limit `i` of `loc` for the request of `cx` (whose context is at one
+/// address while the request lives).
+fn key_tag(cx: &Ctx, loc: &Location, i: usize) -> (usize, usize, usize) {
+    (
+        std::ptr::from_ref(cx) as usize,
+        std::ptr::from_ref(loc) as usize,
+        i,
+    )
 }
 
 /// Limit `i`'s key for this request, `None` (not limited by it) when it is
 /// empty, too long, or the zone skips the client.
 fn key(cx: &Ctx, loc: &Location, i: usize) -> Option<Key> {
-    thread_local! {
-        static KEY_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
     let vars = &cx.vars;
-    KEY_BUF.with_borrow_mut(|key_buf| {
+    LAST_KEY.set((0, 0, 0));
+    let k = KEY_BUF.with_borrow_mut(|key_buf| {
         let zone = loc.limits.zone(i);
         let ip = zone.client(vars.remote.ip())?;
         key_buf.clear();
@@ -169,7 +184,11 @@ fn key(cx: &Ctx, loc: &Location, i: usize) -> Option<Key> {
             return None;
         }
         Some(Key::new(key_buf))
-    })
+    });
+    if k.is_some() {
+        LAST_KEY.set(key_tag(cx, loc, i));
+    }
+    k
 }
 
 fn dry(loc: &Location) -> &'static str {
@@ -258,7 +277,6 @@ impl Drop for DelayGuard<'_> {
 }
 
 /// A limit's key, inline when short (addresses, most header values).
-#[derive(Clone)]
 pub(crate) enum Key {
     Inline(u8, [u8; Key::INLINE]),
     Heap(Vec<u8>),

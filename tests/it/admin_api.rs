@@ -276,3 +276,48 @@ async fn a_redis_key_is_described_and_forgotten_for_every_instance() {
         "then limited again"
     );
 }
+
+/// With two limits the key counted is the deciding limit's: the header's when the second
+/// refuses (the last key computed), the address when the first refuses (the header's key was
+/// never computed for those requests).
+#[tokio::test]
+async fn the_deciding_limits_key_is_counted() {
+    let toml = r#"
+limit_req_status = 429
+[admin]
+top_keys = 5
+[zones.addr]
+key  = "$binary_remote_addr"
+size = "1m"
+rate = "1r/m"
+[zones.hdr]
+key  = "$http_x_key"
+size = "1m"
+rate = "1r/m"
+[[servers]]
+[[servers.locations]]
+path      = "/two"
+limit_req = [{ zone = "addr", burst = 4, nodelay = true }, { zone = "hdr", nodelay = true }]
+return    = { status = 200 }
+"#;
+    let s = Sluice::in_process(toml);
+    // hdr refuses k1's second and third request; then addr (burst 4: 5 admitted) refuses all.
+    let mut statuses = Vec::new();
+    for key in ["k1", "k1", "k1", "k2", "k3", "k4", "k5", "k6", "k7"] {
+        let r = request(s.addr(), client(2), "GET", "/two", &[("X-Key", key)]).await;
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses, [200, 429, 429, 200, 200, 200, 200, 429, 429]);
+    let hdr = json(&s, "/api/sluice/limit_reqs/hdr/top").await["keys"].clone();
+    assert_eq!(hdr.as_array().unwrap().len(), 1, "{hdr}");
+    assert_eq!(
+        (&hdr[0]["key"], &hdr[0]["rejected"]),
+        (&"k1".into(), &2.into())
+    );
+    let addr = json(&s, "/api/sluice/limit_reqs/addr/top").await["keys"].clone();
+    assert_eq!(addr.as_array().unwrap().len(), 1, "{addr}");
+    assert_eq!(
+        (&addr[0]["key"], &addr[0]["rejected"]),
+        (&"127.0.0.2".into(), &2.into())
+    );
+}
