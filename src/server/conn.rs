@@ -153,8 +153,11 @@ pub(crate) fn resume(
     shared: &Arc<Shared>,
     stopping: &tokio::sync::watch::Receiver<bool>,
     idle: &Arc<IdleSet>,
-    entry: idle::Entry,
+    mut entry: idle::Entry,
 ) {
+    if let Some(parked) = entry.h2.take() {
+        return h2::resume(shared, stopping, idle, (entry.stream, entry.slot), *parked);
+    }
     let addresses = (entry.stream.local_addr(), entry.stream.peer_addr());
     let stream = tokio::net::TcpStream::from_std(entry.stream);
     let (Ok(local), Ok(remote), Ok(stream)) = (addresses.0, addresses.1, stream) else {
@@ -177,6 +180,9 @@ pub(crate) fn resume(
 /// A parked connection whose deadline passed: closed, as nginx closes it
 /// (with nginx's info line if it never sent a header).
 pub(crate) fn expired(shared: &Shared, idle: &IdleSet, entry: idle::Entry) {
+    if entry.h2.is_some() {
+        return h2::closing(shared, entry);
+    }
     shared.env.metrics.connection_closed();
     if entry.header_until.is_some() {
         let side = ServerSide::of(shared, idle.configured, None);
@@ -269,8 +275,9 @@ async fn serve_stream<S: ClientStream>(
     };
     if h2 {
         let server = (side.head_rules, side.name);
-        Box::pin(h2::serve_h2(shared, conn, stream, first, stopping, server)).await;
-        shared.env.metrics.connection_closed();
+        let parking = h2::Parking::new(start.idle, start.slot);
+        let h2 = h2::serve_h2(shared, conn, (stream, first), stopping, server, parking);
+        Box::pin(h2).await;
         return;
     }
     let mut io = TimedIo::new(stream, state, side.head_rules);
@@ -301,6 +308,7 @@ fn park<S: ClientStream>(shared: &Shared, conn: &Conn, io: TimedIo<S>, start: St
         id: conn.id,
         slot: start.slot,
         header_until: (why == Expired::Header).then_some(deadline),
+        h2: None,
     };
     if idle.park(entry, deadline).is_err() {
         shared.env.metrics.connection_closed();

@@ -50,15 +50,21 @@
 //! one agreed first (its settings, the windows), and the first frames it
 //! writes that would restate them are kept from the client
 //! (`frames::Waking`). A parked connection keeps its idle deadline and
-//! its stop: a `GOAWAY`, then the close.
+//! its stop: a `GOAWAY`, then the close. On a plain address it leaves its
+//! task for its accept loop's idle set, as an idle HTTP/1.1 connection
+//! does ([`parked`]); a TLS one waits in its task.
 
 mod frames;
 mod io;
+mod parked;
 mod stream;
+
+pub(crate) use self::parked::{Parked, Parking, closing, resume};
 
 use self::io::{H2Io, Lent};
 use self::stream::{H2Service, Streams};
 use super::Shared;
+use super::conn::ClientStream;
 use crate::conn_state::{Conn, ConnState, Expired};
 use crate::errlog::{self, Severity};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -130,18 +136,17 @@ pub(crate) async fn opening<S: AsyncRead + Unpin>(
 
 /// Serve HTTP/2 on `stream`, whose first bytes were already read
 /// (`read_ahead`, the preface among them; empty after ALPN), until the
-/// client leaves, a timeout, a stop, or an error. The caller counts the
-/// connection (worker_connections, metrics).
-pub(crate) async fn serve_h2<S>(
+/// client leaves, a timeout, a stop, or an error, or until it is parked in
+/// its accept loop's idle set ([`Parking`]). It counts the connection
+/// closed when it closes.
+pub(crate) async fn serve_h2<S: ClientStream>(
     shared: &Arc<Shared>,
     conn: Arc<Conn>,
-    stream: S,
-    read_ahead: Vec<u8>,
-    mut stopping: watch::Receiver<bool>,
+    (stream, read_ahead): (S, Vec<u8>),
+    stopping: watch::Receiver<bool>,
     (head_rules, server): (crate::http1::HeadRules, String),
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+    parking: Parking,
+) {
     // The gate (crate::http2) holds a head to large_client_header_buffers,
     // and so does hyper, which advertises it: a canonical head a few bytes
     // longer than the client's (`:authority` for `host`) gets hyper's 431,
@@ -151,15 +156,42 @@ pub(crate) async fn serve_h2<S>(
     let streams = Arc::new(Streams::new(conn.id, conn.remote.ip(), server));
     let parts = (shared.clone(), conn.clone(), streams.clone());
     // Boxed: it moves between hyper's connection and the parked loop, and
-    // is all a parked connection holds besides its socket's task.
-    let mut io = Box::new(H2Io::new(stream, read_ahead, parts, head_rules));
+    // is all a parked connection holds besides its socket.
+    let io = Box::new(H2Io::new(stream, read_ahead, parts, head_rules));
+    let this = This {
+        shared: shared.clone(),
+        conn,
+        streams,
+        list_max,
+    };
+    serve(this, io, stopping, parking).await;
+}
+
+/// What one connection's loop works with.
+pub(crate) struct This {
+    shared: Arc<Shared>,
+    conn: Arc<Conn>,
+    streams: Arc<Streams>,
+    list_max: u32,
+}
+
+/// hyper's connections one after another on `io`, parked between them,
+/// until the connection ends or waits in the idle set.
+async fn serve<S: ClientStream>(
+    this: This,
+    mut io: Box<H2Io<S>>,
+    mut stopping: watch::Receiver<bool>,
+    mut parking: Parking,
+) {
+    let (shared, conn, streams) = (&this.shared, &this.conn, &this.streams);
     let home = Arc::new(parking_lot::Mutex::new(None));
     loop {
         let svc = H2Service::new(shared.clone(), conn.clone(), streams.clone());
         let lent = Lent::new(io, home.clone());
-        let mut served = Box::pin(builder(list_max).serve_connection(TokioIo::new(lent), svc));
+        let hyper = builder(this.list_max).serve_connection(TokioIo::new(lent), svc);
+        let mut served = Box::pin(hyper);
         // (Its error is the client's doing, or a timeout, logged below.)
-        let drove = drive(served.as_mut(), &streams, &conn.state, &mut stopping).await;
+        let drove = drive(served.as_mut(), streams, &conn.state, &mut stopping).await;
         drop(served);
         let back = home.lock().take();
         let (Drove::Park, Some(parked)) = (drove, back) else {
@@ -169,6 +201,12 @@ pub(crate) async fn serve_h2<S>(
         if !io.park() {
             break;
         }
+        // Plain: the socket waits in the accept loop's idle set, the task
+        // ends. TLS (rustls' state is the stream's) waits here.
+        io = match parking.wait_in_idle_set(&this, io) {
+            Ok(()) => return,
+            Err(io) => io,
+        };
         shared.env.metrics.h2_parked(1);
         let woke = io
             .parked(streams.idle_deadline(&conn.state), &mut stopping)
@@ -179,7 +217,8 @@ pub(crate) async fn serve_h2<S>(
         }
     }
     streams.end();
-    closed(&streams, &conn.state);
+    closed(streams, &conn.state);
+    shared.env.metrics.connection_closed();
 }
 
 /// hyper's HTTP/2 server, as nginx's defaults have it (`list_max`: the

@@ -54,6 +54,8 @@ pub(crate) struct Entry {
     /// It has sent nothing yet: its header is due by then (its deadline
     /// passing is nginx's "client timed out" line).
     pub(crate) header_until: Option<Instant>,
+    /// An HTTP/2 connection's state, while it waits here.
+    pub(crate) h2: Option<Box<super::h2::Parked>>,
 }
 
 struct Slot {
@@ -333,8 +335,8 @@ pub(crate) async fn run(
             super::conn::resume(&shared, &stopping, &set, entry);
         }
     }
-    for _ in set.stop() {
-        shared.env.metrics.connection_closed();
+    for entry in set.stop() {
+        super::h2::closing(&shared, entry);
     }
 }
 
@@ -358,6 +360,7 @@ mod tests {
                 id,
                 slot,
                 header_until: None,
+                h2: None,
             },
         )
     }

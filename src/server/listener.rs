@@ -291,11 +291,10 @@ pub(crate) struct StopAccepting {
 /// room, with nginx's warning (once a second per worker).
 fn reuse_connections(shared: &Shared, max: usize, now_s: u64) {
     let closed = super::idle::reuse_here();
-    for _ in &closed {
-        shared.env.metrics.connection_closed();
-    }
     let reused = !closed.is_empty();
-    drop(closed);
+    for entry in closed {
+        super::h2::closing(shared, entry);
+    }
     if reused && WorkerSlot::reuse_warning_due(now_s) {
         errlog::emit(
             Severity::Warn,

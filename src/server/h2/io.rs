@@ -92,6 +92,41 @@ impl<S> H2Io<S> {
         }
     }
 
+    /// The same connection on another socket (`()` while it waits in the
+    /// idle set): the old one back.
+    /// (Boxed both ways: it lives in a box wherever it goes.)
+    #[allow(clippy::boxed_local)]
+    pub(super) fn swap_socket<T>(self: Box<Self>, socket: T) -> (S, Box<H2Io<T>>) {
+        let io = *self;
+        let moved = H2Io {
+            inner: socket,
+            read_ahead: io.read_ahead,
+            inbound: io.inbound,
+            state: io.state,
+            write_timer: io.write_timer,
+            streams: io.streams,
+            env: io.env,
+            shared: io.shared,
+            conn: io.conn,
+            unflushed: io.unflushed,
+            write_pending: io.write_pending,
+            aborted: io.aborted,
+            outbound: io.outbound,
+            ahead: io.ahead,
+            ahead_unflushed: io.ahead_unflushed,
+            waking: io.waking,
+            replay: io.replay,
+            quiet: io.quiet,
+        };
+        (io.inner, Box::new(moved))
+    }
+
+    /// The `GOAWAY` a parked connection gets before its close: NO_ERROR,
+    /// naming the last stream the client opened.
+    pub(super) fn goodbye(&self) -> [u8; 17] {
+        inbound::goaway(self.inbound.last_stream(), 0)
+    }
+
     /// The gate condemned the connection: one info line, the metric.
     fn condemned(&mut self, abort: &Abort) {
         let s = &self.streams;
@@ -449,7 +484,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
                 ) =>
             {
                 // As hyper's graceful close, without its PING: nothing is open.
-                let goaway = inbound::goaway(self.inbound.last_stream(), 0);
+                let goaway = self.goodbye();
                 let send = self.state.timeouts.send;
                 let bye = async {
                     self.inner.write_all(&goaway).await?;
@@ -465,7 +500,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
 
     /// The client spoke to a parked connection: hyper's fresh connection
     /// reads the replay first, then `first`; the client is told its window.
-    fn wake(&mut self, first: &[u8]) {
+    pub(super) fn wake(&mut self, first: &[u8]) {
         if let Some(replay) = self.replay.take() {
             self.inbound.output().extend_from_slice(&replay.to_hyper);
             if let Some(frame) = replay.to_client {
