@@ -652,9 +652,7 @@ fn write_headers(out: &mut BytesMut, stream: u32, end_stream: bool, block: &[u8]
 }
 
 fn frame_head(out: &mut BytesMut, len: usize, kind: u8, flags: u8, stream: u32) {
-    let l = (len as u32).to_be_bytes();
-    out.extend_from_slice(&[l[1], l[2], l[3], kind, flags]);
-    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(&ledger::frame_head(len, kind, flags, stream));
 }
 
 /// `GOAWAY` for `abort`, naming the last stream the client opened.

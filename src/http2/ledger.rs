@@ -245,7 +245,8 @@ fn window_increment(len: usize, payload: &[u8]) -> Option<u32> {
     (len == 4).then(|| u32::from_be_bytes(p) & 0x7fff_ffff)
 }
 
-fn frame_head(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; 9] {
+/// A frame's 9-byte head (RFC 9113 §4.1).
+pub fn frame_head(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; 9] {
     let l = (len as u32).to_be_bytes();
     let s = stream.to_be_bytes();
     [l[1], l[2], l[3], kind, flags, s[0], s[1], s[2], s[3]]

@@ -5,6 +5,7 @@
 //! not see (see [`super`]'s parking).
 
 use crate::http2::inbound::{SETTINGS, WINDOW_UPDATE};
+use crate::http2::ledger::frame_head;
 use bytes::BytesMut;
 
 /// One frame written whole.
@@ -151,16 +152,17 @@ impl Waking {
             if self.pending.len() < 9 + len {
                 return;
             }
-            let (kind, flags, stream) = (h[3], h[4], [h[5], h[6], h[7], h[8]]);
+            let (kind, flags) = (h[3], h[4]);
+            let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]);
             if kind == DATA && len as i64 > self.credit {
                 if self.credit <= 0 || flags & PADDED != 0 {
                     return;
                 }
                 // As much as the window takes now; the rest stays.
                 let n = self.credit as usize;
-                ahead.extend_from_slice(&head(n, DATA, flags & !END_STREAM, stream));
+                ahead.extend_from_slice(&frame_head(n, DATA, flags & !END_STREAM, stream));
                 ahead.extend_from_slice(&self.pending[9..9 + n]);
-                let rest = head(len - n, DATA, flags, stream);
+                let rest = frame_head(len - n, DATA, flags, stream);
                 self.pending[n..9 + n].copy_from_slice(&rest);
                 let _ = self.pending.split_to(n);
                 self.credit = 0;
@@ -169,7 +171,7 @@ impl Waking {
             let slot = match kind {
                 SETTINGS if flags & 0x1 != 0 => &mut self.ack,
                 SETTINGS => &mut self.settings,
-                WINDOW_UPDATE if stream == [0; 4] => &mut self.window,
+                WINDOW_UPDATE if stream == 0 => &mut self.window,
                 _ => &mut false,
             };
             let frame = self.pending.split_to(9 + len);
@@ -198,13 +200,6 @@ impl Waking {
 const DATA: u8 = 0;
 const END_STREAM: u8 = 0x1;
 const PADDED: u8 = 0x8;
-
-fn head(len: usize, kind: u8, flags: u8, stream: [u8; 4]) -> [u8; 9] {
-    let l = (len as u32).to_be_bytes();
-    [
-        l[1], l[2], l[3], kind, flags, stream[0], stream[1], stream[2], stream[3],
-    ]
-}
 
 #[cfg(test)]
 mod tests {
