@@ -108,6 +108,7 @@ fn redis(mut r: RedisDraft, d: &mut Diagnostics) -> Option<RedisConfig> {
         tls_cert: path(r.tls_cert)?,
         tls_key: path(r.tls_key)?,
         reject_cache: r.reject_cache.ok()?,
+        connections: r.connections.ok()?,
     })
 }
 

@@ -49,6 +49,8 @@ pub(in crate::config) struct RedisDraft {
     pub tls_key: TlsFile,
     /// `reject_cache` (default on).
     pub reject_cache: Result<bool, Reported>,
+    /// `connections` (per server; default 1).
+    pub connections: Result<usize, Reported>,
 }
 
 impl RedisDraft {
@@ -121,6 +123,27 @@ static REDIS: Schema<RedisDraft> = Schema::plain(&[
     Key {
         name: "reject_cache",
         read: |cx, k, v, r| r.reject_cache = cx.bool(v, k).ok_or(Reported),
+    },
+    Key {
+        name: "connections",
+        read: |cx, k, v, r| {
+            r.connections = match cx.int(v, k) {
+                Some(n) if (1..=RedisConfig::MAX_CONNECTIONS as i128).contains(&n) => {
+                    Ok(n as usize)
+                }
+                Some(_) => {
+                    cx.err(
+                        v.span(),
+                        format!(
+                            "\"connections\": value must be between 1 and {}",
+                            RedisConfig::MAX_CONNECTIONS
+                        ),
+                    );
+                    Err(Reported)
+                }
+                None => Err(Reported),
+            }
+        },
     },
 ]);
 
@@ -248,6 +271,7 @@ pub(super) fn redis(cx: &mut Cx, k: &str, v: &Val, file: &str) -> Option<RedisDr
         tls_cert: None,
         tls_key: None,
         reject_cache: Ok(true),
+        connections: Ok(1),
     };
     REDIS.read(cx, t, "[redis]", &mut r);
     r.servers = servers(cx, t, &mut r);

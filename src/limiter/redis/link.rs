@@ -18,6 +18,13 @@
 //!
 //! Nothing connects while the link is built: the first call does (or
 //! [`super::RedisBackend::connect_in_background`]).
+//!
+//! `[redis] connections = N` ([`Slots`]): one server or a Cluster gets N
+//! such connections (a Cluster: N per node), each made by the first worker
+//! thread that asks for it, so that its driver task runs on that thread's
+//! runtime; a thread always uses the same one. A multiplexed connection
+//! already pipelines: the decisions queued while its task waits go out in
+//! one write and come back in one read.
 
 use super::sentinel::SentinelLink;
 use super::{RedisConfig, RedisServers};
@@ -26,6 +33,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisError, RedisFuture, TlsCertificates, Value};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -72,12 +80,12 @@ impl ConnectionLike for Conn {
 pub(super) enum Link {
     Single {
         client: redis::Client,
-        manager: OnceLock<ConnectionManager>,
+        managers: Slots<ConnectionManager>,
         timeout: Duration,
     },
     Cluster {
         client: ClusterClient,
-        conn: OnceLock<ClusterConnection>,
+        conns: Slots<ClusterConnection>,
         timeout: Duration,
         /// A client of each seed, for the forgiveness subscriber.
         seeds: Vec<redis::Client>,
@@ -93,12 +101,12 @@ impl Link {
         Ok(match &config.servers {
             RedisServers::Url(url) => Link::Single {
                 client: server_client(url.as_str(), config.password.as_deref(), certs)?,
-                manager: OnceLock::new(),
+                managers: Slots::new(config.connections),
                 timeout,
             },
             RedisServers::Cluster(seeds) => Link::Cluster {
                 client: cluster_client(seeds, config, certs.clone())?,
-                conn: OnceLock::new(),
+                conns: Slots::new(config.connections),
                 timeout,
                 seeds: seeds
                     .iter()
@@ -124,9 +132,10 @@ impl Link {
         match self {
             Link::Single {
                 client,
-                manager,
+                managers,
                 timeout,
             } => {
+                let manager = managers.mine();
                 if let Some(m) = manager.get() {
                     return Ok(Conn::Server(m.clone()));
                 }
@@ -138,11 +147,11 @@ impl Link {
             }
             Link::Cluster {
                 client,
-                conn,
+                conns,
                 timeout,
                 ..
             } => {
-                let c = conn.get_or_init(|| {
+                let c = conns.mine().get_or_init(|| {
                     // Connects in the background; calls wait for it (each
                     // bounded by its own deadline).
                     let cfg = ClusterConfig::new()
@@ -193,6 +202,30 @@ impl Link {
             Link::Sentinel(s) => s.master(),
             _ => None,
         }
+    }
+}
+
+/// `[redis] connections` connections of one kind, each made on first use.
+pub(super) struct Slots<T> {
+    slots: Box<[OnceLock<T>]>,
+}
+
+impl<T> Slots<T> {
+    fn new(n: usize) -> Slots<T> {
+        Slots {
+            slots: (0..n.max(1)).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The calling thread's slot: threads are numbered as they first ask,
+    /// and share the slots in turn (sluice's workers, one per core, each
+    /// get their own while `connections` is at least their number).
+    fn mine(&self) -> &OnceLock<T> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static THREAD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        }
+        &self.slots[THREAD.with(|t| *t) % self.slots.len()]
     }
 }
 

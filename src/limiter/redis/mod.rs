@@ -175,11 +175,17 @@ pub struct RedisConfig {
     /// until it would be admitted ([`RejectCache`]). The file's default is
     /// on; `Default` (for tests and tools) leaves it off.
     pub reject_cache: bool,
+    /// `connections`: multiplexed connections to each server (`url`, or
+    /// each node of a `cluster`), each made by the first worker thread that
+    /// needs it; 0 (the `Default`) means 1. The master found through
+    /// Sentinel always has one.
+    pub connections: usize,
 }
 
 impl RedisConfig {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
     pub const DEFAULT_PREFIX: &'static str = "sluice";
+    pub const MAX_CONNECTIONS: usize = 64;
 
     /// A configuration for the one server at `url`, every other setting
     /// at its default (tests and tools).

@@ -28,6 +28,7 @@ timeout = "20ms"
 on_error = "local"
 prefix = "app"
 reject_cache = false
+connections = 3
 [zones.r]
 key = "$remote_addr"
 size = "1m"
@@ -43,6 +44,7 @@ size = "1m"
     assert_eq!(r.on_error, OnError::Local);
     assert_eq!(r.prefix, "app");
     assert!(!r.reject_cache);
+    assert_eq!(r.connections, 3);
     assert_eq!(spec.zones[0].backend, sluice::config::Backend::Redis);
     assert_eq!(spec.zones[1].backend, sluice::config::Backend::Memory);
 
@@ -57,6 +59,7 @@ size = "1m"
         (r.timeout, r.on_error, r.prefix.as_str(), r.reject_cache),
         (Duration::from_millis(50), OnError::Allow, "sluice", true)
     );
+    assert_eq!(r.connections, 1);
 }
 
 #[test]
@@ -135,6 +138,18 @@ bogus = 1
         e,
         ["t.toml:3:16: \"reject_cache\" must be true or false, found a string"]
     );
+
+    for bad in ["0", "65", "\"4\""] {
+        let e = config_errors(&format!(
+            "[redis]\nurl = \"redis://h:1\"\nconnections = {bad}\n{SERVER}"
+        ));
+        let want = if bad.starts_with('"') {
+            "t.toml:3:15: \"connections\" must be an integer, found a string"
+        } else {
+            "t.toml:3:15: \"connections\": value must be between 1 and 64"
+        };
+        assert_eq!(e, [want], "connections = {bad}");
+    }
 
     let e = config_errors(&format!("[redis]\ntimeout = \"1s\"\n{SERVER}"));
     assert_eq!(e.len(), 1);
