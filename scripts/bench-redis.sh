@@ -5,7 +5,7 @@
 #
 # Usage:
 #   scripts/bench-redis.sh [--duration SECONDS] [--pairs N] [--connections N] [--threads N]
-#                          [--only SCENARIO]
+#                          [--only SCENARIO] [--conns N]
 #
 # Starts one redis-server and a Redis Cluster of 3 masters (redis-server with `cluster-enabled yes`,
 # joined by `redis-cli --cluster create`, no replicas), all without persistence, on free ports in a
@@ -16,6 +16,8 @@
 #   redis-nocache   the same, `reject_cache = false`
 #   cluster         the zones on the cluster, `reject_cache = true`
 #   cluster-nocache the same, `reject_cache = false`
+#   redis-cN        `redis` with `[redis] connections = N` (--conns, default the number of cores:
+#   cluster-cN      one connection per sluice worker thread); likewise `cluster`
 # Every process stops with the script. Each scenario runs wrk -t THREADS -c CONNECTIONS against each
 # system in turn (one warm-up run each, then --pairs rounds) and prints per run req/s, p50 and p99
 # latency, non-2xx answers and cpu_us: the CPU time sluice spent per request (user + system, all
@@ -23,16 +25,17 @@
 # (`r/s x`, `cpu x`); then the median of each column per system. Scenarios:
 #   pass         limits that never reject, one client key (every request from 127.0.0.1): a hot key
 #   pass-many    the same with 100 000 client keys, from a header a wrk Lua script sets
-#   reject       every request refused (1r/m, no burst), one client key: a reject flood
+#   reject       every request refused (1r/1000s, no burst), one client key: a reject flood
 #   reject-many  the same over 100 000 keys (each key's first request passes, in the warm-up)
 #   scale        Redis as the bottleneck: 3 sluice processes share the pass-many zone, each loaded
 #                by its own wrk (-t1, CONNECTIONS/2 connections) at once; aggregate decisions/s on
 #                the one Redis against the cluster, and the CPU per decision of sluice (its 3
 #                processes) and of Redis (all its servers)
-# The systems without a rejection cache run only in reject and reject-many, where it matters.
+# The systems without a rejection cache run only in reject and reject-many, where it matters; those
+# with N connections only in pass and pass-many (a cached refusal makes no call).
 # Last, a summary against issue #27's targets: reject with the cache ≥ 0.90× memory's req/s,
 # pass ≥ 0.50×, scale: the cluster ≥ 1.5× one Redis.
-# Defaults: 5 s per run, 3 rounds, 64 connections, 2 wrk threads: about 8 minutes in all (16
+# Defaults: 5 s per run, 3 rounds, 64 connections, 2 wrk threads: about 9 minutes in all (20
 # system-scenarios × 4 runs, scale 2 × 4 runs; reject-many's keys primed, 4-12 s a system), plus
 # the release build. Machines here are shared and noisy: read the medians and ratios, not single
 # runs. Installs what is missing with apt-get (redis-server, redis-tools, wrk, curl, python3).
@@ -41,7 +44,7 @@ export LC_ALL=C
 export PATH="/usr/sbin:/sbin:$PATH"
 
 scenarios=(pass pass-many reject reject-many scale)
-duration=5 pairs=3 connections=64 threads=2 only=""
+duration=5 pairs=3 connections=64 threads=2 only="" conns="$(nproc)"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --duration) duration="$2"; shift 2 ;;
@@ -49,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --connections) connections="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
+    --conns) conns="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-redis.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -147,7 +151,7 @@ backend = "$1"
 [zones.reject]
 key = "\$binary_remote_addr"
 size = "10m"
-rate = "1r/m"
+rate = "1r/1000s"
 backend = "$1"
 [zones.pass_many]
 key = "\$http_x_client"
@@ -157,7 +161,7 @@ backend = "$1"
 [zones.reject_many]
 key = "\$http_x_client"
 size = "64m"
-rate = "1r/m"
+rate = "1r/1000s"
 backend = "$1"
 $2
 [[servers]]
@@ -180,7 +184,7 @@ limit_req = { zone = "reject_many" }
 return = { status = 200, body = "ok\n" }
 EOF
 }
-# redis_table WHERE CACHE → the [redis] table (WHERE: single or cluster)
+# redis_table WHERE CACHE [CONNECTIONS] → the [redis] table (WHERE: single or cluster)
 redis_table() {
   echo "[redis]"
   if [[ $1 == single ]]; then
@@ -190,6 +194,8 @@ redis_table() {
   fi
   echo "reject_cache = $2"
   echo "timeout = \"1s\""
+  [[ -n ${3:-} ]] && echo "connections = $3"
+  return 0
 }
 declare -A port_of pid_of
 # sluice_start NAME BACKEND REDIS_TABLE
@@ -205,6 +211,8 @@ sluice_start redis redis "$(redis_table single true)"
 sluice_start redis-nocache redis "$(redis_table single false)"
 sluice_start cluster redis "$(redis_table cluster true)"
 sluice_start cluster-nocache redis "$(redis_table cluster false)"
+sluice_start "redis-c$conns" redis "$(redis_table single true "$conns")"
+sluice_start "cluster-c$conns" redis "$(redis_table cluster true "$conns")"
 for i in 1 2 3; do
   sluice_start "scale-redis$i" redis "$(redis_table single true)"
   sluice_start "scale-cluster$i" redis "$(redis_table cluster true)"
@@ -239,7 +247,7 @@ request = function()
   return wrk.format("GET", nil, { ["X-Client"] = tostring(k) })
 end
 EOF
-# prime SYSTEM: every key of reject-many twice, so that each is refused from then on (1r/m, no
+# prime SYSTEM: every key of reject-many twice, so that each is refused from then on (1r/1000s, no
 # burst: its first request passes) and a rejection cache holds each one, as after a flood.
 prime() {
   local done=0 n
@@ -307,9 +315,9 @@ target() {
   local verdict
   verdict="$(awk -v r="$3" -v op="$4" -v l="$5" 'BEGIN {
     ok = (op == "<=") ? (r + 0 <= l + 0) : (r + 0 >= l + 0); print (ok ? "met" : "not met") }')"
-  printf '%-12s %-34s %6sx   target %s %sx   %s\n' "$1" "$2" "$3" "$4" "$5" "$verdict" >>"$work/summary"
+  printf '%-12s %-36s %6sx   target %s %sx   %s\n' "$1" "$2" "$3" "$4" "$5" "$verdict" >>"$work/summary"
 }
-info() { printf '%-12s %-34s %6sx   (no target)\n' "$1" "$2" "$3" >>"$work/summary"; }
+info() { printf '%-12s %-36s %6sx   (no target)\n' "$1" "$2" "$3" >>"$work/summary"; }
 
 sluice_ver="$("$sluice_bin" --version 2>/dev/null | awk '{ print $2 }') ($(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?'))"
 echo "sluice zones in memory, on one Redis and on a 3-master Redis Cluster — one run: wrk -t$threads -c$connections, ${duration} s per run, rounds: $pairs"
@@ -320,7 +328,7 @@ echo "machine: $(uname -sr), $(nproc) cores, $(grep -m1 'model name' /proc/cpuin
 fmt='%-6s %-16s %9s %7s %7s %8s %7s   %6s %6s\n'
 for scenario in pass pass-many reject reject-many; do
   wants "$scenario" || continue
-  systems=(memory redis cluster)
+  systems=(memory redis "redis-c$conns" cluster "cluster-c$conns")
   [[ $scenario == reject* ]] && systems=(memory redis redis-nocache cluster cluster-nocache)
   for sys in "${systems[@]}"; do
     [[ $scenario == reject-many ]] && prime "$sys"
@@ -355,7 +363,9 @@ for scenario in pass pass-many reject reject-many; do
   case $scenario in
     pass | pass-many)
       target "$scenario" "req/s, one Redis vs memory" "$(col "$work/$scenario.redis" 5)" ">=" 0.50
-      info "$scenario" "req/s, cluster vs memory" "$(col "$work/$scenario.cluster" 5)" ;;
+      target "$scenario" "req/s, one Redis, $conns conns vs memory" "$(col "$work/$scenario.redis-c$conns" 5)" ">=" 0.50
+      info "$scenario" "req/s, cluster vs memory" "$(col "$work/$scenario.cluster" 5)"
+      info "$scenario" "req/s, cluster, $conns conns vs memory" "$(col "$work/$scenario.cluster-c$conns" 5)" ;;
     reject | reject-many)
       target "$scenario" "req/s, one Redis + cache vs memory" "$(col "$work/$scenario.redis" 5)" ">=" 0.90
       info "$scenario" "req/s, one Redis, no cache" "$(col "$work/$scenario.redis-nocache" 5)"
