@@ -139,6 +139,8 @@ pub struct Record {
     /// See [`RequestVars::raw_request_line`].
     pub raw_request_line: Option<Vec<u8>>,
     pub tls: Option<Arc<crate::tls::Session>>,
+    /// The request's map and geo values, shared with the request.
+    pub user: Option<Arc<crate::vars::UserVars>>,
     pub remote: SocketAddr,
     pub local: SocketAddr,
     pub server_name: String,
@@ -171,6 +173,7 @@ impl Record {
             log,
             raw_request_line: vars.raw_request_line.map(<[u8]>::to_vec),
             tls: vars.tls.cloned(),
+            user: vars.user.cloned(),
             remote: vars.remote,
             local: vars.local,
             server_name: vars.server_name.to_string(),
@@ -203,6 +206,7 @@ impl Record {
             headers: &self.headers,
             raw_request_line: self.raw_request_line.as_deref(),
             tls: self.tls.as_ref(),
+            user: self.user.as_ref(),
         };
         let log = LogVars {
             body_bytes_sent,

@@ -16,6 +16,7 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     for z in &spec.zones {
         zone(&mut s, z);
     }
+    vars(&mut s, &spec.vars);
     if let Some(r) = &spec.redis {
         redis(&mut s, r);
     }
@@ -179,6 +180,26 @@ fn location(s: &mut String, spec: &Spec, loc: &LocationSpec, eff: &Level) {
         upstream_tls_text(&loc.action, eff),
         group_text(spec, &loc.action, eff),
     );
+    if let Some(rules) = eff.access.as_deref().filter(|r| !r.is_empty()) {
+        let text: Vec<String> = rules.iter().map(|r| r.to_string()).collect();
+        let _ = writeln!(s, "    access: {}", text.join("; "));
+    }
+}
+
+/// `[maps]` and `[geos]`: each variable, what it matches and how many
+/// entries it has.
+fn vars(s: &mut String, tables: &crate::vars::Tables) {
+    use crate::vars::Def;
+    if !tables.is_empty() {
+        let _ = writeln!(s, "variables:");
+    }
+    for (name, def) in tables.names().iter().zip(tables.defs()) {
+        let what = match def {
+            Def::Map(m) => format!("map {}", m.describe()),
+            Def::Geo(g) => format!("geo {}", g.describe()),
+        };
+        let _ = writeln!(s, "  ${name:<15} {what}");
+    }
 }
 
 /// `upstream NAME: BALANCE[, keepalive N]` and its servers, one a line, as

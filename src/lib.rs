@@ -51,6 +51,7 @@
 //! - `fuzzing` (tests and the `fuzzing` feature only): the checks of the
 //!   fuzz targets in `fuzz/`, shared with the corpus replay of the tests.
 
+pub mod access;
 pub(crate) mod accesslog;
 pub(crate) mod batch;
 pub(crate) mod body;
@@ -79,4 +80,4 @@ pub mod simulate;
 pub(crate) mod tls;
 pub mod top;
 pub(crate) mod upstream;
-pub(crate) mod vars;
+pub mod vars;

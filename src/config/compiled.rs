@@ -87,6 +87,8 @@ pub struct Config {
     /// `[upstreams.NAME]`, in file order (kept with their state across a
     /// reload that leaves them as they were).
     pub(crate) upstreams: Vec<Arc<crate::upstream::group::Group>>,
+    /// `[maps]` and `[geos]`.
+    pub(crate) vars: Arc<crate::vars::Tables>,
 }
 
 impl Config {
@@ -170,6 +172,8 @@ pub(crate) struct Location {
     pub conn_log_level: Severity,
     pub conn_dry_run: bool,
     pub error_pages: Arc<ErrorPages>,
+    /// `allow` and `deny`, checked after the limits.
+    pub access: Arc<Vec<crate::access::Rule>>,
     pub action: Action,
     /// For an `https://` `proxy_pass`: its `proxy_ssl_*` settings, made.
     pub upstream_tls: Option<Arc<crate::upstream::Tls>>,

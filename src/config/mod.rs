@@ -90,3 +90,5 @@ mod tests_tls;
 mod tests_upstream_tls;
 #[cfg(test)]
 mod tests_upstreams;
+#[cfg(test)]
+mod tests_vars;

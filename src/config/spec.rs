@@ -32,6 +32,8 @@ pub struct Spec {
     pub redis: Option<RedisConfig>,
     /// `[upstreams.NAME]`: the groups `proxy_pass` may name.
     pub(crate) upstreams: Vec<UpstreamSpec>,
+    /// `[maps]` and `[geos]`: the configuration's own variables.
+    pub(crate) vars: Arc<crate::vars::Tables>,
 }
 
 /// `[upstreams.NAME]`: nginx's `upstream NAME { … }`, as written (its host
@@ -181,6 +183,9 @@ pub(crate) struct Level {
     /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
     pub access_log: Option<Option<String>>,
     pub ratelimit_headers: Option<RateLimitHeaders>,
+    /// `access`: nginx's `allow` and `deny` lines (a level with its own
+    /// hides its parent's).
+    pub access: Option<Arc<Vec<crate::access::Rule>>>,
     /// `real_ip` (http and server levels).
     pub real_ip: Option<Arc<crate::realip::RealIp>>,
     /// `underscores_in_headers` (http, server): `_` is valid in names.
@@ -271,6 +276,7 @@ impl Level {
                 .clone()
                 .or_else(|| parent.access_log.clone()),
             real_ip: self.real_ip.clone().or_else(|| parent.real_ip.clone()),
+            access: self.access.clone().or_else(|| parent.access.clone()),
             ratelimit_headers: self.ratelimit_headers.or(parent.ratelimit_headers),
             underscores_in_headers: self
                 .underscores_in_headers

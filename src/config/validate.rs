@@ -54,6 +54,7 @@ pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
         .collect();
     addresses(&servers, d);
     let servers = servers.into_iter().map(|(s, _)| s).collect();
+    let vars = draft.vars.validate(d);
     Spec {
         http,
         log_format: draft.log_format,
@@ -63,6 +64,7 @@ pub(super) fn validate(draft: Draft, d: &mut Diagnostics) -> Spec {
         ops: draft.ops,
         redis,
         upstreams: draft.upstreams,
+        vars,
     }
 }
 

@@ -70,6 +70,8 @@ pub(crate) enum ProxyError<'a> {
     ZoneFull { limit: usize },
     /// A Redis zone could not decide and `on_error = "deny"`.
     Unavailable { zone: &'a str },
+    /// `allow`/`deny` refused the client: 403.
+    Forbidden,
     /// `limit_conn` rejected it (`full`: its zone had no room).
     TooManyConnections { limit: usize, full: bool },
     /// The body could not be kept in `client_body_temp_path`: 500.
@@ -125,6 +127,7 @@ impl ProxyError<'_> {
                 400
             }
             ProxyError::NoLocation(_) => 404,
+            ProxyError::Forbidden => 403,
             ProxyError::AddSlash { .. } => 301,
             ProxyError::Close => 444,
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => 413,
@@ -166,6 +169,7 @@ impl ProxyError<'_> {
                 "client timed out (110: Connection timed out) while reading client request body"
                     .into(),
             ),
+            ProxyError::Forbidden => (Severity::Error, "access forbidden by rule".into()),
             // nginx logs a broken chunked body as an error.
             ProxyError::InvalidChunked => {
                 (Severity::Error, "client sent invalid chunked body".into())
@@ -272,6 +276,7 @@ impl ProxyError<'_> {
             ProxyError::PlainHttpOnHttps => "The plain HTTP request was sent to HTTPS port.".into(),
             ProxyError::NoLocation(path) => format!("No location matches \"{path}\"."),
             ProxyError::AddSlash { to, .. } => format!("Moved to \"{to}\"."),
+            ProxyError::Forbidden => "Access is forbidden to this client.".into(),
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => format!(
                 "The request body is larger than client_max_body_size ({} bytes).",
                 loc.map_or(0, |l| l.client_max_body_size)

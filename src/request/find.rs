@@ -9,21 +9,31 @@ use crate::vars::RequestVars;
 use http::{HeaderMap, header};
 use std::net::SocketAddr;
 
-/// The request's variables: the client's address as `real_ip` resolves it,
-/// the normalised path (empty when it is invalid).
-pub(crate) fn request_vars<'a>(
-    conn: &'a Conn,
-    server: &'a ServerBlock,
-    parts: &'a http::request::Parts,
-    path: &'a str,
-) -> RequestVars<'a> {
-    let remote = match &server.real_ip {
+/// The client's address as `real_ip` resolves it.
+pub(crate) fn client(
+    conn: &Conn,
+    server: &ServerBlock,
+    parts: &http::request::Parts,
+) -> SocketAddr {
+    match &server.real_ip {
         Some(r) => SocketAddr::new(
             r.resolve(conn.remote.ip(), &parts.headers),
             conn.remote.port(),
         ),
         None => conn.remote,
-    };
+    }
+}
+
+/// The request's variables: the client's address ([`client`]), the
+/// normalised path (empty when it is invalid), the values of the maps and
+/// geos as they are asked for.
+pub(crate) fn request_vars<'a>(
+    conn: &'a Conn,
+    server: &'a ServerBlock,
+    parts: &'a http::request::Parts,
+    (path, remote): (&'a str, SocketAddr),
+    user: Option<&'a std::sync::Arc<crate::vars::UserVars>>,
+) -> RequestVars<'a> {
     RequestVars {
         remote,
         local: conn.local,
@@ -35,6 +45,7 @@ pub(crate) fn request_vars<'a>(
         headers: &parts.headers,
         raw_request_line: None,
         tls: conn.tls.as_ref(),
+        user,
     }
 }
 

@@ -126,7 +126,11 @@ pub(crate) async fn handle(
         conn.tls.as_ref().and_then(|t| t.server_name.as_deref()),
     );
     let path = normalize_path(parts.uri.path());
-    let vars = find::request_vars(&conn, server, &parts, path.as_deref().unwrap_or(""));
+    let remote = find::client(&conn, server, &parts);
+    let user = (!config.vars.is_empty())
+        .then(|| Arc::new(crate::vars::UserVars::new(config.vars.clone(), remote)));
+    let at = (path.as_deref().unwrap_or(""), remote);
+    let vars = find::request_vars(&conn, server, &parts, at, user.as_ref());
     let cx = Ctx::new(&env, &conn, vars, start);
     let at_server = Scope::server(server);
     if conn.plain_on_https {
@@ -162,6 +166,10 @@ pub(crate) async fn handle(
         Ok(held) => held,
         Err(e) => return answer(&cx, at, e, record, None),
     };
+    // nginx's access phase follows the limits' preaccess phase.
+    if !crate::access::allows(&loc.access, cx.vars.remote.ip()) {
+        return answer(&cx, at, ProxyError::Forbidden, record, Some(&limited));
+    }
     let resp = match content::content(&cx, loc, (&parts, body), path, &limited, &mut record).await {
         Ok(resp) => {
             let resp = with_quota(resp, loc, &limited.outcome);

@@ -110,6 +110,7 @@ pub(crate) fn access_refused(
         headers: &headers,
         raw_request_line: Some(line),
         tls: None,
+        user: None,
     };
     let mut r = Record::new(log.clone(), &vars, id, start);
     r.status = refusal.status;

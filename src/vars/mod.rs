@@ -5,9 +5,15 @@
 //! typo in a variable name is a configuration error with its column, and a
 //! request only walks a short list of parts.
 
+pub mod geo;
+pub mod map;
+mod parse;
 mod upstream;
+mod user;
 
+pub use parse::Names;
 pub use upstream::UpstreamTry;
+pub use user::{Def, Tables, UserVars};
 
 use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use crate::limiter::LimitReqStatus;
@@ -66,6 +72,8 @@ pub enum Var {
     ProxyHost,
     /// The client's `X-Forwarded-For` with `$remote_addr` appended.
     ProxyAddXForwardedFor,
+    /// A `[maps]` or `[geos]` variable, by its index in [`Tables`].
+    User(usize),
 }
 
 impl Var {
@@ -153,6 +161,8 @@ impl Var {
 enum Part {
     Text(String),
     Var(Var),
+    /// In a map's value: a capture of its regex (`$1`, `${name}`).
+    Capture(usize),
 }
 
 /// How variable values are escaped in access-log lines (nginx's
@@ -202,78 +212,6 @@ pub enum Context {
 }
 
 impl Template {
-    pub fn parse(src: &str, cx: Context) -> Result<Template, TemplateError> {
-        let mut parts = Vec::new();
-        let mut text = String::new();
-        let b = src.as_bytes();
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] != b'$' {
-                let ch = src[i..].chars().next().unwrap_or('\0');
-                text.push(ch);
-                i += ch.len_utf8();
-                continue;
-            }
-            let start = i;
-            i += 1;
-            let braced = b.get(i) == Some(&b'{');
-            if braced {
-                i += 1;
-            }
-            let name_start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            let name = &src[name_start..i];
-            if braced {
-                if b.get(i) != Some(&b'}') {
-                    return Err(TemplateError {
-                        offset: start,
-                        message: "the closing bracket in a variable name is missing".into(),
-                    });
-                }
-                i += 1;
-            }
-            if name.is_empty() {
-                return Err(TemplateError {
-                    offset: start,
-                    message: "invalid variable name: \"$\" must be followed by a name (write \"${...}\" to join text)".into(),
-                });
-            }
-            let var = Var::parse(name).ok_or_else(|| TemplateError {
-                offset: start,
-                message: format!("unknown \"{name}\" variable"),
-            })?;
-            if var.context() > cx {
-                return Err(TemplateError {
-                    offset: start,
-                    message: match var.context() {
-                        Context::Proxy => format!(
-                            "variable \"${name}\" is only available in proxy_set_header, add_header, error pages, return and access logs"
-                        ),
-                        Context::Response => format!(
-                            "variable \"${name}\" is only available in error pages, return and access logs"
-                        ),
-                        _ => format!("variable \"${name}\" is only available in access logs"),
-                    },
-                });
-            }
-            if !text.is_empty() {
-                parts.push(Part::Text(std::mem::take(&mut text)));
-            }
-            parts.push(Part::Var(var));
-        }
-        if !text.is_empty() {
-            parts.push(Part::Text(text));
-        }
-        Ok(Template {
-            parts,
-            source: src.to_string(),
-            dash_empty: cx == Context::Log,
-            escape: LogEscape::None,
-        })
-    }
-
     /// This template with variable values escaped as nginx's `log_format
     /// … escape=` does. With `json`, empty values stay empty (not `-`).
     pub fn with_escape(mut self, escape: LogEscape) -> Template {
@@ -296,9 +234,34 @@ impl Template {
 
     /// Append the value for this request to `out`.
     pub fn eval(&self, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut Vec<u8>) {
+        self.eval_inner(req, resp, None, out)
+    }
+
+    /// A map value's [`Template::eval`], with its regex's captures.
+    pub(crate) fn eval_captured(
+        &self,
+        req: &RequestVars,
+        caps: &regex::bytes::Captures,
+        out: &mut Vec<u8>,
+    ) {
+        self.eval_inner(req, None, Some(caps), out)
+    }
+
+    fn eval_inner(
+        &self,
+        req: &RequestVars,
+        resp: Option<&ResponseVars>,
+        caps: Option<&regex::bytes::Captures>,
+        out: &mut Vec<u8>,
+    ) {
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.extend_from_slice(t.as_bytes()),
+                Part::Capture(n) => {
+                    if let Some(m) = caps.and_then(|c| c.get(*n)) {
+                        out.extend_from_slice(m.as_bytes());
+                    }
+                }
                 Part::Var(v) => {
                     let before = out.len();
                     eval_var(v, req, resp, out);
@@ -317,6 +280,14 @@ impl Template {
         self.parts
             .iter()
             .any(|p| matches!(p, Part::Var(v) if pred(v)))
+    }
+
+    /// The configuration's variables the template names, by index.
+    pub fn user_vars(&self) -> impl Iterator<Item = usize> + '_ {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Var(Var::User(i)) => Some(*i),
+            _ => None,
+        })
     }
 
     pub fn eval_to_vec(&self, req: &RequestVars, resp: Option<&ResponseVars>) -> Vec<u8> {
@@ -369,6 +340,9 @@ pub struct RequestVars<'a> {
     pub raw_request_line: Option<&'a [u8]>,
     /// The connection's TLS session, if it speaks TLS.
     pub tls: Option<&'a std::sync::Arc<crate::tls::Session>>,
+    /// The values of the configuration's maps and geos (none: they are
+    /// empty, for a request refused before it was read).
+    pub user: Option<&'a std::sync::Arc<UserVars>>,
 }
 
 /// What an error page or `return` adds.
@@ -443,6 +417,7 @@ impl<'a> RequestVars<'a> {
             headers,
             raw_request_line: None,
             tls: None,
+            user: None,
         }
     }
 
@@ -568,6 +543,11 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
                     out.extend_from_slice(v);
                     return;
                 }
+            }
+        }
+        Var::User(i) => {
+            if let Some(u) = req.user {
+                u.eval(*i, req, out);
             }
         }
         Var::ProxyAddXForwardedFor => {

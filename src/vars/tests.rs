@@ -13,6 +13,7 @@ fn req<'a>(uri: &'a Uri, headers: &'a HeaderMap, method: &'a Method) -> RequestV
         headers,
         raw_request_line: None,
         tls: None,
+        user: None,
     }
 }
 

@@ -53,6 +53,7 @@ pub(super) fn location(
         conn_log_level: eff.conn_log_level.unwrap_or(Severity::Error),
         conn_dry_run: eff.conn_dry_run.unwrap_or(false),
         error_pages: eff.error_pages.clone().unwrap_or_default(),
+        access: eff.access.clone().unwrap_or_default(),
         action: l.action,
         upstream_tls,
         timeouts: UpstreamTimeouts {

@@ -65,6 +65,7 @@ impl Config {
             ops: spec.ops,
             redis,
             upstreams: groups,
+            vars: spec.vars,
         })
     }
 }

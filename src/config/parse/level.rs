@@ -43,6 +43,7 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("limit_conn_log_level", limit_conn_log_level),
         level_key!("limit_conn_dry_run", limit_conn_dry_run),
         level_key!("error_pages", error_pages),
+        level_key!("access", access),
         level_key!("proxy_connect_timeout", proxy_connect_timeout),
         level_key!("proxy_read_timeout", proxy_read_timeout),
         level_key!("proxy_send_timeout", proxy_send_timeout),
@@ -109,6 +110,24 @@ fn limit_conn_dry_run(cx: &mut Cx, k: &str, v: &Val, l: R) {
 
 fn error_pages(cx: &mut Cx, k: &str, v: &Val, l: R) {
     l.level.error_pages = read_error_pages(cx, k, v).map(Arc::new);
+}
+
+/// `access = ["allow 10.0.0.0/8", "deny all"]`: nginx's lines, in order.
+fn access(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    let mut rules = Vec::new();
+    let items: Vec<&Val> = match v.get_ref() {
+        toml::de::DeValue::Array(items) => items.iter().collect(),
+        _ => vec![v],
+    };
+    for item in items {
+        if let Some(s) = cx.str(item, k) {
+            match crate::access::Rule::parse(s) {
+                Ok(r) => rules.push(r),
+                Err(e) => cx.err(item.span(), e),
+            }
+        }
+    }
+    l.level.access = Some(Arc::new(rules));
 }
 
 fn proxy_connect_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {

@@ -28,6 +28,7 @@ pub(super) mod read;
 pub(super) mod redis;
 pub(super) mod servers;
 mod upstreams;
+pub(super) mod vars;
 mod zones;
 
 use super::error::Diagnostics;
@@ -61,6 +62,8 @@ pub(super) struct Draft {
     pub upstream_names: Vec<String>,
     /// `[admin] token_file`, for the file step to read.
     pub admin_token_file: Option<TokenFile>,
+    /// `[maps]` and `[geos]`.
+    pub vars: vars::VarsDraft,
 }
 
 /// The top level while it is read.
@@ -143,6 +146,14 @@ static TOP: Schema<Top> = Schema {
             read: |cx, k, v, t| t.draft.conn_zones = zones::conn_zones(cx, k, v, &t.draft.zones),
         },
         Key {
+            name: "maps",
+            read: |cx, k, v, t| t.draft.vars.maps(cx, k, v),
+        },
+        Key {
+            name: "geos",
+            read: |cx, k, v, t| t.draft.vars.geos(cx, k, v),
+        },
+        Key {
             name: "upstreams",
             read: |cx, k, v, t| {
                 if let toml::de::DeValue::Table(names) = v.get_ref() {
@@ -164,8 +175,12 @@ static TOP: Schema<Top> = Schema {
 /// `None` when the text is not TOML (the syntax errors are reported: the
 /// rest cannot be looked at).
 pub(super) fn parse(file: &str, text: &str, d: &mut Diagnostics) -> Option<Draft> {
-    let mut cx = Cx { d };
     let (doc, syntax) = DeTable::parse_recoverable(text);
+    let doc_names = vars::names(doc.get_ref());
+    let mut cx = Cx {
+        d,
+        names: doc_names.iter().map(|n| n.name.clone()).collect(),
+    };
     if !syntax.is_empty() {
         for e in syntax {
             let span = e.span().unwrap_or(0..0);
@@ -189,6 +204,7 @@ pub(super) fn parse(file: &str, text: &str, d: &mut Diagnostics) -> Option<Draft
             upstreams: Vec::new(),
             upstream_names: Vec::new(),
             admin_token_file: None,
+            vars: vars::VarsDraft::new(doc_names),
         },
     };
     TOP.read(&mut cx, doc, "the top level", &mut top);

@@ -37,6 +37,8 @@ pub(in crate::config) struct Named {
 /// What reading a document collects: its problems.
 pub(in crate::config) struct Cx<'d> {
     pub d: &'d mut Diagnostics,
+    /// The names of `[maps]` and `[geos]`, which templates may use.
+    pub names: Vec<String>,
 }
 
 /// One key of a section and what reads it: `read(cx, key, value, builder)`.
@@ -281,8 +283,23 @@ impl Cx<'_> {
     }
 
     pub(crate) fn template(&mut self, v: &Val, key: &str, cx: Context) -> Option<Template> {
+        self.template_with(v, key, cx, None)
+    }
+
+    /// [`Cx::template`] for a map's value: `captures` is its entry's regex.
+    pub(crate) fn template_with(
+        &mut self,
+        v: &Val,
+        key: &str,
+        cx: Context,
+        captures: Option<&regex::bytes::Regex>,
+    ) -> Option<Template> {
         let s = self.str(v, key)?;
-        match Template::parse(s, cx) {
+        let names = crate::vars::Names {
+            user: &self.names,
+            captures,
+        };
+        match Template::parse_named(s, cx, names) {
             Ok(t) => Some(t),
             Err(e) => {
                 // The span starts at the opening quote.

@@ -19,7 +19,8 @@
 //! - [`keys`]: empty keys, and the client named by X-Forwarded-For (realip);
 //! - [`delay`]: `delay=` thresholds, and `nodelay` with `delay`;
 //! - [`locations`]: each location's own limits, in nginx's matching order;
-//! - [`logging`]: `$limit_req_status` in the access log, `limit_req_log_level`.
+//! - [`logging`]: `$limit_req_status` in the access log, `limit_req_log_level`;
+//! - [`vars`]: `geo`, `map`, `allow` and `deny`.
 
 mod article;
 mod buckets;
@@ -31,6 +32,7 @@ mod locations;
 mod logging;
 mod rates;
 mod statuses;
+mod vars;
 
 use std::fs;
 use std::net::{IpAddr, SocketAddr};
