@@ -44,6 +44,7 @@ pub struct Level {
 
 /// Keys that several directives of one level make into a list.
 const LISTS: &[&str] = &[
+    "access",
     "limit_req",
     "limit_conn",
     "add_header",
@@ -170,6 +171,7 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
     match name {
         "limit_req" => limit_req(cx, lv, d),
         "limit_conn" => limit_conn(cx, lv, d),
+        "allow" | "deny" => access(cx, lv, d),
         "limit_req_status" | "limit_conn_status" => status(cx, lv, d),
         "limit_req_log_level" | "limit_conn_log_level" => log_level(cx, lv, d),
         "limit_req_dry_run"
@@ -519,7 +521,7 @@ fn access_log(cx: &mut Cx, lv: &mut Level, d: &Directive) {
 
 /// A header value sluice can send, or a report of the variables it lacks.
 fn header_value(cx: &mut Cx, d: &Directive, value: &str, vars: Context) -> Option<String> {
-    let unknown = values::unknown_vars(value, vars);
+    let unknown = values::unknown_vars(value, vars, &cx.vars);
     if unknown.is_empty() {
         return Some(value.to_string());
     }
@@ -670,7 +672,17 @@ fn real_ip(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) {
     }
 }
 
+/// `allow ADDRESS|NETWORK|all;` / `deny …;` → a rule of `access`.
+fn access(cx: &mut Cx, lv: &mut Level, d: &Directive) {
+    let rule = format!("{} {}", d.name, d.arg(0));
+    match crate::access::Rule::parse(&rule) {
+        Ok(_) if d.args.len() == 1 => lv.push("access", Value::Str(rule), d),
+        Ok(_) => cx.report(Kind::NotTranslated, d, "one address, network or all"),
+        Err(e) => cx.report(Kind::NotTranslated, d, e),
+    }
+}
+
 /// A variable of `cx` in a zone key that sluice lacks.
-pub fn key_template_ok(s: &str) -> Vec<String> {
-    values::unknown_vars(s, Context::Key)
+pub fn key_template_ok(s: &str, known: &[String]) -> Vec<String> {
+    values::unknown_vars(s, Context::Key, known)
 }

@@ -21,6 +21,7 @@ mod top;
 mod tree;
 mod upstream;
 mod values;
+mod vars;
 
 pub use report::{Kind, Report};
 
@@ -109,6 +110,8 @@ pub(crate) struct Cx<'a> {
     pub all_addrs: Vec<String>,
     /// What differs everywhere (see [`Cx::note`]).
     pub notes: Vec<String>,
+    /// The `map` and `geo` variables translated (`[maps]`, `[geos]`).
+    pub vars: Vec<String>,
 }
 
 impl<'a> Cx<'a> {
@@ -122,6 +125,7 @@ impl<'a> Cx<'a> {
             tls_addrs: Vec::new(),
             all_addrs: Vec::new(),
             notes: Vec::new(),
+            vars: Vec::new(),
         }
     }
 
@@ -237,3 +241,5 @@ mod tests;
 mod tests_pages;
 #[cfg(test)]
 mod tests_read;
+#[cfg(test)]
+mod tests_vars;

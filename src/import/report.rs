@@ -149,7 +149,8 @@ pub fn why_not(name: &str) -> &'static str {
         "rewrite" | "rewrite_log" | "break" | "uninitialized_variable_warn" => {
             "sluice does not rewrite URIs"
         }
-        "map" | "geo" | "split_clients" | "set" | "perl_set" | "js_set" => {
+        "map" | "geo" => "its variable is one sluice lacks",
+        "split_clients" | "set" | "perl_set" | "js_set" => {
             "sluice has no variables of the configuration's own"
         }
         "try_files"
@@ -168,9 +169,7 @@ pub fn why_not(name: &str) -> &'static str {
         | "internal"
         | "mp4"
         | "flv" => "sluice serves no files",
-        "allow" | "deny" | "satisfy" => {
-            "sluice has no access rules (a zone's `exempt` skips limits for networks)"
-        }
+        "satisfy" => "sluice has no authentication for `satisfy any` to weigh against access rules",
         "auth_basic" | "auth_basic_user_file" | "auth_request" | "auth_request_set" => {
             "sluice has no authentication"
         }

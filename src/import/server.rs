@@ -262,7 +262,7 @@ fn ret(cx: &mut Cx, d: &Directive) -> Option<Ret> {
         return None;
     }
     let text = text.map(|t| {
-        let unknown = values::unknown_vars(&t, crate::vars::Context::Response);
+        let unknown = values::unknown_vars(&t, crate::vars::Context::Response, &cx.vars);
         if unknown.is_empty() {
             return t;
         }
@@ -481,8 +481,8 @@ fn location_table(cx: &mut Cx, l: &Loc, s: &ServerAcc) -> Table {
         }
         Content::Return(r) => {
             cx.note(
-                "sluice applies limit_req and limit_conn to return too; nginx's return answers \
-                 before them.",
+                "sluice applies limit_req, limit_conn and allow/deny to return too; nginx's return \
+                 answers before them.",
             );
             t.set("return", return_value(r, s.content_type(&l.level)), vec![]);
         }

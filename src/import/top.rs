@@ -28,6 +28,8 @@ pub struct Out {
     pub conn_zones: Table,
     pub upstreams: Table,
     pub servers: Vec<Table>,
+    /// `map` and `geo`.
+    pub vars: super::vars::Vars,
     /// `log_format` NAME → (escape, text, the directive).
     pub formats: Vec<(String, Option<String>, String, Directive)>,
 }
@@ -42,7 +44,10 @@ pub fn translate(cx: &mut Cx, tree: &Tree) -> String {
         cx.report(kind, &m.directive, m.why.clone());
     }
     collect_made(cx, &tree.directives);
-    let mut out = Out::default();
+    let mut out = Out {
+        vars: super::vars::translate(cx, &tree.directives),
+        ..Out::default()
+    };
     for d in &tree.directives {
         main_directive(cx, &mut out, d);
     }
@@ -153,6 +158,8 @@ fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directiv
     for d in ds {
         match d.name.as_str() {
             "server" => servers.push(d),
+            // Translated first, for everything else to name them.
+            "map" | "geo" if d.block.is_some() => {}
             "limit_req_zone" => zone(cx, out, d, false),
             "limit_conn_zone" => zone(cx, out, d, true),
             "upstream" => upstream::upstream(cx, out, d),
@@ -192,7 +199,7 @@ fn zone(cx: &mut Cx, out: &mut Out, d: &Directive, conn: bool) {
         return;
     };
     let mut key = d.arg(0).to_string();
-    let unknown = level::key_template_ok(&key);
+    let unknown = level::key_template_ok(&key, &cx.vars);
     if !unknown.is_empty() {
         let why = format!(
             "the key {} {}: the zone limits by $binary_remote_addr instead (every client, each on its own; \
@@ -252,7 +259,7 @@ fn emit_log_format(cx: &mut Cx, out: &Out, top: &mut Table) {
     } else {
         return;
     };
-    let unknown = values::unknown_vars(&text, crate::vars::Context::Log);
+    let unknown = values::unknown_vars(&text, crate::vars::Context::Log, &cx.vars);
     let text = match (unknown.is_empty(), d) {
         (false, Some(d)) => {
             let why = format!(
@@ -285,6 +292,8 @@ fn render(cx: &mut Cx, out: Out) -> String {
     out.http.emit(&mut top, None);
     emit_log_format(cx, &out, &mut top);
     for (name, t) in [
+        ("maps", &out.vars.maps),
+        ("geos", &out.vars.geos),
         ("zones", &out.zones),
         ("conn_zones", &out.conn_zones),
         ("upstreams", &out.upstreams),

@@ -97,7 +97,7 @@ fn balance(cx: &mut Cx, d: &Directive) -> Option<Vec<(String, Value)>> {
         }
         _ => {
             let mut key = d.arg(0).to_string();
-            let unknown = values::unknown_vars(&key, crate::vars::Context::Key);
+            let unknown = values::unknown_vars(&key, crate::vars::Context::Key, &cx.vars);
             if !unknown.is_empty() {
                 let why = format!(
                     "the key {} {}: hashed by $binary_remote_addr instead",

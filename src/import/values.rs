@@ -151,11 +151,16 @@ pub fn variables(s: &str) -> Vec<String> {
 }
 
 /// The variables of `s` sluice does not have in `cx` (`Proxy` for
-/// `proxy_set_header`, `Response` for `add_header`, as sluice reads them).
-pub fn unknown_vars(s: &str, cx: Context) -> Vec<String> {
+/// `proxy_set_header`, `Response` for `add_header`, as sluice reads them),
+/// besides `known` (the maps and geos translated).
+pub fn unknown_vars(s: &str, cx: Context, known: &[String]) -> Vec<String> {
+    let names = crate::vars::Names {
+        user: known,
+        captures: None,
+    };
     variables(s)
         .into_iter()
-        .filter(|v| Template::parse(&format!("${{{v}}}"), cx).is_err())
+        .filter(|v| Template::parse_named(&format!("${{{v}}}"), cx, names).is_err())
         .collect()
 }
 
@@ -235,22 +240,23 @@ mod tests {
     fn variables_known_and_not() {
         assert_eq!(variables("${a}b$c_d-$e"), ["a", "c_d", "e"]);
         assert_eq!(
-            unknown_vars("$binary_remote_addr$limit_key", Context::Key),
+            unknown_vars("$binary_remote_addr$limit_key", Context::Key, &[]),
             ["limit_key"]
         );
         assert!(
             unknown_vars(
                 "$proxy_host $proxy_add_x_forwarded_for $host $http_x",
-                Context::Proxy
+                Context::Proxy,
+                &[]
             )
             .is_empty()
         );
         assert_eq!(
-            unknown_vars("$request_id", Context::Response),
+            unknown_vars("$request_id", Context::Response, &[]),
             ["request_id"]
         );
         assert_eq!(
-            unknown_vars("$connection_upgrade", Context::Proxy),
+            unknown_vars("$connection_upgrade", Context::Proxy, &[]),
             ["connection_upgrade"]
         );
         assert_eq!(replace_vars("$a $ab ${a}", &["a".into()], "-"), "- $ab -");

@@ -24,6 +24,7 @@
 //! agree on nonsense.
 
 mod cases;
+mod cases_vars;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -380,8 +381,6 @@ pub struct Step {
     pub seen: Vec<&'static str>,
     /// nginx's 2xx latencies, sorted, each within ±[`TOLERANCE`] (ms), when given.
     pub delays: Option<Vec<u64>>,
-    /// Sent to nginx alone: what the import reported it could not translate.
-    pub nginx_only: bool,
     /// Response headers compared in this step, when not the case's.
     pub show: Option<Vec<&'static str>>,
     /// Which request got which answer is left open (the signatures leave the request and
@@ -400,7 +399,6 @@ pub fn step(what: &'static str, reqs: Vec<Req>, expect: &'static str) -> Step {
         expect,
         seen: Vec::new(),
         delays: None,
-        nginx_only: false,
         show: None,
         any_target: false,
     }
@@ -416,12 +414,6 @@ impl Step {
     /// Leaves open which request got which answer (see [`Step::any_target`]'s field).
     pub fn any_target(mut self) -> Step {
         self.any_target = true;
-        self
-    }
-
-    /// Sent to nginx alone (the import reported what this step needs as not translated).
-    pub fn nginx_only(mut self) -> Step {
-        self.nginx_only = true;
         self
     }
 
@@ -452,7 +444,7 @@ impl Pair {
     pub async fn run(&self, compare: &Compare, steps: Vec<Step>) -> Vec<(Vec<Reply>, Vec<Reply>)> {
         let mut all = Vec::new();
         for step in steps {
-            let sluice = self.sluice.as_ref().filter(|_| !step.nginx_only);
+            let sluice = self.sluice.as_ref();
             let sluice_addr = |i: usize| sluice.map(|s| s.addr_of(i - 1));
             let (n, s) = tokio::join!(
                 send_all(|i| Some(self.nginx.addr_of(i - 1)), &step.reqs),
@@ -471,11 +463,7 @@ impl Pair {
             if let Some(want) = &step.delays {
                 check_delays(&scenario, &n, want);
             }
-            if step.nginx_only {
-                self.compare_replies_nginx(&scenario, &show, &seen, step.expect, &n);
-            } else {
-                self.compare_replies(&scenario, &show, &seen, step.expect, &n, &s);
-            }
+            self.compare_replies(&scenario, &show, &seen, step.expect, &n, &s);
             all.push((n, s));
         }
         all
