@@ -80,3 +80,36 @@ return = { status = 200 }
     ];
     assert_eq!(e, want, "{e:#?}");
 }
+
+/// A list value sends the field once per element, in order; its elements
+/// are templates like the single-string form, each checked where it is.
+#[test]
+fn a_list_value_sends_the_field_once_per_element() {
+    let text = r#"
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+proxy_set_header = { "X-A" = ["v1", "$remote_addr", ""], "X-B" = "b" }
+"#;
+    let spec = ok(text);
+    let set = spec.servers[0]
+        .level
+        .headers
+        .proxy_set_header
+        .clone()
+        .unwrap();
+    let names: Vec<&str> = set.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["x-a", "x-a", "x-a", "x-b"]);
+    let bad = r#"
+proxy_set_header = { "X-A" = ["v1", 2, "$nope"], "X-B" = [] }
+[[servers]]
+listen = "127.0.0.1:1"
+proxy_pass = "http://127.0.0.1:2"
+"#;
+    let want = [
+        "t.toml:2:37: \"X-A\" must be a string, found an integer",
+        "t.toml:2:41: unknown \"nope\" variable",
+        "t.toml:2:58: \"X-B\" = []: a list needs a value; \"\" removes the field",
+    ];
+    assert_eq!(errors(bad), want);
+}

@@ -24,7 +24,8 @@ pub struct ProxyHeaders {
     /// Written in this order: the configured ones, then the defaults whose
     /// name was not configured (`Host $proxy_host`, `X-Forwarded-For
     /// $proxy_add_x_forwarded_for`). A value that evaluates empty is not
-    /// written (nginx's way to remove a field).
+    /// written (nginx's way to remove a field). A name may come several
+    /// times (a list value in the TOML): each is written, in order.
     set: Vec<(HeaderName, Template)>,
 }
 

@@ -61,6 +61,26 @@ fn configured_come_first_replace_defaults_and_empty_removes() {
     assert!(!p.replaces(&HeaderName::from_static("connection")));
 }
 
+/// A name given twice (`"X-A" = ["v1", "v2"]` in the TOML, two
+/// `proxy_set_header X-A` lines in nginx) is sent twice, in order; an
+/// element that evaluates empty is not sent, the others are.
+#[test]
+fn a_name_given_twice_is_sent_twice_in_order() {
+    let mut h = HeaderMap::new();
+    h.insert("x-a", "from-client".parse().unwrap());
+    let p = proxy(&[
+        ("X-A", "v1"),
+        ("X-B", "b"),
+        ("X-A", ""),
+        ("X-A", "$remote_addr"),
+    ]);
+    assert_eq!(
+        written(&p, &h),
+        "x-a: v1\r\nx-b: b\r\nx-a: 10.0.0.7\r\nhost: backend\r\nx-forwarded-for: 10.0.0.7\r\n"
+    );
+    assert!(p.replaces(&HeaderName::from_static("x-a")));
+}
+
 #[test]
 fn control_bytes_in_values_are_percent_encoded() {
     let mut out = b"x: ".to_vec();

@@ -23,7 +23,7 @@ fn name(cx: &mut Cx, text: &str, span: std::ops::Range<usize>) -> Option<HeaderN
     }
 }
 
-/// `proxy_set_header = { NAME = "value", … }`.
+/// `proxy_set_header = { NAME = "value", NAME2 = ["v1", "v2"], … }`.
 pub(super) fn proxy_set_header(cx: &mut Cx, k: &str, v: &Val, l: R) {
     let Some(t) = cx.table(v, k) else { return };
     let mut set = Vec::new();
@@ -41,11 +41,28 @@ pub(super) fn proxy_set_header(cx: &mut Cx, k: &str, v: &Val, l: R) {
             );
             continue;
         }
-        if let Some(value) = cx.template(hv, key.get_ref(), Context::Proxy) {
-            set.push((n, value));
+        for value in values(cx, hv, key.get_ref()) {
+            set.push((n.clone(), value));
         }
     }
     l.level.headers.proxy_set_header = Some(Arc::new(set));
+}
+
+/// One `proxy_set_header` value: a template, or a list of them (the field
+/// sent once per element, in order: nginx's repeated `proxy_set_header`
+/// lines of one name).
+fn values(cx: &mut Cx, v: &Val, key: &str) -> Vec<Template> {
+    let DeValue::Array(items) = v.get_ref() else {
+        return cx.template(v, key, Context::Proxy).into_iter().collect();
+    };
+    if items.is_empty() {
+        let why = format!("\"{key}\" = []: a list needs a value; \"\" removes the field");
+        cx.err(v.span(), why);
+    }
+    items
+        .iter()
+        .filter_map(|item| cx.template(item, key, Context::Proxy))
+        .collect()
 }
 
 /// One `add_header` table's fields as read.

@@ -310,3 +310,52 @@ add_header = {{ name = "X-Uri", value = "$uri" }}
     assert_eq!(r.header("x-uri"), Some("/a%0D%0AX-Evil: 1"));
     assert!(r.header("x-evil").is_none());
 }
+
+/// One name in `proxy_set_header` twice: nginx sends both fields, in order, and skips an empty
+/// value (checked with nginx 1.22); sluice's list value does the same. The upstream sees `X-A`
+/// twice, `X-B` once, from both, in the same order.
+#[tokio::test]
+async fn a_name_set_twice_is_sent_twice_as_nginx_does() {
+    let (nginx_up, sluice_up) = (Upstream::start(), Upstream::start());
+    let nginx = Nginx::start(&format!(
+        r#"
+  server {{
+    location / {{
+      proxy_pass http://{};
+      proxy_set_header X-A v1;
+      proxy_set_header X-B "";
+      proxy_set_header X-A "$remote_addr";
+      proxy_set_header X-A "";
+    }}
+  }}
+"#,
+        nginx_up.addr
+    ));
+    let sluice = Sluice::in_process(&format!(
+        r#"
+[[servers]]
+[[servers.locations]]
+path = "/"
+proxy_pass = "http://{}"
+proxy_set_header = {{ "X-A" = ["v1", "$remote_addr", ""], "X-B" = "" }}
+"#,
+        sluice_up.addr
+    ));
+    let sent = [("X-A", "from-client"), ("X-B", "from-client")];
+    let (n, s) = tokio::join!(
+        request(nginx.addr(), client(2), "GET", "/", &sent),
+        request(sluice.addr(), client(2), "GET", "/", &sent),
+    );
+    let fields = |r: &Reply| -> Vec<String> {
+        r.body_text()
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("x-"))
+            .map(|l| l.trim().to_ascii_lowercase())
+            .filter(|l| !l.starts_with("x-forwarded-for"))
+            .collect()
+    };
+    assert_eq!(n.status, 200, "{}", n.body_text());
+    assert_eq!(s.status, 200, "{}", s.body_text());
+    assert_eq!(fields(&n), ["x-a: v1", "x-a: 127.0.0.2"], "nginx");
+    assert_eq!(fields(&s), fields(&n), "sluice, then nginx");
+}
