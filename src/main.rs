@@ -469,6 +469,9 @@ fn import_nginx(args: ImportArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    for n in &t.notices {
+        eprintln!("{n}");
+    }
     for r in &t.reports {
         eprintln!("{}", r.line());
     }

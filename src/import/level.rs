@@ -11,6 +11,7 @@
 
 use super::Cx;
 use super::doc::{Table, Value};
+use super::headers;
 use super::report::Kind;
 use super::tree::Directive;
 use super::values;
@@ -40,6 +41,9 @@ pub struct Level {
     /// `error_page` lines, resolved per server (their targets are the
     /// server's locations).
     pub error_pages: Vec<Directive>,
+    /// `root DIR` or `alias PATH` (true): not translated, but an error
+    /// page's file is read from there (see `pages.rs`).
+    pub root: Option<(bool, String)>,
 }
 
 /// Keys that several directives of one level make into a list.
@@ -90,6 +94,9 @@ impl Level {
         if out.error_pages.is_empty() {
             out.error_pages = parent.error_pages.clone();
         }
+        if out.root.is_none() {
+            out.root = parent.root.clone();
+        }
         out
     }
 
@@ -108,16 +115,15 @@ impl Level {
                 self.emit_real_ip(t, real_ip_parent);
                 continue;
             }
+            if matches!(item.key, "add_header" | "expires") {
+                done.extend(["add_header", "expires"]);
+                headers::emit_add_header(self, t);
+                continue;
+            }
             let same: Vec<&Item> = self.items.iter().filter(|i| i.key == item.key).collect();
             let comments = same.iter().map(|i| i.comment.clone()).collect();
             let value = if item.key == "proxy_set_header" {
-                let mut kv = Vec::new();
-                for i in &same {
-                    if let Value::Inline(pairs) = &i.value {
-                        kv.extend(pairs.iter().cloned());
-                    }
-                }
-                Value::Inline(kv)
+                headers::set_headers(&same)
             } else if LISTS.contains(&item.key) && same.len() > 1 {
                 Value::Array(same.iter().map(|i| i.value.clone()).collect())
             } else {
@@ -169,6 +175,11 @@ impl Level {
 pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
     let name = d.name.as_str();
     match name {
+        // Reported as not translated by the caller; kept for error pages.
+        "root" | "alias" => {
+            lv.root = Some((name == "alias", d.arg(0).to_string()));
+            return false;
+        }
         "limit_req" => limit_req(cx, lv, d),
         "limit_conn" => limit_conn(cx, lv, d),
         "allow" | "deny" => access(cx, lv, d),
@@ -209,9 +220,10 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
         "proxy_ssl_name" => ssl_name(cx, lv, d),
         "proxy_ssl_protocols" => protocols(cx, lv, d, "proxy_ssl_protocols"),
         "access_log" => access_log(cx, lv, d),
-        "proxy_set_header" => proxy_set_header(cx, lv, d),
-        "add_header" => add_header(cx, lv, d),
-        "proxy_hide_header" | "proxy_pass_header" => header_name(cx, lv, d),
+        "proxy_set_header" => headers::proxy_set_header(cx, lv, d),
+        "add_header" => headers::add_header(cx, lv, d),
+        "expires" => headers::expires(cx, lv, d),
+        "proxy_hide_header" | "proxy_pass_header" => headers::header_name(cx, lv, d),
         "proxy_next_upstream" => next_upstream(cx, lv, d),
         "proxy_next_upstream_tries" => tries(cx, lv, d),
         "set_real_ip_from" | "real_ip_header" | "real_ip_recursive" => real_ip(cx, lv, d, ctx),
@@ -282,7 +294,7 @@ fn one(cx: &mut Cx, lv: &mut Level, d: &Directive, value: Value) {
     lv.push(key, value, d);
 }
 
-fn arity(cx: &mut Cx, d: &Directive, n: usize) -> bool {
+pub(super) fn arity(cx: &mut Cx, d: &Directive, n: usize) -> bool {
     if d.args.len() == n {
         return true;
     }
@@ -517,77 +529,6 @@ fn access_log(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         cx.report(Kind::Partial, d, why);
     }
     lv.push("access_log", Value::Str(value), d);
-}
-
-/// A header value sluice can send, or a report of the variables it lacks.
-fn header_value(cx: &mut Cx, d: &Directive, value: &str, vars: Context) -> Option<String> {
-    let unknown = values::unknown_vars(value, vars, &cx.vars);
-    if unknown.is_empty() {
-        return Some(value.to_string());
-    }
-    let why = format!(
-        "{} {}: the header is left out",
-        values::list_vars(&unknown),
-        cx.why_var(&unknown)
-    );
-    cx.report(Kind::NotTranslated, d, why);
-    None
-}
-
-fn proxy_set_header(cx: &mut Cx, lv: &mut Level, d: &Directive) {
-    if !arity(cx, d, 2) {
-        return;
-    }
-    let (name, value) = (d.arg(0), d.arg(1));
-    let upgrade = name.eq_ignore_ascii_case("upgrade")
-        || name.eq_ignore_ascii_case("connection") && value.contains("upgrade");
-    if upgrade {
-        let why = "sluice tunnels WebSocket and other upgrades by itself";
-        cx.report(Kind::Ignored, d, why);
-        return;
-    }
-    let Some(value) = header_value(cx, d, value, Context::Proxy) else {
-        return;
-    };
-    lv.push(
-        "proxy_set_header",
-        Value::Inline(vec![(name.to_string(), Value::Str(value))]),
-        d,
-    );
-}
-
-fn add_header(cx: &mut Cx, lv: &mut Level, d: &Directive) {
-    let always = match d.args.len() {
-        2 => false,
-        3 if d.arg(2) == "always" => true,
-        _ => {
-            cx.report(Kind::NotTranslated, d, "invalid arguments");
-            return;
-        }
-    };
-    let Some(value) = header_value(cx, d, d.arg(1), Context::Response) else {
-        return;
-    };
-    let mut kv = vec![
-        ("name".to_string(), Value::str(d.arg(0))),
-        ("value".to_string(), Value::Str(value)),
-    ];
-    if always {
-        kv.push(("always".to_string(), Value::Bool(true)));
-    }
-    lv.push("add_header", Value::Inline(kv), d);
-}
-
-fn header_name(cx: &mut Cx, lv: &mut Level, d: &Directive) {
-    if !arity(cx, d, 1) {
-        return;
-    }
-    let key = if d.name == "proxy_hide_header" {
-        "proxy_hide_header"
-    } else {
-        "proxy_pass_header"
-    };
-    lv.push(key, Value::str(d.arg(0)), d);
 }
 
 fn next_upstream(cx: &mut Cx, lv: &mut Level, d: &Directive) {

@@ -12,11 +12,13 @@
 //!    error, never output.
 
 mod doc;
+mod headers;
 mod level;
 mod lex;
 mod pages;
 mod report;
 mod server;
+mod shape;
 mod top;
 mod tree;
 mod upstream;
@@ -47,6 +49,9 @@ pub struct Options {
 pub struct Translation {
     pub toml: String,
     pub reports: Vec<Report>,
+    /// How the file was read, when not as a whole nginx.conf: said on
+    /// stderr before the reports.
+    pub notices: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +62,11 @@ pub enum ImportError {
     /// A command-line value is wrong.
     #[error("{0}")]
     Usage(String),
+    /// The file reads, but nginx would refuse it (`no "events" section in
+    /// configuration`), or it leaves sluice nothing to listen on:
+    /// `FILE[:LINE]: …`.
+    #[error("{0}")]
+    Config(String),
     /// The translation does not pass sluice's check: a bug of the
     /// translator.
     #[error("internal: the translation does not check: {0}")]
@@ -70,13 +80,26 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
             .map_err(|e| ImportError::Usage(format!("--backend: {e}")))?;
     }
     let tree = tree::read(path).map_err(|e| ImportError::Read(e.0))?;
+    let (tree, site) = shape::whole(path, tree).map_err(ImportError::Config)?;
     let conf_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
     let mut cx = Cx::new(opts, conf_dir);
-    let toml = top::translate(&mut cx, &tree);
+    let mut notices = Vec::new();
+    if site {
+        notices.push(format!(
+            "{}: read as the contents of an http block (a site file)",
+            path.display()
+        ));
+        cx.note(
+            "The file has no http block: it was read as the contents of one, as nginx reads a \
+             site file (sites-available/*, conf.d/*.conf) through an include inside http.",
+        );
+    }
+    let toml = top::translate(&mut cx, &tree).map_err(ImportError::Config)?;
     check(&toml)?;
     Ok(Translation {
         toml,
         reports: cx.reports,
+        notices,
     })
 }
 
@@ -112,6 +135,11 @@ pub(crate) struct Cx<'a> {
     pub notes: Vec<String>,
     /// The `map` and `geo` variables translated (`[maps]`, `[geos]`).
     pub vars: Vec<String>,
+    /// (address, lowercased server name) already taken, in file order.
+    pub names_on: Vec<(String, String)>,
+    /// What makes nginx refuse the whole file (a TLS listen without a
+    /// certificate): the translation is then a user error.
+    pub fatal: Option<String>,
 }
 
 impl<'a> Cx<'a> {
@@ -126,6 +154,8 @@ impl<'a> Cx<'a> {
             all_addrs: Vec::new(),
             notes: Vec::new(),
             vars: Vec::new(),
+            names_on: Vec::new(),
+            fatal: None,
         }
     }
 
@@ -243,3 +273,5 @@ mod tests_pages;
 mod tests_read;
 #[cfg(test)]
 mod tests_vars;
+#[cfg(test)]
+mod tests_shape;

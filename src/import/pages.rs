@@ -93,6 +93,14 @@ fn page(
     } else {
         find_location(s, target).map(|l| (&l.content, &l.level, &l.comments))
     };
+    let from_files = match found {
+        None if target.starts_with('/') => Some(&s.level),
+        Some((Content::Files, lv, _)) if named.is_none() => Some(lv),
+        _ => None,
+    };
+    if let Some(lv) = from_files {
+        return file_page(cx, d, overwrite, target, lv, s, t);
+    }
     let Some((content, lv, comments)) = found else {
         let why = format!("{target} is not a location of this server sluice can see");
         cx.report(Kind::NotTranslated, d, why);
@@ -198,4 +206,85 @@ fn find_location<'s>(s: &'s ServerAcc, uri: &str) -> Option<&'s Loc> {
             })
             .max_by_key(|l| l.path.len())
     })
+}
+
+/// The largest file copied into an error page.
+const MAX_PAGE: u64 = 64 * 1024;
+
+/// An error page nginx serves from a file (`error_page 500 502 /50x.html;
+/// location = /50x.html { root html; }`): sluice serves no files, so the
+/// file's text, read now, is the page's body (and a report says so); a file
+/// that cannot be read (or a body sluice would read variables in) is
+/// reported instead.
+fn file_page(
+    cx: &mut Cx,
+    d: &Directive,
+    overwrite: Option<Option<i64>>,
+    target: &str,
+    lv: &Level,
+    s: &ServerAcc,
+    mut t: Table,
+) -> Option<Table> {
+    let (alias, root) = lv
+        .root
+        .clone()
+        .or_else(|| s.level.root.clone())
+        .or_else(|| s.http_level.root.clone())
+        .unwrap_or((false, "html".into()));
+    let file = match (alias, root.ends_with('/')) {
+        (true, false) => root.clone(),
+        _ => format!("{}{target}", root.trim_end_matches('/')),
+    };
+    let path = match (&cx.opts.prefix, std::path::Path::new(&file).is_relative()) {
+        (Some(prefix), true) => prefix.join(&file),
+        // nginx's own layout: PREFIX/conf/nginx.conf beside PREFIX/html.
+        (None, true) => cx.conf_dir.parent().unwrap_or(&cx.conf_dir).join(&file),
+        (_, false) => file.clone().into(),
+    };
+    let text = std::fs::metadata(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|m| match m.len() {
+            n if n > MAX_PAGE => Err(format!("{n} bytes, over {MAX_PAGE}")),
+            _ => std::fs::read_to_string(&path).map_err(|e| e.to_string()),
+        })
+        .and_then(|text| match text.contains('$') {
+            true => Err("it has a \"$\", which sluice's body reads as a variable".into()),
+            false => Ok(text),
+        });
+    let text = match text {
+        Ok(text) => text,
+        Err(e) => {
+            let why = format!(
+                "{target} is a file (root {root}): sluice serves no files, and {} cannot be \
+                 copied into the page ({e}; --prefix DIR says where nginx's relative paths are)",
+                path.display()
+            );
+            cx.report(Kind::NotTranslated, d, why);
+            return None;
+        }
+    };
+    let why = format!(
+        "{target} is a file: its text ({}, as read now) is the page's body, since sluice \
+         serves no files",
+        path.display()
+    );
+    cx.report(Kind::Partial, d, why);
+    match overwrite {
+        Some(Some(c)) => t.set("status", Value::Int(c), vec![]),
+        Some(None) => t.set("status", Value::Int(200), vec![]),
+        None => {}
+    }
+    let ctype = match file.rsplit_once('.').map(|(_, e)| e) {
+        Some("html" | "htm") => Some("text/html"),
+        Some("txt") => Some("text/plain"),
+        Some("json") => Some("application/json"),
+        _ => s.content_type(lv),
+    };
+    if let Some(ct) = ctype {
+        let h = Value::Inline(vec![("Content-Type".into(), Value::str(ct))]);
+        t.set("headers", h, vec![]);
+    }
+    let c = format!("the text of {} (nginx served the file)", path.display());
+    t.set("body", Value::Str(text), vec![c]);
+    Some(t)
 }

@@ -108,6 +108,10 @@ pub fn ignored(name: &str) -> Option<&'static str> {
         "sendfile" | "sendfile_max_chunk" | "tcp_nopush" | "aio" | "directio"
         | "output_buffers" | "postpone_output" => "sluice serves no files",
         "tcp_nodelay" => "sluice always sets TCP_NODELAY",
+        // nginx's `off` still sends `Server: nginx`, `on` adds its version:
+        // sluice sends no Server field of its own (and hides the
+        // upstream's), so no version is ever disclosed.
+        "server_tokens" => "sluice sends no Server header, so never a version",
         "server_names_hash_bucket_size"
         | "server_names_hash_max_size"
         | "types_hash_max_size"
@@ -164,7 +168,6 @@ pub fn why_not(name: &str) -> &'static str {
         | "disable_symlinks"
         | "etag"
         | "if_modified_since"
-        | "expires"
         | "log_not_found"
         | "internal"
         | "mp4"
@@ -183,7 +186,6 @@ pub fn why_not(name: &str) -> &'static str {
         "load_module" => "sluice has no dynamic modules",
         "stream" | "mail" => "sluice proxies HTTP only",
         "resolver" | "resolver_timeout" => "sluice resolves names with the system's resolver",
-        "server_tokens" => "sluice's Server header is its own",
         "keepalive_requests" => "sluice has no limit of requests per connection",
         "proxy_redirect" | "proxy_cookie_domain" | "proxy_cookie_path" => {
             "sluice does not rewrite response headers"

@@ -10,6 +10,7 @@
 
 use super::Cx;
 use super::doc::{Sub, Table, Value};
+use super::headers;
 use super::level::{self, Ctx, Level};
 use super::pages;
 use super::report::Kind;
@@ -68,6 +69,9 @@ pub(super) struct ServerAcc {
     pub(super) ret: Option<(Ret, String)>,
     /// http's `default_type`.
     pub(super) http_type: Option<String>,
+    /// http's `add_header` and `expires` (a location lacking one of the
+    /// two gets it from the server's, else from here).
+    pub(super) http_level: Level,
     /// `ssl on;`
     pub(super) ssl_on: bool,
 }
@@ -146,6 +150,7 @@ pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
 pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
     let mut s = ServerAcc {
         http_type: out.http.get_str("default_type").map(str::to_string),
+        http_level: out.http.clone(),
         ..ServerAcc::default()
     };
     for c in d.children() {
@@ -413,7 +418,7 @@ fn emit(cx: &mut Cx, out: &Out, d: &Directive, mut s: ServerAcc) -> Vec<Table> {
     if let Some((names, c)) = &s.names {
         base.set("server_name", Value::str(names), vec![c.clone()]);
     }
-    s.level.emit(&mut base, Some(&out.http));
+    headers::with_parents(&s.level, &[&out.http]).emit(&mut base, Some(&out.http));
     let pages_from = if s.level.error_pages.is_empty() {
         &out.http.error_pages
     } else {
@@ -510,7 +515,7 @@ fn location_table(cx: &mut Cx, l: &Loc, s: &ServerAcc) -> Table {
             )],
         ),
     }
-    l.level.emit(&mut t, None);
+    headers::with_parents(&l.level, &[&s.level, &s.http_level]).emit(&mut t, None);
     if !l.level.error_pages.is_empty() {
         if let Some(p) = pages::error_pages(cx, &l.level.error_pages, s) {
             t.subs.push(("error_pages".into(), Sub::Table(p)));
@@ -560,6 +565,9 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
                 .push("(one [[servers]] per listen: a sluice server has one address)".into());
         }
         let bare = addr.split(' ').next().unwrap_or("").to_string();
+        if !free_names(cx, d, &bare, &mut t) {
+            continue;
+        }
         let tls_addr = cx.tls_addrs.contains(&bare);
         let mut head = Table::default();
         let (addr, c) = if tls_addr && !addr.contains(" ssl") {
@@ -580,6 +588,12 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
         }
         if !tls_addr {
             tls.items.retain(|i| i.key == "http2");
+        } else if !tls.has("ssl_certificate") && cx.fatal.is_none() {
+            cx.fatal = Some(format!(
+                "{}: no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive \
+                 (on {bare}; nginx refuses the file too)",
+                d.origin.at()
+            ));
         }
         tls.emit(&mut head, None);
         head.entries.extend(t.entries);
@@ -595,4 +609,46 @@ fn dual_stack(cx: &Cx, addr: &str) -> Option<String> {
     let port = addr.split(' ').next()?.strip_prefix("[::]:")?;
     let v4 = format!("0.0.0.0:{port}");
     cx.all_addrs.contains(&v4).then_some(v4)
+}
+
+/// nginx ignores a name another server on the same address already has
+/// (`conflicting server name "X" on ADDR, ignored`), and so does the
+/// translation, name by name (no `server_name` is the name `""`). False
+/// when none is left: nginx never picks the server by name there, and the
+/// table is left out on that address.
+fn free_names(cx: &mut Cx, d: &Directive, addr: &str, t: &mut Table) -> bool {
+    let entry = t.entries.iter_mut().find(|e| e.key == "server_name");
+    let written = match &entry {
+        Some(e) => match &e.value {
+            Value::Str(s) => s.clone(),
+            _ => return true,
+        },
+        None => String::new(),
+    };
+    let names: Vec<&str> = match written.split_whitespace().collect::<Vec<_>>() {
+        n if n.is_empty() => vec![""],
+        n => n,
+    };
+    let mut kept = Vec::new();
+    for n in names {
+        let key = n.to_ascii_lowercase();
+        if n.starts_with('~') {
+            kept.push(n);
+        } else if cx.names_on.iter().any(|(a, k)| a == addr && *k == key) {
+            let why = format!("conflicting server name \"{n}\" on {addr}, ignored (as nginx does)");
+            cx.report(Kind::Partial, d, why);
+        } else {
+            cx.names_on.push((addr.to_string(), key));
+            kept.push(n);
+        }
+    }
+    if kept.is_empty() {
+        let why = format!("every name of the server is another's on {addr}: left out there");
+        cx.report(Kind::Partial, d, why);
+        return false;
+    }
+    if let Some(e) = entry {
+        e.value = Value::str(kept.join(" "));
+    }
+    true
 }

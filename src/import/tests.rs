@@ -608,7 +608,7 @@ fn ipv6_beside_ipv4_on_one_port() {
 
 #[test]
 fn deny_all_is_a_403_and_error_log_anywhere_is_the_process_level() {
-    let o = run("error_log stderr warn;
+    let o = run("error_log stderr warn; events {}
          http { error_log /var/log/e.log;
                 server { listen 127.0.0.1:8080; error_log /var/log/s.log;
                   location /admin { allow 10.0.0.0/8; deny all; return 200; }

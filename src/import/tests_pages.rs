@@ -34,11 +34,10 @@ fn error_pages_of_every_form() {
         Some("https://status.example.com/")
     );
     assert!(p.get("500").is_none());
-    assert!(
-        o.report("error_page 500")
-            .why
-            .contains("does not answer with return")
-    );
+    // No html/50x.html beside the temporary nginx.conf's directory.
+    let r = o.report("error_page 500");
+    assert_eq!(r.kind, Kind::NotTranslated);
+    assert!(r.why.contains("/50x.html is a file (root html)"), "{r:?}");
 }
 
 #[test]
@@ -109,4 +108,48 @@ fn default_type_is_the_type_of_return_texts_and_error_pages() {
     );
     // What else the error page's location says is reported.
     assert_eq!(o.report("access_log off").kind, Kind::NotTranslated);
+}
+
+/// nginx's own example (`error_page 500 502 503 504 /50x.html;` with
+/// `location = /50x.html { root html; }`): the file's text becomes the
+/// page's body, its type from its extension, and a report says so; a
+/// page whose file is missing is reported, and a location that proxies
+/// is still not a page.
+#[test]
+fn an_error_page_from_a_file_gets_the_files_text() {
+    let prefix = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(prefix.path().join("html")).unwrap();
+    let page = "<html><body><h1>An error occurred.</h1></body></html>\n";
+    std::fs::write(prefix.path().join("html/50x.html"), page).unwrap();
+    let o = super::tests::run_with(
+        &http(
+            "server { listen 127.0.0.1:8080;
+               error_page 500 502 503 504 /50x.html;
+               error_page 404 =200 /missing.txt;
+               location = /50x.html { root html; }
+               location /api/ { proxy_pass http://127.0.0.1:9000; } }",
+        ),
+        super::Options {
+            prefix: Some(prefix.path().to_path_buf()),
+            ..super::Options::default()
+        },
+    );
+    let p = &o.server(0)["error_pages"];
+    for code in ["500", "502", "503", "504"] {
+        assert_eq!(p[code]["body"].as_str(), Some(page), "{}", o.text);
+        assert_eq!(
+            p[code]["headers"]["Content-Type"].as_str(),
+            Some("text/html")
+        );
+        assert!(p[code].get("status").is_none(), "the error's own code");
+    }
+    let r = o.report("error_page 500");
+    assert_eq!(r.kind, Kind::Partial);
+    assert!(r.why.contains("is the page's body"), "{r:?}");
+    // No location matches /missing.txt: the server's root (nginx's default
+    // `html`), where there is no such file.
+    let r = o.report("error_page 404");
+    assert_eq!(r.kind, Kind::NotTranslated);
+    assert!(r.why.contains("cannot be copied into the page"), "{r:?}");
+    assert!(p.get("404").is_none());
 }

@@ -34,7 +34,8 @@ pub struct Out {
     pub formats: Vec<(String, Option<String>, String, Directive)>,
 }
 
-pub fn translate(cx: &mut Cx, tree: &Tree) -> String {
+/// The TOML text, or (every server left out) why nothing can listen.
+pub fn translate(cx: &mut Cx, tree: &Tree) -> Result<String, String> {
     for m in &tree.missing {
         let kind = if m.directive.arg(0).ends_with("mime.types") {
             Kind::Ignored
@@ -51,7 +52,15 @@ pub fn translate(cx: &mut Cx, tree: &Tree) -> String {
     for d in &tree.directives {
         main_directive(cx, &mut out, d);
     }
-    render(cx, out)
+    if let Some(f) = cx.fatal.take() {
+        return Err(f);
+    }
+    if out.servers.is_empty() {
+        if let Some(http) = tree.directives.iter().find(|d| d.name == "http") {
+            return Err(super::shape::no_server(http, &cx.reports));
+        }
+    }
+    Ok(render(cx, out))
 }
 
 /// The variables `map`, `geo`, `split_clients`, `set`, … make, anywhere.
