@@ -3,6 +3,7 @@
 //! files, exit codes and messages.
 
 mod corpus;
+mod real;
 
 use crate::support::{Sluice, Upstream, assert_expected, burst, client, expect, timing};
 use std::path::Path;
