@@ -6,7 +6,7 @@
 //! put in by [`DIFFS`]' substitutions (with their listen and upstream), on the same burst.
 //!
 //! The files come from what package registries ship (the nginx 1.22.1 sources, Debian's nginx
-//! package, certbot-nginx's test data), copied byte for byte.
+//! and nginx-doc packages, certbot-nginx's test data), copied byte for byte.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -142,15 +142,71 @@ const CASES: &[Case] = &[
         ..case("certbot-site-migration-com", "migration.com", Site)
     },
     case("certbot-site-sslon-com", "sslon.com", Site),
+    case("nginx-doc-drupal", "drupal", Site),
+    case("nginx-doc-wordpress", "wordpress", Site),
+    Case {
+        certs: CERT_PEM,
+        ..case("nginx-doc-virtual-hosts", "virtual_hosts", Site)
+    },
+    case("nginx-doc-mailman", "mailman", Site),
+    case(
+        "nginx-doc-http",
+        "http",
+        UserError("http: no \"events\" section in configuration"),
+    ),
+    case(
+        "nginx-doc-nginx-conf",
+        "nginx.conf",
+        UserError("nginx.conf:29: no \"server\" block: nothing for sluice to listen on"),
+    ),
+    case(
+        "nginx-doc-mail",
+        "mail",
+        UserError("mail: no \"http\" block and no \"server\" block"),
+    ),
 ];
 
 /// The reports expected of the directives another change will translate (`map`, `geo`,
-/// `allow`, `deny`): `(case, FILE:LINE: kind: directive)` lines of stderr, FILE relative to the
-/// case's directory, checked for the cases that import. Kept in one place, to update when they
-/// are translated. Empty for now: the one such line of the corpus (`deny all` in
-/// certbot-nginx-conf's nginx.conf:81) is in a file nginx refuses (a TLS listen without a
-/// certificate), so no report is printed for it.
-const PENDING: &[(&str, &str)] = &[];
+/// `allow`, `deny`): `(case, FILE:LINE: kind: directive)`, the start of a line of stderr, FILE
+/// relative to the case's directory, checked for the cases that import. Kept in one place, to
+/// update when they are translated. (`deny all` in certbot-nginx-conf's nginx.conf:81 is in a
+/// file nginx refuses, a TLS listen without a certificate: no report is printed for it.)
+const PENDING: &[(&str, &str)] = &[
+    ("nginx-doc-drupal", "drupal:32: not translated: allow all"),
+    (
+        "nginx-doc-drupal",
+        "drupal:43: translated in part: deny all (as return 403",
+    ),
+    (
+        "nginx-doc-drupal",
+        "drupal:50: not translated: allow 192.168.0.0/16",
+    ),
+    ("nginx-doc-drupal", "drupal:51: not translated: deny all"),
+    (
+        "nginx-doc-wordpress",
+        "wordpress:29: not translated: allow all",
+    ),
+    (
+        "nginx-doc-virtual-hosts",
+        "virtual_hosts:66: not translated: allow 127.0.0.1",
+    ),
+    (
+        "nginx-doc-virtual-hosts",
+        "virtual_hosts:68: not translated: deny all",
+    ),
+    (
+        "nginx-doc-virtual-hosts",
+        "virtual_hosts:77: not translated: allow 127.0.0.1",
+    ),
+    (
+        "nginx-doc-virtual-hosts",
+        "virtual_hosts:78: not translated: deny all",
+    ),
+    (
+        "nginx-doc-virtual-hosts",
+        "virtual_hosts:115: translated in part: deny all (as return 403",
+    ),
+];
 
 /// `sluice ARGS…` in `dir`.
 fn sluice_in(dir: &Path, args: &[&str]) -> Output {
