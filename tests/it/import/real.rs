@@ -486,6 +486,16 @@ async fn diff_burst(diff: &Diff, up: &Upstream) -> (String, String) {
             .collect()
     };
     let (a, b) = tokio::join!(fire(nginx.addr(), burst(2)), fire(sluice.addr(), burst(2)));
+    // `server_tokens` is ignored on import: nginx sends `Server: nginx/1.22.1`, sluice no
+    // Server field at all, on its pages, its rejections and what it proxies.
+    assert!(
+        a.iter().all(|r| r.header("server").is_some()),
+        "{}",
+        diff.name
+    );
+    for r in &b {
+        assert_eq!(r.header("server"), None, "{}: {r:#?}", diff.name);
+    }
     for r in b.iter().filter(|r| diff.pages && r.status >= 500) {
         let twin = a.iter().find(|n| n.status == r.status);
         let same = twin.is_some_and(|n| n.body_text() == r.body_text());
