@@ -272,6 +272,6 @@ mod tests_pages;
 #[cfg(test)]
 mod tests_read;
 #[cfg(test)]
-mod tests_vars;
-#[cfg(test)]
 mod tests_shape;
+#[cfg(test)]
+mod tests_vars;

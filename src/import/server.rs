@@ -333,14 +333,14 @@ fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level
                     comments.push(comment(c));
                 }
             }
+            // Every client is denied before the content: the location
+            // needs one all the same, and 403 is what it would answer.
             "deny" if c.args == ["all"] && !d.children().iter().any(|a| a.name == "allow") => {
-                let why = "as return 403: every client is denied (sluice has no access rules)";
-                cx.report(Kind::Partial, c, why);
+                level::directive(cx, &mut lv, c, Ctx::Location);
                 content = Content::Return(Ret {
                     code: 403,
                     text: None,
                 });
-                comments.push(comment(c));
             }
             n if n.ends_with("_pass") && !n.starts_with("proxy_") => {
                 cx.report(Kind::NotTranslated, c, super::report::why_not(n));
