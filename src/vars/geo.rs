@@ -253,7 +253,7 @@ impl Geo {
             None => String::new(),
         };
         format!(
-            "{source}: {} values over {} IPv4 and {} IPv6 intervals, default \"{}\"{proxy}",
+            "{source}: {} value(s) over {} IPv4 and {} IPv6 intervals, default \"{}\"{proxy}",
             self.values.len() - 1,
             self.v4.starts.len(),
             self.v6.starts.len(),
