@@ -11,33 +11,13 @@
 
 use criterion::{Criterion, criterion_group};
 use sluice::vars::geo::{Entry, GeoBuilder};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicIsize, Ordering};
 
-/// Counts live heap bytes, to measure the table's memory.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 pub const NETWORKS: usize = 100_000;
 
@@ -88,9 +68,9 @@ fn build(nets: &[(String, String)]) -> sluice::vars::geo::Geo {
 }
 
 fn memory(nets: &[(String, String)]) {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let g = build(nets);
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = counting::live();
     let (v4, v6) = g.intervals();
     println!(
         "geo of {NETWORKS} networks: {v4} IPv4 and {v6} IPv6 intervals, {:.2} MB kept ({:.1} B a network)",

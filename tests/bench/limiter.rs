@@ -14,34 +14,14 @@
 use criterion::{Criterion, criterion_group};
 use governor::{Quota, RateLimiter};
 use sluice::limiter::{Limit, MemoryZone, Outcome, Rate, Store, ZoneRef, evaluate};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 
-/// Counts live heap bytes, to measure a store's memory.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+mod counting;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting::Counting = counting::Counting;
 
 const KEYS: usize = 1_000_000;
 
@@ -122,23 +102,23 @@ fn decisions(c: &mut Criterion) {
 /// Bytes per state with 1M IPv4 keys stored.
 fn memory() {
     let keys = keys();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let limits = sluice_limit(KEYS);
     for k in &keys {
         evaluate(&limits, 1_000_000_000, |_| Some(k));
     }
     let m = limits[0].zone.store.memory();
-    let sluice = (LIVE.load(Ordering::Relaxed) - before) as f64 / m.len() as f64;
+    let sluice = (counting::live() - before) as f64 / m.len() as f64;
     let states = m.len();
     drop(limits);
 
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let quota = Quota::per_second(NonZeroU32::new(10).unwrap());
     let gov = RateLimiter::hashmap(quota);
     for k in &keys {
         let _ = gov.check_key(k);
     }
-    let governor = (LIVE.load(Ordering::Relaxed) - before) as f64 / gov.len() as f64;
+    let governor = (counting::live() - before) as f64 / gov.len() as f64;
     println!(
         "memory at 1M IPv4 keys: sluice {sluice:.1} bytes/state ({states} states), \
          governor (hashmap) {governor:.1} bytes/state, nginx 128 bytes/state"
