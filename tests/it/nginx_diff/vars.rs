@@ -356,3 +356,119 @@ access = ["allow all"]
     assert_eq!(forbidden(&pair.nginx.error_log()), 4, "nginx's error log");
     assert_eq!(forbidden(&pair.sluice.log()), 4, "sluice's error log");
 }
+
+/// `geo`'s own ways to find the address: `proxy` with `proxy_recursive` (the client named by
+/// `X-Forwarded-For` when the peer is a listed proxy, past every listed hop), a `source`
+/// variable (`$arg_ip`; an address that does not parse is looked up as 255.255.255.255), and
+/// `ranges`. Each limited group has its own key (`$arg_c`): 2 of 3 pass; the others all pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_geo_proxy_source_and_ranges() {
+    let pair = Pair::start(
+        |up| {
+            format!(
+                "
+  geo $via {{ default 1; proxy 127.0.0.1; proxy_recursive; 10.0.0.0/8 0; 127.0.0.1 0; }}
+  geo $arg_ip $named {{ default 1; 10.0.0.0/8 0; 255.255.255.255 0; }}
+  geo $span {{ ranges; default 1; 127.0.0.2-127.0.0.3 0; }}
+  map $via $via_key {{ 0 \"\"; default $arg_c; }}
+  map $named $named_key {{ 0 \"\"; default $arg_c; }}
+  map $span $span_key {{ 0 \"\"; default $arg_c; }}
+  limit_req_zone $via_key zone=via:1m rate=1r/m;
+  limit_req_zone $named_key zone=named:1m rate=1r/m;
+  limit_req_zone $span_key zone=span:1m rate=1r/m;
+  limit_req_status 429;
+  server {{
+    location /p {{ limit_req zone=via burst=1 nodelay; proxy_pass http://{up}; }}
+    location /s {{ limit_req zone=named burst=1 nodelay; proxy_pass http://{up}; }}
+    location /r {{ limit_req zone=span burst=1 nodelay; proxy_pass http://{up}; }}
+  }}"
+            )
+        },
+        |up| {
+            format!(
+                r#"limit_req_status = 429
+
+[geos.via]
+default = "1"
+proxy = ["127.0.0.1"]
+proxy_recursive = true
+networks = {{ "10.0.0.0/8" = "0", "127.0.0.1" = "0" }}
+
+[geos.named]
+source = "$arg_ip"
+default = "1"
+networks = {{ "10.0.0.0/8" = "0", "255.255.255.255" = "0" }}
+
+[geos.span]
+ranges = true
+default = "1"
+networks = {{ "127.0.0.2-127.0.0.3" = "0" }}
+
+[maps.via_key]
+source = "$via"
+default = "$arg_c"
+values = {{ "0" = "" }}
+
+[maps.named_key]
+source = "$named"
+default = "$arg_c"
+values = {{ "0" = "" }}
+
+[maps.span_key]
+source = "$span"
+default = "$arg_c"
+values = {{ "0" = "" }}
+
+{}{}{}[[servers]]
+proxy_pass = "http://{up}"
+
+[[servers.locations]]
+path      = "/p"
+limit_req = {{ zone = "via", burst = 1, nodelay = true }}
+
+[[servers.locations]]
+path      = "/s"
+limit_req = {{ zone = "named", burst = 1, nodelay = true }}
+
+[[servers.locations]]
+path      = "/r"
+limit_req = {{ zone = "span", burst = 1, nodelay = true }}
+"#,
+                keyed_zone("via", "$via_key"),
+                keyed_zone("named", "$named_key"),
+                keyed_zone("span", "$span_key"),
+            )
+        },
+    );
+    let xff =
+        |n: u8, path: &str, v: &str| vec![get_with(client(n), path, &[("X-Forwarded-For", v)]); 3];
+    let plain = |n: u8, path: &str| vec![Request::get(client(n), path); 3];
+    let cases: Vec<(&str, Vec<Request>, bool)> = vec![
+        ("/p?c=1", xff(1, "/p?c=1", "10.1.1.1"), false),
+        ("/p?c=2", xff(1, "/p?c=2", "10.1.1.1, 127.0.0.1"), false),
+        ("/p?c=3", xff(1, "/p?c=3", "11.1.1.1"), true),
+        ("/p?c=4", xff(2, "/p?c=4", "10.1.1.1"), true),
+        ("/p?c=5", plain(1, "/p?c=5"), false),
+        ("/s?c=1&ip=10.2.3.4", plain(2, "/s?c=1&ip=10.2.3.4"), false),
+        ("/s?c=2&ip=11.2.3.4", plain(2, "/s?c=2&ip=11.2.3.4"), true),
+        ("/s?c=3&ip=nonsense", plain(2, "/s?c=3&ip=nonsense"), false),
+        ("/s?c=4", plain(2, "/s?c=4"), false),
+        ("/r?c=2", plain(2, "/r?c=2"), false),
+        ("/r?c=3", plain(3, "/r?c=3"), false),
+        ("/r?c=4", plain(4, "/r?c=4"), true),
+    ];
+    let reqs: Vec<Request> = cases.iter().flat_map(|(_, r, _)| r.clone()).collect();
+    let (n, s) = pair.fire(reqs).await;
+    let all = expect(&[(200, &[0; 3])]);
+    let limited = expect(&[(200, &[0; 2]), (429, &[0])]);
+    for (path, _, is_limited) in &cases {
+        let expected = if *is_limited { &limited } else { &all };
+        check_group(
+            path,
+            &on_paths(&n, &[path]),
+            &on_paths(&s, &[path]),
+            expected,
+        );
+    }
+    pair.assert_upstream_hits("geo address sources", &n, &s);
+}
