@@ -1,8 +1,8 @@
 //! `geo`, `map`, `allow` and `deny`: nginx's allow-list idiom, tiers chosen by `map`, and access
 //! rules checked after the limits, on nginx and on sluice's `[geos]`, `[maps]` and `access`.
 //!
-//! IPv6 clients are named by `X-Forwarded-For` from a trusted 127.0.0.0/8 peer (realip), so the
-//! geo's IPv6 table and IPv4-mapped addresses are looked up as they would be for a direct client.
+//! IPv6 clients are named by `X-Forwarded-For` from a trusted 127.0.0.0/8 peer (realip), and in
+//! [`diff_ipv6_loopback_clients`] connect from `::1` to a second server on `[::1]`.
 
 use super::*;
 
@@ -471,4 +471,92 @@ limit_req = {{ zone = "span", burst = 1, nodelay = true }}
         );
     }
     pair.assert_upstream_hits("geo address sources", &n, &s);
+}
+
+/// A port free on `[::1]` now.
+fn free_v6_port() -> u16 {
+    let l = std::net::TcpListener::bind("[::1]:0").expect("bind [::1]:0");
+    l.local_addr().expect("its address").port()
+}
+
+/// IPv6 loopback clients on a real IPv6 socket: each side has a second server on `[::1]`;
+/// `$binary_remote_addr` is 16 bytes there, the geo's IPv6 table classifies `::1`, and
+/// `allow`/`deny` name it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_ipv6_loopback_clients() {
+    let (np, sp) = (free_v6_port(), free_v6_port());
+    let pair = Pair::start(
+        |up| {
+            format!(
+                "
+  geo $limited {{ default 0; ::1 1; }}
+  map $limited $limit_key {{ 0 \"\"; 1 $binary_remote_addr; }}
+  limit_req_zone $limit_key zone=req:1m rate=1r/m;
+  limit_req_status 429;
+  server {{ location / {{ return 204; }} }}
+  server {{
+    listen [::1]:{np};
+    location /a {{ limit_req zone=req burst=1 nodelay; proxy_pass http://{up}; }}
+    location /d {{ deny ::1; allow all; proxy_pass http://{up}; }}
+    location /ok {{ allow ::1; deny all; proxy_pass http://{up}; }}
+  }}"
+            )
+        },
+        |up| {
+            format!(
+                r#"limit_req_status = 429
+
+[geos.limited]
+default  = "0"
+networks = {{ "::1" = "1" }}
+
+[maps.limit_key]
+source = "$limited"
+values = {{ "0" = "", "1" = "$binary_remote_addr" }}
+
+{}[[servers]]
+[[servers.locations]]
+path   = "/"
+return = {{ status = 204 }}
+
+[[servers]]
+listen     = "[::1]:{sp}"
+proxy_pass = "http://{up}"
+
+[[servers.locations]]
+path      = "/a"
+limit_req = {{ zone = "req", burst = 1, nodelay = true }}
+
+[[servers.locations]]
+path   = "/d"
+access = ["deny ::1", "allow all"]
+
+[[servers.locations]]
+path   = "/ok"
+access = ["allow ::1", "deny all"]
+"#,
+                keyed_zone("req", "$limit_key"),
+            )
+        },
+    );
+    let v6: std::net::IpAddr = "::1".parse().expect("::1");
+    let three = |path: &str| vec![Request::get(v6, path); 3];
+    let reqs = [three("/a"), three("/d"), three("/ok")].concat();
+    let (n, s) = tokio::join!(
+        fire(SocketAddr::from((v6, np)), reqs.clone()),
+        fire(SocketAddr::from((v6, sp)), reqs)
+    );
+    for (path, expected) in [
+        ("/a", expect(&[(200, &[0; 2]), (429, &[0])])),
+        ("/d", expect(&[(403, &[0; 3])])),
+        ("/ok", expect(&[(200, &[0; 3])])),
+    ] {
+        check_group(
+            path,
+            &on_paths(&n, &[path]),
+            &on_paths(&s, &[path]),
+            &expected,
+        );
+    }
+    pair.assert_upstream_hits("IPv6 loopback", &n, &s);
 }
