@@ -2,11 +2,12 @@
 //! its licence and copyright), imported with the real `sluice import-nginx`. Each either imports
 //! and its output passes `sluice check`, or fails as a user error (`sluice: FILE[:LINE]: …`):
 //! never `internal:`, never a panic. [`CASES`] says which for each file, so a change of outcome
-//! fails here. Three of them also run under nginx and under sluice side by side, a `limit_req`
-//! put in by [`DIFFS`]' substitutions (with their listen and upstream), on the same burst.
+//! fails here. Some of them also run under nginx and under sluice side by side on the same burst
+//! ([`DIFFS`]: substitutions put in the listen and the upstream, and a `limit_req` where the file
+//! has none: gixy-ng's WordPress file has its own, its POST-only `map` keys the one put in).
 //!
 //! The files come from what package registries ship (the nginx 1.22.1 sources, Debian's nginx
-//! and nginx-doc packages, certbot-nginx's test data), copied byte for byte.
+//! and nginx-doc packages, certbot-nginx's and gixy-ng's test data on PyPI), copied byte for byte.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -29,8 +30,11 @@ enum Outcome {
     Site,
     /// Exit 1 with `sluice: FILE…` containing this.
     UserError(&'static str),
+    /// Exit 0, and `sluice check` refuses the output only because the certificates the file
+    /// names by absolute paths are not on this machine (nginx refuses it for the same reason).
+    NoCerts,
 }
-use Outcome::{Imports, Site, UserError};
+use Outcome::{Imports, NoCerts, Site, UserError};
 
 /// One file: its directory, its main file there, what the import does, and the certificate
 /// files the configuration names (made by the test, relative to the directory).
@@ -164,6 +168,56 @@ const CASES: &[Case] = &[
         "mail",
         UserError("mail: no \"http\" block and no \"server\" block"),
     ),
+    case(
+        "gixy-ng-wordpress-production",
+        "wordpress_production.conf",
+        NoCerts,
+    ),
+    case(
+        "gixy-ng-inline-return-with-map",
+        "inline_return_with_map.conf",
+        NoCerts,
+    ),
+    case(
+        "gixy-ng-map-no-default",
+        "map_no_default.conf",
+        UserError("map_no_default.conf: no \"events\" section in configuration"),
+    ),
+    case(
+        "gixy-ng-map-default",
+        "map_no_default_fp.conf",
+        UserError("map_no_default_fp.conf: no \"events\" section in configuration"),
+    ),
+    case(
+        "gixy-ng-map-post-only",
+        "map_single_entry_no_default_fp.conf",
+        UserError("map_single_entry_no_default_fp.conf: no \"events\" section"),
+    ),
+    case(
+        "gixy-ng-geo-no-default",
+        "geo_no_default.conf",
+        UserError("geo_no_default.conf: no \"events\" section in configuration"),
+    ),
+    case(
+        "gixy-ng-geo-default",
+        "geo_no_default_fp.conf",
+        UserError("geo_no_default_fp.conf: no \"events\" section in configuration"),
+    ),
+    case(
+        "gixy-ng-map-origin-allowlist",
+        "map_origin_allowlist.conf",
+        UserError("map_origin_allowlist.conf: no \"events\" section in configuration"),
+    ),
+    case(
+        "gixy-ng-ssrf-mapped-value",
+        "mapped_value.conf",
+        UserError("mapped_value.conf: no \"events\" section in configuration"),
+    ),
+    case(
+        "gixy-ng-mapped-value-with-set",
+        "mapped_value_with_set.conf",
+        UserError("mapped_value_with_set.conf:1: no \"server\" block: nothing for sluice"),
+    ),
 ];
 
 /// The cases whose `allow`/`deny` lines become `access` lists: `(case, a line of the
@@ -258,6 +312,25 @@ fn check_case(c: &Case, ca: &TestCa) -> Result<String, String> {
                 c.name
             ))
         }
+        NoCerts => {
+            if code != Some(0) {
+                return Err(format!(
+                    "{}: expected an import, got {code:?}:\n{stderr}",
+                    c.name
+                ));
+            }
+            let check = sluice_in(dir.path(), &["check", "--config", "sluice.toml"]);
+            let text = String::from_utf8_lossy(&check.stderr).into_owned();
+            let errors: Vec<&str> = text.lines().filter(|l| l.contains(".toml:")).collect();
+            let certs = |l: &&str| l.contains("cannot load certificate \"/");
+            if check.status.success() || errors.is_empty() || !errors.iter().all(certs) {
+                return Err(format!(
+                    "{}: expected only missing certificates:\n{text}",
+                    c.name
+                ));
+            }
+            Ok(format!("{}: imported, its certificates missing", c.name))
+        }
         Imports | Site => {
             if code != Some(0) {
                 return Err(format!(
@@ -336,6 +409,8 @@ struct Diff {
     name: &'static str,
     edits: &'static [(&'static str, &'static str)],
     path: &'static str,
+    /// The burst's method.
+    method: &'static str,
     expect: &'static str,
     /// The rejections come from the file's own `error_page`, so their bodies are compared too
     /// (else nginx's built-in page and sluice's problem+json differ on purpose).
@@ -358,6 +433,7 @@ const DIFFS: &[Diff] = &[
             ),
         ],
         path: "/",
+        method: "GET",
         expect: "200=3 503=3",
         pages: true,
     },
@@ -389,6 +465,7 @@ const DIFFS: &[Diff] = &[
             ),
         ],
         path: "/index.html",
+        method: "GET",
         expect: "200=2 503=4",
         pages: false,
     },
@@ -419,10 +496,91 @@ const DIFFS: &[Diff] = &[
             ),
         ],
         path: "/a",
+        method: "GET",
         expect: "200=4 429=2",
         pages: false,
     },
+    Diff {
+        name: "gixy-ng-wordpress-production",
+        edits: WORDPRESS,
+        path: "/xmlrpc.php",
+        method: "GET",
+        expect: "200=3 503=3",
+        pages: false,
+    },
+    Diff {
+        name: "gixy-ng-map-post-only",
+        edits: POST_ONLY,
+        path: "/form",
+        method: "POST",
+        expect: "200=2 429=4",
+        pages: false,
+    },
+    Diff {
+        name: "gixy-ng-map-post-only",
+        edits: POST_ONLY,
+        path: "/form",
+        method: "GET",
+        expect: "200=6",
+        pages: false,
+    },
 ];
+
+/// gixy-ng's WordPress file, its own `limit_req` on `/xmlrpc.php` (`rate=1r/m burst=2
+/// nodelay`) kept, its PHP upstream there made the echo backend; its three servers share the
+/// one address, the main one `default_server`, TLS and the IPv6 listens taken out.
+const WORDPRESS: &[(&str, &str)] = &[
+    ("user nginx;", "daemon off;"),
+    ("pid /var/run/nginx.pid;", "pid logs/nginx.pid;"),
+    ("/var/log/nginx/error.log", "logs/error.log"),
+    ("include /etc/nginx/mime.types;", ""),
+    ("/var/log/nginx/access.log", "logs/access.log"),
+    ("listen 80;\n        listen [::]:80;", "listen {{LISTEN}};"),
+    (
+        "server_name example.com www.example.com;",
+        "server_name redirect.invalid;",
+    ),
+    (
+        "listen 443 ssl http2 default_server;\n        listen [::]:443 ssl http2 default_server;",
+        "listen {{LISTEN}} default_server;",
+    ),
+    (
+        "ssl_certificate /etc/letsencrypt/live/example.com/fullchain.pem;",
+        "",
+    ),
+    (
+        "ssl_certificate_key /etc/letsencrypt/live/example.com/privkey.pem;",
+        "",
+    ),
+    ("/var/log/nginx/wordpress.access.log", "logs/wp.access.log"),
+    ("/var/log/nginx/wordpress.error.log", "logs/wp.error.log"),
+    (
+        "include /etc/nginx/fastcgi_params;\n            fastcgi_pass php-fpm;",
+        "proxy_pass http://{{UP}};",
+    ),
+    (
+        "listen 443 ssl http2;\n        listen [::]:443 ssl http2;",
+        "listen {{LISTEN}};",
+    ),
+    (
+        "ssl_certificate /etc/letsencrypt/live/staging.example.com/fullchain.pem;",
+        "",
+    ),
+    (
+        "ssl_certificate_key /etc/letsencrypt/live/staging.example.com/privkey.pem;",
+        "",
+    ),
+];
+
+/// gixy-ng's `map $request_method $post_binary_remote_addr { POST $binary_remote_addr; }`
+/// (no default: every other method maps to the empty key, which nginx does not limit) keys a
+/// zone: POSTs are limited, GETs never.
+const POST_ONLY: &[(&str, &str)] = &[(
+    "http {",
+    "daemon off;\nevents {}\nhttp {\n  limit_req_zone $post_binary_remote_addr zone=post:1m rate=1r/m;\n  \
+     limit_req_status 429;\n  server {\n    listen {{LISTEN}};\n    location / {\n      \
+     limit_req zone=post burst=1 nodelay;\n      proxy_pass http://{{UP}};\n    }\n  }",
+)];
 
 /// The case's files with `diff`'s substitutions, `listen` and `up` in place, in `to`.
 fn materialize(diff: &Diff, to: &Path, listen: &str, up: &str) {
@@ -451,6 +609,9 @@ async fn diff_burst(diff: &Diff, up: &Upstream) -> (String, String) {
             prefix.join("conf")
         };
         materialize(diff, &to, &addrs[0].to_string(), &up_addr);
+        if !in_conf && main != "nginx.conf" {
+            std::fs::rename(to.join(main), to.join("nginx.conf")).expect("the main file renamed");
+        }
         std::fs::read_to_string(prefix.join("conf/nginx.conf")).expect("the nginx.conf written")
     });
     let dir = tempfile::tempdir().expect("a directory for the import");
@@ -464,7 +625,10 @@ async fn diff_burst(diff: &Diff, up: &Upstream) -> (String, String) {
         .start();
     let burst = |n: u8| {
         (0..6)
-            .map(move |_| Request::get(client(n), diff.path))
+            .map(move |_| Request {
+                method: diff.method.to_owned(),
+                ..Request::get(client(n), diff.path)
+            })
             .collect()
     };
     let (a, b) = tokio::join!(fire(nginx.addr(), burst(2)), fire(sluice.addr(), burst(2)));
