@@ -10,6 +10,23 @@ use sluice::simulate::{self, Row, Scenario, Source};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `eprintln!` that cannot panic: a closed stderr (`sluice … 2>&1 | head`)
+/// is no reason to crash.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
+/// `print!` that cannot panic on a closed stdout.
+macro_rules! tell_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 /// mimalloc: per-thread free lists; glibc's malloc showed up as lock
 /// contention between worker threads in profiles (see scripts/benchmarks.md).
 #[global_allocator]
@@ -258,7 +275,7 @@ fn main() -> ExitCode {
         None => match cli.config {
             Some(config) => run(config),
             None => {
-                eprintln!("sluice: missing --config FILE (try `sluice --help`)");
+                say!("sluice: missing --config FILE (try `sluice --help`)");
                 ExitCode::from(2)
             }
         },
@@ -269,15 +286,15 @@ fn load(path: &std::path::Path) -> Result<config::Spec, ExitCode> {
     config::load(path).map_err(|e| {
         match e {
             LoadError::Invalid(errors) => {
-                eprintln!("{errors}");
+                say!("{errors}");
                 let n = errors.0.len();
-                eprintln!(
+                say!(
                     "sluice: {} has {n} error{}",
                     path.display(),
                     if n == 1 { "" } else { "s" }
                 );
             }
-            e => eprintln!("sluice: {e}"),
+            e => say!("sluice: {e}"),
         }
         ExitCode::from(1)
     })
@@ -286,7 +303,7 @@ fn load(path: &std::path::Path) -> Result<config::Spec, ExitCode> {
 fn check(path: &std::path::Path) -> ExitCode {
     match load(path) {
         Ok(spec) => {
-            print!(
+            tell_raw!(
                 "{}",
                 sluice::check::summary(&path.display().to_string(), &spec)
             );
@@ -342,7 +359,7 @@ fn top(args: TopArgs) -> ExitCode {
     match run {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sluice top: {e}");
+            say!("sluice top: {e}");
             ExitCode::from(1)
         }
     }
@@ -361,7 +378,7 @@ fn man(command: Option<&str>) -> ExitCode {
                 .name(format!("sluice-{name}"))
                 .version(env!("CARGO_PKG_VERSION")),
             None => {
-                eprintln!("sluice: no command \"{name}\" (see `sluice --help`)");
+                say!("sluice: no command \"{name}\" (see `sluice --help`)");
                 return ExitCode::from(2);
             }
         },
@@ -371,7 +388,7 @@ fn man(command: Option<&str>) -> ExitCode {
         .render(&mut out)
         .and_then(|()| std::io::Write::write_all(&mut std::io::stdout(), &out));
     if let Err(e) = written {
-        eprintln!("sluice: writing the manual page: {e}");
+        say!("sluice: writing the manual page: {e}");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
@@ -386,7 +403,7 @@ fn signal(target: Target, signal: control::Signal) -> ExitCode {
     match pid_file.and_then(|p| control::send(&p, signal)) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sluice: {e}");
+            say!("sluice: {e}");
             ExitCode::from(1)
         }
     }
@@ -420,7 +437,7 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     let report = match simulate::run(&trace, &setup, &rows) {
         // Asked for all, a rate nginx cannot run leaves its row out.
         Err(e @ simulate::SimError::TooSlowForLeakyBucket(_)) if all => {
-            eprintln!("sluice: leaving leaky_bucket out: {e}");
+            say!("sluice: leaving leaky_bucket out: {e}");
             let others: Vec<Row> = rows
                 .into_iter()
                 .filter(|&r| r != Row::LeakyBucket)
@@ -432,19 +449,19 @@ fn simulate(args: SimulateArgs) -> ExitCode {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("sluice: {e}");
+            say!("sluice: {e}");
             return ExitCode::from(2);
         }
     };
     if let Some(path) = &args.plot {
         if let Err(e) = std::fs::write(path, simulate::svg(&report, &trace, source)) {
-            eprintln!("sluice: cannot write {}: {e}", path.display());
+            say!("sluice: cannot write {}: {e}", path.display());
             return ExitCode::from(1);
         }
     }
     match args.format {
-        SimFormat::Table => print!("{}", simulate::table(&report, &trace, source)),
-        SimFormat::Json => print!("{}", simulate::json(&report, source)),
+        SimFormat::Table => tell_raw!("{}", simulate::table(&report, &trace, source)),
+        SimFormat::Json => tell_raw!("{}", simulate::json(&report, source)),
     }
     ExitCode::SUCCESS
 }
@@ -465,37 +482,37 @@ fn import_nginx(args: ImportArgs) -> ExitCode {
     let t = match sluice::import::import(&args.file, &opts) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("sluice: {e}");
+            say!("sluice: {e}");
             return ExitCode::from(1);
         }
     };
     for n in &t.notices {
-        eprintln!("{n}");
+        say!("{n}");
     }
     for r in &t.reports {
-        eprintln!("{}", r.line());
+        say!("{}", r.line());
     }
     match &args.output {
         Some(path) => {
             if let Err(e) = std::fs::write(path, &t.toml) {
-                eprintln!("sluice: cannot write {}: {e}", path.display());
+                say!("sluice: cannot write {}: {e}", path.display());
                 return ExitCode::from(1);
             }
         }
-        None => print!("{}", t.toml),
+        None => tell_raw!("{}", t.toml),
     }
     ExitCode::SUCCESS
 }
 
 fn read_trace(file: &str) -> Result<simulate::Trace, ExitCode> {
     let text = std::fs::read_to_string(file).map_err(|e| {
-        eprintln!("sluice: cannot read {file}: {e}");
+        say!("sluice: cannot read {file}: {e}");
         ExitCode::from(1)
     })?;
     simulate::parse_trace(&text).map_err(|e| {
         match e.line {
-            0 => eprintln!("{file}: {}", e.message),
-            line => eprintln!("{file}:{line}: {}", e.message),
+            0 => say!("{file}: {}", e.message),
+            line => say!("{file}:{line}: {}", e.message),
         }
         ExitCode::from(1)
     })

@@ -156,3 +156,33 @@ fn the_command_line() {
         stderr(&o)
     );
 }
+
+/// `sluice import-nginx … 2>&1 | head -1`: the reader goes away before the reports are written;
+/// the import still ends normally (a closed pipe is no reason to panic, exit 101).
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out.toml");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "import-nginx",
+            "tests/it/import/real/nginx-doc-drupal/drupal",
+            "-o",
+        ])
+        .arg(&out)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the sluice binary");
+    // Close both pipes' read ends before the child writes.
+    drop(child.stderr.take());
+    drop(child.stdout.take());
+    let status = child.wait().expect("wait for sluice");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "sluice import-nginx with closed pipes"
+    );
+    assert!(out.exists(), "the TOML was still written");
+}
