@@ -253,19 +253,7 @@ limit_req = {{ zone = "hosts", burst = 1, nodelay = true }}
         ),
         ("/hosts?e", with(6, "/hosts?e", ("Host", "paid.test")), true),
     ];
-    let reqs: Vec<Request> = cases.iter().flat_map(|(_, r, _)| r.clone()).collect();
-    let (n, s) = pair.fire(reqs).await;
-    let all = expect(&[(200, &[0; 3])]);
-    let limited = expect(&[(200, &[0; 2]), (429, &[0])]);
-    for (path, _, is_limited) in &cases {
-        let expected = if *is_limited { &limited } else { &all };
-        check_group(
-            path,
-            &on_paths(&n, &[path]),
-            &on_paths(&s, &[path]),
-            expected,
-        );
-    }
+    fire_groups(&pair, &cases).await;
     // Keys shared across clients: tokens `abc-` from two clients share `t-abc`; every
     // `*.paid.test` host shares `paid`.
     let (n2, s2) = pair
@@ -278,6 +266,28 @@ limit_req = {{ zone = "hosts", burst = 1, nodelay = true }}
         &expect(&[(429, &[0; 3])]),
     );
     pair.assert_same_limit_lines("map tiers").await;
+}
+
+/// Each group's three requests fired together at both sides; a limited group (1r/m, burst=1
+/// nodelay) passes 2 of 3, the others all. Returns both sides' replies.
+async fn fire_groups(
+    pair: &Pair,
+    groups: &[(&str, Vec<Request>, bool)],
+) -> (Vec<Reply>, Vec<Reply>) {
+    let reqs: Vec<Request> = groups.iter().flat_map(|(_, r, _)| r.clone()).collect();
+    let (n, s) = pair.fire(reqs).await;
+    let all = expect(&[(200, &[0; 3])]);
+    let limited = expect(&[(200, &[0; 2]), (429, &[0])]);
+    for (path, _, is_limited) in groups {
+        let expected = if *is_limited { &limited } else { &all };
+        check_group(
+            path,
+            &on_paths(&n, &[path]),
+            &on_paths(&s, &[path]),
+            expected,
+        );
+    }
+    (n, s)
 }
 
 /// `[zones.NAME]` keyed on `key`, 1m, 1r/m.
@@ -404,22 +414,7 @@ ranges = true
 default = "1"
 networks = {{ "127.0.0.2-127.0.0.3" = "0" }}
 
-[maps.via_key]
-source = "$via"
-default = "$arg_c"
-values = {{ "0" = "" }}
-
-[maps.named_key]
-source = "$named"
-default = "$arg_c"
-values = {{ "0" = "" }}
-
-[maps.span_key]
-source = "$span"
-default = "$arg_c"
-values = {{ "0" = "" }}
-
-{}{}{}[[servers]]
+{}{}{}{}{}{}[[servers]]
 proxy_pass = "http://{up}"
 
 [[servers.locations]]
@@ -434,6 +429,9 @@ limit_req = {{ zone = "named", burst = 1, nodelay = true }}
 path      = "/r"
 limit_req = {{ zone = "span", burst = 1, nodelay = true }}
 "#,
+                key_map("via"),
+                key_map("named"),
+                key_map("span"),
                 keyed_zone("via", "$via_key"),
                 keyed_zone("named", "$named_key"),
                 keyed_zone("span", "$span_key"),
@@ -457,20 +455,15 @@ limit_req = {{ zone = "span", burst = 1, nodelay = true }}
         ("/r?c=3", plain(3, "/r?c=3"), false),
         ("/r?c=4", plain(4, "/r?c=4"), true),
     ];
-    let reqs: Vec<Request> = cases.iter().flat_map(|(_, r, _)| r.clone()).collect();
-    let (n, s) = pair.fire(reqs).await;
-    let all = expect(&[(200, &[0; 3])]);
-    let limited = expect(&[(200, &[0; 2]), (429, &[0])]);
-    for (path, _, is_limited) in &cases {
-        let expected = if *is_limited { &limited } else { &all };
-        check_group(
-            path,
-            &on_paths(&n, &[path]),
-            &on_paths(&s, &[path]),
-            expected,
-        );
-    }
+    let (n, s) = fire_groups(&pair, &cases).await;
     pair.assert_upstream_hits("geo address sources", &n, &s);
+}
+
+/// `[maps.NAME_key]`: empty (not limited) where geo `$NAME` is `0`, else the group's `$arg_c`.
+fn key_map(geo: &str) -> String {
+    format!(
+        "[maps.{geo}_key]\nsource = \"${geo}\"\ndefault = \"$arg_c\"\nvalues = {{ \"0\" = \"\" }}\n\n"
+    )
 }
 
 /// A port free on `[::1]` now.
