@@ -154,14 +154,19 @@ pub fn variables(s: &str) -> Vec<String> {
 /// `proxy_set_header`, `Response` for `add_header`, as sluice reads them),
 /// besides `known` (the maps and geos translated).
 pub fn unknown_vars(s: &str, cx: Context, known: &[String]) -> Vec<String> {
+    variables(s)
+        .into_iter()
+        .filter(|v| !is_known(v, cx, known))
+        .collect()
+}
+
+/// Whether `$v` is a variable sluice has in `cx`, or one of `known`.
+pub fn is_known(v: &str, cx: Context, known: &[String]) -> bool {
     let names = crate::vars::Names {
         user: known,
         captures: None,
     };
-    variables(s)
-        .into_iter()
-        .filter(|v| Template::parse_named(&format!("${{{v}}}"), cx, names).is_err())
-        .collect()
+    Template::parse_named(&format!("${{{v}}}"), cx, names).is_ok()
 }
 
 /// `s` with each of `vars` replaced by `with`.

@@ -14,7 +14,7 @@ use super::doc::{Table, Value};
 use super::report::Kind;
 use super::tree::Directive;
 use super::values;
-use crate::vars::{Context, Names, Template};
+use crate::vars::Context;
 
 /// The translated tables, by name, in file order.
 #[derive(Default)]
@@ -47,16 +47,18 @@ pub fn translate(cx: &mut Cx, ds: &[Directive]) -> Vars {
     // Drop those that need a variable sluice lacks, until none does.
     loop {
         let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
-        let bad = defs
-            .iter()
-            .position(|def| def.uses.iter().any(|v| !known(v, &names)));
+        let bad = defs.iter().position(|def| {
+            def.uses
+                .iter()
+                .any(|v| !values::is_known(v, Context::Key, &names))
+        });
         let Some(i) = bad else { break };
         let def = defs.remove(i);
         let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
         let unknown: Vec<String> = def
             .uses
             .iter()
-            .filter(|v| !known(v, &names))
+            .filter(|v| !values::is_known(v, Context::Key, &names))
             .cloned()
             .collect();
         let why = format!("{} {}", values::list_vars(&unknown), cx.why_var(&unknown));
@@ -84,15 +86,6 @@ fn find<'d>(ds: &'d [Directive], out: &mut Vec<&'d Directive>) {
             _ => {}
         }
     }
-}
-
-/// Whether `v` is a variable sluice has, or one of `names`.
-fn known(v: &str, names: &[String]) -> bool {
-    let names = Names {
-        user: names,
-        captures: None,
-    };
-    Template::parse_named(&format!("${{{v}}}"), Context::Key, names).is_ok()
 }
 
 fn comment(d: &Directive) -> String {
