@@ -4,6 +4,7 @@
 #
 # Usage:
 #   scripts/bench.sh [--duration SECONDS] [--pairs N] [--connections N] [--threads N] [--only SCENARIO]
+#                    [--requests N]
 #
 # Starts one static upstream (nginx serving a 3-byte file) and, in front of it, nginx with limit_req,
 # sluice with the equivalent TOML and HAProxy as a plain reverse proxy (no limits: what a proxy costs
@@ -55,6 +56,17 @@
 #           `many`; 1r/1000s, the slowest leaky bucket, so that a key refused once stays refused for
 #           the whole scenario: every request but each key's first is refused). Prints each side's req/s and cpu_us, the
 #           ratios on/off of the same round and their medians; the target is cpu ≤ 1.03× (issue #28).
+#   instructions  instructions per request (valgrind --tool=callgrind), pass and reject, nginx and
+#           sluice: figures that do not move with the machine's noise. Each system runs alone under
+#           callgrind (nginx `master_process off`: one process; sluice SLUICE_WORKERS=1, the release
+#           build; the same configuration as above, on fresh ports), twice per path: 500 and 500 + N
+#           requests (--requests N, default 2000) over one keep-alive connection from a python3
+#           http.client loop outside valgrind. Per request = (Ir(500 + N) − Ir(500)) / N: start-up,
+#           the first request (the upstream connection; on reject the bucket's one admission) and
+#           shutdown cancel out; the upstream (not under valgrind) is not counted. Prints both and
+#           sluice/nginx. Repeated runs agree within a few instructions; about 45 s in all
+#           (scripts/benchmarks.md, "Instructions per request"). The profiles share their code with
+#           scripts/topkeys-instructions.sh (scripts/callgrind.sh).
 # Then "where the CPU goes": for pass, reject, many, logged and topkeys, each system's user and kernel time
 # per request, summed over all its runs (warm-ups included). Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
 # met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
@@ -62,18 +74,19 @@
 # ≥ nginx's; topkeys: cpu ≤ 1.03× of sluice without the sketch), and the ratios against HAProxy and the others without a target.
 # Only `logged` has an access log (emptied before each run); rejections are logged to a file.
 # Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 14 minutes in all on
-# 2 cores (pass 3 × 6 runs; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s), plus
-# the release build. Machines here are shared and noisy: read the medians and ratios, not single runs.
+# 2 cores (pass 3 × 6 runs; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s;
+# instructions about 45 s), plus the release build. Machines here are shared and noisy: read the
+# medians and ratios, not single runs (or the instruction counts).
 # --only SCENARIO runs one of them. Installs what is missing with apt-get (nginx, wrk, curl, haproxy,
-# nghttp2-client for h2load, openssl, python3); the idle scenario needs `ulimit -n` ≥ 9000.
+# nghttp2-client for h2load, openssl, python3, valgrind); the idle scenario needs `ulimit -n` ≥ 9000.
 set -euo pipefail
 export LC_ALL=C
 export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections in the idle measurement: as many descriptors as allowed.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-scenarios=(pass reject many logged idle tls h2 topkeys)
-duration=10 pairs=5 connections=64 threads=2 only=""
+scenarios=(pass reject many logged idle tls h2 topkeys instructions)
+duration=10 pairs=5 connections=64 threads=2 only="" requests=2000
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --duration) duration="$2"; shift 2 ;;
@@ -81,6 +94,7 @@ while [[ $# -gt 0 ]]; do
     --connections) connections="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
+    --requests) requests="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -110,6 +124,7 @@ command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
+command -v valgrind >/dev/null || need+=(valgrind)
 if [[ ${#need[@]} -gt 0 ]]; then
   echo "installing ${need[*]}" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -181,13 +196,15 @@ printf 'ok\n' >"$work/up/html/ok.txt"
 } >"$work/up/nginx.conf"
 
 # --- nginx in front ------------------------------------------------------------------------------
-mkdir -p "$work/ngx"
-{
-  nginx_common "$work/ngx"
-  echo "worker_processes auto;"
+# ngx_front_conf DIR PORT TLS_PORT PROCESSES → nginx with limit_req in front of the upstream, its
+# files under DIR; PROCESSES is its process model ("worker_processes auto;" here, one process for
+# the instructions scenario).
+ngx_front_conf() {
+  nginx_common "$1"
+  echo "$4"
   cat <<EOF
 http {
-$(nginx_temp "$work/ngx")
+$(nginx_temp "$1")
   keepalive_requests 1000000;
   upstream up { server 127.0.0.1:$up_port; keepalive 128; }
   limit_req_zone \$binary_remote_addr zone=pass:10m rate=1000000r/s;
@@ -197,18 +214,18 @@ $(nginx_temp "$work/ngx")
   proxy_http_version 1.1;
   proxy_set_header Connection "";
   server {
-    listen 127.0.0.1:$ngx_port;
+    listen 127.0.0.1:$2;
     location /pass   { limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up; }
     location /reject { limit_req zone=reject; proxy_pass http://up; }
     location /many   { limit_req zone=many burst=100 nodelay; proxy_pass http://up; }
     location /idle   { return 200 "ok\n"; }
     location /logged {
       limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up;
-      access_log $work/ngx/access.log combined;
+      access_log $1/access.log combined;
     }
   }
   server {
-    listen 127.0.0.1:$ngx_tls_port ssl http2;
+    listen 127.0.0.1:$3 ssl http2;
     ssl_certificate $work/tls/cert.pem;
     ssl_certificate_key $work/tls/key.pem;
     ssl_protocols TLSv1.2 TLSv1.3;
@@ -218,7 +235,9 @@ $(nginx_temp "$work/ngx")
   }
 }
 EOF
-} >"$work/ngx/nginx.conf"
+}
+mkdir -p "$work/ngx"
+ngx_front_conf "$work/ngx" "$ngx_port" "$ngx_tls_port" "worker_processes auto;" >"$work/ngx/nginx.conf"
 
 # --- HAProxy in front: a plain reverse proxy, no limits ------------------------------------------
 mkdir -p "$work/hap"
@@ -245,7 +264,9 @@ backend up
 EOF
 
 # --- sluice in front, the same limits -------------------------------------------------------------
-cat >"$work/sluice.toml" <<EOF
+# sluice_conf PORT TLS_PORT ADMIN_PORT → sluice's configuration, nginx's above in TOML.
+sluice_conf() {
+  cat <<EOF
 limit_req_status = 429
 # per worker thread; the default, 10240, already leaves room for the idle scenario's 8000 connections
 worker_connections = 16384
@@ -264,7 +285,7 @@ key = "\$http_x_client"
 size = "64m"
 rate = "100r/s"
 [[servers]]
-listen = "127.0.0.1:$slu_port"
+listen = "127.0.0.1:$1"
 proxy_pass = "http://127.0.0.1:$up_port"
 [[servers.locations]]
 path = "/pass"
@@ -284,7 +305,7 @@ limit_req = { zone = "pass", burst = 1000000, nodelay = true }
 access_log = "$work/access.log"
 
 [[servers]]
-listen = "127.0.0.1:$slu_tls_port ssl"
+listen = "127.0.0.1:$2 ssl"
 ssl_certificate = "$work/tls/cert.pem"
 ssl_certificate_key = "$work/tls/key.pem"
 ssl_protocols = "TLSv1.2 TLSv1.3"
@@ -297,8 +318,10 @@ path = "/idle"
 return = { status = 200, body = "ok\n" }
 
 [admin]
-listen = "127.0.0.1:$slu_admin_port"
+listen = "127.0.0.1:$3"
 EOF
+}
+sluice_conf "$slu_port" "$slu_tls_port" "$slu_admin_port" >"$work/sluice.toml"
 
 nginx -p "$work/up/" -c "$work/up/nginx.conf" -e "$work/up/error.log" & pids+=($!)
 nginx -p "$work/ngx/" -c "$work/ngx/nginx.conf" -e "$work/ngx/error.log" & pids+=($!)
@@ -753,6 +776,63 @@ if wants h2; then
   target h2 "cpu/request vs nginx" "${med[10]}" "<=" 1.00
   info h2 "req/s vs nginx" "${med[8]}"
   info h2 "p99 vs nginx" "${med[9]}"
+fi
+
+# --- instructions: per request, under callgrind -------------------------------------------------------
+# ir_client PORT PATH COUNT: COUNT requests over one keep-alive connection, every one answered as the
+# scenario wants (pass 200; reject 429, but for the first: the bucket's one admission).
+cat >"$work/ir_client.py" <<'EOF'
+import http.client, sys
+port, path, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+want = 429 if path == "/reject" else 200
+c = http.client.HTTPConnection("127.0.0.1", port)
+for i in range(count):
+    c.request("GET", path)
+    r = c.getresponse()
+    r.read()
+    if r.status != want and not (i == 0 and r.status == 200):
+        sys.exit(f"port {port} {path}: request {i} answered {r.status}, not {want}")
+    if r.will_close:
+        sys.exit(f"port {port} {path}: request {i} closed the connection")
+EOF
+if wants instructions; then
+  # shellcheck source=scripts/callgrind.sh
+  source "$repo/scripts/callgrind.sh"
+  ir_small=500 ir_big=$((500 + requests))
+  # ir SYSTEM PATH COUNT → the instructions of one run: a fresh server under callgrind, COUNT requests.
+  ir() {
+    local port out="$work/callgrind.$1.${2#/}.$3"
+    port=$(free_port)
+    if [[ $1 == nginx ]]; then
+      mkdir -p "$work/ir-ngx"
+      ngx_front_conf "$work/ir-ngx" "$port" "$(free_port)" "master_process off;" >"$work/ir-ngx/nginx.conf"
+      callgrind_ir "$out" "http://127.0.0.1:$port/idle" python3 "$work/ir_client.py" "$port" "$2" "$3" -- \
+        nginx -p "$work/ir-ngx/" -c "$work/ir-ngx/nginx.conf" -e "$work/ir-ngx/error.log" ||
+        die "instructions: nginx $2 failed"
+    else
+      sluice_conf "$port" "$(free_port)" "$(free_port)" >"$work/ir-sluice.toml"
+      SLUICE_WORKERS=1 callgrind_ir "$out" "http://127.0.0.1:$port/idle" \
+        python3 "$work/ir_client.py" "$port" "$2" "$3" -- "$sluice_bin" --config "$work/ir-sluice.toml" ||
+        die "instructions: sluice $2 failed"
+    fi
+  }
+  echo
+  echo "== instructions (callgrind, one process / SLUICE_WORKERS=1, one keep-alive connection;" \
+    "per request: (Ir of $ir_big requests − Ir of $ir_small) / $requests)"
+  fmt='%-8s %12s %12s %10s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" path "nginx Ir/req" "sluice Ir/req" "sluice x"
+  for path in /pass /reject; do
+    declare -A per=()
+    for sys in nginx sluice; do
+      small=$(ir "$sys" "$path" "$ir_small")
+      big=$(ir "$sys" "$path" "$ir_big")
+      per[$sys]=$(((big - small) / requests))
+    done
+    # shellcheck disable=SC2059
+    printf "$fmt" "$path" "${per[nginx]}" "${per[sluice]}" "$(ratio "${per[sluice]}" "${per[nginx]}")"
+    info instr "instructions/request ${path#/} vs nginx" "$(ratio "${per[sluice]}" "${per[nginx]}")"
+  done
 fi
 
 if ls "$work"/split.* >/dev/null 2>&1; then

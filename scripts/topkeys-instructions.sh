@@ -23,6 +23,8 @@ command -v valgrind >/dev/null || { echo "topkeys-instructions.sh: valgrind is n
 cargo build --release --quiet --manifest-path "$repo/Cargo.toml"
 work="$(mktemp -d -t sluice-topkeys.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=scripts/callgrind.sh
+source "$repo/scripts/callgrind.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 cat >"$work/client.py" <<'EOF'
@@ -45,7 +47,7 @@ EOF
 
 # instructions TOP_KEYS MODE REFUSE → sluice's total instructions (Ir) for that run
 instructions() {
-  local port out pid
+  local port
   port=$(free_port)
   cat >"$work/sluice.toml" <<EOF
 limit_req_status = 429
@@ -63,15 +65,9 @@ return    = { status = 200 }
 listen   = "127.0.0.1:$(free_port)"
 top_keys = $1
 EOF
-  out="$work/callgrind.$1.$2.$3"
-  SLUICE_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out" \
-    "$repo/target/release/sluice" --config "$work/sluice.toml" >/dev/null 2>"$work/err" &
-  pid=$!
-  for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-  python3 "$work/client.py" "$port" "$2" "$n" "$3" || { kill "$pid"; exit 1; }
-  kill -TERM "$pid"
-  wait "$pid" || true
-  awk '/^(summary|totals):/ { print $2; exit }' "$out"
+  SLUICE_WORKERS=1 callgrind_ir "$work/callgrind.$1.$2.$3" "http://127.0.0.1:$port/" \
+    python3 "$work/client.py" "$port" "$2" "$n" "$3" -- \
+    "$repo/target/release/sluice" --config "$work/sluice.toml" || exit 1
 }
 
 echo "instructions per rejection (callgrind, sluice with one worker, $n rejections, startup and admissions subtracted)"
