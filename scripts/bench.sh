@@ -64,8 +64,10 @@
 #           http.client loop outside valgrind. Per request = (Ir(500 + N) − Ir(500)) / N: start-up,
 #           the first request (the upstream connection; on reject the bucket's one admission) and
 #           shutdown cancel out; the upstream (not under valgrind) is not counted. Prints both and
-#           sluice/nginx. Repeated runs agree within a few instructions; about 45 s in all
-#           (scripts/benchmarks.md, "Instructions per request"). The profiles share their code with
+#           sluice/nginx, then where sluice's instructions go, by part (hyper, tokio, the head gate,
+#           request handling, limiter, upstream client, allocation, logging…: scripts/callgrind-groups.py).
+#           Repeated runs agree within a few instructions; about 45 s in all (scripts/benchmarks.md,
+#           "Instructions per request"). Running a server under callgrind is shared with
 #           scripts/topkeys-instructions.sh (scripts/callgrind.sh).
 # Then "where the CPU goes": for pass, reject, many, logged and topkeys, each system's user and kernel time
 # per request, summed over all its runs (warm-ups included). Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
@@ -124,7 +126,7 @@ command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
-command -v valgrind >/dev/null || need+=(valgrind)
+command -v valgrind >/dev/null || need+=(valgrind)   # callgrind and callgrind_annotate
 if [[ ${#need[@]} -gt 0 ]]; then
   echo "installing ${need[*]}" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -796,7 +798,7 @@ for i in range(count):
         sys.exit(f"port {port} {path}: request {i} closed the connection")
 EOF
 if wants instructions; then
-  # shellcheck source=scripts/callgrind.sh
+  # shellcheck source=scripts/callgrind.sh disable=SC1091
   source "$repo/scripts/callgrind.sh"
   ir_small=500 ir_big=$((500 + requests))
   # ir SYSTEM PATH COUNT → the instructions of one run: a fresh server under callgrind, COUNT requests.
@@ -833,6 +835,11 @@ if wants instructions; then
     printf "$fmt" "$path" "${per[nginx]}" "${per[sluice]}" "$(ratio "${per[sluice]}" "${per[nginx]}")"
     info instr "instructions/request ${path#/} vs nginx" "$(ratio "${per[sluice]}" "${per[nginx]}")"
   done
+  echo
+  echo "== instructions: where sluice's go (scripts/callgrind-groups.py: shared code charged to its callers)"
+  python3 "$repo/scripts/callgrind-groups.py" "$requests" \
+    pass "$work/callgrind.sluice.pass.$ir_big" "$work/callgrind.sluice.pass.$ir_small" \
+    reject "$work/callgrind.sluice.reject.$ir_big" "$work/callgrind.sluice.reject.$ir_small"
 fi
 
 if ls "$work"/split.* >/dev/null 2>&1; then

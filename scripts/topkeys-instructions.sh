@@ -23,7 +23,7 @@ command -v valgrind >/dev/null || { echo "topkeys-instructions.sh: valgrind is n
 cargo build --release --quiet --manifest-path "$repo/Cargo.toml"
 work="$(mktemp -d -t sluice-topkeys.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-# shellcheck source=scripts/callgrind.sh
+# shellcheck source=scripts/callgrind.sh disable=SC1091
 source "$repo/scripts/callgrind.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
