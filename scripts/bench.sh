@@ -833,7 +833,7 @@ if wants instructions; then
     done
     # shellcheck disable=SC2059
     printf "$fmt" "$path" "${per[nginx]}" "${per[sluice]}" "$(ratio "${per[sluice]}" "${per[nginx]}")"
-    info instr "instructions/request ${path#/} vs nginx" "$(ratio "${per[sluice]}" "${per[nginx]}")"
+    info instr "Ir/request ${path#/} vs nginx" "$(ratio "${per[sluice]}" "${per[nginx]}")"
   done
   echo
   echo "== instructions: where sluice's go (scripts/callgrind-groups.py: shared code charged to its callers)"
