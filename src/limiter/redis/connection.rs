@@ -81,12 +81,13 @@ impl RedisBackend {
             check_url(url)?;
         }
         let link = Link::new(&config)?;
+        let script = LimitScript::new(time, super::link::connect_timeout(config.timeout));
         Ok(Arc::new(RedisBackend {
             shown_url: shown(&config.servers),
             config,
             events,
             link,
-            script: LimitScript::new(time),
+            script,
             epoch: Instant::now(),
             breaker_until: AtomicU64::new(0),
             failing: AtomicBool::new(false),
@@ -102,6 +103,12 @@ impl RedisBackend {
     /// Whose clock the script decides on.
     pub fn time_source(&self) -> TimeSource {
         self.script.time()
+    }
+
+    /// The Redis function library the decisions are called from when the
+    /// server has it (`FUNCTION LIST LIBRARYNAME` finds it).
+    pub fn function_library(&self) -> &str {
+        self.script.library()
     }
 
     /// Failed calls so far.

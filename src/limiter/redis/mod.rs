@@ -5,8 +5,11 @@
 //! ([`SCRIPT`], `limit_req.lua`): time from the server's `TIME` (one clock for
 //! every instance), nothing stored on a rejection; the same decision, excess,
 //! wait, remaining count and reset as the memory store. One call may mix
-//! algorithms (each key carries its own limit). The script is sent with
-//! `EVALSHA`, and as `EVAL` on `NOSCRIPT` (`script`).
+//! algorithms (each key carries its own limit). On Redis 7 the scripts are
+//! loaded as a function library and called with `FCALL` (`function`: less
+//! Redis time per decision); otherwise, and whenever the server lacks the
+//! function, the script is sent with `EVALSHA`, and as `EVAL` on `NOSCRIPT`
+//! (`script`).
 //!
 //! Where: one server (`url`), a Redis Cluster (`cluster`: each call goes to
 //! the master of its keys' slot) or the master Redis Sentinel names
@@ -59,7 +62,8 @@
 //! Files: `connection` (the backend: breaker, events, the bounded call),
 //! `link` (one server, Cluster or Sentinel, as one connection shape),
 //! `sentinel` (following the master through a failover), `script` (the Lua
-//! script and its replies), `zone` (keys, slots, counters), `decide` (the
+//! script and its replies), `function` (the scripts as a Redis 7 function
+//! library, and when not to use it), `zone` (keys, slots, counters), `decide` (the
 //! decision), `cache` (the rejection cache), `peek` (one key looked at or
 //! forgotten), [`forgive`] (a forgotten key published to every instance,
 //! and heard), [`events`].
@@ -69,6 +73,7 @@ mod connection;
 mod decide;
 pub mod events;
 pub mod forgive;
+mod function;
 mod link;
 mod peek;
 mod script;

@@ -11,12 +11,19 @@
 //! `EVALSHA`, as `redis::Script` does: in a Cluster `SCRIPT LOAD` goes to
 //! every node and fails while one is down, whereas `EVAL` is routed by its
 //! keys like `EVALSHA`, to the node that owns their slot.
+//!
+//! On Redis 7 the same scripts are also a function library, and calls go by
+//! `FCALL` (same keys, same arguments, same reply) once it is loaded: less
+//! time inside Redis. The `EVALSHA` path above stays the fallback for every
+//! case `FCALL` cannot serve (`function`).
 
+use super::function::Functions;
 use crate::limiter::algorithm::Cell;
 use crate::limiter::{Algorithm, Policy, Standing, Stored, algorithm};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The Lua script: nginx's lookup and accounting over several keys, for
@@ -137,16 +144,26 @@ impl Lua {
 pub(super) struct LimitScript {
     script: Lua,
     leaky: Lua,
+    /// The same scripts as a function library, when the server has it.
+    functions: Arc<Functions>,
     time: TimeSource,
 }
 
 impl LimitScript {
-    pub(super) fn new(time: TimeSource) -> LimitScript {
+    /// The scripts on the clock `time`; a load of their function library
+    /// takes at most `load_timeout`.
+    pub(super) fn new(time: TimeSource, load_timeout: Duration) -> LimitScript {
         LimitScript {
             script: Lua::new(SCRIPT),
             leaky: Lua::new(LEAKY_SCRIPT),
+            functions: Functions::new(SCRIPT, LEAKY_SCRIPT, load_timeout),
             time,
         }
+    }
+
+    /// The name of the function library the calls use when they can.
+    pub(super) fn library(&self) -> &str {
+        self.functions.library()
     }
 
     pub(super) fn time(&self) -> TimeSource {
@@ -155,27 +172,30 @@ impl LimitScript {
 
     /// One run over `keys` on `conn`, not bounded in time (the caller
     /// is). `now` is sent only with [`TimeSource::Caller`].
-    pub(super) async fn run<C: ConnectionLike>(
+    pub(super) async fn run<C>(
         &self,
         conn: &mut C,
         mode: Mode,
         keys: &[ScriptKey],
         now: u64,
-    ) -> Result<Reply, CallError> {
+    ) -> Result<Reply, CallError>
+    where
+        C: ConnectionLike + Clone + Send + 'static,
+    {
         if keys
             .iter()
             .all(|k| k.policy.algorithm == Algorithm::LeakyBucket)
         {
             // Per key its rate and burst; the standings come from the excess.
             let reply = self
-                .invoke(conn, &self.leaky, mode, now, keys, |cmd, k| {
+                .invoke(conn, Which::Leaky, mode, now, keys, |cmd, k| {
                     cmd.arg(k.policy.rate.milli()).arg(k.burst);
                 })
                 .await?;
             return parse_leaky_reply(&reply, keys);
         }
         let reply = self
-            .invoke(conn, &self.script, mode, now, keys, |cmd, k| {
+            .invoke(conn, Which::General, mode, now, keys, |cmd, k| {
                 let p = &k.policy;
                 cmd.arg(p.algorithm.name())
                     .arg(p.count)
@@ -187,17 +207,26 @@ impl LimitScript {
         parse_reply(&reply, keys.len())
     }
 
-    /// `EVALSHA` of `lua` over `keys`, each key's arguments written by
-    /// `args` after the mode and the time; `EVAL` on `NOSCRIPT`.
-    async fn invoke<C: ConnectionLike>(
+    /// `FCALL` of `which` over `keys`, each key's arguments written by
+    /// `args` after the mode and the time, when the library is loaded;
+    /// else, or when the server cannot run it, `EVALSHA` of the script,
+    /// and `EVAL` on `NOSCRIPT`.
+    async fn invoke<C>(
         &self,
         conn: &mut C,
-        lua: &Lua,
+        which: Which,
         mode: Mode,
         now: u64,
         keys: &[ScriptKey],
         args: impl Fn(&mut Cmd, &ScriptKey),
-    ) -> Result<Vec<i64>, CallError> {
+    ) -> Result<Vec<i64>, CallError>
+    where
+        C: ConnectionLike + Clone + Send + 'static,
+    {
+        let (lua, function) = match which {
+            Which::General => (&self.script, &self.functions.general),
+            Which::Leaky => (&self.leaky, &self.functions.leaky),
+        };
         let command = |eval: &str, body: &str| {
             let mut cmd = redis::cmd(eval);
             cmd.arg(body).arg(keys.len());
@@ -214,6 +243,12 @@ impl LimitScript {
             }
             cmd
         };
+        if self.functions.ready(conn) {
+            match command("FCALL", function).query_async(conn).await {
+                Err(e) if self.functions.fall_back(&e) => {}
+                reply => return reply.map_err(CallError::Redis),
+            }
+        }
         match command("EVALSHA", &lua.sha).query_async(conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 command("EVAL", lua.code).query_async(conn).await
@@ -222,6 +257,13 @@ impl LimitScript {
         }
         .map_err(CallError::Redis)
     }
+}
+
+/// Which of the two scripts a call runs.
+#[derive(Clone, Copy)]
+enum Which {
+    General,
+    Leaky,
 }
 
 /// The leaky script's reply over `keys`: `{1, e1..en}` or `{0, i, excess,
