@@ -13,29 +13,19 @@
 //! - [`a_flood_of_refused_keys_keeps_the_cache_bounded`]: a zone's cache under many keys.
 
 use super::algorithms::NOW0;
+use super::function::calls;
 use super::*;
 use crate::support::InProcess;
 use sluice::limiter::{Algorithm, RejectCache};
 
-/// The script calls `redis` ran: successful `EVALSHA`s, and the `EVAL`s
-/// that follow a `NOSCRIPT` (the failed `EVALSHA`s) to load the script.
-fn evalsha_calls(redis: &RedisServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut redis.client())
-        .unwrap();
-    let ok = |cmd: &str| -> u64 {
-        let Some(line) = info.lines().find(|l| l.starts_with(cmd)) else {
-            return 0;
-        };
-        let field = |name: &str| -> u64 {
-            line.split([':', ','])
-                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-                .map_or(0, |v| v.parse().unwrap())
-        };
-        field("calls") - field("failed_calls")
-    };
-    ok("cmdstat_evalsha:") + ok("cmdstat_eval:")
+/// The script calls `redis` ran: successful `FCALL`s and `EVALSHA`s, and the `EVAL`s that
+/// follow a `NOSCRIPT` (the failed `EVALSHA`s) to load the script.
+fn script_calls(redis: &RedisServer) -> u64 {
+    let mut c = redis.client();
+    ["fcall", "evalsha", "eval"]
+        .iter()
+        .map(|cmd| calls(&mut c, cmd))
+        .sum()
 }
 
 /// The policy of the cached zone for `a`, its widest and a narrower `burst*1000` (windows
@@ -139,7 +129,7 @@ async fn instances_decide_the_same_with_and_without_the_cache() {
         let without: Vec<Instance> = (0..3)
             .map(|_| Instance::new(&without_redis.url(), a, false))
             .collect();
-        let calls = (evalsha_calls(&with_redis), evalsha_calls(&without_redis));
+        let calls = (script_calls(&with_redis), script_calls(&without_redis));
         let (mut now, mut rejected, mut by_memory) = (NOW0 + rng.upto(5000), 0, 0);
         let steps = 600;
         for step in 0..steps {
@@ -165,8 +155,8 @@ async fn instances_decide_the_same_with_and_without_the_cache() {
         }
         let hits: u64 = with.iter().map(Instance::hits).sum();
         let asked = (
-            evalsha_calls(&with_redis) - calls.0,
-            evalsha_calls(&without_redis) - calls.1,
+            script_calls(&with_redis) - calls.0,
+            script_calls(&without_redis) - calls.1,
         );
         eprintln!(
             "{}: {rejected} of {steps} refused, {hits} from the cache",
@@ -270,7 +260,7 @@ async fn proxies_answer_the_same_with_and_without_the_cache() {
         limited > n / 2,
         "the bursts must cross the limits: {limited} of {n}"
     );
-    let (asked_with, asked_without) = (evalsha_calls(&with_redis), evalsha_calls(&without_redis));
+    let (asked_with, asked_without) = (script_calls(&with_redis), script_calls(&without_redis));
     assert_eq!(
         asked_without, n as u64,
         "one call per request without the cache"
@@ -345,11 +335,11 @@ async fn a_flood_of_refused_keys_keeps_the_cache_bounded() {
         }
     }
     assert_eq!(cache.len(), cache.capacity());
-    let before = evalsha_calls(&redis);
+    let before = script_calls(&redis);
     for k in &keys[keys.len() - 100..] {
         let o = limiter::decide(&limits, T0 + 2, |_| Some(k.as_str())).await;
         assert!(matches!(o, Outcome::Rejected { .. }), "{k}: {o:?}");
     }
-    let asked = evalsha_calls(&redis) - before;
+    let asked = script_calls(&redis) - before;
     assert_eq!(asked, 0, "the newest keys are answered from the cache");
 }

@@ -1,14 +1,16 @@
 //! Zones in a Redis Cluster (`[redis] cluster = [...]`) of 3 masters and 3 replicas started by
-//! the test: the same decisions as one Redis with keys on every master, `SCRIPT FLUSH` on the
-//! nodes in the middle (the script is loaded again where it runs), two zones of one location in
+//! the test: the same decisions as one Redis with keys on every master, `SCRIPT FLUSH` and
+//! `FUNCTION FLUSH` on the nodes in the middle (the library is loaded again on every master, and
+//! every master decides by `FCALL`), two zones of one location in
 //! one atomic call, and a master killed under load through real sluice processes.
 
 use super::algorithms::zone;
 use super::failover::{Load, assert_healthy, gap, zone_config, zone_key};
+use super::function::{calls, has_library};
 use super::*;
 use crate::support::RedisCluster;
 use sluice::limiter::Algorithm;
-use sluice::limiter::redis::{LEAKY_SCRIPT, RedisServers, hash_fields};
+use sluice::limiter::redis::{RedisServers, hash_fields};
 
 fn cluster_backend(cluster: &RedisCluster, prefix: &str) -> Arc<RedisBackend> {
     RedisBackend::with_time_source(
@@ -55,7 +57,8 @@ fn location(b: &Arc<RedisBackend>) -> Vec<Limit> {
 async fn cluster_decides_as_one_redis() {
     let cluster = RedisCluster::start();
     let single = RedisServer::start();
-    let on_cluster = location(&cluster_backend(&cluster, "same"));
+    let b = cluster_backend(&cluster, "same");
+    let on_cluster = location(&b);
     let on_single = location(&backend(
         &single.url(),
         TimeSource::Caller,
@@ -69,6 +72,10 @@ async fn cluster_decides_as_one_redis() {
             for n in &cluster.nodes {
                 let _: () = n.query(&["SCRIPT", "FLUSH"]);
             }
+            // Functions replicate: flushed on a master, gone from its replica too.
+            for m in cluster.masters() {
+                let _: () = cluster.nodes[m].query(&["FUNCTION", "FLUSH"]);
+            }
         }
         now += rng.pick(&[0, 0, 1, 50, 250, 500, 1000]);
         let key = format!("client-{}", rng.next(48));
@@ -81,6 +88,37 @@ async fn cluster_decides_as_one_redis() {
         let keys: i64 = cluster.nodes[m].query(&["DBSIZE"]);
         assert!(keys > 0, "master {} holds no key", cluster.nodes[m].port());
     }
+    // The library went to every master, again after FUNCTION FLUSH, and each decides by FCALL.
+    let library = b.function_library().to_string();
+    let fcalls = |c: &RedisCluster| -> Vec<u64> {
+        c.masters()
+            .into_iter()
+            .map(|m| calls(&mut c.nodes[m].client(), "fcall"))
+            .collect()
+    };
+    eventually(
+        "the library back on every master",
+        Duration::from_secs(10),
+        async || {
+            let back = cluster
+                .masters()
+                .into_iter()
+                .all(|m| has_library(&mut cluster.nodes[m].client(), &library));
+            back.then_some(())
+        },
+    )
+    .await;
+    let before = fcalls(&cluster);
+    for step in 0..60 {
+        let key = format!("again-{step}");
+        let o = limiter::decide(&on_cluster, now, |_| Some(key.clone())).await;
+        assert!(matches!(o, Outcome::Accepted { .. }), "{o:?}");
+    }
+    let after = fcalls(&cluster);
+    assert!(
+        before.iter().zip(&after).all(|(b, a)| a > b),
+        "FCALLs on every master: {before:?} → {after:?}"
+    );
 }
 
 /// Two Redis zones in one location: 60 simultaneous requests of one client admit exactly the
@@ -165,12 +203,12 @@ async fn cluster_master_killed_under_load() {
         sluices.push((policy, s));
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    // The replica never ran the script: once promoted it answers NOSCRIPT, and sluice loads it.
-    let sha = redis::Script::new(LEAKY_SCRIPT).get_hash().to_string();
-    let has_script = |c: &RedisCluster, i: usize| {
-        c.nodes[i].query::<Vec<i64>>(&["SCRIPT", "EXISTS", &sha]) == [1]
-    };
-    assert!(has_script(&cluster, victim) && !has_script(&cluster, heir));
+    // The decisions go by FCALL, and the replica has the library from its master: once promoted
+    // it decides by FCALL at once.
+    let fcalls = |c: &RedisCluster, i: usize| calls(&mut c.nodes[i].client(), "fcall");
+    assert!(fcalls(&cluster, victim) > 0, "the master decides by FCALL");
+    let function_list: Vec<redis::Value> = cluster.nodes[heir].query(&["FUNCTION", "LIST"]);
+    assert_eq!(function_list.len(), 1, "the replica has the library");
     let killed_at: Vec<Duration> = loads.iter().map(|l| l.started.elapsed()).collect();
     cluster.nodes[victim].kill();
     for (load, at) in loads.iter().zip(&killed_at) {
@@ -182,8 +220,8 @@ async fn cluster_master_killed_under_load() {
         );
     }
     assert!(
-        has_script(&cluster, heir),
-        "the promoted replica runs the script now"
+        fcalls(&cluster, heir) > 0,
+        "the promoted replica decides by FCALL"
     );
     for (((policy, s), load), at) in sluices.iter_mut().zip(loads).zip(killed_at) {
         let rounds = load.stop().await;

@@ -26,6 +26,8 @@
 //! - [`sentinel`]: zones on the master Redis Sentinel names: a forced failover and a killed
 //!   master under load.
 //! - [`failover`]: the load and the gap measurement both use.
+//! - [`function`]: decisions by `FCALL` of the function library, and the fallbacks to
+//!   `EVALSHA` (`FUNCTION FLUSH`, a server without functions).
 //! - [`forgive`]: a key forgiven on one instance is admitted at once by another that cached its
 //!   refusal: one Redis, a Cluster, Sentinel after a failover.
 
@@ -37,6 +39,7 @@ mod config;
 mod expiry;
 mod failover;
 mod forgive;
+mod function;
 mod instances;
 mod layouts;
 mod outages;

@@ -18,29 +18,39 @@ pub struct RedisServer {
     dir: TempDir,
     port: Port,
     tls: Option<(Port, PathBuf)>,
+    /// Extra `redis-server` arguments, kept for a restart.
+    args: Vec<String>,
 }
 
 impl RedisServer {
     /// A server on a port of its own.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// A server on a port of its own, with extra `args` (such as `--rename-command FCALL ""`).
+    pub fn start_with(args: &[&str]) -> RedisServer {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let ((process, dir), mut ports) =
-            with_ports("redis-server", 1, |ports| spawn(&ports[0], None));
+            with_ports("redis-server", 1, |ports| spawn(&ports[0], None, &args));
         RedisServer {
             process: Some(process),
             dir,
             port: ports.remove(0),
             tls: None,
+            args,
         }
     }
 
     /// A server on `port`, one that sluice already points at (reserved by the test until now).
     pub fn start_on(port: Port) -> RedisServer {
-        let (process, dir) = spawn_on_same_port(&port, None);
+        let (process, dir) = spawn_on_same_port(&port, None, &[]);
         RedisServer {
             process: Some(process),
             dir,
             port,
             tls: None,
+            args: Vec::new(),
         }
     }
 
@@ -49,7 +59,7 @@ impl RedisServer {
     pub fn start_tls(certs: &TlsFiles) -> RedisServer {
         let certs = certs.dir().to_owned();
         let ((process, dir), mut ports) = with_ports("redis-server with TLS", 2, |ports| {
-            spawn(&ports[0], Some((&ports[1], &certs)))
+            spawn(&ports[0], Some((&ports[1], &certs)), &[])
         });
         let tls = ports.pop().expect("the TLS port");
         RedisServer {
@@ -57,6 +67,7 @@ impl RedisServer {
             dir,
             port: ports.remove(0),
             tls: Some((tls, certs)),
+            args: Vec::new(),
         }
     }
 
@@ -84,7 +95,7 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         let tls = self.tls.as_ref().map(|(p, certs)| (p, certs.as_path()));
-        let (process, dir) = spawn_on_same_port(&self.port, tls);
+        let (process, dir) = spawn_on_same_port(&self.port, tls, &self.args);
         self.process = Some(process);
         self.dir = dir;
     }
@@ -115,10 +126,14 @@ impl Drop for RedisServer {
 
 /// Starts on `port` (and the TLS port), retrying while a port of the previous process lingers:
 /// the ports cannot change, sluice points at them.
-fn spawn_on_same_port(port: &Port, tls: Option<(&Port, &std::path::Path)>) -> (Process, TempDir) {
+fn spawn_on_same_port(
+    port: &Port,
+    tls: Option<(&Port, &std::path::Path)>,
+    args: &[String],
+) -> (Process, TempDir) {
     let mut last = String::new();
     for _ in 0..50 {
-        match spawn(port, tls) {
+        match spawn(port, tls, args) {
             Ok(started) => return started,
             Err(StartError::AddrInUse(out)) => last = out,
             Err(StartError::Failed(out)) => panic!("redis-server did not start: {out}"),
@@ -128,10 +143,11 @@ fn spawn_on_same_port(port: &Port, tls: Option<(&Port, &std::path::Path)>) -> (P
     panic!("redis-server found its port taken, the last time:\n{last}")
 }
 
-/// One attempt: `redis-server` without persistence in a new directory.
+/// One attempt: `redis-server` without persistence in a new directory, with `args` last.
 fn spawn(
     port: &Port,
     tls: Option<(&Port, &std::path::Path)>,
+    args: &[String],
 ) -> Result<(Process, TempDir), StartError> {
     let dir = tempfile::Builder::new()
         .prefix("sluice-it-redis-")
@@ -157,6 +173,7 @@ fn spawn(
             .args(["--tls-auth-clients", "yes"]);
         ports.push(tls_port.number());
     }
+    cmd.args(args);
     if which("redis-server").is_none() {
         panic!(
             "redis-server is not installed (the Redis tests start their own): \
