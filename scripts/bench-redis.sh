@@ -34,7 +34,8 @@
 # The systems without a rejection cache run only in reject and reject-many, where it matters; those
 # with N connections only in pass and pass-many (a cached refusal makes no call).
 # Last, a summary against issue #27's targets: reject with the cache ≥ 0.90× memory's req/s,
-# pass ≥ 0.50×, scale: the cluster ≥ 1.5× one Redis.
+# pass ≥ 0.50×, scale: the cluster ≥ 1.5× one Redis. Then what Redis itself spent per call
+# (`INFO commandstats`: calls and usec_per_call of FCALL, EVALSHA and EVAL on each server).
 # Defaults: 5 s per run, 3 rounds, 64 connections, 2 wrk threads: about 9 minutes in all (20
 # system-scenarios × 4 runs, scale 2 × 4 runs; reject-many's keys primed, 4-12 s a system), plus
 # the release build. Machines here are shared and noisy: read the medians and ratios, not single
@@ -426,6 +427,18 @@ if wants scale; then
   done
   target scale "decisions/s, cluster vs one Redis" "$(col "$work/scale.cluster" 5)" ">=" 1.50
 fi
+
+echo
+echo "== inside Redis (INFO commandstats over the whole run: decisions by FCALL, EVALSHA, EVAL)"
+printf '%-8s %-8s %10s %14s\n' redis command calls usec_per_call
+for where in single "${cluster_ports[@]}"; do
+  port=$where name=$where
+  [[ $where == single ]] && port=$single_port
+  [[ $where != single ]] && name="c:$where"
+  redis-cli -p "$port" info commandstats | tr -d '\r' |
+    awk -F'[:,=]' -v name="$name" '/^cmdstat_(fcall|evalsha|eval):/ {
+      sub("cmdstat_", "", $1); printf "%-8s %-8s %10s %14s\n", name, $1, $3, $7 }'
+done
 
 echo
 echo "== summary (medians of the ratios above against issue #27's targets)"
