@@ -130,8 +130,11 @@ impl Functions {
         {
             return; // another call started it
         }
-        let this = self.clone();
+        // A load dropped unfinished, even unstarted (its runtime shut
+        // down), is due again: the guard goes with the task.
+        let guard = Unfinished(self.clone());
         runtime.spawn(async move {
+            let this = &guard.0;
             let mut cmd = redis::cmd("FUNCTION");
             cmd.arg("LOAD").arg("REPLACE").arg(&this.code);
             let load = cmd.query_async::<redis::Value>(&mut conn);
@@ -166,6 +169,18 @@ impl Functions {
         } else {
             false
         }
+    }
+}
+
+/// Puts a load that never finished back to due: dropped with its task.
+struct Unfinished(Arc<Functions>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .state
+            .compare_exchange(LOADING, NEEDED, Ordering::AcqRel, Ordering::Relaxed);
     }
 }
 
