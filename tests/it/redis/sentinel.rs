@@ -1,10 +1,11 @@
 //! Zones on the master Redis Sentinel names (`[redis] sentinel = [...]`, `master_name`): a
 //! master, its replica and three sentinels started by the test; a forced failover (`SENTINEL
 //! FAILOVER`) and a killed master, each under load through a real sluice process. Decisions
-//! continue on the new master (the keys written after the failover are there), `on_error`
-//! answers in the gap, the gap is measured and printed.
+//! continue on the new master (the keys written after the failover are there, decided by
+//! `FCALL`), `on_error` answers in the gap, the gap is measured and printed.
 
 use super::failover::{Load, Round, assert_healthy, gap, zone_config, zone_key};
+use super::function::calls;
 use super::*;
 use crate::support::{MASTER_NAME, RedisSentinels, wait_for};
 
@@ -92,6 +93,9 @@ async fn failover_under_load(
     assert_eq!(setup.role(after), "master");
     let last = rounds.last().unwrap();
     assert!(on_new(last), "{what}: {last:?} is on the new master");
+    // It had the function library from its master: decisions there went by FCALL.
+    let fcalls = calls(&mut setup.servers[after].client(), "fcall");
+    assert!(fcalls > 0, "{what}: no FCALL on the new master");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
