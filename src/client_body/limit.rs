@@ -2,10 +2,11 @@
 //! Content-Length, or lying about it, and for chunked bodies whose chunk
 //! sizes announce too much before their bytes come.
 
+use super::ClientBody;
 use crate::body::BodyError;
 use crate::conn_state::ConnState;
 use bytes::Bytes;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,7 +16,7 @@ use std::task::{Context, Poll, ready};
 /// `client_max_body_size` (for bodies without a Content-Length, or lying
 /// about it). [`BodyLimit::exceeded`] tells the proxy to answer 413.
 pub struct LimitedBody {
-    inner: Incoming,
+    inner: ClientBody,
     max: u64,
     seen: u64,
     flag: BodyLimit,
@@ -50,7 +51,7 @@ impl LimitedBody {
     /// `max` 0: unlimited, as nginx. With `conn`, a chunked body is also
     /// refused as soon as its chunk sizes announce more than `max`.
     pub fn new(
-        inner: Incoming,
+        inner: ClientBody,
         max: u64,
         conn: Option<Arc<ConnState>>,
     ) -> (LimitedBody, BodyLimit) {
@@ -101,7 +102,7 @@ impl Body for LimitedBody {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Some(Err(e)) => Poll::Ready(Some(Err(Box::new(e)))),
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
             None => Poll::Ready(None),
         }
     }

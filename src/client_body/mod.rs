@@ -17,8 +17,11 @@
 //! thread, as nginx does: they go to the page cache.
 
 mod limit;
+mod pipe;
 
 pub use limit::LimitedBody;
+pub use pipe::ClientBody;
+pub(crate) use pipe::Pipe;
 
 use crate::body::BodyError;
 use bytes::{Bytes, BytesMut};

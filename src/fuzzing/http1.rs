@@ -247,7 +247,8 @@ fn gate_output(
                     out.extend_from_slice(o);
                     gate.consumed(n);
                 }
-                Ok(Fill::NeedInput) => break,
+                // (Only a gate that gives heads whole says these.)
+                Ok(Fill::NeedInput | Fill::Head | Fill::BodyEnd) => break,
                 // After an upgrade request: answered without a switch, the
                 // bytes held after it are the next request.
                 Ok(Fill::Held) => gate.resume(),

@@ -13,7 +13,7 @@
 //! An error is never a finding (most inputs are garbage); a panic is, and
 //! so is a broken invariant, asserted with `assert!` so that libFuzzer
 //! records the input.//!
-//! One file per target: `config`, `upstream`, `http1`, `http2`,
+//! One file per target: `config`, `upstream`, `http1`, `h1loop`, `http2`,
 //! `limiter`, `algorithms`, each
 //! opening with what its input is and what it checks; this file holds
 //! what they share (the input [`Reader`], the [`pieces`] a connection
@@ -21,6 +21,7 @@
 
 mod algorithms;
 mod config;
+mod h1loop;
 mod http1;
 mod http2;
 mod limiter;
@@ -28,6 +29,7 @@ mod upstream;
 
 pub use algorithms::algorithms;
 pub use config::config;
+pub use h1loop::h1loop;
 pub use http1::http1;
 pub use http2::http2;
 pub use limiter::limiter;
@@ -44,6 +46,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("limiter", limiter),
     ("http1", http1),
     ("http2", http2),
+    ("h1loop", h1loop),
     ("algorithms", algorithms),
 ];
 

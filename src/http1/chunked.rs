@@ -52,6 +52,9 @@ pub struct Chunked {
     /// The sizes of the chunks announced so far, added up (nginx refuses a
     /// body whose announced size passes `client_max_body_size` at once).
     declared: u64,
+    /// The output is the body re-framed canonically (for hyper), not only
+    /// its data (for sluice's own server loop).
+    framed: bool,
 }
 
 impl Default for Chunked {
@@ -66,6 +69,15 @@ impl Chunked {
             state: State::Start,
             size: 0,
             declared: 0,
+            framed: true,
+        }
+    }
+
+    /// A reader whose output is the body's data alone, without framing.
+    pub fn decoding() -> Chunked {
+        Chunked {
+            framed: false,
+            ..Chunked::new()
         }
     }
 
@@ -94,11 +106,17 @@ impl Chunked {
         mut out: Option<&mut O>,
     ) -> Result<usize, ChunkError> {
         let mut i = 0;
+        // Decoding: one chunk's data at a time, as hyper gave it (each
+        // chunk a frame of its own), but the framing after it read on, so
+        // that an error there comes before the data, as it did.
+        let mut one_chunk = false;
         while i < data.len() {
             match self.state {
                 State::Done => break,
+                State::Data if one_chunk => break,
                 State::Data => {
                     i += self.data(&data[i..], &mut out);
+                    one_chunk = !self.framed && self.state == State::AfterData;
                     continue;
                 }
                 _ => self.state = self.step(data[i], &mut out)?,
@@ -212,7 +230,7 @@ impl Chunked {
         self.size -= n as u64;
         if self.size == 0 {
             self.state = State::AfterData;
-            if let Some(o) = out.as_deref_mut() {
+            if let Some(o) = out.as_deref_mut().filter(|_| self.framed) {
                 o.put_slice(b"\r\n");
             }
         }
@@ -222,7 +240,7 @@ impl Chunked {
     /// A chunk's size line ended: its canonical size line.
     fn begin_data<O: BufMut>(&mut self, out: &mut Option<&mut O>) -> State {
         self.declared = self.declared.saturating_add(self.size);
-        if let Some(o) = out.as_deref_mut() {
+        if let Some(o) = out.as_deref_mut().filter(|_| self.framed) {
             push_hex(o, self.size);
             o.put_slice(b"\r\n");
         }
@@ -232,7 +250,7 @@ impl Chunked {
     /// The trailer's empty line: the body is done; its canonical last
     /// chunk.
     fn finish<O: BufMut>(&mut self, out: &mut Option<&mut O>) -> State {
-        if let Some(o) = out.as_deref_mut() {
+        if let Some(o) = out.as_deref_mut().filter(|_| self.framed) {
             o.put_slice(b"0\r\n\r\n");
         }
         State::Done

@@ -21,7 +21,7 @@
 //! empty.
 
 use super::chunked::{ChunkError, Chunked};
-use super::head::{Framing, HeadParser, HeadRules, Parsed, Refusal};
+use super::head::{Framing, Head, HeadParser, HeadRules, Parsed, Refusal};
 use bytes::{Buf, BytesMut};
 
 // Inline: a connection's gate is reading a head most of its life.
@@ -50,6 +50,12 @@ pub enum Fill {
     /// Held after an upgrade request, or a tunnel: nothing for hyper, and
     /// nothing to read for it (see the module doc).
     Held,
+    /// A whole head, to take ([`Gate::take_head`]): only for a gate that
+    /// gives heads whole ([`Gate::whole_heads`]).
+    Head,
+    /// The current request's body has ended (all its data given): only
+    /// for a gate that gives heads whole, once a body, before what follows.
+    BodyEnd,
 }
 
 /// The request stream of one connection.
@@ -68,6 +74,13 @@ pub struct Gate {
     /// The current request asked to switch protocols: what follows it is
     /// held.
     hold: bool,
+    /// Heads are given whole and bodies as their data alone, for sluice's
+    /// own server loop, instead of one canonical byte stream for hyper.
+    whole: bool,
+    /// A head read and not taken yet (with `whole`).
+    head: Option<Head>,
+    /// A body ended and [`Fill::BodyEnd`] is still to be said (with `whole`).
+    body_ended: bool,
 }
 
 impl Gate {
@@ -80,7 +93,31 @@ impl Gate {
             refusal: None,
             dropped: Vec::new(),
             hold: false,
+            whole: false,
+            head: None,
+            body_ended: false,
         }
+    }
+
+    /// A gate for sluice's own server loop: each head is taken whole
+    /// ([`Fill::Head`], [`Gate::take_head`]), and [`Gate::output`] holds the
+    /// current request's body data alone (a chunked body decoded).
+    pub fn whole_heads(rules: HeadRules) -> Gate {
+        Gate {
+            whole: true,
+            ..Gate::new(rules)
+        }
+    }
+
+    /// The body whose last data [`Gate::output`] holds has ended: the next
+    /// [`Gate::process`] says [`Fill::BodyEnd`].
+    pub fn body_ending(&self) -> bool {
+        self.body_ended
+    }
+
+    /// The head [`Fill::Head`] announced.
+    pub fn take_head(&mut self) -> Option<Head> {
+        self.head.take()
     }
 
     /// Bytes received and not yet looked at: the socket's reads go here.
@@ -136,6 +173,7 @@ impl Gate {
         matches!(&self.state, State::Head(p) if !p.started())
             && self.input.is_empty()
             && self.output.is_empty()
+            && self.head.is_none()
     }
 
     /// The size the current chunked body has announced so far (0 for any
@@ -183,6 +221,12 @@ impl Gate {
             if !self.output.is_empty() {
                 return Ok(Fill::Data);
             }
+            if self.head.is_some() {
+                return Ok(Fill::Head);
+            }
+            if std::mem::take(&mut self.body_ended) {
+                return Ok(Fill::BodyEnd);
+            }
             match &mut self.state {
                 State::Refused => return Ok(Fill::Refused),
                 State::Held | State::Tunnel => return Ok(Fill::Held),
@@ -194,8 +238,20 @@ impl Gate {
                         self.input = BytesMut::new();
                         self.state = State::Refused;
                     }
-                    Parsed::Head(h) => {
+                    Parsed::Head(mut h) => {
                         self.input.advance(h.len);
+                        self.dropped = std::mem::take(&mut h.dropped);
+                        self.hold = h.upgrade;
+                        self.state = match h.framing {
+                            Framing::None | Framing::Length(0) => self.next_request(),
+                            Framing::Length(n) => State::Length(n),
+                            Framing::Chunked if self.whole => State::Chunked(Chunked::decoding()),
+                            Framing::Chunked => State::Chunked(Chunked::new()),
+                        };
+                        if self.whole {
+                            self.head = Some(h);
+                            return Ok(Fill::Head);
+                        }
                         if self.output.is_empty() {
                             // The head's own buffer, not a copy of it.
                             self.output = bytes::Bytes::from(h.canonical)
@@ -204,13 +260,6 @@ impl Gate {
                         } else {
                             self.output.extend_from_slice(&h.canonical);
                         }
-                        self.dropped = h.dropped;
-                        self.hold = h.upgrade;
-                        self.state = match h.framing {
-                            Framing::None | Framing::Length(0) => self.next_request(),
-                            Framing::Length(n) => State::Length(n),
-                            Framing::Chunked => State::Chunked(Chunked::new()),
-                        };
                     }
                 },
                 State::Length(n) => {
@@ -221,6 +270,7 @@ impl Gate {
                     *n -= k as u64;
                     if *n == 0 {
                         self.state = self.next_request();
+                        self.body_ended = self.whole;
                     }
                 }
                 State::Chunked(c) => {
@@ -229,6 +279,7 @@ impl Gate {
                     self.input.advance(used);
                     if c.done() {
                         self.state = self.next_request();
+                        self.body_ended = self.whole;
                     }
                 }
             }

@@ -20,6 +20,14 @@
 //! trailers, as nginx forwards none), so that hyper and sluice agree on
 //! where every body ends. [`Gate`] is the per-connection state that runs
 //! both over the bytes of the socket.
+//!
+//! HTTP/1.1 connections are now served by sluice's own loop
+//! (`server::h1`): its gate ([`Gate::whole_heads`]) hands over each head
+//! whole and each body as its data, and the loop makes the request of the
+//! canonical head without a second parse. The canonical byte stream stays
+//! for hyper's HTTP/1.1 server, kept beside the loop (`SLUICE_HTTP1_HYPER=1`)
+//! while a differential test holds the two to the same bytes, and for HTTP/2,
+//! whose heads are judged by the same rules.
 
 pub mod chunked;
 pub mod gate;
@@ -30,5 +38,6 @@ pub use chunked::ChunkError;
 pub use chunked::Chunked;
 pub use gate::{Fill, Gate};
 #[cfg(any(test, feature = "fuzzing"))]
-pub use head::{Framing, Head, parse_head};
+pub use head::parse_head;
+pub use head::{Framing, Head};
 pub use head::{HeadParser, HeadRules, Parsed, Refusal, upgrade_asked};

@@ -15,19 +15,19 @@ use super::next_upstream::{self, Failure, Leased, Rewind};
 use super::tunnel::{self, Tunnel};
 use crate::accesslog::Record;
 use crate::body::Body;
+use crate::client_body::ClientBody;
 use crate::client_body::{Buffered, LimitedBody, ReadError, read_whole};
 use crate::config::{Action, Location, ProxyPass};
 use crate::respond;
 use crate::upstream;
 use http::{HeaderValue, Response, Uri, Version, header};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 /// The request's content: `return`'s answer, or the upstream's.
 pub(crate) async fn content<'l>(
     cx: &Ctx<'_>,
     loc: &'l Location,
-    (parts, body): (&'l http::request::Parts, Incoming),
+    (parts, body): (&'l http::request::Parts, ClientBody),
     path: &str,
     limited: &Limited<'_>,
     record: &mut Option<Record>,
@@ -110,7 +110,7 @@ async fn forward<'l>(
     cx: &Ctx<'_>,
     loc: &'l Location,
     parts: &http::request::Parts,
-    body: Incoming,
+    body: ClientBody,
     target: &str,
     pp: &'l ProxyPass,
     tries: &mut Vec<crate::vars::UpstreamTry>,

@@ -28,6 +28,7 @@ use self::error::{Decided, ProxyError, UNDECIDED, plain_status};
 use self::finish::{finish, with_added, with_quota};
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
+use crate::client_body::ClientBody;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::conn_state::Conn;
@@ -35,7 +36,6 @@ use crate::metrics::Metrics;
 use crate::vars::RequestVars;
 use arc_swap::ArcSwap;
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -111,7 +111,7 @@ impl<'a> Ctx<'a> {
 pub(crate) async fn handle(
     env: Arc<Env>,
     conn: Arc<Conn>,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
     start: Instant,
 ) -> Result<Response<Body>, CloseConnection> {
     let config = env.config();

@@ -32,9 +32,9 @@ use tokio::time::Instant;
 
 /// The server of a connection, as its connection needs it: timeouts, name,
 /// head rules.
-struct ServerSide {
-    timeouts: ClientTimeouts,
-    name: String,
+pub(super) struct ServerSide {
+    pub(super) timeouts: ClientTimeouts,
+    pub(super) name: String,
     head_rules: crate::http1::HeadRules,
     /// A client may open with HTTP/2's preface (`http2` on a plain address).
     http2: bool,
@@ -283,10 +283,18 @@ async fn serve_stream<S: ClientStream>(
     let mut io = TimedIo::new(stream, state, side.head_rules);
     io.park_when_idle(!side.timeouts.keepalive.is_zero());
     io.park_silent(start.idle.is_some());
+    let own = !hyper_loop();
+    if own {
+        io.gate = crate::http1::Gate::whole_heads(side.head_rules);
+    }
     // Read while looking for the preface, not yet through the head gate.
     io.gate.input().extend_from_slice(&first);
     let can_park = start.idle.is_some();
-    let (io, ended) = serve_requests(shared, &conn, &side, io, stopping, can_park).await;
+    let (io, ended) = if own {
+        super::h1::serve_requests(shared, &conn, &side, io, stopping, can_park).await
+    } else {
+        serve_requests(shared, &conn, &side, io, stopping, can_park).await
+    };
     match ended {
         Ended::Served(served) => closed(shared, &conn, &side, io, served).await,
         Ended::Park => park(shared, &conn, io, start),
@@ -316,9 +324,9 @@ fn park<S: ClientStream>(shared: &Shared, conn: &Conn, io: TimedIo<S>, start: St
 }
 
 /// How a connection's requests ended.
-enum Ended {
-    /// It closes (hyper's result).
-    Served(Result<(), hyper::Error>),
+pub(super) enum Ended {
+    /// It closes (with what ended it, if it failed).
+    Served(Result<(), super::h1::Failed>),
     /// It is idle, with nothing held but its socket: it can be parked.
     Park,
 }
@@ -347,7 +355,13 @@ fn service(
         // an idle keep-alive connection holds a pointer instead.
         Box::pin(async move {
             let start = Instant::now();
-            let resp = request::handle(shared.env.clone(), conn, req, start).await;
+            let resp = request::handle(
+                shared.env.clone(),
+                conn,
+                req.map(crate::client_body::ClientBody::Hyper),
+                start,
+            )
+            .await;
             let status = resp
                 .as_ref()
                 .map_or_else(|c| c.status, |r| r.status().as_u16());
@@ -429,7 +443,7 @@ async fn serve_requests<S: ClientStream>(
             return (io, Ended::Served(Ok(())));
         }
         if served.is_err() || !io.take_parked() {
-            return (io, Ended::Served(served));
+            return (io, Ended::Served(served.map_err(|e| e.into())));
         }
         // (An empty read_buf still holds hyper's whole read buffer.)
         if !parts.read_buf.is_empty() {
@@ -440,10 +454,18 @@ async fn serve_requests<S: ClientStream>(
     }
 }
 
+/// Whether HTTP/1.1 is served by hyper's server rather than sluice's own
+/// loop ([`super::h1`]): only while both exist, for the differential test
+/// that holds them to the same bytes (`SLUICE_HTTP1_HYPER=1`).
+fn hyper_loop() -> bool {
+    static HYPER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HYPER.get_or_init(|| std::env::var_os("SLUICE_HTTP1_HYPER").is_some_and(|v| v == "1"))
+}
+
 /// A graceful stop's deadline: the accept loop keeps its stop signal until
 /// `shutdown_timeout` has passed (or every connection closed), so the
 /// signal going away is the deadline.
-async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+pub(super) async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stopping.wait_for(|stop| *stop).await;
     while stopping.changed().await.is_ok() {}
 }
@@ -455,7 +477,7 @@ async fn closed<S: ClientStream>(
     conn: &Conn,
     side: &ServerSide,
     mut io: TimedIo<S>,
-    served: Result<(), hyper::Error>,
+    served: Result<(), super::h1::Failed>,
 ) {
     let (id, remote, server_name) = (conn.id, conn.remote, &side.name);
     if let Some(refusal) = io.take_refusal() {
@@ -476,7 +498,11 @@ async fn closed<S: ClientStream>(
     drop(io);
     shared.env.metrics.connection_closed();
     // An upstream body that broke off ended the client connection.
-    if let Some(f) = served.as_ref().err().and_then(upstream_body_failure) {
+    if let Some(f) = served
+        .as_ref()
+        .err()
+        .and_then(|e| upstream_body_failure(&**e))
+    {
         errlog::emit(
             Severity::Error,
             format_args!("*{id} {f}, client: {}, server: {server_name}", remote.ip()),
@@ -525,8 +551,10 @@ pub(crate) fn log_dropped_headers<S>(
 
 /// The upstream body failure behind a client connection's error, if that
 /// was what ended it.
-pub(crate) fn upstream_body_failure(e: &hyper::Error) -> Option<&upstream::BodyFailure> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+pub(crate) fn upstream_body_failure<'e>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e upstream::BodyFailure> {
+    let mut cur = Some(e);
     while let Some(err) = cur {
         if let Some(f) = err.downcast_ref::<upstream::BodyFailure>() {
             return Some(f);

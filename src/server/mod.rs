@@ -16,6 +16,7 @@
 
 mod admin;
 mod conn;
+pub(crate) mod h1;
 mod h2;
 mod idle;
 pub(crate) mod io;

@@ -5,6 +5,7 @@
 use super::super::Shared;
 use super::CANCELLED_MAX;
 use crate::body::{Body, BodyError, Watch, Watched};
+use crate::client_body::ClientBody;
 use crate::conn_state::{Conn, ConnState};
 use crate::connlimit::{Held, HeldUntilWritten};
 use crate::errlog::{self, Severity};
@@ -365,7 +366,7 @@ async fn serve_stream(
         Ok(refused(&shared, &conn, refusal, start))
     } else {
         as_http1(&mut req);
-        request::handle(shared.env.clone(), conn, req, start).await
+        request::handle(shared.env.clone(), conn, req.map(ClientBody::Hyper), start).await
     };
     let status = resp
         .as_ref()

@@ -22,6 +22,22 @@ pub const ANSWER: &[u8] =
 const ANSWER_CLOSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Recorder: hit\r\nConnection: close\r\n\r\nok\n";
 
+/// Other answers, chosen by a request's `X-Answer: N` (for the tests of how responses are
+/// written: every framing, status and field shape a client can be sent); `true`: the recorder
+/// closes after it. A `HEAD` request gets the head alone.
+pub const MENU: &[(&[u8], bool)] = &[
+    (ANSWER, false),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Recorder: hit\r\n\r\n3\r\nabc\r\n5;x=1\r\nhello\r\n0\r\n\r\n", false),
+    (b"HTTP/1.1 204 No Content\r\nX-Recorder: hit\r\n\r\n", false),
+    (b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nX-Recorder: hit\r\n\r\n", false),
+    (b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 9\r\nX-Recorder: hit\r\n\r\nnot here\n", false),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\nX-Recorder: hit\r\n\r\n2\r\nhi\r\n0\r\nX-T: done\r\n\r\n", false),
+    (b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nCache-Control: no-cache\r\nSet-Cookie: b=2\r\nX-Recorder: hit\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", false),
+    (b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\nX-Recorder: hit\r\n\r\nok\n", true),
+    (b"HTTP/1.1 200 OK\r\nX-Recorder: hit\r\nConnection: close\r\n\r\nuntil the end", true),
+    (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nContent-Length: 5\r\nX-Recorder: hit\r\n\r\nbusy\n", false),
+];
+
 /// What one upstream connection received, and how much of it [`Recorder::take`] has handed out.
 #[derive(Default)]
 struct Conn {
@@ -141,6 +157,29 @@ async fn serve_conn(mut stream: TcpStream, rec: &Mutex<Conn>) {
             let close = head.contains("\nconnection: close")
                 || (http10 && !head.contains("\nconnection: keep-alive"));
             answered += 1;
+            let picked = head
+                .split("\nx-answer: ")
+                .nth(1)
+                .and_then(|v| v.split('\r').next()?.trim().parse::<usize>().ok())
+                .and_then(|n| MENU.get(n));
+            if let Some(&(answer, closes)) = picked {
+                let answer = if head.starts_with("head ") {
+                    let end =
+                        super::readings::find(answer, b"\r\n\r\n").map_or(answer.len(), |i| i + 4);
+                    &answer[..end]
+                } else {
+                    answer
+                };
+                if stream.write_all(answer).await.is_err() {
+                    return;
+                }
+                if close || closes {
+                    let _ = stream.shutdown().await;
+                    closing = true;
+                    break;
+                }
+                continue;
+            }
             let answer = if close { ANSWER_CLOSE } else { ANSWER };
             if stream.write_all(answer).await.is_err() {
                 return;

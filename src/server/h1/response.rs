@@ -1,0 +1,388 @@
+//! A response head, written as the client gets it, and how its body is
+//! framed.
+//!
+//! The rules are the ones clients of sluice have always seen (hyper's
+//! HTTP/1.1 server wrote them before this loop, and the conformance suite
+//! holds them): lower-case field names in the order the response has them;
+//! an HTTP/1.0 client is answered in HTTP/1.0 (and told `keep-alive` when
+//! it asked for it), an HTTP/1.1 client that asked to close is told
+//! `close`; `Content-Length` from the body's exact size, else chunked
+//! (HTTP/1.1) or the connection's end (HTTP/1.0); none for a body that
+//! cannot have one (`HEAD`, 1xx, 204, 304), though `HEAD` keeps the length
+//! of the body it would have had; `Date` when the response has none.
+
+use http::header::{self, HeaderName, HeaderValue};
+use http::{StatusCode, Version};
+
+/// What the request said that shapes its response.
+#[derive(Clone, Copy, Debug)]
+pub struct Asked {
+    pub http10: bool,
+    pub head: bool,
+}
+
+/// The response body's length, as its size hint tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Length {
+    /// No body at all (it ended before it began).
+    None,
+    Known(u64),
+    Unknown,
+}
+
+/// How the body goes on the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// Exactly this many bytes (0: no body is written).
+    Length(u64),
+    /// Chunked, with the trailer fields the response announced (`Trailer`),
+    /// if it did.
+    Chunked(Option<Vec<HeaderName>>),
+    /// Until the connection closes (HTTP/1.0, unknown length).
+    Close,
+}
+
+/// The head, written: its framing, and whether the connection ends after
+/// it.
+#[derive(Debug)]
+pub struct Written {
+    pub framing: Framing,
+    pub last: bool,
+}
+
+/// Writes the response head for `asked` into `dst`. `keep_alive`: the
+/// connection may serve another request (it may come back false).
+pub fn encode(
+    parts: &mut http::response::Parts,
+    body: Length,
+    asked: Asked,
+    keep_alive: &mut bool,
+    dst: &mut Vec<u8>,
+) -> Written {
+    let status = parts.status;
+    fix_connection(parts, asked, keep_alive);
+    let http10 = asked.http10;
+    let last = status == StatusCode::SWITCHING_PROTOCOLS || !*keep_alive;
+    dst.reserve(64 + parts.headers.len() * 32);
+    if !http10 && status == StatusCode::OK {
+        dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    } else {
+        dst.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+        dst.extend_from_slice(status.as_str().as_bytes());
+        dst.push(b' ');
+        dst.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+        dst.extend_from_slice(b"\r\n");
+    }
+    let mut fields = Fields {
+        dst,
+        body,
+        asked,
+        status,
+        framing: None,
+        trailers: None,
+        wrote_date: false,
+        last,
+    };
+    fields.write_all(&parts.headers);
+    let Fields {
+        dst,
+        framing,
+        trailers,
+        wrote_date,
+        last,
+        ..
+    } = fields;
+    let mut framing = match framing {
+        Some(f) => f,
+        None => implicit(dst, body, asked, status),
+    };
+    if !can_chunk(asked, status) {
+        framing = Framing::Length(0);
+    }
+    if !wrote_date {
+        dst.extend_from_slice(b"date: ");
+        date(dst);
+        dst.extend_from_slice(b"\r\n");
+    }
+    dst.extend_from_slice(b"\r\n");
+    if let (Framing::Chunked(t), Some(allowed)) = (&mut framing, trailers) {
+        *t = Some(allowed);
+    }
+    let last = last || framing == Framing::Close;
+    Written { framing, last }
+}
+
+/// An HTTP/1.0 client is answered `keep-alive` when both sides keep the
+/// connection, and closed otherwise; an HTTP/1.1 client whose connection
+/// ends is told `close`.
+fn fix_connection(parts: &mut http::response::Parts, asked: Asked, keep_alive: &mut bool) {
+    let values = parts.headers.get_all(header::CONNECTION);
+    if asked.http10 {
+        let says_keep_alive = values.iter().any(|v| has_token(v, b"keep-alive"));
+        if !says_keep_alive {
+            if parts.version == Version::HTTP_10 {
+                *keep_alive = false;
+            } else if *keep_alive {
+                parts
+                    .headers
+                    .append(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+            }
+        }
+    } else if !*keep_alive && !values.iter().any(|v| has_token(v, b"close")) {
+        parts
+            .headers
+            .append(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+}
+
+/// Whether a `Connection`-like value lists `token`.
+pub(super) fn has_token(value: &HeaderValue, token: &[u8]) -> bool {
+    value
+        .as_bytes()
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+/// The header fields, one by one.
+struct Fields<'a> {
+    dst: &'a mut Vec<u8>,
+    body: Length,
+    asked: Asked,
+    status: StatusCode,
+    /// Set by a `Content-Length` or `Transfer-Encoding` field.
+    framing: Option<Framing>,
+    trailers: Option<Vec<HeaderName>>,
+    wrote_date: bool,
+    last: bool,
+}
+
+impl Fields<'_> {
+    fn write_all(&mut self, headers: &http::HeaderMap) {
+        let mut names = headers.keys();
+        for name in names.by_ref() {
+            let mut values = headers.get_all(name).iter();
+            match *name {
+                header::CONTENT_LENGTH => self.content_length(values.next()),
+                header::TRANSFER_ENCODING => self.transfer_encoding(values),
+                header::CONNECTION => {
+                    let mut joined = values.peekable();
+                    self.dst.extend_from_slice(b"connection: ");
+                    while let Some(v) = joined.next() {
+                        if has_token(v, b"close") {
+                            self.last = true;
+                        }
+                        self.dst.extend_from_slice(v.as_bytes());
+                        if joined.peek().is_some() {
+                            self.dst.extend_from_slice(b", ");
+                        }
+                    }
+                    self.dst.extend_from_slice(b"\r\n");
+                }
+                header::TRAILER => self.trailer(values),
+                _ => {
+                    if *name == header::DATE {
+                        self.wrote_date = true;
+                    }
+                    for v in values {
+                        self.field(name.as_str().as_bytes(), v.as_bytes());
+                    }
+                }
+            }
+        }
+    }
+
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.dst.extend_from_slice(name);
+        self.dst.extend_from_slice(b": ");
+        self.dst.extend_from_slice(value);
+        self.dst.extend_from_slice(b"\r\n");
+    }
+
+    /// The first `Content-Length` value counts (sluice never sends two).
+    fn content_length(&mut self, value: Option<&HeaderValue>) {
+        let Some(v) = value else { return };
+        if self.framing.is_some() {
+            return;
+        }
+        match self.body {
+            Length::Known(n) => self.framing = Some(Framing::Length(n)),
+            Length::Unknown => {
+                let n = std::str::from_utf8(v.as_bytes())
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok());
+                self.framing = Some(Framing::Length(n.unwrap_or(0)));
+            }
+            // No body: the length stays for HEAD, is dropped otherwise.
+            Length::None if self.asked.head => self.framing = Some(Framing::Length(0)),
+            Length::None => return,
+        }
+        self.field(b"content-length", v.as_bytes());
+    }
+
+    fn transfer_encoding<'v>(&mut self, values: impl Iterator<Item = &'v HeaderValue>) {
+        if self.asked.http10 || !can_chunk(self.asked, self.status) {
+            return;
+        }
+        let mut chunked_last = false;
+        self.dst.extend_from_slice(b"transfer-encoding: ");
+        let mut first = true;
+        for v in values {
+            if !first {
+                self.dst.extend_from_slice(b", ");
+            }
+            first = false;
+            self.dst.extend_from_slice(v.as_bytes());
+            chunked_last = v
+                .as_bytes()
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        }
+        if !chunked_last {
+            self.dst.extend_from_slice(b", chunked");
+        }
+        self.dst.extend_from_slice(b"\r\n");
+        self.framing = Some(Framing::Chunked(None));
+    }
+
+    fn trailer<'v>(&mut self, values: impl Iterator<Item = &'v HeaderValue>) {
+        if self.asked.http10 || !can_chunk(self.asked, self.status) {
+            return;
+        }
+        let mut names = Vec::new();
+        let mut joined = Vec::new();
+        for v in values {
+            if !joined.is_empty() {
+                joined.extend_from_slice(b", ");
+            }
+            joined.extend_from_slice(v.as_bytes());
+            let listed = v.to_str().unwrap_or("").split(',');
+            names.extend(listed.filter_map(|s| HeaderName::from_bytes(s.trim().as_bytes()).ok()));
+        }
+        self.field(b"trailer", &joined);
+        self.trailers.get_or_insert_with(Vec::new).extend(names);
+    }
+}
+
+/// The framing when no field set it: from the body's size.
+fn implicit(dst: &mut Vec<u8>, body: Length, asked: Asked, status: StatusCode) -> Framing {
+    match body {
+        Length::Unknown if asked.http10 || !can_chunk(asked, status) => Framing::Close,
+        Length::Unknown => {
+            dst.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            Framing::Chunked(None)
+        }
+        Length::None | Length::Known(0) => {
+            if can_have_length(status) && !asked.head {
+                dst.extend_from_slice(b"content-length: 0\r\n");
+            }
+            Framing::Length(0)
+        }
+        Length::Known(n) => {
+            if !can_have_length(status) {
+                return Framing::Length(0);
+            }
+            dst.extend_from_slice(b"content-length: ");
+            dst.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            dst.extend_from_slice(b"\r\n");
+            Framing::Length(n)
+        }
+    }
+}
+
+/// A body may be sent (and chunked): not for `HEAD`, 1xx, 204 or 304.
+fn can_chunk(asked: Asked, status: StatusCode) -> bool {
+    !asked.head
+        && !status.is_informational()
+        && !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
+}
+
+fn can_have_length(status: StatusCode) -> bool {
+    !status.is_informational()
+        && !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED)
+}
+
+thread_local! {
+    /// The `Date` value of the current second, made once a second a thread.
+    static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
+}
+
+/// Appends the current `Date` value.
+fn date(dst: &mut Vec<u8>) {
+    let now = crate::clock::coarse_unix_secs();
+    DATE.with_borrow_mut(|(secs, value)| {
+        if *secs != now {
+            *secs = now;
+            *value = crate::fmt::Timestamp::from_secs(now).http_date();
+        }
+        dst.extend_from_slice(value.as_bytes());
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(
+        resp: http::Response<()>,
+        body: Length,
+        asked: Asked,
+        ka: bool,
+    ) -> (String, Written, bool) {
+        let (mut parts, ()) = resp.into_parts();
+        let mut keep_alive = ka;
+        let mut dst = Vec::new();
+        let w = encode(&mut parts, body, asked, &mut keep_alive, &mut dst);
+        let s = String::from_utf8(dst).unwrap();
+        let s = s.split("date: ").next().unwrap().to_string();
+        (s, w, keep_alive)
+    }
+
+    const GET11: Asked = Asked {
+        http10: false,
+        head: false,
+    };
+
+    #[test]
+    fn lengths_chunking_and_connection() {
+        let r = http::Response::builder()
+            .header("X-A", "1")
+            .header("content-length", "3")
+            .body(())
+            .unwrap();
+        let (s, w, ka) = head(r, Length::Known(3), GET11, true);
+        assert_eq!(s, "HTTP/1.1 200 OK\r\nx-a: 1\r\ncontent-length: 3\r\n");
+        assert_eq!((w.framing, w.last, ka), (Framing::Length(3), false, true));
+
+        let r = http::Response::builder().status(429).body(()).unwrap();
+        let (s, w, _) = head(r, Length::Unknown, GET11, false);
+        assert_eq!(
+            s,
+            "HTTP/1.1 429 Too Many Requests\r\nconnection: close\r\ntransfer-encoding: chunked\r\n"
+        );
+        assert_eq!((w.framing, w.last), (Framing::Chunked(None), true));
+
+        let http10 = Asked {
+            http10: true,
+            head: false,
+        };
+        let r = http::Response::builder().body(()).unwrap();
+        let (s, w, ka) = head(r, Length::Unknown, http10, true);
+        assert_eq!(s, "HTTP/1.0 200 OK\r\nconnection: keep-alive\r\n");
+        assert_eq!((w.framing, w.last, ka), (Framing::Close, true, true));
+
+        let head_req = Asked {
+            http10: false,
+            head: true,
+        };
+        let r = http::Response::builder().body(()).unwrap();
+        let (s, w, _) = head(r, Length::Known(5), head_req, true);
+        assert_eq!(s, "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n");
+        assert_eq!(w.framing, Framing::Length(0));
+
+        let r = http::Response::builder().status(204).body(()).unwrap();
+        let (s, w, _) = head(r, Length::None, GET11, true);
+        assert_eq!(s, "HTTP/1.1 204 No Content\r\n");
+        assert_eq!(w.framing, Framing::Length(0));
+    }
+}
