@@ -102,6 +102,8 @@ pub struct Head {
     /// It asks to switch protocols ([`upgrade_asked`]): what follows it on
     /// the connection may not be HTTP (see [`super::Gate`]).
     pub upgrade: bool,
+    /// At most this many fields in the canonical head.
+    pub fields: usize,
 }
 
 /// nginx's answer to a head it will not serve; the connection is closed

@@ -69,10 +69,15 @@ pub(super) async fn serve_requests<S: ClientStream>(
     can_park: bool,
 ) -> (TimedIo<S>, Ended) {
     let keepalive = !side.timeouts.keepalive.is_zero();
+    // One wait for the stop, for the connection's whole life (not one
+    // registration a request).
+    let mut told = stopping.clone();
+    let mut stop = std::pin::pin!(stopping.wait_for(|stop| *stop));
     loop {
         let next = tokio::select! {
+            biased;
             next = io.next_head() => next,
-            _ = stopping.wait_for(|stop| *stop) => return (io, Ended::Served(Ok(()))),
+            _ = &mut stop => return (io, Ended::Served(Ok(()))),
         };
         match next {
             Ok(Filled::Head) => {}
@@ -91,7 +96,7 @@ pub(super) async fn serve_requests<S: ClientStream>(
             return (io, Ended::Served(Ok(())));
         };
         exchange.keep_alive &= keepalive;
-        let served = serve_one(shared, conn, &mut io, exchange, &stopping).await;
+        let served = serve_one(shared, conn, &mut io, exchange, &told).await;
         match served {
             Ok(After::Next) => {}
             Ok(After::Close) => {
@@ -100,7 +105,7 @@ pub(super) async fn serve_requests<S: ClientStream>(
             }
             Ok(After::Tunnel(t)) => {
                 let first = io.start_tunnel(&[]);
-                let stop = super::conn::stopped(&mut stopping);
+                let stop = super::conn::stopped(&mut told);
                 Box::pin(phases::tunnel::run(
                     t,
                     &mut io,
@@ -149,7 +154,9 @@ async fn serve_one<S: ClientStream>(
         chunked,
         expect_continue,
     };
-    let fut = phases::handle(shared.env.clone(), conn.clone(), req, start);
+    // Boxed: the connection's task keeps no room for a request's future
+    // (about 3 KB) while it waits, and awaiting moves a pointer.
+    let fut = Box::pin(phases::handle(shared.env.clone(), conn.clone(), req, start));
     let Some(handled) = drive(fut, io, &mut feed).await else {
         // The client left: the request was dropped where it stood (nginx's 499).
         return Ok(After::Close);

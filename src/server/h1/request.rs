@@ -31,7 +31,7 @@ pub(super) struct Exchange {
 /// The request of a canonical head (`None` if it is not one, which the gate
 /// never gives).
 pub(super) fn read(head: Head) -> Option<Exchange> {
-    let framing = head.framing;
+    let (framing, fields) = (head.framing, head.fields);
     let bytes = Bytes::from(head.canonical);
     let first = line_end(&bytes)?;
     let line = &bytes[..first];
@@ -40,7 +40,7 @@ pub(super) fn read(head: Head) -> Option<Exchange> {
     let method = Method::from_bytes(&line[..sp1]).ok()?;
     let uri = Uri::from_maybe_shared(bytes.slice(sp1 + 1..sp2)).ok()?;
     let http11 = &line[sp2 + 1..] == b"HTTP/1.1";
-    let mut headers = HeaderMap::with_capacity(16);
+    let mut headers = HeaderMap::with_capacity(fields);
     let mut pos = first + 2;
     while bytes.get(pos).is_some_and(|&b| b != b'\r') {
         let end = pos + line_end(&bytes[pos..])?;

@@ -157,35 +157,47 @@ struct Fields<'a> {
 }
 
 impl Fields<'_> {
+    /// Each field in the response's order (a name's values together).
     fn write_all(&mut self, headers: &http::HeaderMap) {
-        let mut names = headers.keys();
-        for name in names.by_ref() {
-            let mut values = headers.get_all(name).iter();
+        let mut fields = headers.iter().peekable();
+        while let Some((name, value)) = fields.next() {
             match *name {
-                header::CONTENT_LENGTH => self.content_length(values.next()),
-                header::TRANSFER_ENCODING => self.transfer_encoding(values),
+                header::CONTENT_LENGTH => self.content_length(value),
+                header::TRANSFER_ENCODING | header::TRAILER => {
+                    let mut values = vec![value];
+                    while let Some((_, v)) = fields.next_if(|(n, _)| *n == name) {
+                        values.push(v);
+                    }
+                    if *name == header::TRAILER {
+                        self.trailer(&values);
+                    } else {
+                        self.transfer_encoding(&values);
+                    }
+                }
+                // The values of `Connection` on one line, as hyper wrote them.
                 header::CONNECTION => {
-                    let mut joined = values.peekable();
                     self.dst.extend_from_slice(b"connection: ");
-                    while let Some(v) = joined.next() {
+                    let mut v = value;
+                    loop {
                         if has_token(v, b"close") {
                             self.last = true;
                         }
                         self.dst.extend_from_slice(v.as_bytes());
-                        if joined.peek().is_some() {
-                            self.dst.extend_from_slice(b", ");
+                        match fields.next_if(|(n, _)| *n == header::CONNECTION) {
+                            Some((_, next)) => {
+                                self.dst.extend_from_slice(b", ");
+                                v = next;
+                            }
+                            None => break,
                         }
                     }
                     self.dst.extend_from_slice(b"\r\n");
                 }
-                header::TRAILER => self.trailer(values),
                 _ => {
                     if *name == header::DATE {
                         self.wrote_date = true;
                     }
-                    for v in values {
-                        self.field(name.as_str().as_bytes(), v.as_bytes());
-                    }
+                    self.field(name.as_str().as_bytes(), value.as_bytes());
                 }
             }
         }
@@ -199,8 +211,7 @@ impl Fields<'_> {
     }
 
     /// The first `Content-Length` value counts (sluice never sends two).
-    fn content_length(&mut self, value: Option<&HeaderValue>) {
-        let Some(v) = value else { return };
+    fn content_length(&mut self, v: &HeaderValue) {
         if self.framing.is_some() {
             return;
         }
@@ -219,47 +230,41 @@ impl Fields<'_> {
         self.field(b"content-length", v.as_bytes());
     }
 
-    fn transfer_encoding<'v>(&mut self, values: impl Iterator<Item = &'v HeaderValue>) {
+    /// `Transfer-Encoding`'s values on one line, `chunked` last (added if
+    /// it is not).
+    fn transfer_encoding(&mut self, values: &[&HeaderValue]) {
         if self.asked.http10 || !can_chunk(self.asked, self.status) {
             return;
         }
-        let mut chunked_last = false;
-        self.dst.extend_from_slice(b"transfer-encoding: ");
-        let mut first = true;
-        for v in values {
-            if !first {
-                self.dst.extend_from_slice(b", ");
-            }
-            first = false;
-            self.dst.extend_from_slice(v.as_bytes());
-            chunked_last = v
-                .as_bytes()
-                .rsplit(|&b| b == b',')
-                .next()
-                .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        let mut line = values
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect::<Vec<_>>()
+            .join(&b", "[..]);
+        let last = line.rsplit(|&b| b == b',').next().unwrap_or(&[]);
+        if !last.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+            line.extend_from_slice(b", chunked");
         }
-        if !chunked_last {
-            self.dst.extend_from_slice(b", chunked");
-        }
-        self.dst.extend_from_slice(b"\r\n");
+        self.field(b"transfer-encoding", &line);
         self.framing = Some(Framing::Chunked(None));
     }
 
-    fn trailer<'v>(&mut self, values: impl Iterator<Item = &'v HeaderValue>) {
+    /// `Trailer`'s values on one line: the fields a chunked body may end
+    /// with.
+    fn trailer(&mut self, values: &[&HeaderValue]) {
         if self.asked.http10 || !can_chunk(self.asked, self.status) {
             return;
         }
-        let mut names = Vec::new();
-        let mut joined = Vec::new();
-        for v in values {
-            if !joined.is_empty() {
-                joined.extend_from_slice(b", ");
-            }
-            joined.extend_from_slice(v.as_bytes());
-            let listed = v.to_str().unwrap_or("").split(',');
-            names.extend(listed.filter_map(|s| HeaderName::from_bytes(s.trim().as_bytes()).ok()));
-        }
-        self.field(b"trailer", &joined);
+        let line = values
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect::<Vec<_>>()
+            .join(&b", "[..]);
+        self.field(b"trailer", &line);
+        let listed = values
+            .iter()
+            .flat_map(|v| v.to_str().unwrap_or("").split(','));
+        let names = listed.filter_map(|s| HeaderName::from_bytes(s.trim().as_bytes()).ok());
         self.trailers.get_or_insert_with(Vec::new).extend(names);
     }
 }
