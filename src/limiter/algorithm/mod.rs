@@ -154,7 +154,10 @@ impl Policy {
         let (count, period_ms) = if milli % 1000 == 0 {
             (milli / 1000, 1000)
         } else {
-            ((milli * 60 + 500) / 1000, 60_000)
+            // (In u128: `milli * 60` passes u64 for the largest rates;
+            // the quotient is below `milli`.)
+            let per_minute = (u128::from(milli) * 60 + 500) / 1000;
+            (u64::try_from(per_minute).unwrap_or(u64::MAX), 60_000)
         };
         Policy {
             algorithm: Algorithm::LeakyBucket,
