@@ -246,7 +246,8 @@ async fn drive<S: ClientStream, F: Future>(
 /// A body the request left unread, skipped as hyper's server did (the
 /// clients of the path this loop replaced keep their connections alike):
 /// what has come of a body by length, without waiting; of a chunked body,
-/// one more step (a chunk's data, or its end) after the one read ahead. Whether the body has ended (else the connection closes after the
+/// one more step (a chunk's data, or its end) after the one read ahead.
+/// Whether the body has ended (else the connection closes after the
 /// response, without saying so first).
 fn skip_rest<S: ClientStream>(io: &mut TimedIo<S>, feed: &Feed) -> bool {
     let mut cx = Context::from_waker(std::task::Waker::noop());
