@@ -125,17 +125,25 @@ impl Load {
     }
 }
 
+/// Rounds in a row decided by Redis (or lost writes) after which decisions count as resumed.
+pub(super) const RESUMED_RUN: usize = 40;
+
 /// What a load saw around an outage at `outage` (since the load started).
 #[derive(Debug)]
 pub(super) struct Gap {
-    /// From the outage to the first round after which every round was decided by Redis.
+    /// From the outage to the first of [`RESUMED_RUN`] rounds in a row decided by Redis.
     pub resumed_after: Duration,
     /// Rounds decided by `on_error` (or partly).
     pub fallback_rounds: usize,
+    /// Of those, the rounds after decisions resumed: a call that outran its timeout on a busy
+    /// machine opens the breaker for its 500 ms again.
+    pub relapses: usize,
     /// Rounds admitted twice because the first request was written to the old master after the
     /// new one took over (a write the failover lost): only where `gap` was told to expect them.
     pub lost_writes: usize,
     pub rounds: usize,
+    /// The rounds since the outage as runs of one kind: `+MS redis×N`, `+MS on_error×N`.
+    pub timeline: String,
 }
 
 /// Checks the rounds of a load against `policy` around an outage at `outage`: before it every
@@ -179,17 +187,38 @@ pub(super) fn gap(
             "{what}: a status on_error={policy} does not give: {r:?}"
         );
     }
-    let last_fallback = after.iter().rposition(|r| !r.by_redis() && !lost(r));
-    let resumed_after = match last_fallback {
-        Some(i) => after.get(i + 1).map_or(Duration::MAX, |r| r.at - outage),
-        None => Duration::ZERO,
-    };
+    let fallback = |r: &Round| !r.by_redis() && !lost(r);
+    let resumed_at = (0..after.len()).find(|&i| {
+        after.len() - i >= RESUMED_RUN && !after[i..i + RESUMED_RUN].iter().any(|r| fallback(r))
+    });
+    let resumed_after = resumed_at.map_or(Duration::MAX, |i| after[i].at.saturating_sub(outage));
     Gap {
         resumed_after,
-        fallback_rounds: after.iter().filter(|r| !r.by_redis() && !lost(r)).count(),
+        fallback_rounds: after.iter().filter(|r| fallback(r)).count(),
+        relapses: resumed_at.map_or(0, |i| after[i..].iter().filter(|r| fallback(r)).count()),
         lost_writes: after.iter().filter(|r| lost(r)).count(),
         rounds: after.len(),
+        timeline: timeline(&after, outage),
     }
+}
+
+/// `after` (rounds since `outage`) as runs of rounds decided the same way, each with the time
+/// its first round started.
+fn timeline(after: &[&Round], outage: Duration) -> String {
+    let mut runs: Vec<(Duration, bool, usize)> = Vec::new();
+    for r in after {
+        match runs.last_mut() {
+            Some((_, by_redis, n)) if *by_redis == r.by_redis() => *n += 1,
+            _ => runs.push((r.at - outage, r.by_redis(), 1)),
+        }
+    }
+    runs.iter()
+        .map(|(at, by_redis, n)| {
+            let how = if *by_redis { "redis" } else { "on_error" };
+            format!("+{}ms {how}×{n}", at.as_millis())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// sluice stayed up and wrote no panic.

@@ -4,7 +4,7 @@
 //! continue on the new master (the keys written after the failover are there, decided by
 //! `FCALL`), `on_error` answers in the gap, the gap is measured and printed.
 
-use super::failover::{Load, Round, assert_healthy, gap, zone_config, zone_key};
+use super::failover::{Load, RESUMED_RUN, Round, assert_healthy, gap, zone_config, zone_key};
 use super::function::calls;
 use super::*;
 use crate::support::{MASTER_NAME, RedisSentinels, wait_for};
@@ -61,7 +61,9 @@ async fn failover_under_load(
             on_new(&latest).then_some(latest.at)
         },
     );
-    let resumed = load.wait_resumed(moved, 40, Duration::from_secs(45)).await;
+    let resumed = load
+        .wait_resumed(moved, RESUMED_RUN, Duration::from_secs(45))
+        .await;
     let rounds = load.stop().await;
     let what = format!("sentinel, {how}, on_error={policy}");
     println!(
