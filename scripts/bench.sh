@@ -69,6 +69,7 @@
 #           Repeated runs agree within a few instructions; about 45 s in all (scripts/benchmarks.md,
 #           "Instructions per request"). Running a server under callgrind is shared with
 #           scripts/topkeys-instructions.sh (scripts/callgrind.sh).
+# SLUICE_BENCH_KEEP=1 keeps the run's files (configs, logs, the callgrind profiles) and prints where.
 # Then "where the CPU goes": for pass, reject, many, logged and topkeys, each system's user and kernel time
 # per request, summed over all its runs (warm-ups included). Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
 # met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
@@ -151,7 +152,11 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$work"
+  if [[ -n ${SLUICE_BENCH_KEEP:-} ]]; then
+    echo "bench: the run's files (configs, logs, callgrind profiles) kept in $work" >&2
+  else
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 
