@@ -105,15 +105,51 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
 
 /// Parse and validate `toml` as `sluice check` does (without reading the
 /// certificate files it names, which may live on another machine).
+///
+/// A cycle of `map` variables is the nginx file's own, not the
+/// translator's: nginx loads it and answers 500 to each request that reads
+/// one of them ("cycle while evaluating variable"), sluice refuses it. It
+/// is reported at the nginx line the failing key came from (the comment
+/// above it).
 fn check(toml: &str) -> Result<(), ImportError> {
     let Err(errors) = crate::config::parse_str("import.toml", toml) else {
         return Ok(());
     };
+    let lines: Vec<&str> = toml.lines().collect();
+    let cycle = |e: &crate::config::ConfigError| {
+        e.message
+            .starts_with("cycle while evaluating variable")
+            .then(|| origin(&lines, e.line))
+            .flatten()
+    };
+    if let Some(origins) = errors.0.iter().map(cycle).collect::<Option<Vec<_>>>() {
+        let lines = errors.0.iter().zip(origins).map(|(e, at)| {
+            format!(
+                "{at}: {}: nginx loads this and answers 500 to every request that reads \
+                 the variable; sluice refuses it",
+                e.message
+            )
+        });
+        return Err(ImportError::Config(lines.collect::<Vec<_>>().join("\n")));
+    }
     let real: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
     Err(ImportError::Internal(format!(
         "\n{}\n--- the translation ---\n{toml}",
         real.join("\n")
     )))
+}
+
+/// `FILE:LINE` of the nginx directive that TOML line `line` (1-based) was
+/// translated from: the nearest `# FILE:LINE: directive` comment above it.
+fn origin(lines: &[&str], line: usize) -> Option<String> {
+    lines[..line.min(lines.len())].iter().rev().find_map(|l| {
+        let comment = l.strip_prefix("# ")?;
+        // `FILE:LINE: …`, FILE possibly holding colons itself.
+        let end = comment.find(": ")?;
+        let (file, number) = comment[..end].rsplit_once(':')?;
+        (!file.is_empty() && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| comment[..end].to_string())
+    })
 }
 
 /// The translation's state: the options, what was reported, and what the

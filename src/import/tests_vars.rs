@@ -1,8 +1,8 @@
 //! `map`, `geo`, `allow` and `deny`: what becomes `[maps]`, `[geos]` and
 //! `access`, and what is reported.
 
-use super::Kind;
 use super::tests::{http, run};
+use super::{ImportError, Kind, Options, import};
 
 #[test]
 fn maps_and_geos_become_tables_with_nginxs_edits_applied() {
@@ -77,4 +77,34 @@ fn allow_and_deny_keep_their_order_per_level() {
     assert_eq!(o.location(0, 1)["access"].as_str(), Some("allow all"));
     assert_eq!(o.report("allow unix:").kind, Kind::NotTranslated);
     assert_eq!(o.report("deny 300.0.0.1").kind, Kind::NotTranslated);
+}
+
+#[test]
+fn a_cycle_of_maps_is_refused_at_its_nginx_line() {
+    // nginx loads it (and answers 500 to each request reading $a); sluice
+    // refuses it, pointing at the nginx map, not at its own translation.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cyc.conf");
+    let conf = http(
+        "map $b $a { default $b; }
+         map $a $b { default x$a; }
+         limit_req_zone $a zone=z:1m rate=1r/s;
+         server { listen 127.0.0.1:8080; location / { limit_req zone=z; return 200; } }",
+    );
+    std::fs::write(&path, conf).unwrap();
+    let e = import(&path, &Options::default()).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, ImportError::Config(_)), "{text}");
+    assert!(
+        text.starts_with("cyc.conf:3: cycle while evaluating variable"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$a → $b → $a") || text.contains("$b → $a → $b"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("internal") && !text.contains("[maps"),
+        "{text}"
+    );
 }
