@@ -81,20 +81,43 @@ impl Diagnostics {
     pub(crate) fn into_errors(mut self, file: &str, text: &str) -> ConfigErrors {
         self.items.sort_by_key(|(s, _)| s.start);
         self.items.dedup();
+        // In offset order, lines counted on from the previous error's: a
+        // file with thousands of errors is not read once per error.
+        let mut counted = (0, 1);
         ConfigErrors(
             self.items
                 .into_iter()
-                .map(|(span, message)| locate(file, text, span.start, message))
+                .map(|(span, message)| locate(file, text, span.start, message, &mut counted))
                 .collect(),
         )
     }
 }
 
-fn locate(file: &str, text: &str, offset: usize, message: String) -> ConfigError {
-    let offset = offset.min(text.len());
+/// The error at byte `offset` of `text`. `counted` is an offset at or
+/// before this one and its line number, moved here.
+fn locate(
+    file: &str,
+    text: &str,
+    offset: usize,
+    message: String,
+    counted: &mut (usize, usize),
+) -> ConfigError {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let (from, mut line) = if counted.0 <= offset {
+        *counted
+    } else {
+        (0, 1)
+    };
+    line += text.as_bytes()[from..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
+    *counted = (offset, line);
     let before = &text[..offset];
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let line = before.matches('\n').count() + 1;
     let col = text[line_start..offset].chars().count() + 1;
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     ConfigError {
@@ -121,5 +144,21 @@ mod tests {
         assert_eq!(e.0[0].to_string(), "f.toml:2:1: unknown key \"bogus\"");
         assert_eq!(e.0[0].source_line, "bogus = 2");
         assert!(e.to_string().contains("2 | bogus = 2"));
+    }
+
+    #[test]
+    fn many_errors_in_any_order_each_on_its_line() {
+        let text = "a = 1\nb = \"é\"\n\nc = 3\nd = 4";
+        let mut d = Diagnostics::default();
+        for (span, m) in [(22..23, "d"), (0..1, "a"), (16..17, "c"), (13..14, "in b")] {
+            d.error(span, m);
+        }
+        let at: Vec<String> = d
+            .into_errors("f", text)
+            .0
+            .iter()
+            .map(|e| format!("{}:{} {}", e.line, e.col, e.source_line))
+            .collect();
+        assert_eq!(at, ["1:1 a = 1", "2:7 b = \"é\"", "4:1 c = 3", "5:1 d = 4"]);
     }
 }

@@ -345,20 +345,13 @@ fn server(mut s: ServerDraft, zones: &Zones, d: &mut Diagnostics) -> Option<(Ser
         group_port(pp, span, zones.groups, d);
     }
     // nginx: "duplicate location", reported after each location's own.
-    let paths: Vec<_> = s
+    let mut seen = std::collections::HashSet::new();
+    let duplicates: Vec<(Range<usize>, String)> = s
         .locations
         .iter()
         .filter_map(|l| l.path.as_ref().ok())
-        .collect();
-    let duplicates: Vec<(Range<usize>, String)> = paths
-        .iter()
-        .enumerate()
-        .flat_map(|(i, p)| {
-            paths[..i]
-                .iter()
-                .filter(|o| o.rule == p.rule)
-                .map(|_| (p.span.clone(), format!("duplicate location \"{}\"", p.text)))
-        })
+        .filter(|p| !seen.insert(&p.rule))
+        .map(|p| (p.span.clone(), format!("duplicate location \"{}\"", p.text)))
         .collect();
     let locations = s
         .locations

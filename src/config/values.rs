@@ -269,7 +269,7 @@ pub(crate) fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
 }
 
 /// A location's matching rule, nginx's modifiers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum PathRule {
     /// `= /p`
     Exact(String),
