@@ -397,7 +397,7 @@ async fn serve_requests<S: ClientStream>(
             _ => return (io, Ended::Served(Ok(()))),
         }
         log_dropped_headers(&mut io, conn.id, conn.remote, &side.name);
-        io.enter_hyper();
+        io.start_serving();
         // Boxed, so that a waiting connection's task does not keep room
         // for it.
         let mut hyper_conn = Box::new(
@@ -426,7 +426,7 @@ async fn serve_requests<S: ClientStream>(
         };
         let parts = (*hyper_conn).into_parts();
         io = parts.io.into_inner();
-        io.leave_hyper();
+        io.stop_serving();
         // A 101 was written: the connection is a tunnel's until it closes.
         if let Some(t) = request::tunnel::taken(&conn.state).filter(|_| served.is_ok()) {
             let first = io.start_tunnel(&parts.read_buf);

@@ -1,13 +1,19 @@
 //! The client socket, read through the request-head gate
 //! ([`crate::http1::Gate`]) and bounded by the connection's deadlines.
 //!
-//! hyper's own `header_read_timeout` cannot express nginx's
-//! `client_header_timeout` and `keepalive_timeout`: it starts whenever the
-//! connection waits for a request, so it also bounds keep-alive idle time,
-//! with one value for both. [`TimedIo`] wraps the socket instead and applies
-//! the right deadline for the connection's [`Phase`] (see [`crate::conn_state`]).
-//! It also parks idle keep-alive connections out of hyper, so that a
-//! waiting connection holds no buffer but the bytes it sent.
+//! "The server" below is what serves the HTTP/1.1 requests read here:
+//! sluice's own loop ([`super::h1`], which takes whole heads from the gate),
+//! or hyper's HTTP/1.1 server, kept behind `SLUICE_HTTP1_HYPER=1` for the
+//! differential test (it reads the canonical bytes through `AsyncRead`).
+//!
+//! A server's own header timeout (hyper's `header_read_timeout`) cannot
+//! express nginx's `client_header_timeout` and `keepalive_timeout`: it
+//! starts whenever the connection waits for a request, so it also bounds
+//! keep-alive idle time, with one value for both. [`TimedIo`] wraps the
+//! socket instead and applies the right deadline for the connection's
+//! [`Phase`] (see [`crate::conn_state`]). It also hands idle keep-alive
+//! connections back to be parked, so that a waiting connection holds no
+//! buffer but the bytes it sent.
 //!
 //! After an upgrade request the gate holds the bytes that follow until the
 //! request is answered: a 101 ([`crate::conn_state::ConnState::switching`]) turns
@@ -26,8 +32,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-/// How long a keep-alive connection stays in hyper, idle, before it is
-/// handed back to wait without hyper's buffers ([`TimedIo::park_when_idle`]).
+/// How long a keep-alive connection stays with the server, idle, before it
+/// is handed back to wait without the server's buffers ([`TimedIo::park_when_idle`]).
 /// Under load a connection is never idle that long, so it is not re-created
 /// per request.
 pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
@@ -56,28 +62,28 @@ pub(crate) struct TimedIo<T> {
     pub(crate) read_timer: Pin<Box<Sleep>>,
     /// When a write started waiting (`send_timeout` runs from there).
     pub(crate) write_timer: crate::conn_state::SendTimer,
-    /// Hand an idle connection back instead of waiting in hyper.
+    /// Hand an idle connection back instead of waiting in the server.
     pub(crate) park: bool,
-    /// Hand back a connection waiting, outside hyper, for a head it has
+    /// Hand back a connection waiting, outside the server, for a head it has
     /// sent nothing of, but not before then (its caller parks it; see
     /// [`TimedIo::park_silent`]).
     pub(crate) park_silent: Option<Instant>,
-    /// It was handed back (the end of file hyper saw was not the client's).
+    /// It was handed back (the end of file the server saw was not the client's).
     pub(crate) parked: bool,
-    /// hyper is reading (parking applies only then).
-    pub(crate) in_hyper: bool,
-    /// What hyper may read: canonical requests only (see [`crate::http1`]).
+    /// The server is reading (parking applies only then).
+    pub(crate) serving: bool,
+    /// What the server may read: canonical requests only (see [`crate::http1`]).
     pub(crate) gate: Gate,
     /// The socket has ended.
     pub(crate) eof: bool,
-    /// A head was refused: hyper was given an end of file, the refusal is
+    /// A head was refused: the server was given an end of file, the refusal is
     /// answered by the connection, which then closes.
     pub(crate) refused: bool,
     /// The connection switched protocols: bytes pass as they are.
     pub(crate) tunnel: bool,
 }
 
-/// What the socket gave, as far as hyper is concerned.
+/// What the socket gave, as far as the server is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Filled {
     /// Canonical bytes are ready.
@@ -86,7 +92,7 @@ pub(crate) enum Filled {
     Eof,
     /// A head was refused ([`TimedIo::take_refusal`]).
     Refused,
-    /// Idle long enough to leave hyper ([`TimedIo::park_when_idle`]).
+    /// Idle long enough to leave the server ([`TimedIo::park_when_idle`]).
     Parked,
     /// A whole head, with a gate that gives heads whole
     /// ([`crate::http1::Gate::whole_heads`]).
@@ -111,7 +117,7 @@ impl<T> TimedIo<T> {
             park: false,
             park_silent: None,
             parked: false,
-            in_hyper: false,
+            serving: false,
             gate: Gate::new(rules),
             eof: false,
             refused: false,
@@ -121,7 +127,8 @@ impl<T> TimedIo<T> {
 
     /// The connection switched protocols (its 101 is written): from now on
     /// reads and writes go straight to the socket, with no deadline. Returns
-    /// the client's bytes to pass on first: `unread` (hyper's, not used),
+    /// the client's bytes to pass on first: `unread` (read by the server, not
+    /// used),
     /// then what the gate held.
     pub(crate) fn start_tunnel(&mut self, unread: &[u8]) -> bytes::BytesMut {
         self.tunnel = true;
@@ -139,13 +146,13 @@ impl<T> TimedIo<T> {
         !self.state.switching() && matches!(self.state.phase(), Phase::Idle { .. })
     }
 
-    /// Once a connection has been idle for [`PARK_AFTER`], end it for hyper
-    /// (an end of file) instead of letting it wait for the next request:
-    /// hyper holds 16 KB of buffers per connection while it waits, nginx
-    /// less than 1 KB. The caller then waits for the
-    /// socket itself ([`TimedIo::take_parked`]) and starts a new hyper
-    /// connection when the next request comes. Only done when hyper
-    /// certainly holds nothing: the last request had no body and the last
+    /// Once a connection has been idle for [`PARK_AFTER`], end it for the
+    /// server ([`Filled::Parked`]; an end of file for hyper) instead of
+    /// letting it wait for the next request: a waiting task and its buffers
+    /// cost kilobytes per connection (hyper's 16 KB), nginx's less than
+    /// 1 KB. The caller then parks the socket ([`TimedIo::take_parked`])
+    /// and serves it again when the next request comes. Only done when the
+    /// server certainly holds nothing: the last request had no body and the last
     /// bytes read ended its header, and the response is fully written.
     pub(crate) fn park_when_idle(&mut self, park: bool) {
         self.park = park;
@@ -166,27 +173,28 @@ impl<T> TimedIo<T> {
         self.park_silent = park.then(|| Instant::now() + PARK_AFTER);
     }
 
-    /// Whether hyper's end of file was a parking (and resets it).
+    /// Whether the server's end was a parking (and resets it).
     pub(crate) fn take_parked(&mut self) -> bool {
         std::mem::take(&mut self.parked)
     }
 
-    /// Bytes hyper had read but not used: they are read again first.
+    /// Bytes the server had read but not used: they are read again first.
     pub(crate) fn unread(&mut self, bytes: &[u8]) {
         self.gate.unread(bytes);
     }
 
-    /// hyper reads from now on (parking may end its connection).
-    pub(crate) fn enter_hyper(&mut self) {
-        self.in_hyper = true;
+    /// The server reads from now on (parking may end its connection).
+    pub(crate) fn start_serving(&mut self) {
+        self.serving = true;
     }
 
-    pub(crate) fn leave_hyper(&mut self) {
-        self.in_hyper = false;
+    /// The server is done with the connection.
+    pub(crate) fn stop_serving(&mut self) {
+        self.serving = false;
         self.gate.release();
     }
 
-    /// The refused head, once hyper has finished what came before it.
+    /// The refused head, once the server has finished what came before it.
     pub(crate) fn take_refusal(&mut self) -> Option<Refusal> {
         self.gate.take_refusal()
     }
@@ -201,12 +209,12 @@ impl<T> TimedIo<T> {
     }
 
     /// When this connection, idle, may be handed back: [`PARK_AFTER`] into
-    /// its idle time, if hyper certainly holds nothing of it.
+    /// its idle time, if the server certainly holds nothing of it.
     pub(crate) fn park_at(&self, idle_deadline: Instant) -> Option<Instant> {
         let keepalive = self.state.timeouts.keepalive;
         let quiet = self.park
             && keepalive > PARK_AFTER
-            && self.in_hyper
+            && self.serving
             && !self.write_timer.is_armed()
             && self.gate.idle()
             && !self.state.with_body.load(Ordering::Relaxed);
@@ -218,7 +226,7 @@ impl<T> TimedIo<T> {
     fn park_silent_at(&self, header_deadline: Instant) -> Option<Instant> {
         let header = self.state.timeouts.client_header;
         let earliest = self.park_silent?;
-        let quiet = header > PARK_AFTER && !self.in_hyper && self.gate.idle();
+        let quiet = header > PARK_AFTER && !self.serving && self.gate.idle();
         quiet.then(|| (header_deadline - header + PARK_AFTER).max(earliest))
     }
 
@@ -231,18 +239,18 @@ impl<T> TimedIo<T> {
 use std::future::Future as _;
 
 impl<T: AsyncRead + Unpin> TimedIo<T> {
-    /// Waits, without hyper, for the next whole head (or the end).
+    /// Waits for the next whole head (or the end): sluice's own loop.
     pub(crate) async fn next_head(&mut self) -> io::Result<Filled> {
         std::future::poll_fn(|cx| self.poll_fill(cx)).await
     }
 
-    /// Reads the socket until the gate has canonical bytes for hyper, the
+    /// Reads the socket until the gate has canonical bytes for the server, the
     /// client ends, a head is refused, or a deadline passes.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Filled>> {
         loop {
             match self.gate.process() {
                 Ok(Fill::Data) => {
-                    // (0 from each new head on: hyper may read a body ahead
+                    // (0 from each new head on: the server may read a body ahead
                     // of the request's handler.)
                     let declared = self.gate.declared_body();
                     self.state.declared_body.store(declared, Ordering::Relaxed);
@@ -251,8 +259,8 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
                 Ok(Fill::Refused) => {
                     self.refused = true;
                     // The requests before it are answered first: a request
-                    // hyper still serves would be cut short by an end of file.
-                    if self.in_hyper && self.state.serving() {
+                    // the server still serves would be cut short by an end of file.
+                    if self.serving && self.state.serving() {
                         *self.state.waiting_read.lock() = Some(cx.waker().clone());
                         if self.state.serving() {
                             return self.poll_timers(cx).map_ok(|()| Filled::Refused);
@@ -355,10 +363,10 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
     }
 
     /// Nothing to read: Pending until a deadline, an error when one has
-    /// passed, Ok when an idle connection is to leave hyper.
+    /// passed, Ok when an idle connection is to leave the server.
     pub(crate) fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let Some((deadline, why)) = self.state.read_deadline() else {
-            // Busy: no deadline yet, but hyper may not poll again once the
+            // Busy: no deadline yet, but the server may not poll again once the
             // response ends. Keep the timer registered no later than any
             // deadline to come (it fires early and is moved, below), so
             // keepalive_timeout always starts.
@@ -392,8 +400,8 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
                 return Poll::Ready(Err(self.state.expire(why)));
             }
             match park_at {
-                // Idle and quiet long enough: an end of file for hyper, the
-                // caller waits for the socket.
+                // Idle and quiet long enough: the server lets the connection
+                // go, the caller waits for the socket.
                 Some(p) if now >= p => return Poll::Ready(Ok(())),
                 Some(p) => self.read_timer.as_mut().reset(p),
                 None => self.read_timer.as_mut().reset(deadline),
@@ -418,7 +426,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
             buf.put_slice(&out[..n]);
             this.gate.consumed(n);
         }
-        // Anything else is an end of file for hyper.
+        // Anything else is an end of file for hyper (this is its reader).
         Poll::Ready(Ok(()))
     }
 }

@@ -85,7 +85,7 @@ async fn an_idle_connection_is_parked_only_when_quiet() {
         let state = ConnState::new(timeouts());
         let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
         io.park_when_idle(true);
-        io.enter_hyper();
+        io.start_serving();
         b.write_all(sent).await.unwrap();
         let mut buf = [0u8; 64];
         for _ in 0..reads {
@@ -202,7 +202,7 @@ async fn an_upgrade_request_holds_what_follows_until_answered() {
         let (a, mut b) = tokio::io::duplex(1024);
         let state = ConnState::new(timeouts());
         let mut io = TimedIo::new(a, state.clone(), HeadRules::default());
-        io.enter_hyper();
+        io.start_serving();
         b.write_all(&[ws, next].concat()).await.unwrap();
         let mut buf = [0u8; 256];
         let n = io.read(&mut buf).await.unwrap();

@@ -87,7 +87,7 @@ pub(super) async fn serve_requests<S: ClientStream>(
         }
         log_dropped_headers(&mut io, conn.id, conn.remote, &side.name);
         // (From now on an idle connection may be parked: see TimedIo.)
-        io.enter_hyper();
+        io.start_serving();
         let Some(head) = io.gate.take_head() else {
             return (io, Ended::Served(Ok(())));
         };
