@@ -49,26 +49,50 @@ fn canonical_target(out: &mut Vec<u8>, path: &[u8], query: Option<&[u8]>) {
     if path.is_empty() {
         out.push(b'/');
     }
-    let push = |out: &mut Vec<u8>, b: u8, ok: bool| {
-        if ok {
-            out.push(b);
-        } else {
-            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    escaped(out, path, &PATH_RAW);
+    if let Some(q) = query {
+        out.push(b'?');
+        escaped(out, q, &QUERY_RAW);
+    }
+}
+
+/// `bytes` into `out`, those not `raw` percent-encoded; runs of raw bytes
+/// (most targets are one) copied whole.
+fn escaped(out: &mut Vec<u8>, bytes: &[u8], raw: &[bool; 256]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if !raw[usize::from(b)] {
+            out.extend_from_slice(&bytes[from..i]);
             out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+            from = i + 1;
         }
-    };
-    for &b in path {
-        let ok = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E)
+    }
+    out.extend_from_slice(&bytes[from..]);
+}
+
+/// The path bytes written as they are.
+static PATH_RAW: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E)
             || b == b'"'
             || b == b'{'
             || b == b'}';
-        push(out, b, ok);
+        i += 1;
     }
-    if let Some(q) = query {
-        out.push(b'?');
-        for &b in q {
-            let ok = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E);
-            push(out, b, ok);
-        }
+    t
+};
+
+/// The query bytes written as they are.
+static QUERY_RAW: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = matches!(i as u8, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x7E);
+        i += 1;
     }
-}
+    t
+};

@@ -10,7 +10,7 @@
 //! still an RFC 9110 token; one pass decides all three, in nginx's order.
 
 use super::unique::unique_index;
-use super::{HeadParser, MAX_HEADERS, Refusal, canonical, memchr};
+use super::{HeadParser, MAX_HEADERS, Refusal, canonical, has_control, memchr};
 
 /// What scanning a header name found.
 pub(super) struct Name {
@@ -147,18 +147,18 @@ impl HeadParser {
             token: true,
         };
         for (i, &b) in content.iter().enumerate() {
-            match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => {}
-                b'_' => name.invalid |= !self.rules.underscores_in_headers,
-                b':' if i == 0 => return None,
-                b':' => {
+            match NAME_CLASS[usize::from(b)] {
+                PLAIN => {}
+                UNDERSCORE => name.invalid |= !self.rules.underscores_in_headers,
+                COLON if i == 0 => return None,
+                COLON => {
                     name.end = i;
                     break;
                 }
-                0..=0x20 | 0x7f => return None,
-                _ => {
+                REFUSED => return None,
+                class => {
                     name.invalid = true;
-                    name.token &= is_token(b);
+                    name.token &= class == TOKEN;
                 }
             }
         }
@@ -189,7 +189,21 @@ fn trim_spaces(mut value: &[u8]) -> &[u8] {
 
 /// One pass over a value: `None` for a NUL (nginx's 400), else whether it
 /// has other control bytes (sluice's own refusal, for fields that are kept).
+/// Eight bytes a step: a chunk without a byte below 0x20 or 0x7f (most of
+/// them) has neither.
 pub(super) fn control_bytes(value: &[u8]) -> Option<bool> {
+    let (chunks, rest) = value.as_chunks::<8>();
+    let mut control = false;
+    for c in chunks {
+        if has_control(u64::from_le_bytes(*c)) {
+            control |= control_bytes_each(c)?;
+        }
+    }
+    Some(control | control_bytes_each(rest)?)
+}
+
+/// [`control_bytes`], byte by byte.
+fn control_bytes_each(value: &[u8]) -> Option<bool> {
     let mut control = false;
     for &b in value {
         if (b < 0x20 && b != b'\t') || b == 0x7f {
@@ -202,8 +216,37 @@ pub(super) fn control_bytes(value: &[u8]) -> Option<bool> {
     Some(control)
 }
 
+/// What a byte makes of a header name ([`HeadParser::scan_name`]): letters,
+/// digits and `-` are plain; `_` is valid only with
+/// `underscores_in_headers`; `:` ends the name (and is refused first); a
+/// space, a control byte or 0x7f is refused; any other byte is invalid, and
+/// still a token if it is an RFC 9110 `tchar`.
+static NAME_CLASS: [u8; 256] = {
+    let mut t = [OTHER; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => PLAIN,
+            b'_' => UNDERSCORE,
+            b':' => COLON,
+            0..=0x20 | 0x7f => REFUSED,
+            _ if is_token(b) => TOKEN,
+            _ => OTHER,
+        };
+        i += 1;
+    }
+    t
+};
+const PLAIN: u8 = 0;
+const UNDERSCORE: u8 = 1;
+const COLON: u8 = 2;
+const REFUSED: u8 = 3;
+const TOKEN: u8 = 4;
+const OTHER: u8 = 5;
+
 /// RFC 9110 `tchar`, beyond letters, digits, `-` and `_`.
-fn is_token(b: u8) -> bool {
+const fn is_token(b: u8) -> bool {
     matches!(
         b,
         b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'.' | b'^' | b'`' | b'|' | b'~'

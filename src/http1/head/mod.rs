@@ -331,6 +331,33 @@ pub fn lists_upgrade(value: &[u8]) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
 }
 
+/// The first `b` in `s`, eight bytes a step: a head's lines are tens of
+/// bytes, and each is looked for its end once.
 fn memchr(b: u8, s: &[u8]) -> Option<usize> {
-    s.iter().position(|&c| c == b)
+    let pattern = LOW_BITS * u64::from(b);
+    let (chunks, rest) = s.as_chunks::<8>();
+    for (i, c) in chunks.iter().enumerate() {
+        let found = zero_bytes(u64::from_le_bytes(*c) ^ pattern);
+        if found != 0 {
+            return Some(i * 8 + (found.trailing_zeros() / 8) as usize);
+        }
+    }
+    let at = chunks.len() * 8;
+    rest.iter().position(|&c| c == b).map(|i| at + i)
+}
+
+const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each zero byte of `x` set (and maybe of bytes above the
+/// first zero one: the lowest bit set is always the first zero byte's).
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(LOW_BITS) & !x & HIGH_BITS
+}
+
+/// Whether any of the 8 bytes of `x` is below 0x20 or is 0x7f (a control
+/// byte, or tab): the chunks without one need no byte-by-byte look.
+fn has_control(x: u64) -> bool {
+    let below = x.wrapping_sub(LOW_BITS * 0x20) & !x & HIGH_BITS;
+    below != 0 || zero_bytes(x ^ (LOW_BITS * 0x7f)) != 0
 }

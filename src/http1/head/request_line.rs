@@ -293,7 +293,13 @@ fn parse_version(v: &[u8]) -> Result<bool, LineError> {
 /// not `%00`, and `..` never climbs above `/`.
 fn path_ok(path: &[u8]) -> bool {
     // Most paths have no escape and no dot segment: nothing to decode.
-    if !path.contains(&b'%') && !path.windows(2).any(|w| w == b"/.") {
+    let mut prev = 0;
+    let plain = path.iter().all(|&b| {
+        let dot_segment = b == b'.' && prev == b'/';
+        prev = b;
+        b != b'%' && !dot_segment
+    });
+    if plain {
         return true;
     }
     let mut decoded = Vec::with_capacity(path.len());

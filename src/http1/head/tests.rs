@@ -162,3 +162,23 @@ fn hosts() {
         assert!(!valid_host(bad), "{:?}", String::from_utf8_lossy(bad));
     }
 }
+
+proptest::proptest! {
+    /// The scans eight bytes a step find what a byte-by-byte look finds.
+    #[test]
+    fn word_scans_agree_with_byte_scans(
+        s in proptest::collection::vec(
+            proptest::prop_oneof![0u8..=0x21, 0x7eu8..=0x80, proptest::num::u8::ANY],
+            0..40,
+        ),
+        b in proptest::prop_oneof![proptest::strategy::Just(b'\n'), proptest::num::u8::ANY],
+    ) {
+        proptest::prop_assert_eq!(memchr(b, &s), s.iter().position(|&c| c == b));
+        let each = if s.contains(&0) {
+            None
+        } else {
+            Some(s.iter().any(|&c| (c < 0x20 && c != b'\t') || c == 0x7f))
+        };
+        proptest::prop_assert_eq!(header_line::control_bytes(&s), each);
+    }
+}

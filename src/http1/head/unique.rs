@@ -86,13 +86,13 @@ impl HeadParser {
         let Some(line) = self.line.take() else {
             return Parsed::Partial;
         };
-        let request_line = Some(self.canonical[..line.len].to_vec());
+        // (The request line is copied for a refusal only.)
         let refuse = |status: u16, reason: &'static str| {
             Parsed::Refused(Refusal {
                 status,
                 reason,
                 detail: None,
-                request_line: request_line.clone(),
+                request_line: Some(self.canonical[..line.len].to_vec()),
                 in_headers: true,
             })
         };
@@ -181,6 +181,9 @@ pub fn valid_host(h: &[u8]) -> bool {
     let mut host_len = h.len();
     let mut last_dot: Option<usize> = None;
     for (i, &b) in h.iter().enumerate() {
+        if !HOST_SPECIAL[usize::from(b)] {
+            continue;
+        }
         match b {
             b'.' => {
                 if i > 0 && last_dot == Some(i - 1) {
@@ -207,3 +210,15 @@ pub fn valid_host(h: &[u8]) -> bool {
     }
     host_len > 0
 }
+
+/// The bytes [`valid_host`] looks at; any other is passed over (most of a
+/// host's).
+static HOST_SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = matches!(i as u8, b'.' | b':' | b'[' | b']' | b'/' | 0..=0x20 | 0x7f);
+        i += 1;
+    }
+    t
+};
