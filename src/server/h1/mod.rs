@@ -155,8 +155,13 @@ async fn serve_one<S: ClientStream>(
         expect_continue,
     };
     // Boxed: the connection's task keeps no room for a request's future
-    // (about 3 KB) while it waits, and awaiting moves a pointer.
-    let fut = Box::pin(phases::handle(shared.env.clone(), conn.clone(), req, start));
+    // (about 3 KB) while it waits, and awaiting moves a pointer. (Written
+    // into its box, not moved there: a move copies all 3 KB.)
+    let fut = Box::write(
+        Box::new_uninit(),
+        phases::handle(shared.env.clone(), conn.clone(), req, start),
+    );
+    let fut = Box::into_pin(fut);
     let Some(handled) = drive(fut, io, &mut feed).await else {
         // The client left: the request was dropped where it stood (nginx's 499).
         return Ok(After::Close);
@@ -182,7 +187,7 @@ async fn serve_one<S: ClientStream>(
             .exact()
             .map_or(response::Length::Unknown, response::Length::Known)
     };
-    let mut out = Vec::new();
+    let mut out = response::buffer(&parts.headers, length, FLUSH_AT);
     let written = response::encode(&mut parts, length, asked, &mut keep_alive, &mut out);
     if parts.status == http::StatusCode::SWITCHING_PROTOCOLS {
         write_all(io, &mut out).await?;

@@ -63,7 +63,7 @@ pub fn encode(
     fix_connection(parts, asked, keep_alive);
     let http10 = asked.http10;
     let last = status == StatusCode::SWITCHING_PROTOCOLS || !*keep_alive;
-    dst.reserve(64 + parts.headers.len() * 32);
+    dst.reserve(head_room(&parts.headers));
     if !http10 && status == StatusCode::OK {
         dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
     } else {
@@ -110,6 +110,23 @@ pub fn encode(
     }
     let last = last || framing == Framing::Close;
     Written { framing, last }
+}
+
+/// Room for a response head with `headers`: its status line, `Date`,
+/// framing and `Connection` fields, and its own fields (most shorter than
+/// 48 bytes), so that writing it seldom grows its buffer.
+pub fn head_room(headers: &http::HeaderMap) -> usize {
+    160 + headers.len() * 48
+}
+
+/// A buffer with room for the head and, for a body of known length up to
+/// `small`, the body too: its data is appended without growing it.
+pub fn buffer(headers: &http::HeaderMap, body: Length, small: usize) -> Vec<u8> {
+    let body = match body {
+        Length::Known(n) => usize::try_from(n).ok().filter(|&n| n <= small),
+        _ => None,
+    };
+    Vec::with_capacity(head_room(headers) + body.unwrap_or(0))
 }
 
 /// An HTTP/1.0 client is answered `keep-alive` when both sides keep the
