@@ -165,29 +165,32 @@ impl crate::batch::Output for StderrOut {
 static STDERR_OUT: std::sync::LazyLock<std::sync::Arc<StderrOut>> =
     std::sync::LazyLock::new(|| std::sync::Arc::new(StderrOut));
 
-/// `YYYY/MM/DD HH:MM:SS [level] PID#TID: `. The date is formatted once a
-/// second per thread, from the coarse clock (nginx too prints a cached
-/// time).
+/// `YYYY/MM/DD HH:MM:SS [level] PID#TID: `. The prefix is formatted once a
+/// second (and level) per thread, from the coarse clock (nginx too prints a
+/// cached time); the process and thread numbers never change on a thread.
 fn push_prefix(out: &mut Vec<u8>, level: &str) {
     thread_local! {
-        static DATE: std::cell::RefCell<(u64, String)> = const {
-            std::cell::RefCell::new((u64::MAX, String::new()))
+        /// The second, the level and their prefix.
+        static PREFIX: std::cell::RefCell<(u64, String, Vec<u8>)> = const {
+            std::cell::RefCell::new((u64::MAX, String::new(), Vec::new()))
         };
     }
     let now = Timestamp::coarse_now();
-    DATE.with_borrow_mut(|d| {
-        if d.0 != now.secs() {
-            *d = (now.secs(), now.to_string());
+    PREFIX.with_borrow_mut(|(secs, lvl, prefix)| {
+        if *secs != now.secs() || lvl.as_str() != level {
+            prefix.clear();
+            push_fmt(prefix, format_args!("{now}"));
+            prefix.extend_from_slice(b" [");
+            prefix.extend_from_slice(level.as_bytes());
+            prefix.extend_from_slice(b"] ");
+            push_u64(prefix, pid().into());
+            prefix.push(b'#');
+            push_u64(prefix, thread_number());
+            prefix.extend_from_slice(b": ");
+            (*secs, *lvl) = (now.secs(), level.to_owned());
         }
-        out.extend_from_slice(d.1.as_bytes());
+        out.extend_from_slice(prefix);
     });
-    out.extend_from_slice(b" [");
-    out.extend_from_slice(level.as_bytes());
-    out.extend_from_slice(b"] ");
-    push_u64(out, pid().into());
-    out.push(b'#');
-    push_u64(out, thread_number());
-    out.extend_from_slice(b": ");
 }
 
 /// The `tracing` event format: `YYYY/MM/DD HH:MM:SS [level] PID#TID: message`.

@@ -30,12 +30,26 @@ pub fn push_u64(out: &mut Vec<u8>, n: u64) {
 pub fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
     match ip {
         std::net::IpAddr::V4(v4) => {
+            // Written whole: at most 15 bytes, one copy (on every log line).
+            let mut buf = [0u8; 15];
+            let mut n = 0;
             for (i, o) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b'.');
+                    buf[n] = b'.';
+                    n += 1;
                 }
-                push_u64(out, o.into());
+                if o >= 100 {
+                    buf[n] = b'0' + o / 100;
+                    n += 1;
+                }
+                if o >= 10 {
+                    buf[n] = b'0' + o / 10 % 10;
+                    n += 1;
+                }
+                buf[n] = b'0' + o % 10;
+                n += 1;
             }
+            out.extend_from_slice(&buf[..n]);
         }
         v6 => push_fmt(out, format_args!("{v6}")),
     }
@@ -183,7 +197,14 @@ mod tests {
             push_excess(&mut out, e);
             assert_eq!(out, Excess(e).to_string().as_bytes());
         }
-        for ip in ["127.0.0.2", "10.200.0.255", "::1", "2001:db8::7"] {
+        for ip in [
+            "127.0.0.2",
+            "10.200.0.255",
+            "0.9.99.100",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::7",
+        ] {
             out.clear();
             push_ip(&mut out, ip.parse().unwrap());
             assert_eq!(out, ip.as_bytes());

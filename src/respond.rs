@@ -256,10 +256,16 @@ impl QuotaProblem {
 
     /// The problem+json answer with `Retry-After: secs`.
     pub fn response(&self, status: u16, secs: u64) -> Response<Body> {
-        let mut body = String::with_capacity(self.prefix.len() + self.suffix.len() + 12);
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(secs);
+        let unit = if secs == 1 { " second" } else { " seconds" };
+        // Exactly its length: the body becomes its `Bytes` without another
+        // allocation (a `Vec` with room to spare needs one).
+        let len = self.prefix.len() + digits.len() + unit.len() + self.suffix.len();
+        let mut body = String::with_capacity(len);
         body.push_str(&self.prefix);
-        body.push_str(itoa::Buffer::new().format(secs));
-        body.push_str(if secs == 1 { " second" } else { " seconds" });
+        body.push_str(digits);
+        body.push_str(unit);
         body.push_str(&self.suffix);
         let mut r = Response::new(full(body));
         *r.status_mut() = status_code(status);
@@ -268,7 +274,10 @@ impl QuotaProblem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        // (From its digits: one allocation, where `From<u64>` makes two.)
+        if let Ok(v) = HeaderValue::from_str(digits) {
+            h.insert(header::RETRY_AFTER, v);
+        }
         r
     }
 }
