@@ -15,7 +15,7 @@
 //! stays `%0D%0A`.
 
 use crate::vars::{RequestVars, ResponseVars, Template};
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue, header};
 
 /// `proxy_set_header` of a location, with sluice's defaults: the fields the
 /// upstream's request head carries besides the client's own.
@@ -203,18 +203,22 @@ impl HiddenHeaders {
 
     fn hides(&self, name: &HeaderName) -> bool {
         match &self.names {
-            None => HIDDEN_BY_DEFAULT.contains(&name.as_str()),
+            // `Date` and `Server` are standard names (compared as such);
+            // the others all begin with `x-` (most names do not).
+            None => {
+                *name == header::DATE
+                    || *name == header::SERVER
+                    || name.as_str().starts_with("x-")
+                        && HIDDEN_BY_DEFAULT[2..].contains(&name.as_str())
+            }
             Some(names) => names.contains(name),
         }
     }
 
-    /// `headers` without the hidden fields.
+    /// `headers` without the hidden fields (found again after each
+    /// removal: a response hides few, and no list is allocated for them).
     pub fn apply(&self, headers: &mut HeaderMap) {
-        if !headers.keys().any(|n| self.hides(n)) {
-            return;
-        }
-        let hidden: Vec<HeaderName> = headers.keys().filter(|n| self.hides(n)).cloned().collect();
-        for n in hidden {
+        while let Some(n) = headers.keys().find(|n| self.hides(n)).cloned() {
             headers.remove(n);
         }
     }

@@ -41,6 +41,8 @@ pub(super) fn read(head: Head) -> Option<Exchange> {
     let uri = Uri::from_maybe_shared(bytes.slice(sp1 + 1..sp2)).ok()?;
     let http11 = &line[sp2 + 1..] == b"HTTP/1.1";
     let mut headers = HeaderMap::with_capacity(fields);
+    // `Connection` is read as the fields go by (not looked up after).
+    let (mut close, mut keep) = (false, false);
     let mut pos = first + 2;
     while bytes.get(pos).is_some_and(|&b| b != b'\r') {
         let end = pos + line_end(&bytes[pos..])?;
@@ -56,15 +58,17 @@ pub(super) fn read(head: Head) -> Option<Exchange> {
             to -= 1;
         }
         let value = HeaderValue::from_maybe_shared(bytes.slice(from..to)).ok()?;
+        if name == header::CONNECTION {
+            close |= has_token(&value, b"close");
+            keep |= has_token(&value, b"keep-alive");
+        }
         headers.append(name, value);
         pos = end + 2;
     }
     // As hyper read it: HTTP/1.1 keeps the connection unless a
     // `Connection` says close; HTTP/1.0 closes it unless one says
     // keep-alive.
-    let connection = headers.get_all(header::CONNECTION);
-    let close = connection.iter().any(|v| has_token(v, b"close"));
-    let keep_alive = !close && (http11 || connection.iter().any(|v| has_token(v, b"keep-alive")));
+    let keep_alive = !close && (http11 || keep);
     let length = match framing {
         Framing::None | Framing::Length(0) => None,
         Framing::Length(n) => Some(Some(n)),
