@@ -169,10 +169,11 @@ pub struct HiddenHeaders {
 }
 
 /// nginx hides these by default (and sends its own `Date` and `Server`;
-/// sluice sends its `Date`, and no `Server`).
-const HIDDEN_BY_DEFAULT: &[&str] = &[
-    "date",
-    "server",
+/// sluice sends its `Date`, and no `Server`): two standard names, and the
+/// rest all beginning with `x-` ([`HiddenHeaders::hides`] looks those up
+/// only for such a name).
+const HIDDEN_STANDARD: [HeaderName; 2] = [header::DATE, header::SERVER];
+const HIDDEN_X: &[&str] = &[
     "x-pad",
     "x-accel-expires",
     "x-accel-redirect",
@@ -181,14 +182,19 @@ const HIDDEN_BY_DEFAULT: &[&str] = &[
     "x-accel-charset",
 ];
 
+/// Every name nginx hides by default.
+fn hidden_by_default() -> impl Iterator<Item = HeaderName> {
+    HIDDEN_STANDARD
+        .into_iter()
+        .chain(HIDDEN_X.iter().map(|n| HeaderName::from_static(n)))
+}
+
 impl HiddenHeaders {
     pub fn new(hide: &[HeaderName], pass: &[HeaderName]) -> HiddenHeaders {
         if hide.is_empty() && pass.is_empty() {
             return HiddenHeaders { names: None };
         }
-        let mut names: Vec<HeaderName> = HIDDEN_BY_DEFAULT
-            .iter()
-            .map(|n| HeaderName::from_static(n))
+        let mut names: Vec<HeaderName> = hidden_by_default()
             .chain(hide.iter().cloned())
             .filter(|n| !pass.contains(n))
             .collect();
@@ -203,13 +209,9 @@ impl HiddenHeaders {
 
     fn hides(&self, name: &HeaderName) -> bool {
         match &self.names {
-            // `Date` and `Server` are standard names (compared as such);
-            // the others all begin with `x-` (most names do not).
             None => {
-                *name == header::DATE
-                    || *name == header::SERVER
-                    || name.as_str().starts_with("x-")
-                        && HIDDEN_BY_DEFAULT[2..].contains(&name.as_str())
+                HIDDEN_STANDARD.contains(name)
+                    || name.as_str().starts_with("x-") && HIDDEN_X.contains(&name.as_str())
             }
             Some(names) => names.contains(name),
         }
