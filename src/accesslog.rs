@@ -7,9 +7,10 @@
 //! client that goes away while delayed is logged with status 499, as nginx.
 
 use crate::body::Body;
+use crate::http1::Fields;
 use crate::limiter::LimitReqStatus;
 use crate::vars::{LogVars, RequestVars, ResponseVars, Template, Var};
-use http::{HeaderMap, Method, Uri, Version};
+use http::{Method, Uri, Version};
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -148,7 +149,7 @@ pub struct Record {
     pub uri: Uri,
     pub version: Version,
     pub path: String,
-    pub headers: HeaderMap,
+    pub headers: Fields,
     pub start: tokio::time::Instant,
     pub connection: u64,
     pub status: u16,

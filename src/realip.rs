@@ -7,7 +7,9 @@
 //! trusted address (nginx's `real_ip_recursive on`), otherwise the rightmost
 //! entry is taken.
 
-use http::{HeaderMap, HeaderName};
+use crate::http1::Fields;
+use crate::http1::fields::as_str;
+use http::HeaderName;
 use ipnet::IpNet;
 use std::net::IpAddr;
 
@@ -38,15 +40,11 @@ impl RealIp {
     }
 
     /// The client address for a connection from `peer` with `headers`.
-    pub fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+    pub fn resolve(&self, peer: IpAddr, headers: &Fields) -> IpAddr {
         if !self.trusted(peer) {
             return peer;
         }
-        let values: Vec<&str> = headers
-            .get_all(&self.header)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
+        let values: Vec<&str> = headers.get_all(&self.header).filter_map(as_str).collect();
         if values.is_empty() {
             return peer;
         }
@@ -93,10 +91,10 @@ mod tests {
         }
     }
 
-    fn h(xff: &str) -> HeaderMap {
-        let mut m = HeaderMap::new();
+    fn h(xff: &str) -> Fields {
+        let mut m = http::HeaderMap::new();
         m.insert("x-forwarded-for", xff.parse().unwrap());
-        m
+        Fields::Map(m)
     }
 
     #[test]
@@ -134,10 +132,10 @@ mod tests {
             header: HeaderName::from_static("x-real-ip"),
             ..ri(false)
         };
-        let mut m = HeaderMap::new();
+        let mut m = http::HeaderMap::new();
         m.insert("x-real-ip", "203.0.113.9".parse().unwrap());
         assert_eq!(
-            r.resolve("127.0.0.1".parse().unwrap(), &m),
+            r.resolve("127.0.0.1".parse().unwrap(), &Fields::Map(m)),
             "203.0.113.9".parse::<IpAddr>().unwrap()
         );
     }

@@ -79,13 +79,20 @@ fn via_whole(rules: HeadRules, bytes: &[u8], cuts: &[usize]) -> Vec<Event> {
             match gate.process() {
                 Ok(Fill::Head) => {
                     let head = gate.take_head().expect("a head to take");
-                    let req = h1::read(head).expect("the loop reads every head the gate gives");
-                    let (parts, _) = req.into_parts();
+                    let head = h1::read(head).expect("the loop reads every head the gate gives");
+                    // (Every field one hyper would have taken.)
+                    let mut headers = http::HeaderMap::new();
+                    for (raw, value) in head.fields.iter() {
+                        let name = http::HeaderName::from_bytes(raw).expect("a field name");
+                        let value = http::HeaderValue::from_bytes(value).expect("a field value");
+                        assert_eq!(name.as_str().as_bytes(), raw, "names come lowercase");
+                        headers.append(name, value);
+                    }
                     events.push(Event::Request(
-                        parts.method.to_string(),
-                        parts.uri.to_string(),
-                        parts.version == http::Version::HTTP_11,
-                        parts.headers,
+                        head.method.to_string(),
+                        head.uri.to_string(),
+                        head.version == http::Version::HTTP_11,
+                        headers,
                     ));
                 }
                 Ok(Fill::Data) => events.push(Event::Data(std::mem::take(gate.output()).to_vec())),

@@ -392,7 +392,7 @@ mod tests {
         let bytes = b"POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;e\r\nhello\r\n0\r\nX: 1\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\nGET /";
         let (out, heads) = reference_output(&rules, bytes);
         assert_eq!((heads, strict_count(&out)), (2, 2));
-        assert!(out.ends_with(b"5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+        assert!(out.ends_with(b"5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\nhost: a\r\n\r\n"));
         let gate = gate_output(rules, bytes, &vec![1; bytes.len()]);
         assert_eq!(gate, (out, None, false));
         let smuggled = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";

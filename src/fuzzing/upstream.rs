@@ -130,7 +130,7 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
     // The head, as `read_head` reads it.
     let (resp, framing, keep) = 'head: loop {
         while !buf.is_empty() {
-            match parse_head(&mut buf, method) {
+            match parse_head(&mut buf, method, &crate::headers::HiddenHeaders::default()) {
                 Ok(Some(Parsed::Interim)) => interim += 1,
                 Ok(Some(Parsed::Final(resp, framing, keep))) => break 'head (resp, framing, keep),
                 Ok(None) => break,

@@ -72,8 +72,9 @@ impl ProxyHeaders {
 
     /// Whether the client's field of this name is replaced (so not
     /// forwarded as it came): every configured name, removed ones included.
-    pub fn replaces(&self, name: &HeaderName) -> bool {
-        self.set.iter().any(|(n, _)| n == name)
+    /// (`name` lowercase, as request fields are read.)
+    pub fn replaces(&self, name: &[u8]) -> bool {
+        self.set.iter().any(|(n, _)| n.as_str().as_bytes() == name)
     }
 
     /// Appends the fields, `name: value\r\n` each, to `out`.
@@ -207,21 +208,20 @@ impl HiddenHeaders {
         HiddenHeaders { names: Some(names) }
     }
 
-    fn hides(&self, name: &HeaderName) -> bool {
+    /// Whether the upstream's field `name` (as it came: any case) is
+    /// hidden. The upstream client asks before it makes a `HeaderName` of
+    /// a field, so a hidden one (`Date`, `Server`, …) costs the response
+    /// nothing (issue #31).
+    pub fn hides(&self, name: &[u8]) -> bool {
+        let is = |n: &str| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name);
         match &self.names {
             None => {
-                HIDDEN_STANDARD.contains(name)
-                    || name.as_str().starts_with("x-") && HIDDEN_X.contains(&name.as_str())
+                HIDDEN_STANDARD.iter().any(|n| is(n.as_str()))
+                    || name.len() > 2
+                        && name[..2].eq_ignore_ascii_case(b"x-")
+                        && HIDDEN_X.iter().any(|n| is(n))
             }
-            Some(names) => names.contains(name),
-        }
-    }
-
-    /// `headers` without the hidden fields (found again after each
-    /// removal: a response hides few, and no list is allocated for them).
-    pub fn apply(&self, headers: &mut HeaderMap) {
-        while let Some(n) = headers.keys().find(|n| self.hides(n)).cloned() {
-            headers.remove(n);
+            Some(names) => names.iter().any(|n| is(n.as_str())),
         }
     }
 }

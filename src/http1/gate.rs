@@ -334,12 +334,12 @@ mod tests {
         assert_eq!(fill, Fill::NeedInput);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc\
-             POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+            "POST /a HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\n\r\nabc\
+             POST /b HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
         );
         assert!(!g.idle());
         let (out, _) = run(&mut g, b"st: x\r\n\r\n");
-        assert_eq!(out, b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(out, b"GET /c HTTP/1.1\r\nhost: x\r\n\r\n");
         assert!(g.idle());
         g.release();
         assert_eq!(g.input.capacity(), 0, "a waiting gate holds no buffer");
@@ -352,7 +352,7 @@ mod tests {
             &mut g,
             b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         );
-        assert_eq!(out, b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(out, b"GET /ok HTTP/1.1\r\nhost: x\r\n\r\n");
         assert_eq!(fill, Fill::Refused);
         assert_eq!(g.take_refusal().map(|r| r.status), Some(400));
     }
@@ -362,8 +362,8 @@ mod tests {
     /// bytes held as they came for a tunnel.
     #[test]
     fn what_follows_an_upgrade_request_waits_for_its_answer() {
-        let ws = "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n\r\n";
-        let next = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+        let ws = "GET /ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: keep-alive, Upgrade\r\n\r\n";
+        let next = "GET /next HTTP/1.1\r\nhost: x\r\n\r\n";
         let mut g = Gate::new(HeadRules::default());
         let (out, fill) = run(&mut g, format!("{ws}{next}").as_bytes());
         assert_eq!(String::from_utf8(out).unwrap(), ws);
@@ -375,7 +375,7 @@ mod tests {
         assert_eq!(fill, Fill::NeedInput);
 
         // A body first, then the hold; a tunnel takes the bytes unparsed.
-        let post = "POST /ws HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: upgrade\r\nContent-Length: 3\r\n\r\n";
+        let post = "POST /ws HTTP/1.1\r\nhost: x\r\nupgrade: h2c\r\nconnection: upgrade\r\ncontent-length: 3\r\n\r\n";
         let mut g = Gate::new(HeadRules::default());
         let mut sent = format!("{post}abc").into_bytes();
         sent.extend_from_slice(b"\x81\x05hello");

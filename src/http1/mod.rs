@@ -30,12 +30,14 @@
 //! whose heads are judged by the same rules.
 
 pub mod chunked;
+pub mod fields;
 pub mod gate;
 pub mod head;
 
 pub use chunked::ChunkError;
 #[cfg(any(test, feature = "fuzzing"))]
 pub use chunked::Chunked;
+pub use fields::Fields;
 pub use gate::{Fill, Gate};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use head::parse_head;

@@ -8,11 +8,11 @@
 //! A body is forwarded as any request's (nginx does too), and must have been
 //! sent whole before the 101 (else 502: the rest would be lost).
 
-use super::Ctx;
 use super::error::{ProxyError, invalid_chunked};
 use super::limit::Limited;
 use super::next_upstream::{self, Failure, Leased, Rewind};
 use super::tunnel::{self, Tunnel};
+use super::{Ctx, RequestHead};
 use crate::accesslog::Record;
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -20,14 +20,14 @@ use crate::client_body::{Buffered, LimitedBody, ReadError, read_whole};
 use crate::config::{Action, Location, ProxyPass};
 use crate::respond;
 use crate::upstream;
-use http::{HeaderValue, Response, Uri, Version, header};
+use http::{Response, Uri, Version, header};
 use http_body_util::BodyExt;
 
 /// The request's content: `return`'s answer, or the upstream's.
 pub(crate) async fn content<'l>(
     cx: &Ctx<'_>,
     loc: &'l Location,
-    (parts, body): (&'l http::request::Parts, ClientBody),
+    (head, body): (&'l RequestHead, ClientBody),
     path: &str,
     limited: &Limited<'_>,
     record: &mut Option<Record>,
@@ -40,9 +40,9 @@ pub(crate) async fn content<'l>(
             limited.decided.status,
         )),
         Action::Proxy(pp) => {
-            let target = upstream_target(pp, loc, &parts.uri, path);
+            let target = upstream_target(pp, loc, &head.uri, path);
             let mut tries = Vec::new();
-            let resp = forward(cx, loc, parts, body, &target, pp, &mut tries).await;
+            let resp = forward(cx, loc, head, body, &target, pp, &mut tries).await;
             if let Some(r) = record.as_mut() {
                 r.upstream = tries;
             }
@@ -109,7 +109,7 @@ enum Failed<'l> {
 async fn forward<'l>(
     cx: &Ctx<'_>,
     loc: &'l Location,
-    parts: &http::request::Parts,
+    req: &RequestHead,
     body: ClientBody,
     target: &str,
     pp: &'l ProxyPass,
@@ -117,12 +117,13 @@ async fn forward<'l>(
 ) -> Result<Response<Body>, Failed<'l>> {
     let (body, body_limit) =
         LimitedBody::new(body, loc.client_max_body_size, Some(cx.conn.state.clone()));
-    let upgrade = upgrade_of(parts);
+    let upgrade = upgrade_of(req);
     let head = upstream::Head {
-        method: &parts.method,
+        method: &req.method,
         target,
-        headers: &parts.headers,
+        headers: &req.fields,
         proxy: &loc.headers.proxy,
+        hidden: &loc.headers.hidden,
         vars: &cx.vars,
         proxy_host: pp.authority.as_str(),
         upgrade,
@@ -171,26 +172,19 @@ async fn forward<'l>(
                 }
             })
         }
-        Ok(resp) => return Ok(shown(loc, resp).map(BodyExt::boxed)),
+        Ok(resp) => return Ok(resp.map(BodyExt::boxed)),
         Err(f) => Err(f),
     };
     match resp {
         Ok(upstream::Answer::Switched(head, switched)) => {
-            Ok(tunnel_to(cx, loc, pp, target, shown(loc, head), switched))
+            Ok(tunnel_to(cx, loc, pp, target, head, switched))
         }
-        Ok(upstream::Answer::Response(resp)) => Ok(shown(loc, resp).map(BodyExt::boxed)),
+        Ok(upstream::Answer::Response(resp)) => Ok(resp.map(BodyExt::boxed)),
         Err(_) if body_limit.exceeded() => Err(Failed::Client(ProxyError::ChunkedBodyTooLarge {
             received: body_limit.received(),
         })),
         Err(f) => Err(classify(f)),
     }
-}
-
-/// The upstream's response without the fields the client does not get
-/// (`proxy_hide_header`, nginx's hidden ones, less `proxy_pass_header`).
-fn shown<B>(loc: &Location, mut resp: Response<B>) -> Response<B> {
-    loc.headers.hidden.apply(resp.headers_mut());
-    resp
 }
 
 /// The upstream's 101: the response that makes the connection a tunnel.
@@ -219,29 +213,25 @@ fn tunnel_to(
 /// `h2c`: the HTTP/2 connection it switches to would carry every request
 /// after the first past sluice's limits, unseen ("h2c smuggling"), and RFC
 /// 9113 retired that upgrade; the request goes as a plain one.
-fn upgrade_of(parts: &http::request::Parts) -> Option<&HeaderValue> {
-    let h = &parts.headers;
+fn upgrade_of(req: &RequestHead) -> Option<&[u8]> {
+    let h = &req.fields;
     // (Most requests have no Upgrade: one lookup for them.)
-    let upgrade = h.get_all(header::UPGRADE);
-    upgrade.iter().next()?;
-    let connection = h.get_all(header::CONNECTION).into_iter();
-    let http11 = parts.version == Version::HTTP_11;
-    let (upgrades, options) = (
-        upgrade.iter().map(HeaderValue::as_bytes),
-        connection.map(HeaderValue::as_bytes),
-    );
-    if !crate::http1::upgrade_asked(http11, upgrades, options) || upgrade.iter().any(lists_h2c) {
+    let mut upgrade = h.get_all(&header::UPGRADE).peekable();
+    upgrade.peek()?;
+    let connection = h.get_all(&header::CONNECTION);
+    let http11 = req.version == Version::HTTP_11;
+    let upgrades = h.get_all(&header::UPGRADE);
+    if !crate::http1::upgrade_asked(http11, upgrades, connection)
+        || h.get_all(&header::UPGRADE).any(lists_h2c)
+    {
         return None;
     }
-    upgrade
-        .into_iter()
-        .find(|v| !v.as_bytes().trim_ascii().is_empty())
+    upgrade.find(|v| !v.trim_ascii().is_empty())
 }
 
 /// An `Upgrade` value offers `h2c` (among its comma-separated protocols).
-fn lists_h2c(value: &HeaderValue) -> bool {
+fn lists_h2c(value: &[u8]) -> bool {
     value
-        .as_bytes()
         .split(|&b| b == b',')
         .any(|p| p.trim_ascii().eq_ignore_ascii_case(b"h2c"))
 }

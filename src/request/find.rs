@@ -2,22 +2,20 @@
 //! (realip), nginx's normalised `$uri`, the location, and the check nginx
 //! makes once it has found it (`client_max_body_size`).
 
+use super::RequestHead;
 use super::error::ProxyError;
 use crate::config::{Location, ServerBlock};
 use crate::conn_state::Conn;
+use crate::http1::Fields;
 use crate::vars::RequestVars;
-use http::{HeaderMap, header};
+use http::header;
 use std::net::SocketAddr;
 
 /// The client's address as `real_ip` resolves it.
-pub(crate) fn client(
-    conn: &Conn,
-    server: &ServerBlock,
-    parts: &http::request::Parts,
-) -> SocketAddr {
+pub(crate) fn client(conn: &Conn, server: &ServerBlock, head: &RequestHead) -> SocketAddr {
     match &server.real_ip {
         Some(r) => SocketAddr::new(
-            r.resolve(conn.remote.ip(), &parts.headers),
+            r.resolve(conn.remote.ip(), &head.fields),
             conn.remote.port(),
         ),
         None => conn.remote,
@@ -30,7 +28,7 @@ pub(crate) fn client(
 pub(crate) fn request_vars<'a>(
     conn: &'a Conn,
     server: &'a ServerBlock,
-    parts: &'a http::request::Parts,
+    head: &'a RequestHead,
     (path, remote): (&'a str, SocketAddr),
     user: Option<&'a std::sync::Arc<crate::vars::UserVars>>,
 ) -> RequestVars<'a> {
@@ -38,11 +36,11 @@ pub(crate) fn request_vars<'a>(
         remote,
         local: conn.local,
         server_name: &server.name,
-        method: &parts.method,
-        uri: &parts.uri,
-        version: parts.version,
+        method: &head.method,
+        uri: &head.uri,
+        version: head.version,
         path,
-        headers: &parts.headers,
+        headers: &head.fields,
         raw_request_line: None,
         tls: conn.tls.as_ref(),
         user,
@@ -51,13 +49,11 @@ pub(crate) fn request_vars<'a>(
 
 /// The host that chooses the request's server: an absolute request
 /// target's (or HTTP/2's `:authority`), else the `Host` header.
-pub(crate) fn host(parts: &http::request::Parts) -> Option<&str> {
-    parts.uri.authority().map(|a| a.host()).or_else(|| {
-        parts
-            .headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-    })
+pub(crate) fn host(head: &RequestHead) -> Option<&str> {
+    head.uri
+        .authority()
+        .map(|a| a.host())
+        .or_else(|| crate::http1::fields::as_str(head.fields.get(&header::HOST)?))
 }
 
 /// The location for a normalised path (`None`: the path was invalid).
@@ -134,14 +130,11 @@ pub fn normalize_path(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
 /// nginx's find-config check: a request whose Content-Length exceeds
 /// `client_max_body_size` gets 413 before any limit is applied (so it is
 /// not counted by `limit_req`, as in nginx).
-pub(crate) fn check_body_size(
-    loc: &Location,
-    headers: &HeaderMap,
-) -> Result<(), ProxyError<'static>> {
+pub(crate) fn check_body_size(loc: &Location, fields: &Fields) -> Result<(), ProxyError<'static>> {
     let max = loc.client_max_body_size;
-    let len = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
+    let len = fields
+        .get(&header::CONTENT_LENGTH)
+        .and_then(crate::http1::fields::as_str)
         .and_then(|v| v.trim().parse::<u64>().ok());
     match len {
         Some(len) if max != 0 && len > max => Err(ProxyError::BodyTooLarge { len }),

@@ -39,9 +39,9 @@ pub(crate) fn push_context_upstream(
         out.extend_from_slice(target.as_bytes());
         out.push(b'"');
     }
-    if let Some(h) = r.headers.get(header::HOST) {
+    if let Some(h) = r.headers.get(&header::HOST) {
         out.extend_from_slice(b", host: \"");
-        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(h);
         out.push(b'"');
     }
 }

@@ -32,10 +32,11 @@ use crate::client_body::ClientBody;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::conn_state::Conn;
+use crate::http1::Fields;
 use crate::metrics::Metrics;
 use crate::vars::RequestVars;
 use arc_swap::ArcSwap;
-use http::{Request, Response, StatusCode};
+use http::{Method, Response, StatusCode, Uri, Version};
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -65,6 +66,26 @@ impl Env {
     /// From now on, new requests use `config`.
     pub fn switch(&self, config: Arc<Config>) {
         self.config.store(config);
+    }
+}
+
+/// A request's head as the phases read it (its body goes beside it).
+pub struct RequestHead {
+    pub method: Method,
+    pub uri: Uri,
+    pub version: Version,
+    /// In place in the HTTP/1.1 gate's head, or HTTP/2's map.
+    pub fields: Fields,
+}
+
+impl From<http::request::Parts> for RequestHead {
+    fn from(p: http::request::Parts) -> RequestHead {
+        RequestHead {
+            method: p.method,
+            uri: p.uri,
+            version: p.version,
+            fields: Fields::Map(p.headers),
+        }
     }
 }
 
@@ -111,7 +132,7 @@ impl<'a> Ctx<'a> {
 pub(crate) async fn handle(
     env: Arc<Env>,
     conn: Arc<Conn>,
-    req: Request<ClientBody>,
+    (head, body): (RequestHead, ClientBody),
     start: Instant,
 ) -> Result<Response<Body>, CloseConnection> {
     let config = env.config();
@@ -120,17 +141,16 @@ pub(crate) async fn handle(
     let Some(address) = config.address(conn.listen) else {
         return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
     };
-    let (parts, body) = req.into_parts();
     let server = address.server_for(
-        find::host(&parts),
+        find::host(&head),
         conn.tls.as_ref().and_then(|t| t.server_name.as_deref()),
     );
-    let path = normalize_path(parts.uri.path());
-    let remote = find::client(&conn, server, &parts);
+    let path = normalize_path(head.uri.path());
+    let remote = find::client(&conn, server, &head);
     let user = (!config.vars.is_empty())
         .then(|| Arc::new(crate::vars::UserVars::new(config.vars.clone(), remote)));
     let at = (path.as_deref().unwrap_or(""), remote);
-    let vars = find::request_vars(&conn, server, &parts, at, user.as_ref());
+    let vars = find::request_vars(&conn, server, &head, at, user.as_ref());
     let cx = Ctx::new(&env, &conn, vars, start);
     let at_server = Scope::server(server);
     if conn.plain_on_https {
@@ -151,7 +171,7 @@ pub(crate) async fn handle(
     let at = Scope::location(loc);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
-    if let Err(e) = find::check_body_size(loc, &parts.headers) {
+    if let Err(e) = find::check_body_size(loc, &head.fields) {
         return answer(&cx, at, e, record, None);
     }
     let limited = match limit::limit_req(&cx, loc, &mut record).await {
@@ -170,7 +190,7 @@ pub(crate) async fn handle(
     if !crate::access::allows(&loc.access, cx.vars.remote.ip()) {
         return answer(&cx, at, ProxyError::Forbidden, record, Some(&limited));
     }
-    let resp = match content::content(&cx, loc, (&parts, body), path, &limited, &mut record).await {
+    let resp = match content::content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
             let resp = with_quota(resp, loc, &limited.outcome);
             finish(at.added(Ok(resp), &cx), record, limited.decided)
@@ -180,7 +200,7 @@ pub(crate) async fn handle(
     // The counts are held until the response body has been sent (or
     // dropped), as nginx releases them when the request is freed; a
     // tunnel's, for as long as it is open.
-    resp.map(|r| tunnel::hand_over(r, held, &conn.state, parts.version))
+    resp.map(|r| tunnel::hand_over(r, held, &conn.state, head.version))
 }
 
 /// Where a request is answered: the error pages, the location (once one

@@ -355,13 +355,9 @@ fn service(
         // an idle keep-alive connection holds a pointer instead.
         Box::pin(async move {
             let start = Instant::now();
-            let resp = request::handle(
-                shared.env.clone(),
-                conn,
-                req.map(crate::client_body::ClientBody::Hyper),
-                start,
-            )
-            .await;
+            let (head, body) = req.into_parts();
+            let body = crate::client_body::ClientBody::Hyper(body);
+            let resp = request::handle(shared.env.clone(), conn, (head.into(), body), start).await;
             let status = resp
                 .as_ref()
                 .map_or_else(|c| c.status, |r| r.status().as_u16());

@@ -196,8 +196,8 @@ async fn a_read_parked_while_busy_still_sees_keepalive_expire() {
 #[tokio::test(start_paused = true)]
 async fn an_upgrade_request_holds_what_follows_until_answered() {
     let ws =
-        &b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"[..];
-    let next = &b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n"[..];
+        &b"GET /ws HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n"[..];
+    let next = &b"GET /next HTTP/1.1\r\nhost: x\r\n\r\n"[..];
     for switch in [false, true] {
         let (a, mut b) = tokio::io::duplex(1024);
         let state = ConnState::new(timeouts());

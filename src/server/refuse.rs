@@ -7,7 +7,7 @@ use crate::config::ServerBlock;
 use crate::errlog::{self, Severity};
 use crate::respond::{self, Made};
 use crate::vars::RequestVars;
-use http::{HeaderMap, Response, Uri, header};
+use http::{Response, Uri, header};
 use http_body_util::BodyExt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -98,7 +98,7 @@ pub(crate) fn access_refused(
         .next()
         .and_then(|m| http::Method::from_bytes(m).ok())
         .unwrap_or_else(|| http::Method::from_bytes(b"-").unwrap_or_default());
-    let (uri, headers) = (Uri::from_static("/"), HeaderMap::new());
+    let (uri, headers) = (Uri::from_static("/"), crate::http1::Fields::default());
     let vars = RequestVars {
         remote,
         local,

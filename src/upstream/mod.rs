@@ -48,7 +48,7 @@ pub(crate) use {
 use crate::body::BodyError;
 use bytes::Bytes;
 use http::uri::Authority;
-use http::{HeaderMap, Method, Response, header};
+use http::{Method, Response, header};
 use http_body::Body;
 pub use pool::Keepalive;
 use pool::{Conn, Key, checkout, connect};
@@ -164,9 +164,13 @@ pub struct Head<'a> {
     pub target: &'a str,
     /// The client's headers; hop-by-hop ones and those `proxy` sets are
     /// replaced here.
-    pub headers: &'a HeaderMap,
+    pub headers: &'a crate::http1::Fields,
     /// `proxy_set_header` with sluice's defaults (Host, X-Forwarded-For).
     pub proxy: &'a crate::headers::ProxyHeaders,
+    /// The response's fields the client does not get (`proxy_hide_header`,
+    /// nginx's hidden ones, less `proxy_pass_header`): never read into
+    /// the response.
+    pub hidden: &'a crate::headers::HiddenHeaders,
     /// What its values are made of.
     pub vars: &'a crate::vars::RequestVars<'a>,
     /// nginx's `$proxy_host`: `proxy_pass`'s host and port, or its group.
@@ -174,7 +178,7 @@ pub struct Head<'a> {
     /// The request asks to switch to this protocol (`Upgrade`, with
     /// `Connection: upgrade`, see [`crate::http1::upgrade_asked`]): both
     /// are sent, and a `101` answer is a tunnel ([`switched`]).
-    pub upgrade: Option<&'a http::HeaderValue>,
+    pub upgrade: Option<&'a [u8]>,
 }
 
 /// Sends one request to `upstream` (over TLS made with `tls`, if any) and
@@ -217,11 +221,11 @@ where
     // A body of known length (a whole, buffered one) goes with a
     // Content-Length, as nginx sends it, whatever the client's framing was.
     let chunked = length.is_none()
-        && (head.headers.contains_key(header::TRANSFER_ENCODING) || !body.is_end_stream());
+        && (head.headers.contains(&header::TRANSFER_ENCODING) || !body.is_end_stream());
     let has_body = chunked || length.is_some_and(|n| n > 0);
     let framing = if chunked {
         Framing::Chunked(Chunk::Size)
-    } else if has_body || head.headers.contains_key(header::CONTENT_LENGTH) {
+    } else if has_body || head.headers.contains(&header::CONTENT_LENGTH) {
         Framing::Length(length.unwrap_or(0))
     } else {
         Framing::Done
@@ -239,7 +243,7 @@ where
         let mut received = false;
         let exchanged = exchange(
             &mut conn,
-            head.method,
+            (head.method, head.hidden),
             has_body.then_some((&mut body, chunked)),
             timeouts,
             &mut received,
@@ -275,7 +279,7 @@ where
 /// head, the two at once while a body is being sent.
 async fn exchange<B>(
     conn: &mut Conn,
-    method: &Method,
+    method: (&Method, &crate::headers::HiddenHeaders),
     body: Option<(&mut B, bool)>,
     timeouts: UpstreamTimeouts,
     received: &mut bool,

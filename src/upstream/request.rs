@@ -12,8 +12,9 @@
 use super::body::Framing;
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
+use crate::http1::Fields;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, header};
+use http::header;
 use http_body::Body;
 use http_body_util::BodyExt;
 use std::io;
@@ -50,33 +51,29 @@ pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
 /// body at once), and the framing, which this function writes itself.
 /// (Those `proxy_set_header` names, Host and X-Forwarded-For by default,
 /// are replaced too.)
-fn replaced(name: &HeaderName) -> bool {
+fn replaced(name: &[u8]) -> bool {
     matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "content-length"
-            | "upgrade"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "expect"
+        name,
+        b"connection"
+            | b"keep-alive"
+            | b"proxy-connection"
+            | b"te"
+            | b"trailer"
+            | b"transfer-encoding"
+            | b"content-length"
+            | b"upgrade"
+            | b"proxy-authenticate"
+            | b"proxy-authorization"
+            | b"expect"
     )
 }
 
 /// Names a `Connection` header lists are hop-by-hop too.
-fn named_in_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-        .any(|t| {
-            t.trim_ascii()
-                .eq_ignore_ascii_case(name.as_str().as_bytes())
-        })
+fn named_in_connection(fields: &Fields, name: &[u8]) -> bool {
+    fields
+        .get_all(&header::CONNECTION)
+        .flat_map(|v| v.split(|&b| b == b','))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(name))
 }
 
 /// The request head into `out`; `framing` says how its body is sent
@@ -94,20 +91,20 @@ pub(super) fn write_head(out: &mut Vec<u8>, head: &Head<'_>, framing: Framing) {
     // "upgrade"`, for upgrade requests only).
     if let Some(protocol) = head.upgrade {
         out.extend_from_slice(b"upgrade: ");
-        out.extend_from_slice(protocol.as_bytes());
+        out.extend_from_slice(protocol);
         out.extend_from_slice(b"\r\nconnection: upgrade\r\n");
     }
-    let listed = head.headers.contains_key(header::CONNECTION);
-    for (name, value) in head.headers {
+    let listed = head.headers.contains(&header::CONNECTION);
+    for (name, value) in head.headers.iter() {
         if replaced(name)
             || head.proxy.replaces(name)
             || (listed && named_in_connection(head.headers, name))
         {
             continue;
         }
-        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(name);
         out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
     // The framing is sluice's own, never the client's word for it.
@@ -168,7 +165,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{HeaderValue, Method};
+    use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
     /// An upgrade request's head: its protocol and `Connection: upgrade`,
     /// none of the client's hop-by-hop fields; without the upgrade, neither.
@@ -184,17 +181,19 @@ mod tests {
         ] {
             headers.append(HeaderName::from_static(n), HeaderValue::from_static(v));
         }
-        let protocol = HeaderValue::from_static("websocket");
+        let headers = Fields::Map(headers);
         let vars = crate::vars::RequestVars::for_test(&headers, "10.0.0.1");
         let proxy = crate::headers::ProxyHeaders::default();
+        let hidden = crate::headers::HiddenHeaders::default();
         let mut head = Head {
             method: &Method::GET,
             target: "/ws",
             headers: &headers,
             proxy: &proxy,
+            hidden: &hidden,
             vars: &vars,
             proxy_host: "up:80",
-            upgrade: Some(&protocol),
+            upgrade: Some(b"websocket"),
         };
         let mut out = Vec::new();
         write_head(&mut out, &head, Framing::Done);
@@ -208,6 +207,40 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "GET /ws HTTP/1.1\r\nhost: up:80\r\nx-forwarded-for: 10.0.0.1\r\nsec-websocket-key: k\r\n\r\n"
+        );
+    }
+
+    /// The fields of an HTTP/1.1 head go as the client sent them, in its
+    /// order (as nginx forwards them), less the hop-by-hop ones and those
+    /// its `Connection` names.
+    #[test]
+    fn wire_fields_go_in_the_clients_order() {
+        let raw = b"GET /a HTTP/1.1\r\nHost: c\r\nX-A: 1\r\nConnection: x-hop\r\nX-B: 2\r\nX-Hop: h\r\nX-A: 3\r\nTE: trailers\r\n\r\n";
+        let crate::http1::Parsed::Head(h) =
+            crate::http1::parse_head(raw, &crate::http1::HeadRules::default())
+        else {
+            panic!("a head");
+        };
+        let headers = Fields::Wire(crate::http1::fields::Wire::new(h.canonical.into(), h.spans));
+        let vars = crate::vars::RequestVars::for_test(&headers, "10.0.0.1");
+        let proxy = crate::headers::ProxyHeaders::default();
+        let hidden = crate::headers::HiddenHeaders::default();
+        let head = Head {
+            method: &Method::GET,
+            target: "/a",
+            headers: &headers,
+            proxy: &proxy,
+            hidden: &hidden,
+            vars: &vars,
+            proxy_host: "up:80",
+            upgrade: None,
+        };
+        let mut out = Vec::new();
+        write_head(&mut out, &head, Framing::Done);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET /a HTTP/1.1\r\nhost: up:80\r\nx-forwarded-for: 10.0.0.1\r\n\
+             x-a: 1\r\nx-b: 2\r\nx-a: 3\r\n\r\n"
         );
     }
 }

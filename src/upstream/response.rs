@@ -12,6 +12,7 @@
 use super::Error;
 use super::body::{Chunk, Framing, parse_number};
 use super::pool::READ_CHUNK;
+use crate::headers::HiddenHeaders;
 use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
 use std::pin::Pin;
@@ -27,13 +28,13 @@ const MAX_HEADERS: usize = 100;
 pub(super) async fn read_head<R: tokio::io::AsyncRead + Unpin>(
     rd: &mut R,
     buf: &mut BytesMut,
-    method: &Method,
+    (method, hidden): (&Method, &HiddenHeaders),
     received: &mut bool,
 ) -> Result<(Response<()>, Framing, bool), Error> {
     loop {
         if !buf.is_empty() {
             *received = true;
-            match parse_head(buf, method)? {
+            match parse_head(buf, method, hidden)? {
                 Some(Parsed::Interim) => continue,
                 Some(Parsed::Final(resp, framing, keep)) => return Ok((resp, framing, keep)),
                 None if buf.len() >= MAX_HEAD => return Err(Error::TooBig),
@@ -61,8 +62,13 @@ pub(crate) enum Parsed {
 type Span = (u32, u32, u32, u32);
 
 /// Parses a complete head off the front of `buf`, or `None` if it is not
-/// all there yet.
-pub(crate) fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<Parsed>, Error> {
+/// all there yet; the fields `hidden` names are left out (the client never
+/// gets them).
+pub(crate) fn parse_head(
+    buf: &mut BytesMut,
+    method: &Method,
+    hidden: &HiddenHeaders,
+) -> Result<Option<Parsed>, Error> {
     let mut lines = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut []);
     let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
@@ -86,7 +92,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut, method: &Method) -> Result<Option<P
     let count = parsed.headers.len();
     let at = locate(buf.as_ptr() as usize, parsed.headers);
     let head = buf.split_to(len).freeze();
-    let mut fields = read_fields(&head, &at[..count], http11, switching)?;
+    let mut fields = read_fields(&head, &at[..count], (http11, switching), hidden)?;
     // A 101 ends HTTP on the connection: what follows is the new protocol,
     // until either side closes; the connection is never reused (it is the
     // tunnel's, or closed with the response). Its `keep` says only that
@@ -131,11 +137,39 @@ struct Fields {
     chunked: Option<bool>,
 }
 
+/// The response fields sluice reads itself or drops as hop-by-hop, by
+/// their lowercase names.
+const SPECIAL: [&str; 9] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "proxy-authenticate",
+];
+
+/// Which of [`SPECIAL`] a field's name (as it came: any case) is.
+fn special(name: &[u8]) -> Option<&'static str> {
+    SPECIAL
+        .into_iter()
+        .find(|n| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name))
+}
+
 /// The header lines at `at` in `head`, in order: the framing ones and
 /// Connection read (not passed on), hop-by-hop ones dropped, the names
 /// Connection lists removed; `Upgrade` kept in a 101 (`switching`: the
-/// client is told which protocol it switched to).
-fn read_fields(head: &Bytes, at: &[Span], http11: bool, switching: bool) -> Result<Fields, Error> {
+/// client is told which protocol it switched to). A field `hidden` names
+/// is never made a `HeaderName` of (nginx's `Date` and `Server` are in
+/// every response).
+fn read_fields(
+    head: &Bytes,
+    at: &[Span],
+    (http11, switching): (bool, bool),
+    hidden: &HiddenHeaders,
+) -> Result<Fields, Error> {
     let mut f = Fields {
         headers: HeaderMap::with_capacity(at.len()),
         keep: http11,
@@ -145,32 +179,34 @@ fn read_fields(head: &Bytes, at: &[Span], http11: bool, switching: bool) -> Resu
     let mut connection = Vec::new();
     for &(n, nl, v, vl) in at {
         let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
-        let name =
-            HeaderName::from_bytes(&head[n..n + nl]).map_err(|_| Error::Invalid("header"))?;
-        let value = &head[v..v + vl];
-        match name.as_str() {
-            "content-length" => {
+        let (raw, value) = (&head[n..n + nl], &head[v..v + vl]);
+        match special(raw) {
+            Some("content-length") => {
                 let l = parse_number(value.trim_ascii(), 10)
                     .ok_or(Error::Invalid("\"Content-Length\" header"))?;
                 if f.length.is_some_and(|old| old != l) {
                     return Err(Error::Invalid("\"Content-Length\" header"));
                 }
                 f.length = Some(l);
+                if hidden.hides(raw) {
+                    continue;
+                }
             }
-            "transfer-encoding" => {
+            Some("transfer-encoding") => {
                 let last = value.rsplit(|&b| b == b',').next().unwrap_or(b"");
                 f.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
                 continue;
             }
-            "connection" => {
+            Some("connection") => {
                 connection_tokens(value, &mut f.keep, &mut connection);
                 continue;
             }
-            "upgrade" if switching => {}
-            "keep-alive" | "proxy-connection" | "te" | "trailer" | "upgrade"
-            | "proxy-authenticate" => continue,
-            _ => {}
+            Some("upgrade") if switching && !hidden.hides(raw) => {}
+            Some(_) => continue,
+            None if hidden.hides(raw) => continue,
+            None => {}
         }
+        let name = HeaderName::from_bytes(raw).map_err(|_| Error::Invalid("header"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
             .map_err(|_| Error::Invalid("header"))?;
         f.headers.append(name, value);
@@ -245,7 +281,8 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade, X-Hop\r\nX-Hop: 1\r\nSec-WebSocket-Accept: abc\r\nContent-Length: 5\r\n\r\n\x81\x02hi"[..],
         );
-        let Ok(Some(Parsed::Final(resp, framing, keep))) = parse_head(&mut buf, &Method::GET)
+        let Ok(Some(Parsed::Final(resp, framing, keep))) =
+            parse_head(&mut buf, &Method::GET, &HiddenHeaders::default())
         else {
             panic!("a final head");
         };
@@ -263,9 +300,39 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 200 OK\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n"[..],
         );
-        let Ok(Some(Parsed::Final(resp, ..))) = parse_head(&mut buf, &Method::GET) else {
+        let Ok(Some(Parsed::Final(resp, ..))) =
+            parse_head(&mut buf, &Method::GET, &HiddenHeaders::default())
+        else {
             panic!("a final head");
         };
         assert!(!resp.headers().contains_key("upgrade"));
+    }
+
+    /// Hidden fields never reach the response, in any case; a hidden
+    /// Content-Length still frames the body.
+    #[test]
+    fn hidden_fields_are_left_out_as_they_are_read() {
+        let head = b"HTTP/1.1 200 OK\r\nServer: up\r\nDATE: now\r\nX-Accel-Redirect: /x\r\nX-Powered-By: php\r\nContent-Length: 2\r\nX-Kept: 1\r\n\r\nhi";
+        let read = |hidden: &HiddenHeaders| {
+            let mut buf = BytesMut::from(&head[..]);
+            let Ok(Some(Parsed::Final(resp, framing, _))) =
+                parse_head(&mut buf, &Method::GET, hidden)
+            else {
+                panic!("a final head");
+            };
+            let mut names: Vec<String> = resp.headers().keys().map(|n| n.to_string()).collect();
+            names.sort();
+            (names, framing)
+        };
+        let (names, framing) = read(&HiddenHeaders::default());
+        assert_eq!(names, ["content-length", "x-kept", "x-powered-by"]);
+        assert_eq!(framing, Framing::Length(2));
+        let hide = [
+            HeaderName::from_static("x-powered-by"),
+            header::CONTENT_LENGTH,
+        ];
+        let (names, framing) = read(&HiddenHeaders::new(&hide, &[header::SERVER]));
+        assert_eq!(names, ["server", "x-kept"]);
+        assert_eq!(framing, Framing::Length(2));
     }
 }

@@ -3,7 +3,8 @@
 
 use super::response::MAX_HEAD;
 use super::*;
-use http::{HeaderName, HeaderValue};
+use crate::http1::Fields;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use http_body_util::{Empty, Full};
@@ -87,13 +88,14 @@ async fn upstream(answers: Vec<Answer>) -> Upstream {
     }
 }
 
-fn head<'a>(method: &'a Method, headers: &'a HeaderMap, host: &'a Authority) -> Head<'a> {
+fn head<'a>(method: &'a Method, headers: &'a Fields, host: &'a Authority) -> Head<'a> {
     let vars = crate::vars::RequestVars::for_test(headers, "127.0.0.9");
     Head {
         method,
         target: "/t?q=1",
         headers,
         proxy: Box::leak(Box::default()),
+        hidden: Box::leak(Box::default()),
         vars: Box::leak(Box::new(vars)),
         proxy_host: host.as_str(),
         upgrade: None,
@@ -105,7 +107,7 @@ fn empty() -> http_body_util::combinators::BoxBody<Bytes, BodyError> {
 }
 
 async fn get(up: &Upstream, method: Method) -> Result<(Response<()>, Bytes), String> {
-    let headers = HeaderMap::new();
+    let headers = Fields::default();
     let h = head(&method, &headers, &up.key);
     let resp = send(&up.key, None, timeouts(Duration::from_secs(1)), &h, empty())
         .await
@@ -116,7 +118,7 @@ async fn get(up: &Upstream, method: Method) -> Result<(Response<()>, Bytes), Str
 }
 
 /// POSTs `body` with `headers` and reads the whole response.
-async fn post(up: &Upstream, headers: &HeaderMap, body: &'static [u8]) {
+async fn post(up: &Upstream, headers: &Fields, body: &'static [u8]) {
     let method = Method::POST;
     let h = head(&method, headers, &up.key);
     let body = Full::new(Bytes::from_static(body))
@@ -142,7 +144,7 @@ fn timeouts(read: Duration) -> UpstreamTimeouts {
 fn big_body(
     size: usize,
 ) -> (
-    HeaderMap,
+    Fields,
     http_body_util::combinators::BoxBody<Bytes, BodyError>,
 ) {
     let mut headers = HeaderMap::new();
@@ -150,7 +152,7 @@ fn big_body(
     let body = Full::new(Bytes::from(vec![b'x'; size]))
         .map_err(|n| match n {})
         .boxed();
-    (headers, body)
+    (headers.into(), body)
 }
 
 const HI: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nhi";
@@ -291,7 +293,7 @@ async fn a_stalled_body_times_out_after_proxy_read_timeout() {
         b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc",
     ])])
     .await;
-    let headers = HeaderMap::new();
+    let headers = Fields::default();
     let h = head(&Method::GET, &headers, &up.key);
     let read_timeout = Duration::from_millis(300);
     let resp = send(&up.key, None, timeouts(read_timeout), &h, empty())
@@ -314,7 +316,7 @@ async fn connect_errors_read_like_nginx() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
     drop(l);
-    let headers = HeaderMap::new();
+    let headers = Fields::default();
     let h = head(&Method::GET, &headers, &key);
     let Err(e) = send(&key, None, timeouts(Duration::from_secs(1)), &h, empty()).await else {
         panic!("connected to a closed port");
@@ -346,7 +348,7 @@ async fn the_request_head_is_rewritten_and_bodies_reframed() {
     // A chunked request whose body is whole (read before it is sent, as
     // proxy_request_buffering does) goes with a Content-Length, as nginx
     // sends it.
-    post(&up, &headers, b"hello").await;
+    post(&up, &headers.clone().into(), b"hello").await;
     let got = String::from_utf8(up.received.lock().clone()).unwrap();
     assert_eq!(
         got,
@@ -359,7 +361,7 @@ async fn the_request_head_is_rewritten_and_bodies_reframed() {
     up.received.lock().clear();
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("2"));
-    post(&up, &headers, b"ab").await;
+    post(&up, &headers.clone().into(), b"ab").await;
     let got = String::from_utf8(up.received.lock().clone()).unwrap();
     assert!(
         got.ends_with("x-forwarded-for: 127.0.0.9\r\ncontent-length: 2\r\n\r\nab"),
@@ -379,7 +381,7 @@ async fn framing_headers_are_sluices_own() {
     );
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
     headers.insert(header::EXPECT, HeaderValue::from_static("100-continue"));
-    post(&up, &headers, b"hello").await;
+    post(&up, &headers.clone().into(), b"hello").await;
     let got = String::from_utf8(up.received.lock().clone()).unwrap();
     assert_eq!(
         got,
@@ -472,7 +474,7 @@ async fn retries_are_bounded() {
             });
         }
     });
-    let headers = HeaderMap::new();
+    let headers = Fields::default();
     let timeouts = timeouts(Duration::from_secs(1));
     // Pool several connections: concurrent requests.
     let pool = |m: Method| {
@@ -575,6 +577,7 @@ async fn a_slow_upload_is_not_a_read_timeout() {
         HeaderValue::from_static("chunked"),
     );
     let method = Method::POST;
+    let headers = Fields::from(headers);
     let h = head(&method, &headers, &key);
     let body = Slow {
         pieces: vec![b"aa", b"bb", b"cc", b"dd", b"ee"],

@@ -243,7 +243,6 @@ impl Map {
 mod tests {
     use super::*;
     use crate::vars::{Context, Names};
-    use http::HeaderMap;
 
     fn t(s: &str) -> Template {
         Template::parse(s, Context::Key).unwrap()
@@ -264,7 +263,7 @@ mod tests {
     }
 
     fn get(m: &Map, src: &str) -> String {
-        let h = HeaderMap::new();
+        let h = crate::http1::Fields::default();
         let req = RequestVars::for_test(&h, "10.1.2.3");
         let mut out = Vec::new();
         m.value(src.as_bytes(), &req, &mut out);

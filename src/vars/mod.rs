@@ -16,8 +16,9 @@ pub use upstream::UpstreamTry;
 pub use user::{Def, Tables, UserVars};
 
 use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
+use crate::http1::Fields;
 use crate::limiter::LimitReqStatus;
-use http::{HeaderMap, HeaderName, Method, Uri, Version};
+use http::{HeaderName, Method, Uri, Version};
 use std::net::{IpAddr, SocketAddr};
 
 /// A variable nginx users know.
@@ -334,7 +335,7 @@ pub struct RequestVars<'a> {
     pub version: Version,
     /// The normalised, decoded path (`$uri`).
     pub path: &'a str,
-    pub headers: &'a HeaderMap,
+    pub headers: &'a Fields,
     /// The request line as the client sent it, for a request refused
     /// before it could be parsed: `$request` shows it, as nginx's does.
     pub raw_request_line: Option<&'a [u8]>,
@@ -404,7 +405,7 @@ fn push_time(out: &mut Vec<u8>, unix_ms: u64, iso: bool) {
 impl<'a> RequestVars<'a> {
     /// A `GET /t?q=1` from `remote` with `headers`, for tests elsewhere.
     #[cfg(test)]
-    pub fn for_test(headers: &'a HeaderMap, remote: &str) -> RequestVars<'a> {
+    pub fn for_test(headers: &'a Fields, remote: &str) -> RequestVars<'a> {
         let uri: &'static Uri = Box::leak(Box::new(Uri::from_static("/t?q=1")));
         RequestVars {
             remote: SocketAddr::new(remote.parse().unwrap(), 5555),
@@ -427,8 +428,8 @@ impl<'a> RequestVars<'a> {
         if let Some(h) = self.uri.host() {
             return h.to_ascii_lowercase();
         }
-        if let Some(h) = self.headers.get(http::header::HOST) {
-            if let Ok(h) = h.to_str() {
+        if let Some(h) = self.headers.get(&http::header::HOST) {
+            if let Some(h) = crate::http1::fields::as_str(h) {
                 let h = match h.rfind(':') {
                     Some(i) if !h.ends_with(']') => &h[..i],
                     _ => h,
@@ -534,12 +535,12 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
         }
         Var::Http(name) => {
             if let Some(v) = req.headers.get(name) {
-                out.extend_from_slice(v.as_bytes());
+                out.extend_from_slice(v);
             }
         }
         Var::Cookie(name) => {
-            for h in req.headers.get_all(http::header::COOKIE) {
-                if let Some(v) = find_pair(h.as_bytes(), b';', name.as_bytes(), true) {
+            for h in req.headers.get_all(&http::header::COOKIE) {
+                if let Some(v) = find_pair(h, b';', name.as_bytes(), true) {
                     out.extend_from_slice(v);
                     return;
                 }
@@ -551,11 +552,9 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
             }
         }
         Var::ProxyAddXForwardedFor => {
-            for v in req
-                .headers
-                .get_all(http::header::HeaderName::from_static("x-forwarded-for"))
-            {
-                out.extend_from_slice(v.as_bytes());
+            const XFF: HeaderName = HeaderName::from_static("x-forwarded-for");
+            for v in req.headers.get_all(&XFF) {
+                out.extend_from_slice(v);
                 out.extend_from_slice(b", ");
             }
             push_ip(out, req.remote.ip());

@@ -1,7 +1,7 @@
 use super::*;
-use http::HeaderValue;
+use http::{HeaderMap, HeaderValue};
 
-fn req<'a>(uri: &'a Uri, headers: &'a HeaderMap, method: &'a Method) -> RequestVars<'a> {
+fn req<'a>(uri: &'a Uri, headers: &'a Fields, method: &'a Method) -> RequestVars<'a> {
     RequestVars {
         remote: "10.1.2.3:5555".parse().unwrap(),
         local: "127.0.0.1:7060".parse().unwrap(),
@@ -25,6 +25,7 @@ fn variables_and_text() {
     h.insert("x-api-key", "k1".parse().unwrap());
     h.insert("cookie", "a=1; sid=abc".parse().unwrap());
     let m = Method::GET;
+    let h = Fields::Map(h);
     let r = req(&uri, &h, &m);
     let t = Template::parse(
         "$remote_addr|${host}|$uri|$arg_key|$http_x_api_key|$cookie_sid|$request_method",
@@ -50,6 +51,7 @@ fn log_escapes_like_nginx() {
         HeaderValue::from_bytes(b"a\"b\\c\td\xc3\xa9").unwrap(),
     );
     let m = Method::GET;
+    let h = Fields::Map(h);
     let r = req(&uri, &h, &m);
     let eval = |escape| {
         let t = Template::parse("\"$http_user_agent\" $http_referer", Context::Log)

@@ -9,7 +9,7 @@
 //! `client_max_body_size`), then the same requests mutated (bytes replaced, removed, lines
 //! repeated, cut short), are sent to both the same way; for every case the test asserts the
 //! same response bytes (the `date` field's value aside), the same close, and the same bytes at
-//! the upstream.
+//! the upstream (a name's repeated fields grouped at its first on both sides: see [`grouped`]).
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
@@ -238,6 +238,45 @@ fn normalized(bytes: &[u8]) -> String {
     out
 }
 
+/// Each request head's fields with every name's values moved up to its first (stable), as
+/// hyper's `HeaderMap` forwarded them. The own loop forwards fields in the client's order, as
+/// nginx does: the one difference in what the upstream reads, and only where a name repeats
+/// with another between.
+fn grouped(stream: &str) -> String {
+    let mut out = String::new();
+    let mut rest = stream;
+    while let Some(i) = rest.find(" HTTP/1.1\r\n") {
+        let fields_at = i + " HTTP/1.1\r\n".len();
+        out.push_str(&rest[..fields_at]);
+        rest = &rest[fields_at..];
+        let Some(end) = rest.find("\r\n\r\n") else {
+            break;
+        };
+        let mut lines: Vec<(String, &str)> = Vec::new();
+        for line in rest[..end].split("\r\n") {
+            let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
+            match lines.iter().rposition(|(n, _)| *n == name) {
+                Some(j) => lines.insert(j + 1, (name, line)),
+                None => lines.push((name, line)),
+            }
+        }
+        let head: Vec<&str> = lines.iter().map(|(_, l)| *l).collect();
+        out.push_str(&head.join("\r\n"));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn grouping_moves_repeated_fields_up_to_their_first() {
+    let wire = "xxGET / HTTP/1.1\r\nhost: h\r\nx-a: 1\r\nx-b: 2\r\nx-a: 3\r\n\r\nyy";
+    assert_eq!(
+        grouped(wire),
+        "xxGET / HTTP/1.1\r\nhost: h\r\nx-a: 1\r\nx-a: 3\r\nx-b: 2\r\n\r\nyy"
+    );
+}
+
 /// The one difference on purpose: after an exchange that ends the connection (HTTP/1.0
 /// without keep-alive), hyper had read on, and a head the gate refused there was answered
 /// (the connection's own 400, written with `Date:`). The own loop reads nothing after such an
@@ -306,7 +345,7 @@ async fn run(
                     .iter()
                     .map(|b| {
                         let text = String::from_utf8_lossy(b).replace(&port, "UP");
-                        text.replace(&client, "CLIENT")
+                        grouped(&text.replace(&client, "CLIENT"))
                     })
                     .collect();
                 let o = Outcome {

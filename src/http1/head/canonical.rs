@@ -1,7 +1,7 @@
 //! The canonical head, the only bytes hyper parses: one space between the
 //! parts of the request line, an origin-form target hyper's `http::Uri`
-//! accepts, `Host` from an absolute-form target, `name: value` fields with
-//! their spaces trimmed, `CRLF` line ends.
+//! accepts, `host` from an absolute-form target, `name: value` fields with
+//! their names lowercased and their spaces trimmed, `CRLF` line ends.
 //!
 //! Why rewrite rather than pass the client's bytes through: two parsers
 //! (nginx's rules here, hyper's after) must never disagree on a request;
@@ -9,11 +9,17 @@
 //! read the same way, makes that hold by construction.
 
 use super::request_line::LineParts;
+use crate::http1::fields::Span;
 
 /// The canonical request line (and, for an absolute-form target, the `Host`
-/// it stands for) into `c`; returns the request line's length without its
-/// CRLF, for log lines. `available` bytes of the head are at hand.
-pub(super) fn request_line(c: &mut Vec<u8>, parsed: &LineParts<'_>, available: usize) -> usize {
+/// it stands for, noted in `spans`) into `c`; returns the request line's
+/// length without its CRLF, for log lines. `available` bytes of the head
+/// are at hand.
+pub(super) fn request_line(
+    (c, spans): (&mut Vec<u8>, &mut Vec<Span>),
+    parsed: &LineParts<'_>,
+    available: usize,
+) -> usize {
     // Most heads arrive whole: room for all of it at once.
     c.reserve(available.min(8192) + 64);
     c.extend_from_slice(parsed.method);
@@ -27,17 +33,29 @@ pub(super) fn request_line(c: &mut Vec<u8>, parsed: &LineParts<'_>, available: u
     let len = c.len();
     c.extend_from_slice(b"\r\n");
     if let Some(a) = parsed.authority {
-        c.extend_from_slice(b"Host: ");
-        c.extend_from_slice(a);
-        c.extend_from_slice(b"\r\n");
+        field((c, spans), b"host", a);
     }
     len
 }
 
-/// One header field kept, as `name: value` CRLF.
-pub(super) fn field(c: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+/// One header field kept, as `name: value` CRLF, the name lowercased (as
+/// every reader of the canonical head compares names: HTTP/2's are, and
+/// `http::HeaderName` lowercases); where its name and value are noted in
+/// `spans` (the value without surrounding spaces and tabs, as hyper read
+/// values), so that the fields are read in place, never parsed again.
+pub(super) fn field((c, spans): (&mut Vec<u8>, &mut Vec<Span>), name: &[u8], value: &[u8]) {
+    let at = c.len();
+    // (Copied, then lowercased in place: one pass the compiler widens.)
     c.extend_from_slice(name);
+    c[at..].make_ascii_lowercase();
     c.extend_from_slice(b": ");
+    let blank = |b: &u8| matches!(b, b' ' | b'\t');
+    let from = value.iter().position(|b| !blank(b)).unwrap_or(value.len());
+    let to = value
+        .iter()
+        .rposition(|b| !blank(b))
+        .map_or(from, |i| i + 1);
+    spans.push(Span::new(at, name.len(), c.len() + from, to - from));
     c.extend_from_slice(value);
     c.extend_from_slice(b"\r\n");
 }

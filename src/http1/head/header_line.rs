@@ -86,7 +86,7 @@ impl HeadParser {
             }
         }
         self.note_upgrade(name, value);
-        canonical::field(&mut self.canonical, name, value);
+        canonical::field((&mut self.canonical, &mut self.spans), name, value);
         Ok(())
     }
 

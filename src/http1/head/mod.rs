@@ -102,8 +102,8 @@ pub struct Head {
     /// It asks to switch protocols ([`upgrade_asked`]): what follows it on
     /// the connection may not be HTTP (see [`super::Gate`]).
     pub upgrade: bool,
-    /// At most this many fields in the canonical head.
-    pub fields: usize,
+    /// Where each field is in `canonical`, in order.
+    pub spans: Vec<crate::http1::fields::Span>,
 }
 
 /// nginx's answer to a head it will not serve; the connection is closed
@@ -161,6 +161,8 @@ pub struct HeadParser {
     /// buffer per head: the request line, `Host` for an absolute-form
     /// target, then the fields kept).
     canonical: Vec<u8>,
+    /// Where each field kept is in `canonical`.
+    spans: Vec<crate::http1::fields::Span>,
     count: usize,
     /// Unique headers seen (bit i: `UNIQUE[i]`).
     seen: u16,
@@ -195,6 +197,7 @@ impl HeadParser {
             buffers: Buffers::new(rules.large_header_buffers),
             line: None,
             canonical: Vec::new(),
+            spans: Vec::new(),
             count: 0,
             seen: 0,
             host: false,

@@ -23,7 +23,8 @@ impl HeadParser {
             request_line: Some(line.to_vec()),
             in_headers: false,
         })?;
-        let len = canonical::request_line(&mut self.canonical, &parsed, available);
+        let len =
+            canonical::request_line((&mut self.canonical, &mut self.spans), &parsed, available);
         self.line = Some(RequestLine {
             len,
             refused_method: refused_method(parsed.method),
@@ -54,7 +55,11 @@ impl HeadParser {
             request_line: None,
             in_headers: true,
         })?;
-        let len = canonical::request_line(&mut self.canonical, &parsed, target.len() + 256);
+        let len = canonical::request_line(
+            (&mut self.canonical, &mut self.spans),
+            &parsed,
+            target.len() + 256,
+        );
         self.line = Some(RequestLine {
             len,
             refused_method: refused_method(parsed.method),

@@ -133,8 +133,7 @@ impl HeadParser {
             framing,
             dropped: std::mem::take(&mut self.dropped),
             upgrade: line.http11 && self.upgrade.0 && self.upgrade.1,
-            // (One more for the `Host` an absolute-form target adds.)
-            fields: self.count + 1,
+            spans: std::mem::take(&mut self.spans),
         })
     }
 }

@@ -43,10 +43,10 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
-/// For the `h1loop` fuzz target: the request the loop makes of a head.
+/// For the `h1loop` fuzz target: the request head the loop makes of a head.
 #[cfg(any(test, feature = "fuzzing"))]
-pub fn read(head: crate::http1::Head) -> Option<http::Request<crate::client_body::ClientBody>> {
-    request::read(head).map(|e| e.req)
+pub fn read(head: crate::http1::Head) -> Option<phases::RequestHead> {
+    request::read(head).map(|e| e.head)
 }
 #[cfg(any(test, feature = "fuzzing"))]
 pub use response::{Asked, Framing, Length, encode};
@@ -137,7 +137,8 @@ async fn serve_one<S: ClientStream>(
     stopping: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<After, Failed> {
     let request::Exchange {
-        req,
+        head,
+        body,
         pipe,
         asked,
         mut keep_alive,
@@ -159,7 +160,7 @@ async fn serve_one<S: ClientStream>(
     // into its box, not moved there: a move copies all 3 KB.)
     let fut = Box::write(
         Box::new_uninit(),
-        phases::handle(shared.env.clone(), conn.clone(), req, start),
+        phases::handle(shared.env.clone(), conn.clone(), (head, body), start),
     );
     let fut = Box::into_pin(fut);
     let Some(handled) = drive(fut, io, &mut feed).await else {

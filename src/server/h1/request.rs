@@ -2,21 +2,25 @@
 //!
 //! The gate has already read the client's head with nginx's rules and
 //! written it in one narrow form ([`crate::http1::head`]'s `canonical`):
-//! `METHOD SP target SP HTTP/1.x CRLF`, then `Name: value CRLF` per field
-//! kept, then `CRLF`. So this is no second parse, only cutting that form at
-//! its known separators; the values are slices of the head's own buffer,
-//! not copies.
+//! `METHOD SP target SP HTTP/1.x CRLF`, then `name: value CRLF` per field
+//! kept (the name lowercased), then `CRLF`. So this is no second parse,
+//! only cutting that form at its known separators; the fields stay where
+//! they are in the head's own buffer ([`Wire`]), with no `HeaderMap` built
+//! of them (issue #31).
 
 use super::response::{Asked, has_token};
 use crate::client_body::{ClientBody, Pipe};
-use crate::http1::{Framing, Head};
+use crate::http1::fields::Wire;
+use crate::http1::{Fields, Framing, Head};
+use crate::request::RequestHead;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Uri, Version};
+use http::header;
+use http::{Method, Uri, Version};
 
 /// A request as the loop serves it.
 pub(super) struct Exchange {
-    pub(super) req: Request<ClientBody>,
+    pub(super) head: RequestHead,
+    pub(super) body: ClientBody,
     /// Its body's feed, if it has a body.
     pub(super) pipe: Option<Pipe>,
     pub(super) asked: Asked,
@@ -31,7 +35,7 @@ pub(super) struct Exchange {
 /// The request of a canonical head (`None` if it is not one, which the gate
 /// never gives).
 pub(super) fn read(head: Head) -> Option<Exchange> {
-    let (framing, fields) = (head.framing, head.fields);
+    let framing = head.framing;
     let bytes = Bytes::from(head.canonical);
     let first = line_end(&bytes)?;
     let line = &bytes[..first];
@@ -40,34 +44,15 @@ pub(super) fn read(head: Head) -> Option<Exchange> {
     let method = Method::from_bytes(&line[..sp1]).ok()?;
     let uri = Uri::from_maybe_shared(bytes.slice(sp1 + 1..sp2)).ok()?;
     let http11 = &line[sp2 + 1..] == b"HTTP/1.1";
-    let mut headers = HeaderMap::with_capacity(fields);
-    // `Connection` is read as the fields go by (not looked up after).
-    let (mut close, mut keep) = (false, false);
-    let mut pos = first + 2;
-    while bytes.get(pos).is_some_and(|&b| b != b'\r') {
-        let end = pos + line_end(&bytes[pos..])?;
-        // (A field name has no `:`; the canonical form puts one space after it.)
-        let colon = pos + bytes[pos..end].iter().position(|&b| b == b':')?;
-        let name = HeaderName::from_bytes(&bytes[pos..colon]).ok()?;
-        // (Leading and trailing tabs too, as hyper read values.)
-        let (mut from, mut to) = (colon + 1, end);
-        while from < to && matches!(bytes[from], b' ' | b'\t') {
-            from += 1;
-        }
-        while to > from && matches!(bytes[to - 1], b' ' | b'\t') {
-            to -= 1;
-        }
-        let value = HeaderValue::from_maybe_shared(bytes.slice(from..to)).ok()?;
-        if name == header::CONNECTION {
-            close |= has_token(&value, b"close");
-            keep |= has_token(&value, b"keep-alive");
-        }
-        headers.append(name, value);
-        pos = end + 2;
-    }
+    let fields = Fields::Wire(Wire::new(bytes, head.spans));
     // As hyper read it: HTTP/1.1 keeps the connection unless a
     // `Connection` says close; HTTP/1.0 closes it unless one says
     // keep-alive.
+    let (mut close, mut keep) = (false, false);
+    for v in fields.get_all(&header::CONNECTION) {
+        close |= has_token(v, b"close");
+        keep |= has_token(v, b"keep-alive");
+    }
     let keep_alive = !close && (http11 || keep);
     let length = match framing {
         Framing::None | Framing::Length(0) => None,
@@ -76,9 +61,9 @@ pub(super) fn read(head: Head) -> Option<Exchange> {
     };
     let expect_continue = http11
         && length.is_some()
-        && headers
-            .get(header::EXPECT)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        && fields
+            .get(&header::EXPECT)
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue"));
     let (pipe, body) = match length {
         None => (None, ClientBody::Empty),
         Some(n) => {
@@ -90,17 +75,19 @@ pub(super) fn read(head: Head) -> Option<Exchange> {
         http10: !http11,
         head: method == Method::HEAD,
     };
-    let mut req = Request::new(body);
-    *req.method_mut() = method;
-    *req.uri_mut() = uri;
-    *req.version_mut() = if http11 {
+    let version = if http11 {
         Version::HTTP_11
     } else {
         Version::HTTP_10
     };
-    *req.headers_mut() = headers;
     Some(Exchange {
-        req,
+        head: RequestHead {
+            method,
+            uri,
+            version,
+            fields,
+        },
+        body,
         pipe,
         asked,
         keep_alive,
@@ -133,13 +120,17 @@ mod tests {
         let e = exchange(
             b"POST http://example.com:8080/a%20b?q=1 HTTP/1.1\r\nHost: other\r\nX-A:  v  \r\nContent-Length: 3\r\nExpect: 100-Continue\r\nX-A: w\r\n\r\n",
         );
-        assert_eq!(e.req.method(), Method::POST);
-        assert_eq!(e.req.uri(), "/a%20b?q=1");
-        assert_eq!(e.req.headers()["host"], "example.com:8080");
-        let xa: Vec<_> = e.req.headers().get_all("x-a").iter().collect();
-        assert_eq!(xa, ["v", "w"]);
+        assert_eq!(e.head.method, Method::POST);
+        assert_eq!(e.head.uri, "/a%20b?q=1");
+        assert_eq!(
+            e.head.fields.get(&header::HOST),
+            Some(&b"example.com:8080"[..])
+        );
+        let xa = http::HeaderName::from_static("x-a");
+        let xa: Vec<_> = e.head.fields.get_all(&xa).collect();
+        assert_eq!(xa, [b"v", b"w"]);
         assert!(e.keep_alive && e.expect_continue && e.pipe.is_some());
-        assert_eq!(e.req.version(), Version::HTTP_11);
+        assert_eq!(e.head.version, Version::HTTP_11);
 
         let e = exchange(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
         assert!(e.keep_alive && e.asked.http10 && e.pipe.is_none());

@@ -135,7 +135,9 @@ pub fn buffer(headers: &http::HeaderMap, body: Length, small: usize) -> Vec<u8> 
 fn fix_connection(parts: &mut http::response::Parts, asked: Asked, keep_alive: &mut bool) {
     let values = parts.headers.get_all(header::CONNECTION);
     if asked.http10 {
-        let says_keep_alive = values.iter().any(|v| has_token(v, b"keep-alive"));
+        let says_keep_alive = values
+            .iter()
+            .any(|v| has_token(v.as_bytes(), b"keep-alive"));
         if !says_keep_alive {
             if parts.version == Version::HTTP_10 {
                 *keep_alive = false;
@@ -145,7 +147,7 @@ fn fix_connection(parts: &mut http::response::Parts, asked: Asked, keep_alive: &
                     .append(header::CONNECTION, HeaderValue::from_static("keep-alive"));
             }
         }
-    } else if !*keep_alive && !values.iter().any(|v| has_token(v, b"close")) {
+    } else if !*keep_alive && !values.iter().any(|v| has_token(v.as_bytes(), b"close")) {
         parts
             .headers
             .append(header::CONNECTION, HeaderValue::from_static("close"));
@@ -153,9 +155,8 @@ fn fix_connection(parts: &mut http::response::Parts, asked: Asked, keep_alive: &
 }
 
 /// Whether a `Connection`-like value lists `token`.
-pub(super) fn has_token(value: &HeaderValue, token: &[u8]) -> bool {
+pub(super) fn has_token(value: &[u8], token: &[u8]) -> bool {
     value
-        .as_bytes()
         .split(|&b| b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
@@ -196,7 +197,7 @@ impl Fields<'_> {
                     self.dst.extend_from_slice(b"connection: ");
                     let mut v = value;
                     loop {
-                        if has_token(v, b"close") {
+                        if has_token(v.as_bytes(), b"close") {
                             self.last = true;
                         }
                         self.dst.extend_from_slice(v.as_bytes());

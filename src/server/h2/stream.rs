@@ -366,7 +366,9 @@ async fn serve_stream(
         Ok(refused(&shared, &conn, refusal, start))
     } else {
         as_http1(&mut req);
-        request::handle(shared.env.clone(), conn, req.map(ClientBody::Hyper), start).await
+        let (head, body) = req.into_parts();
+        let req = (head.into(), ClientBody::Hyper(body));
+        request::handle(shared.env.clone(), conn, req, start).await
     };
     let status = resp
         .as_ref()

@@ -1,0 +1,236 @@
+//! A request's header fields as the phases read them: where they are in
+//! the gate's canonical head ([`Wire`], HTTP/1.1), or hyper's `HeaderMap`
+//! (HTTP/2).
+//!
+//! Why not always a `HeaderMap`: the gate has already read every field
+//! with nginx's rules and written it in one narrow form (`name: value`
+//! CRLF, the name lowercased, the value a valid field value). Building a
+//! map of it cost each request a `HeaderName` and a `HeaderValue` per field
+//! and the map's own hashing (issue #31), only for the phases to look a few
+//! names up and for the upstream writer to copy every field out again. A
+//! list of where each field is costs a pass over the lines; a lookup is a
+//! walk of a short list, as nginx's own `headers_in` list is.
+//!
+//! What a reader sees is the same either way: lowercase names, values
+//! without their surrounding spaces and tabs, repeated fields in order. One
+//! difference, on purpose: [`Fields::iter`] yields a head's fields in the
+//! order the client sent them (nginx forwards them so), where a
+//! `HeaderMap` groups each name's values at its first.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName};
+
+/// Where one field is in the head: name offset and length, value offset
+/// and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    name: u32,
+    name_len: u32,
+    value: u32,
+    value_len: u32,
+}
+
+impl Span {
+    /// A field whose name is at `head[name..name + name_len]` and value at
+    /// `head[value..value + value_len]`: a head is far below 4 GB (the
+    /// gate's buffers are kilobytes), so the offsets fit.
+    pub(crate) fn new(name: usize, name_len: usize, value: usize, value_len: usize) -> Span {
+        Span {
+            name: name as u32,
+            name_len: name_len as u32,
+            value: value as u32,
+            value_len: value_len as u32,
+        }
+    }
+}
+
+/// Fields in place in a canonical head.
+#[derive(Clone, Debug, Default)]
+pub struct Wire {
+    head: Bytes,
+    at: Vec<Span>,
+}
+
+impl Wire {
+    /// The fields at `at` in `head` (a canonical head, as the gate wrote
+    /// it and noted where each field is).
+    pub fn new(head: Bytes, at: Vec<Span>) -> Wire {
+        Wire { head, at }
+    }
+
+    fn name(&self, s: &Span) -> &[u8] {
+        &self.head[s.name as usize..(s.name + s.name_len) as usize]
+    }
+
+    fn value(&self, s: &Span) -> &[u8] {
+        &self.head[s.value as usize..(s.value + s.value_len) as usize]
+    }
+}
+
+/// A value as text if it is visible ASCII (and tabs) only, as
+/// `HeaderValue::to_str` reads one.
+pub fn as_str(value: &[u8]) -> Option<&str> {
+    if value
+        .iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        std::str::from_utf8(value).ok()
+    } else {
+        None
+    }
+}
+
+/// A request's header fields.
+#[derive(Clone, Debug)]
+pub enum Fields {
+    /// In place in the HTTP/1.1 gate's canonical head.
+    Wire(Wire),
+    /// As hyper read them (HTTP/2).
+    Map(HeaderMap),
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Fields::Wire(Wire::default())
+    }
+}
+
+impl Fields {
+    /// The first value of `name`.
+    pub fn get(&self, name: &HeaderName) -> Option<&[u8]> {
+        match self {
+            Fields::Wire(w) => {
+                let name = name.as_str().as_bytes();
+                w.at.iter().find(|s| w.name(s) == name).map(|s| w.value(s))
+            }
+            Fields::Map(m) => m.get(name).map(http::HeaderValue::as_bytes),
+        }
+    }
+
+    /// Every value of `name`, in order.
+    pub fn get_all<'a, 'n>(&'a self, name: &'n HeaderName) -> Values<'a, 'n> {
+        match self {
+            Fields::Wire(w) => Values(ValuesOf::Wire {
+                wire: w,
+                at: w.at.iter(),
+                name: name.as_str().as_bytes(),
+            }),
+            Fields::Map(m) => Values(ValuesOf::Map(m.get_all(name).into_iter())),
+        }
+    }
+
+    /// Whether `name` is among them.
+    pub fn contains(&self, name: &HeaderName) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Every field, name and value (see the module's note on order).
+    pub fn iter(&self) -> Iter<'_> {
+        match self {
+            Fields::Wire(w) => Iter(IterOf::Wire(w, w.at.iter())),
+            Fields::Map(m) => Iter(IterOf::Map(m.iter())),
+        }
+    }
+}
+
+impl From<HeaderMap> for Fields {
+    fn from(m: HeaderMap) -> Fields {
+        Fields::Map(m)
+    }
+}
+
+/// The values of one name.
+pub struct Values<'a, 'n>(ValuesOf<'a, 'n>);
+
+enum ValuesOf<'a, 'n> {
+    Wire {
+        wire: &'a Wire,
+        at: std::slice::Iter<'a, Span>,
+        name: &'n [u8],
+    },
+    Map(http::header::ValueIter<'a, http::HeaderValue>),
+}
+
+impl<'a> Iterator for Values<'a, '_> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        match &mut self.0 {
+            ValuesOf::Wire { wire, at, name } => {
+                let wire: &'a Wire = wire;
+                at.find(|s| wire.name(s) == *name).map(|s| wire.value(s))
+            }
+            ValuesOf::Map(v) => v.next().map(http::HeaderValue::as_bytes),
+        }
+    }
+}
+
+/// Every field: its lowercase name and its value.
+pub struct Iter<'a>(IterOf<'a>);
+
+enum IterOf<'a> {
+    Wire(&'a Wire, std::slice::Iter<'a, Span>),
+    Map(http::header::Iter<'a, http::HeaderValue>),
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            IterOf::Wire(w, at) => {
+                let w: &'a Wire = w;
+                at.next().map(|s| (w.name(s), w.value(s)))
+            }
+            IterOf::Map(m) => m.next().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header;
+
+    /// The fields of a head the gate reads.
+    fn wire(fields: &str) -> Fields {
+        let head = format!("GET / HTTP/1.1\r\n{fields}\r\n");
+        match crate::http1::parse_head(head.as_bytes(), &crate::http1::HeadRules::default()) {
+            crate::http1::Parsed::Head(h) => Fields::Wire(Wire::new(h.canonical.into(), h.spans)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn wire_fields_read_as_a_map_would() {
+        let f = wire("Host: a\r\nX-A:  1 \t\r\nx-b: 2\r\nx-A: 3\r\nX-Empty: \r\n");
+        let mut m = HeaderMap::new();
+        for (n, v) in [
+            ("host", "a"),
+            ("x-a", "1"),
+            ("x-b", "2"),
+            ("x-a", "3"),
+            ("x-empty", ""),
+        ] {
+            m.append(n, v.parse().unwrap());
+        }
+        let m = Fields::Map(m);
+        let xa = HeaderName::from_static("x-a");
+        for f in [&f, &m] {
+            assert_eq!(f.get(&header::HOST), Some(&b"a"[..]));
+            assert_eq!(f.get_all(&xa).collect::<Vec<_>>(), [b"1", b"3"]);
+            assert_eq!(f.get(&HeaderName::from_static("x-empty")), Some(&b""[..]));
+            assert!(!f.contains(&header::COOKIE));
+        }
+        // The wire's order is the client's; a map groups a name's values.
+        let order = |f: &Fields| f.iter().map(|(n, _)| n.to_vec()).collect::<Vec<_>>();
+        assert_eq!(
+            order(&f),
+            [&b"host"[..], b"x-a", b"x-b", b"x-a", b"x-empty"]
+        );
+        assert_eq!(
+            order(&m),
+            [&b"host"[..], b"x-a", b"x-a", b"x-b", b"x-empty"]
+        );
+    }
+}
