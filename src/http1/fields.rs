@@ -7,9 +7,9 @@
 //! CRLF, the name lowercased, the value a valid field value). Building a
 //! map of it cost each request a `HeaderName` and a `HeaderValue` per field
 //! and the map's own hashing (issue #31), only for the phases to look a few
-//! names up and for the upstream writer to copy every field out again. A
-//! list of where each field is costs a pass over the lines; a lookup is a
-//! walk of a short list, as nginx's own `headers_in` list is.
+//! names up and for the upstream writer to copy every field out again. The
+//! gate notes where each field is as it writes it ([`Span`]); a lookup is a
+//! walk of that short list, as nginx's own `headers_in` list is.
 //!
 //! What a reader sees is the same either way: lowercase names, values
 //! without their surrounding spaces and tabs, repeated fields in order. One
@@ -44,7 +44,7 @@ impl Span {
     }
 }
 
-/// Fields in place in a canonical head.
+/// Fields in place in a canonical head: the head, and where each field is.
 #[derive(Clone, Debug, Default)]
 pub struct Wire {
     head: Bytes,
@@ -58,12 +58,16 @@ impl Wire {
         Wire { head, at }
     }
 
+    // (A span is the gate's, inside its head; were one not, it would read
+    // as empty rather than panic.)
     fn name(&self, s: &Span) -> &[u8] {
-        &self.head[s.name as usize..(s.name + s.name_len) as usize]
+        let (from, len) = (s.name as usize, s.name_len as usize);
+        self.head.get(from..from + len).unwrap_or_default()
     }
 
     fn value(&self, s: &Span) -> &[u8] {
-        &self.head[s.value as usize..(s.value + s.value_len) as usize]
+        let (from, len) = (s.value as usize, s.value_len as usize);
+        self.head.get(from..from + len).unwrap_or_default()
     }
 }
 

@@ -215,18 +215,17 @@ fn tunnel_to(
 /// 9113 retired that upgrade; the request goes as a plain one.
 fn upgrade_of(req: &RequestHead) -> Option<&[u8]> {
     let h = &req.fields;
+    let upgrades = || h.get_all(&header::UPGRADE);
     // (Most requests have no Upgrade: one lookup for them.)
-    let mut upgrade = h.get_all(&header::UPGRADE).peekable();
-    upgrade.peek()?;
-    let connection = h.get_all(&header::CONNECTION);
-    let http11 = req.version == Version::HTTP_11;
-    let upgrades = h.get_all(&header::UPGRADE);
-    if !crate::http1::upgrade_asked(http11, upgrades, connection)
-        || h.get_all(&header::UPGRADE).any(lists_h2c)
-    {
+    upgrades().next()?;
+    let (http11, connection) = (
+        req.version == Version::HTTP_11,
+        h.get_all(&header::CONNECTION),
+    );
+    if !crate::http1::upgrade_asked(http11, upgrades(), connection) || upgrades().any(lists_h2c) {
         return None;
     }
-    upgrade.find(|v| !v.trim_ascii().is_empty())
+    upgrades().find(|v| !v.trim_ascii().is_empty())
 }
 
 /// An `Upgrade` value offers `h2c` (among its comma-separated protocols).
