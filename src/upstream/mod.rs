@@ -243,7 +243,7 @@ where
         let mut received = false;
         let exchanged = exchange(
             &mut conn,
-            (head.method, head.hidden),
+            head,
             has_body.then_some((&mut body, chunked)),
             timeouts,
             &mut received,
@@ -279,7 +279,7 @@ where
 /// head, the two at once while a body is being sent.
 async fn exchange<B>(
     conn: &mut Conn,
-    method: (&Method, &crate::headers::HiddenHeaders),
+    head: &Head<'_>,
     body: Option<(&mut B, bool)>,
     timeouts: UpstreamTimeouts,
     received: &mut bool,
@@ -288,9 +288,11 @@ where
     B: Body<Data = Bytes, Error = BodyError> + Unpin,
 {
     let read_timeout = timeouts.proxy_read;
+    // (What reading the response head needs of the request.)
+    let response = (head.method, head.hidden);
     write_all(&mut conn.stream, &conn.write, timeouts.proxy_send).await?;
     let Some((body, chunked)) = body else {
-        let reading = read_head(&mut conn.stream, &mut conn.read, method, received);
+        let reading = read_head(&mut conn.stream, &mut conn.read, response, received);
         return match tokio::time::timeout(read_timeout, reading).await {
             Ok(r) => r,
             Err(_) => Err(Error::ReadTimeout),
@@ -298,7 +300,7 @@ where
     };
     let (mut rd, mut wr) = conn.stream.split();
     let sending = send_body(&mut wr, &mut conn.write, body, chunked, timeouts);
-    let reading = read_head(&mut rd, &mut conn.read, method, received);
+    let reading = read_head(&mut rd, &mut conn.read, response, received);
     let waiting = tokio::time::sleep(read_timeout);
     tokio::pin!(sending, reading, waiting);
     // Once the request is sent (or the upstream stopped taking it),
