@@ -32,18 +32,19 @@ pub struct ProxyHeaders {
 /// Request fields sluice writes itself whatever `proxy_set_header` says: the
 /// body's framing (never the client's or the configuration's word: one
 /// request must not smuggle another) and the connection's own fields.
-pub fn managed(name: &HeaderName) -> bool {
+/// (`name` lowercase.)
+pub fn managed(name: &[u8]) -> bool {
     matches!(
-        name.as_str(),
-        "connection"
-            | "upgrade"
-            | "keep-alive"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "content-length"
-            | "expect"
-            | "proxy-connection"
+        name,
+        b"connection"
+            | b"upgrade"
+            | b"keep-alive"
+            | b"te"
+            | b"trailer"
+            | b"transfer-encoding"
+            | b"content-length"
+            | b"expect"
+            | b"proxy-connection"
     )
 }
 
@@ -54,7 +55,7 @@ impl ProxyHeaders {
     pub fn new(configured: &[(HeaderName, Template)]) -> ProxyHeaders {
         let mut set: Vec<(HeaderName, Template)> = configured
             .iter()
-            .filter(|(n, _)| !managed(n))
+            .filter(|(n, _)| !managed(n.as_str().as_bytes()))
             .cloned()
             .collect();
         for (name, value) in [

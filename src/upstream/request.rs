@@ -46,26 +46,14 @@ pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
     }
 }
 
-/// Request headers that are the connection's, not the request's (RFC 9110
-/// §7.6.1), `Expect` (sluice answers 100-continue itself and streams the
-/// body at once), and the framing, which this function writes itself.
-/// (Those `proxy_set_header` names, Host and X-Forwarded-For by default,
-/// are replaced too.)
+/// Request headers the client's request does not pass on: those sluice
+/// writes itself ([`crate::headers::managed`]: the connection's own, the
+/// framing, `Expect`, which sluice answers itself, streaming the body at
+/// once) and the proxy credentials, which are this hop's (RFC 9110
+/// §11.7). (Those `proxy_set_header` names, Host and X-Forwarded-For by
+/// default, are replaced too.)
 fn replaced(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"connection"
-            | b"keep-alive"
-            | b"proxy-connection"
-            | b"te"
-            | b"trailer"
-            | b"transfer-encoding"
-            | b"content-length"
-            | b"upgrade"
-            | b"proxy-authenticate"
-            | b"proxy-authorization"
-            | b"expect"
-    )
+    crate::headers::managed(name) || matches!(name, b"proxy-authenticate" | b"proxy-authorization")
 }
 
 /// Names a `Connection` header lists are hop-by-hop too.
