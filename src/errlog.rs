@@ -168,16 +168,16 @@ static STDERR_OUT: std::sync::LazyLock<std::sync::Arc<StderrOut>> =
 /// `YYYY/MM/DD HH:MM:SS [level] PID#TID: `. The prefix is formatted once a
 /// second (and level) per thread, from the coarse clock (nginx too prints a
 /// cached time); the process and thread numbers never change on a thread.
-fn push_prefix(out: &mut Vec<u8>, level: &str) {
+fn push_prefix(out: &mut Vec<u8>, level: &'static str) {
     thread_local! {
         /// The second, the level and their prefix.
-        static PREFIX: std::cell::RefCell<(u64, String, Vec<u8>)> = const {
-            std::cell::RefCell::new((u64::MAX, String::new(), Vec::new()))
+        static PREFIX: std::cell::RefCell<(u64, &'static str, Vec<u8>)> = const {
+            std::cell::RefCell::new((u64::MAX, "", Vec::new()))
         };
     }
     let now = Timestamp::coarse_now();
     PREFIX.with_borrow_mut(|(secs, lvl, prefix)| {
-        if *secs != now.secs() || lvl.as_str() != level {
+        if *secs != now.secs() || *lvl != level {
             prefix.clear();
             push_fmt(prefix, format_args!("{now}"));
             prefix.extend_from_slice(b" [");
@@ -187,7 +187,7 @@ fn push_prefix(out: &mut Vec<u8>, level: &str) {
             prefix.push(b'#');
             push_u64(prefix, thread_number());
             prefix.extend_from_slice(b": ");
-            (*secs, *lvl) = (now.secs(), level.to_owned());
+            (*secs, *lvl) = (now.secs(), level);
         }
         out.extend_from_slice(prefix);
     });
