@@ -6,7 +6,9 @@
 //! server logs line by line, as nginx) and collects the pass's later lines,
 //! per destination, for a flusher task that runs after the tasks already
 //! scheduled, or before the thread sleeps (the runtime's `on_thread_park`):
-//! one system call for dozens of lines. A batched line waits microseconds,
+//! one system call for dozens of lines. The flusher is woken by the first
+//! line that waits, not by the first of a pass: a pass of one line (one
+//! client, a request per wake-up) costs no task wake-up. A batched line waits microseconds,
 //! and may trail its response by as much.
 //!
 //! A batch is whole lines and at most [`BATCH_MAX`] bytes, so that a batch
@@ -31,6 +33,8 @@ pub trait Output: Send + Sync + 'static {
 struct Pending {
     /// A line was written in this pass: later ones are batched.
     open: bool,
+    /// The flusher was woken for this pass's batch.
+    woken: bool,
     /// One buffer per destination written to in this pass.
     outs: Vec<(Arc<dyn Output>, Vec<u8>)>,
     flusher: Arc<Notify>,
@@ -65,8 +69,9 @@ pub fn write<O: Output>(out: &Arc<O>, lines: &[u8]) {
     let batched = PENDING.with_borrow_mut(|p| {
         let Some(p) = p else { return false };
         if !p.open {
+            // Nothing waits yet: the flusher is woken by the first line
+            // that does (a pass of one line costs no task wake-up).
             p.open = true;
-            p.flusher.notify_one();
             return false;
         }
         let at = p.position(out);
@@ -88,6 +93,10 @@ pub fn write<O: Output>(out: &Arc<O>, lines: &[u8]) {
             buf.clear();
         }
         buf.extend_from_slice(lines);
+        if !p.woken {
+            p.woken = true;
+            p.flusher.notify_one();
+        }
         true
     });
     if !batched {
@@ -101,6 +110,7 @@ pub fn on_this_thread() {
     let flusher = Arc::new(Notify::new());
     PENDING.set(Some(Pending {
         open: false,
+        woken: false,
         outs: Vec::new(),
         flusher: flusher.clone(),
     }));
@@ -135,6 +145,7 @@ pub fn flush() {
     let mut outs = PENDING.with_borrow_mut(|p| match p {
         Some(p) => {
             p.open = false;
+            p.woken = false;
             std::mem::take(&mut p.outs)
         }
         None => Vec::new(),
@@ -175,6 +186,34 @@ mod tests {
         write(&r, b"a\n");
         write(&r, b"b\n");
         assert_eq!(*r.0.lock(), vec![b"a\n".to_vec(), b"b\n".to_vec()]);
+    }
+
+    /// A pass of one line wakes no flusher: nothing waits. Its pass stays
+    /// open until the thread parks, so a line of a later pass that comes
+    /// before then is batched, and that wakes the flusher.
+    #[test]
+    fn a_lone_line_wakes_no_flusher() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let a = Arc::new(Recorder::default());
+        let a2 = a.clone();
+        rt.block_on(async move {
+            on_this_thread();
+            write(&a2, b"1\n");
+            tokio::task::yield_now().await;
+            write(&a2, b"2\n");
+            assert_eq!(
+                a2.0.lock().len(),
+                1,
+                "no flusher ran: the pass is still open"
+            );
+            tokio::task::yield_now().await;
+            assert_eq!(*a2.0.lock(), vec![b"1\n".to_vec(), b"2\n".to_vec()]);
+            write(&a2, b"3\n");
+            assert_eq!(a2.0.lock().len(), 3, "the flusher closed the pass");
+        });
     }
 
     /// The first line of a pass goes out at once; the rest of the pass is
