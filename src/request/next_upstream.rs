@@ -142,7 +142,8 @@ where
             None => Vec::new(),
         };
         let mut a = group.start(key, next.tries);
-        let began = Instant::now();
+        // (A clock read only where `proxy_next_upstream_timeout` is set.)
+        let began = next.timeout.map(|_| Instant::now());
         let idempotent = !matches!(head.method.as_str(), "POST" | "LOCK" | "PATCH");
         let tls = self.loc.upstream_tls.as_ref();
         loop {
@@ -173,7 +174,10 @@ where
             let tried = Tried {
                 peer,
                 ms: start.elapsed().as_millis() as u64,
-                timed_out: next.timeout.is_some_and(|t| began.elapsed() >= t),
+                timed_out: next
+                    .timeout
+                    .zip(began)
+                    .is_some_and(|(t, b)| b.elapsed() >= t),
                 idempotent,
             };
             let step = match sent {

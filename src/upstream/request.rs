@@ -32,17 +32,35 @@ pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
     timeout: Duration,
 ) -> Result<(), Error> {
     while !bytes.is_empty() {
-        match tokio::time::timeout(timeout, w.write(bytes)).await {
+        match waited(timeout, w.write(bytes)).await {
             Ok(Ok(0)) => return Err(Error::Send(io::ErrorKind::WriteZero.into())),
             Ok(Ok(n)) => bytes = &bytes[n..],
             Ok(Err(e)) => return Err(Error::Send(e)),
             Err(_) => return Err(Error::SendTimeout),
         }
     }
-    match tokio::time::timeout(timeout, w.flush()).await {
+    match waited(timeout, w.flush()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(Error::Send(e)),
         Err(_) => Err(Error::SendTimeout),
+    }
+}
+
+/// `fut`, failed if it waits longer than `timeout`; the timeout is taken
+/// (a clock read, a timer) only once it does wait: most writes to an
+/// upstream's socket are done when first tried.
+pub(super) async fn waited<F: std::future::Future>(
+    timeout: Duration,
+    fut: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    let mut fut = std::pin::pin!(fut);
+    let first = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    });
+    match first.await {
+        Some(out) => Ok(out),
+        None => tokio::time::timeout(timeout, fut).await,
     }
 }
 
