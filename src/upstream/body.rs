@@ -13,7 +13,6 @@ use super::pool::{Conn, Key, READ_CHUNK, checkin};
 use crate::body::BodyError;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -58,10 +57,9 @@ pub struct UpstreamBody {
     pub(super) key: Key,
     pub(super) framing: Framing,
     pub(super) keep: bool,
-    /// nginx's `proxy_read_timeout` between two reads of the body.
+    /// nginx's `proxy_read_timeout` between two reads of the body (the
+    /// connection's timer).
     pub(super) read_timeout: Duration,
-    /// Armed only while a read waits.
-    pub(super) timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 /// Why a response body broke off (the client connection is then closed:
@@ -212,15 +210,11 @@ impl Body for UpstreamBody {
                 tokio_util::io::poll_read_buf(Pin::new(&mut conn.stream), cx, &mut conn.read);
             let read = match polled {
                 Poll::Ready(r) => {
-                    this.timer = None;
+                    conn.timer.done();
                     r
                 }
                 Poll::Pending => {
-                    let wait = this.read_timeout;
-                    let timer = this
-                        .timer
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(wait)));
-                    ready!(timer.as_mut().poll(cx));
+                    ready!(conn.timer.poll_expired(cx, this.read_timeout));
                     // Logged with its connection when hyper reports it.
                     this.conn = None;
                     return Poll::Ready(Some(Err(Box::new(BodyFailure::TimedOut))));

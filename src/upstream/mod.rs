@@ -257,7 +257,6 @@ where
                     framing,
                     keep,
                     read_timeout: timeouts.proxy_read,
-                    timer: None,
                 };
                 let mut resp = resp.map(|()| body);
                 resp.body_mut().finish_if_done();
@@ -293,9 +292,9 @@ where
     write_all(&mut conn.stream, &conn.write, timeouts.proxy_send).await?;
     let Some((body, chunked)) = body else {
         let reading = read_head(&mut conn.stream, &mut conn.read, response, received);
-        return match tokio::time::timeout(read_timeout, reading).await {
-            Ok(r) => r,
-            Err(_) => Err(Error::ReadTimeout),
+        return match conn.timer.within(read_timeout, reading).await {
+            Some(r) => r,
+            None => Err(Error::ReadTimeout),
         };
     };
     let (mut rd, mut wr) = conn.stream.split();

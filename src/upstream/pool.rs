@@ -39,6 +39,71 @@ pub(super) struct Conn {
     pub(super) stream: Stream,
     pub(super) read: BytesMut,
     pub(super) write: Vec<u8>,
+    /// `proxy_read_timeout`, for every read of its responses.
+    pub(super) timer: ReadTimer,
+}
+
+/// A connection's `proxy_read_timeout` timer, kept with it: registered
+/// once, and moved only when it fires before the wait it serves is over
+/// (each wait's deadline is later than the one before). A timer made and
+/// dropped per response was a timer-wheel insertion, a removal and a clock
+/// read more per request. While the connection is idle the timer may fire
+/// once, waking the task that used it last for nothing.
+#[derive(Default)]
+pub(super) struct ReadTimer {
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// The current wait's end.
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl ReadTimer {
+    /// A read waits: ready once `timeout` has passed since this wait began
+    /// (the first call after [`ReadTimer::done`]).
+    pub(super) fn poll_expired(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        timeout: Duration,
+    ) -> std::task::Poll<()> {
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() > deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        while sleep.as_mut().poll(cx).is_ready() {
+            if tokio::time::Instant::now() >= deadline {
+                return std::task::Poll::Ready(());
+            }
+            sleep.as_mut().reset(deadline);
+        }
+        std::task::Poll::Pending
+    }
+
+    /// The wait is over: the next one starts its own timeout.
+    pub(super) fn done(&mut self) {
+        self.deadline = None;
+    }
+
+    /// `fut`, or `None` if it waits longer than `timeout`.
+    pub(super) async fn within<F: std::future::Future>(
+        &mut self,
+        timeout: Duration,
+        fut: F,
+    ) -> Option<F::Output> {
+        let mut fut = std::pin::pin!(fut);
+        let out = std::future::poll_fn(|cx| {
+            if let std::task::Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return std::task::Poll::Ready(Some(out));
+            }
+            self.poll_expired(cx, timeout).map(|()| None)
+        })
+        .await;
+        self.done();
+        out
+    }
 }
 
 impl Conn {
@@ -272,6 +337,7 @@ pub(super) async fn connect(key: &Key, timeout: Duration) -> Result<Conn, Error>
         stream,
         read: BytesMut::with_capacity(READ_CHUNK),
         write: Vec::with_capacity(1024),
+        timer: ReadTimer::default(),
     })
 }
 

@@ -311,6 +311,55 @@ async fn a_stalled_body_times_out_after_proxy_read_timeout() {
     );
 }
 
+/// A kept connection's `proxy_read_timeout` timer serves each of its
+/// responses: it fires early for a later wait and is moved, never cutting
+/// a response short, and still times out a wait that is too long, counted
+/// from that wait's start.
+#[tokio::test]
+async fn a_kept_connections_read_timeout_runs_from_each_wait() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let a = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            a.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                for delay in [0, 200, 200, 200, 700] {
+                    if matches!(s.read(&mut buf).await, Ok(0) | Err(_)) {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    if s.write_all(HI).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let headers = Fields::default();
+    let h = head(&Method::GET, &headers, &key);
+    let read_timeout = Duration::from_millis(300);
+    for i in 0..4 {
+        let resp = send(&key, None, timeouts(read_timeout), &h, empty()).await;
+        let body = resp.unwrap().into_body().collect().await.unwrap();
+        assert_eq!(&body.to_bytes()[..], b"hi", "response {i}");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one kept connection");
+    let start = tokio::time::Instant::now();
+    let Err(e) = send(&key, None, timeouts(read_timeout), &h, empty()).await else {
+        panic!("a response 700 ms late came within 300 ms");
+    };
+    let took = start.elapsed();
+    assert!(matches!(e, Error::ReadTimeout), "{e}");
+    assert!(
+        took >= Duration::from_millis(280) && took < Duration::from_millis(600),
+        "{took:?}"
+    );
+}
+
 #[tokio::test]
 async fn connect_errors_read_like_nginx() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
