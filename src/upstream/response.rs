@@ -137,25 +137,21 @@ struct Fields {
     chunked: Option<bool>,
 }
 
-/// The response fields sluice reads itself or drops as hop-by-hop, by
-/// their lowercase names.
-const SPECIAL: [&str; 9] = [
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "upgrade",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "proxy-authenticate",
-];
-
-/// Which of [`SPECIAL`] a field's name (as it came: any case) is.
+/// Which of the response fields sluice reads itself or drops as
+/// hop-by-hop a field's name (as it came: any case) is, by its lowercase
+/// name: by its length first, as most names have none of theirs.
 fn special(name: &[u8]) -> Option<&'static str> {
-    SPECIAL
-        .into_iter()
-        .find(|n| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name))
+    let is = |n: &'static str| n.as_bytes().eq_ignore_ascii_case(name).then_some(n);
+    match name.len() {
+        2 => is("te"),
+        7 => is("upgrade").or_else(|| is("trailer")),
+        10 => is("connection").or_else(|| is("keep-alive")),
+        14 => is("content-length"),
+        16 => is("proxy-connection"),
+        17 => is("transfer-encoding"),
+        18 => is("proxy-authenticate"),
+        _ => None,
+    }
 }
 
 /// The header lines at `at` in `head`, in order: the framing ones and
@@ -306,6 +302,29 @@ mod tests {
             panic!("a final head");
         };
         assert!(!resp.headers().contains_key("upgrade"));
+    }
+
+    /// `special` knows these names, in any case, and no other.
+    #[test]
+    fn special_names_are_the_lists() {
+        const SPECIAL: [&str; 9] = [
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "upgrade",
+            "keep-alive",
+            "proxy-connection",
+            "te",
+            "trailer",
+            "proxy-authenticate",
+        ];
+        for n in SPECIAL {
+            assert_eq!(special(n.as_bytes()), Some(n));
+            assert_eq!(special(n.to_ascii_uppercase().as_bytes()), Some(n));
+        }
+        for n in ["content-type", "tee", "upgrades", "connectio", "x", ""] {
+            assert_eq!(special(n.as_bytes()), None, "{n}");
+        }
     }
 
     /// Hidden fields never reach the response, in any case; a hidden
