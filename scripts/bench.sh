@@ -20,6 +20,11 @@
 #   reject  every request answered 429 (1r/m, no burst); nginx and sluice (HAProxy has no limit_req)
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
 #   logged  the pass path with an access log: nginx's `combined` format, to a file (as most run)
+#   tail    what the pass p99 follows (issue #31 item 3): nginx on /pass, the same nginx on /passburn
+#           (/pass with a map of 60 regular expressions evaluated per request: the same work plus
+#           about 15 % more user time, nothing else changed) and sluice on /pass, in turn. Prints
+#           each one's r/s, p99 and cpu_us, and nginx+burn's and sluice's ratios to nginx: whether a
+#           proxy made costlier per request, and only that, gets sluice's p99 on these shared cores.
 #   idle    memory per idle keep-alive client connection, nginx, HAProxy and sluice: 4000 connections,
 #           one request each (/idle, answered by the proxy itself: nginx and sluice `return`, HAProxy
 #           `http-request return`), then 3 s idle (the growth of the proxy's resident memory, all its
@@ -76,8 +81,8 @@
 # cpu ≤ 0.90×; idle: bytes ≤ nginx's, at the peak and further; h2: cpu ≤ nginx's; tls: handshakes/s
 # ≥ nginx's; topkeys: cpu ≤ 1.03× of sluice without the sketch), and the ratios against HAProxy and the others without a target.
 # Only `logged` has an access log (emptied before each run); rejections are logged to a file.
-# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 14 minutes in all on
-# 2 cores (pass 3 × 6 runs; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s;
+# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 17 minutes in all on
+# 2 cores (pass and tail 3 × 6 runs each; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s;
 # instructions about 45 s), plus the release build. Machines here are shared and noisy: read the
 # medians and ratios, not single runs (or the instruction counts).
 # --only SCENARIO runs one of them. Installs what is missing with apt-get (nginx, wrk, curl, haproxy,
@@ -88,7 +93,7 @@ export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections in the idle measurement: as many descriptors as allowed.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-scenarios=(pass reject many logged idle tls h2 topkeys instructions)
+scenarios=(pass reject many logged tail idle tls h2 topkeys instructions)
 duration=10 pairs=5 connections=64 threads=2 only="" requests=2000
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -203,6 +208,14 @@ printf 'ok\n' >"$work/up/html/ok.txt"
 } >"$work/up/nginx.conf"
 
 # --- nginx in front ------------------------------------------------------------------------------
+# burn_map → a map that costs nginx user time on each request that reads \$burn (the tail scenario's
+# /passburn): 60 regular expressions that never match, tried in turn on the request's URI.
+burn_map() {
+  echo '  map $request_uri $burn {'
+  for ((b = 1; b <= 60; b++)); do echo "    ~q${b}z(a|b)*\$ $b;"; done
+  echo '    default 0;'
+  echo '  }'
+}
 # ngx_front_conf DIR PORT TLS_PORT PROCESSES → nginx with limit_req in front of the upstream, its
 # files under DIR; PROCESSES is its process model ("worker_processes auto;" here, one process for
 # the instructions scenario).
@@ -220,9 +233,14 @@ $(nginx_temp "$1")
   limit_req_status 429;
   proxy_http_version 1.1;
   proxy_set_header Connection "";
+$(burn_map)
   server {
     listen 127.0.0.1:$2;
     location /pass   { limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up; }
+    location /passburn {
+      limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up;
+      proxy_set_header X-Burn \$burn; proxy_set_header Connection "";
+    }
     location /reject { limit_req zone=reject; proxy_pass http://up; }
     location /many   { limit_req zone=many burst=100 nodelay; proxy_pass http://up; }
     location /idle   { return 200 "ok\n"; }
@@ -522,6 +540,42 @@ for scenario in reject many logged; do
     logged) info logged "cpu/request vs nginx" "$(col "$r" 11)" ;;
   esac
 done
+
+# --- tail: does the pass p99 follow the CPU per request? ----------------------------------------------
+if wants tail; then
+  mapfile -t ngx_pids < <(ngx_procs)
+  run "$ngx_port" /pass "" "${ngx_pids[@]}" >/dev/null
+  run "$ngx_port" /passburn "" "${ngx_pids[@]}" >/dev/null
+  run "$slu_port" /pass "" "$slu_pid" >/dev/null
+  echo
+  echo "== tail (nginx /pass; nginx+burn: /passburn, the same plus a 60-regex map per request; sluice /pass)"
+  fmt='%-6s %9s %7s %6s  %9s %7s %6s  %10s %7s %6s  %9s %9s  %9s %9s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" round "nginx r/s" p99ms cpu_us "burn r/s" p99ms cpu_us "sluice r/s" p99ms cpu_us \
+    "burn cpu x" "burn p99 x" "slu cpu x" "slu p99 x"
+  : >"$work/tail.ratios"
+  for ((i = 1; i <= pairs; i++)); do
+    read -r n_rps _ n_p99 n_bad n_cpu <<<"$(run "$ngx_port" /pass "" "${ngx_pids[@]}")"
+    read -r b_rps _ b_p99 b_bad b_cpu <<<"$(run "$ngx_port" /passburn "" "${ngx_pids[@]}")"
+    read -r s_rps _ s_p99 s_bad s_cpu <<<"$(run "$slu_port" /pass "" "$slu_pid")"
+    [[ $n_bad == 0 && $b_bad == 0 && $s_bad == 0 ]] ||
+      die "tail: non-2xx answers (nginx $n_bad, nginx+burn $b_bad, sluice $s_bad)"
+    row=("$(printf '%.0f' "$n_rps")" "$n_p99" "$n_cpu" "$(printf '%.0f' "$b_rps")" "$b_p99" "$b_cpu"
+      "$(printf '%.0f' "$s_rps")" "$s_p99" "$s_cpu" "$(ratio "$b_cpu" "$n_cpu")" "$(ratio "$b_p99" "$n_p99")"
+      "$(ratio "$s_cpu" "$n_cpu")" "$(ratio "$s_p99" "$n_p99")")
+    echo "${row[*]}" >>"$work/tail.ratios"
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "${row[@]}"
+  done
+  med=()
+  for c in $(seq 1 13); do med+=("$(col "$work/tail.ratios" "$c")"); done
+  # shellcheck disable=SC2059
+  printf "$fmt" median "${med[@]}"
+  info tail "nginx+burn cpu/request vs nginx" "${med[9]}"
+  info tail "nginx+burn p99 vs nginx" "${med[10]}"
+  info tail "sluice cpu/request vs nginx" "${med[11]}"
+  info tail "sluice p99 vs nginx" "${med[12]}"
+fi
 
 # --- topkeys: the most-limited-keys sketch on and off, on the reject path ------------------------------
 # topkeys_toml PORT ADMIN_PORT TOP_KEYS → a sluice configuration that differs only by its ports and top_keys.
