@@ -8,8 +8,8 @@
 //! scheduled, or before the thread sleeps (the runtime's `on_thread_park`):
 //! one system call for dozens of lines. The flusher is woken by the first
 //! line that waits, not by the first of a pass: a pass of one line (one
-//! client, a request per wake-up) costs no task wake-up. A batched line waits microseconds,
-//! and may trail its response by as much.
+//! client, a request per wake-up) costs no task wake-up. A batched line
+//! waits microseconds, and may trail its response by as much.
 //!
 //! A batch is whole lines and at most [`BATCH_MAX`] bytes, so that a batch
 //! written to a pipe is never interleaved with another thread's writes (a

@@ -49,7 +49,7 @@ pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
 /// `fut`, failed if it waits longer than `timeout`; the timeout is taken
 /// (a clock read, a timer) only once it does wait: most writes to an
 /// upstream's socket are done when first tried.
-pub(super) async fn waited<F: std::future::Future>(
+async fn waited<F: std::future::Future>(
     timeout: Duration,
     fut: F,
 ) -> Result<F::Output, tokio::time::error::Elapsed> {
