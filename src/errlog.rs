@@ -17,6 +17,7 @@
 pub use crate::fmt::{Excess, Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use tracing::level_filters::LevelFilter;
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
@@ -367,12 +368,31 @@ impl<S> Filter<S> for Threshold {
     fn callsite_enabled(&self, _: &'static Metadata<'static>) -> Interest {
         Interest::sometimes()
     }
+
+    /// The most verbose level that can pass: tracing's global level check
+    /// then turns away, before any dispatch, the `trace` and `debug` spans
+    /// and events of the crates below (h2 opens dozens of spans per
+    /// request; each one created and closed in the registry cost an HTTP/2
+    /// request 64 000 instructions, half of all it cost). [`set_level`]
+    /// has tracing read it again.
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(match THRESHOLD.load(Ordering::Relaxed) {
+            0 => LevelFilter::TRACE,
+            _ => LevelFilter::INFO,
+        })
+    }
 }
 
 /// Set the least severe line written (nginx's `error_log … LEVEL`). No
 /// effect when `RUST_LOG` is set: the environment wins.
 pub fn set_level(level: Severity) {
-    THRESHOLD.store(level.rank(), Ordering::Relaxed);
+    let before = THRESHOLD.swap(level.rank(), Ordering::Relaxed);
+    if before != level.rank() {
+        // (Threshold's max_level_hint changed: tracing's global level is
+        // recomputed from it. The `log` crate's records keep the level
+        // they had when the subscriber was installed.)
+        tracing::callsite::rebuild_interest_cache();
+    }
 }
 
 /// Install the global subscriber at the default level (`info`).
@@ -438,5 +458,20 @@ mod tests {
         assert_eq!(Severity::from_name("warning"), None);
         assert_eq!(Severity::Error.lower(), Severity::Warn);
         assert_eq!(Severity::Info.lower(), Severity::Info);
+    }
+
+    /// tracing's global level follows the threshold: `trace` and `debug`
+    /// callsites of other crates are turned away unless the level is debug.
+    #[test]
+    fn the_level_hint_follows_the_threshold() {
+        let hint = || Filter::<tracing_subscriber::Registry>::max_level_hint(&Threshold);
+        let before = THRESHOLD.load(Ordering::Relaxed);
+        THRESHOLD.store(Severity::Debug.rank(), Ordering::Relaxed);
+        assert_eq!(hint(), Some(LevelFilter::TRACE));
+        for sev in [Severity::Info, Severity::Warn, Severity::Emerg] {
+            THRESHOLD.store(sev.rank(), Ordering::Relaxed);
+            assert_eq!(hint(), Some(LevelFilter::INFO), "{sev:?}");
+        }
+        THRESHOLD.store(before, Ordering::Relaxed);
     }
 }
