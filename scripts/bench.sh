@@ -61,12 +61,13 @@
 #           `many`; 1r/1000s, the slowest leaky bucket, so that a key refused once stays refused for
 #           the whole scenario: every request but each key's first is refused). Prints each side's req/s and cpu_us, the
 #           ratios on/off of the same round and their medians; the target is cpu ≤ 1.03× (issue #28).
-#   instructions  instructions per request (valgrind --tool=callgrind), pass and reject, nginx and
-#           sluice: figures that do not move with the machine's noise. Each system runs alone under
-#           callgrind (nginx `master_process off`: one process; sluice SLUICE_WORKERS=1, the release
-#           build; the same configuration as above, on fresh ports), twice per path: 500 and 500 + N
-#           requests (--requests N, default 2000) over one keep-alive connection from a python3
-#           http.client loop outside valgrind. Per request = (Ir(500 + N) − Ir(500)) / N: start-up,
+#   instructions  instructions per request (valgrind --tool=callgrind), pass, reject and HTTP/2,
+#           nginx and sluice: figures that do not move with the machine's noise. Each system runs
+#           alone under callgrind (nginx `master_process off`: one process; sluice SLUICE_WORKERS=1, the
+#           release build; the same configuration as above, on fresh ports), twice per path: 500 and
+#           500 + N requests (--requests N, default 2000) over one keep-alive connection from a python3
+#           http.client loop outside valgrind (h2: HTTP/2 over TLS to /pass, h2load -c1 -m10, the
+#           handshake cancelling out with the rest of the start). Per request = (Ir(500 + N) − Ir(500)) / N: start-up,
 #           the first request (the upstream connection; on reject the bucket's one admission) and
 #           shutdown cancel out; the upstream (not under valgrind) is not counted. Prints both and
 #           sluice/nginx, then where sluice's instructions go, by part (hyper, tokio, the head gate,
@@ -860,30 +861,43 @@ if wants instructions; then
   # shellcheck source=scripts/callgrind.sh disable=SC1091
   source "$repo/scripts/callgrind.sh"
   ir_small=500 ir_big=$((500 + requests))
-  # ir SYSTEM PATH COUNT → the instructions of one run: a fresh server under callgrind, COUNT requests.
+  # h2_client PORT COUNT: COUNT HTTP/2 requests to /pass over TLS, one connection, ten streams at a
+  # time, every one answered 2xx.
+  h2_client() {
+    local out
+    out="$(h2load -c1 -m10 -n"$2" "https://127.0.0.1:$1/pass" 2>&1)" || return 1
+    grep -q "status codes: $2 2xx" <<<"$out" || { echo "h2load: $out" >&2; return 1; }
+  }
+  # ir SYSTEM PATH COUNT → the instructions of one run: a fresh server under callgrind, COUNT requests
+  # (PATH h2: HTTP/2 over TLS to /pass).
   ir() {
-    local port out="$work/callgrind.$1.${2#/}.$3"
-    port=$(free_port)
+    local port tls_port out="$work/callgrind.$1.${2#/}.$3" client
+    port=$(free_port) tls_port=$(free_port)
+    if [[ $2 == h2 ]]; then
+      client=(h2_client "$tls_port" "$3")
+    else
+      client=(python3 "$work/ir_client.py" "$port" "$2" "$3")
+    fi
     if [[ $1 == nginx ]]; then
       mkdir -p "$work/ir-ngx"
-      ngx_front_conf "$work/ir-ngx" "$port" "$(free_port)" "master_process off;" >"$work/ir-ngx/nginx.conf"
-      callgrind_ir "$out" "http://127.0.0.1:$port/idle" python3 "$work/ir_client.py" "$port" "$2" "$3" -- \
+      ngx_front_conf "$work/ir-ngx" "$port" "$tls_port" "master_process off;" >"$work/ir-ngx/nginx.conf"
+      callgrind_ir "$out" "http://127.0.0.1:$port/idle" "${client[@]}" -- \
         nginx -p "$work/ir-ngx/" -c "$work/ir-ngx/nginx.conf" -e "$work/ir-ngx/error.log" ||
         die "instructions: nginx $2 failed"
     else
-      sluice_conf "$port" "$(free_port)" "$(free_port)" >"$work/ir-sluice.toml"
-      SLUICE_WORKERS=1 callgrind_ir "$out" "http://127.0.0.1:$port/idle" \
-        python3 "$work/ir_client.py" "$port" "$2" "$3" -- "$sluice_bin" --config "$work/ir-sluice.toml" ||
+      sluice_conf "$port" "$tls_port" "$(free_port)" >"$work/ir-sluice.toml"
+      SLUICE_WORKERS=1 callgrind_ir "$out" "http://127.0.0.1:$port/idle" "${client[@]}" -- \
+        "$sluice_bin" --config "$work/ir-sluice.toml" ||
         die "instructions: sluice $2 failed"
     fi
   }
   echo
-  echo "== instructions (callgrind, one process / SLUICE_WORKERS=1, one keep-alive connection;" \
-    "per request: (Ir of $ir_big requests − Ir of $ir_small) / $requests)"
+  echo "== instructions (callgrind, one process / SLUICE_WORKERS=1, one keep-alive connection (h2: HTTP/2" \
+    "over TLS to /pass, h2load -c1 -m10); per request: (Ir of $ir_big requests − Ir of $ir_small) / $requests)"
   fmt='%-8s %12s %12s %10s\n'
   # shellcheck disable=SC2059
   printf "$fmt" path "nginx Ir/req" "sluice Ir/req" "sluice x"
-  for path in /pass /reject; do
+  for path in /pass /reject h2; do
     declare -A per=()
     for sys in nginx sluice; do
       small=$(ir "$sys" "$path" "$ir_small")
