@@ -23,7 +23,7 @@
 #      and leaky bucket alike;
 #   8. `sluice simulate --scenario A` and `B`: the article's table, number for number;
 #   9. instructions per request (`scripts/bench.sh --only instructions`: callgrind, sluice and nginx
-#      side by side, the same on a busy machine as on an idle one, about 90 s): sluice's must stay
+#      side by side, the same on a busy machine as on an idle one, 1.5–2.5 minutes): sluice's must stay
 #      within its budget on pass, reject and HTTP/2, as a ratio of nginx's in the same run
 #      (INSTRUCTION_BUDGET below), so that a change that makes every request costlier fails here,
 #      not in the next benchmark someone runs.
