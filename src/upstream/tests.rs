@@ -30,12 +30,15 @@ struct Upstream {
 struct Answer {
     pieces: Vec<&'static [u8]>,
     close: bool,
+    /// How long the request waits before the first piece.
+    wait: Duration,
 }
 
 fn answer(pieces: &[&'static [u8]]) -> Answer {
     Answer {
         pieces: pieces.to_vec(),
         close: false,
+        wait: Duration::ZERO,
     }
 }
 
@@ -68,6 +71,7 @@ async fn upstream(answers: Vec<Answer>) -> Upstream {
                     let Some(ans) = answers.lock().next() else {
                         return;
                     };
+                    tokio::time::sleep(ans.wait).await;
                     for p in ans.pieces {
                         if s.write_all(p).await.is_err() {
                             return;
@@ -197,6 +201,7 @@ async fn a_closed_kept_alive_connection_is_retried_on_a_new_one() {
     let first = Answer {
         pieces: vec![HI],
         close: true,
+        wait: Duration::ZERO,
     };
     let up = upstream(vec![first, answer(&[HI])]).await;
     get(&up, Method::GET).await.unwrap();
@@ -217,6 +222,7 @@ async fn interim_responses_are_skipped_and_unframed_bodies_read_to_close() {
                 b"close",
             ],
             close: true,
+            wait: Duration::ZERO,
         },
         answer(&[HI]),
     ])
@@ -262,10 +268,12 @@ async fn broken_responses_are_errors() {
         Answer {
             pieces: vec![b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"],
             close: true,
+            wait: Duration::ZERO,
         },
         Answer {
             pieces: vec![b"HTTP/1.1 200 OK\r\n"],
             close: true,
+            wait: Duration::ZERO,
         },
     ])
     .await;
@@ -317,28 +325,12 @@ async fn a_stalled_body_times_out_after_proxy_read_timeout() {
 /// from that wait's start.
 #[tokio::test]
 async fn a_kept_connections_read_timeout_runs_from_each_wait() {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let key: Authority = l.local_addr().unwrap().to_string().parse().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let a = accepted.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut s, _) = l.accept().await.unwrap();
-            a.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 65536];
-                for delay in [0, 200, 200, 200, 700] {
-                    if matches!(s.read(&mut buf).await, Ok(0) | Err(_)) {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                    if s.write_all(HI).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let late = |ms| Answer {
+        wait: Duration::from_millis(ms),
+        ..answer(&[HI])
+    };
+    let up = upstream(vec![late(0), late(200), late(200), late(200), late(700)]).await;
+    let key = up.key.clone();
     let headers = Fields::default();
     let h = head(&Method::GET, &headers, &key);
     let read_timeout = Duration::from_millis(300);
@@ -347,7 +339,7 @@ async fn a_kept_connections_read_timeout_runs_from_each_wait() {
         let body = resp.unwrap().into_body().collect().await.unwrap();
         assert_eq!(&body.to_bytes()[..], b"hi", "response {i}");
     }
-    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one kept connection");
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 1, "one kept connection");
     let start = tokio::time::Instant::now();
     let Err(e) = send(&key, None, timeouts(read_timeout), &h, empty()).await else {
         panic!("a response 700 ms late came within 300 ms");
