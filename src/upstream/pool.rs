@@ -40,25 +40,27 @@ pub(super) struct Conn {
     pub(super) read: BytesMut,
     pub(super) write: Vec<u8>,
     /// `proxy_read_timeout`, for every read of its responses.
-    pub(super) timer: ReadTimer,
+    pub(super) timer: WaitTimer,
 }
 
-/// A connection's `proxy_read_timeout` timer, kept with it: registered
-/// once, and moved only when it fires before the wait it serves is over
-/// (each wait's deadline is later than the one before). A timer made and
-/// dropped per response was a timer-wheel insertion, a removal and a clock
-/// read more per request. While the connection is idle the timer may fire
-/// once, waking the task that used it last for nothing.
+/// A timeout for each of a series of waits, taken only when a wait begins
+/// (a ready read or write costs no clock read and no timer), and kept
+/// across the waits: registered once, and moved only when it fires before
+/// the wait it serves is over (each wait's deadline is later than the one
+/// before). A connection keeps one for `proxy_read_timeout`: a timer made
+/// and dropped per response was a timer-wheel insertion, a removal and a
+/// clock read more per request. While the connection is idle the timer may
+/// fire once, waking the task that used it last for nothing.
 #[derive(Default)]
-pub(super) struct ReadTimer {
+pub(super) struct WaitTimer {
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     /// The current wait's end.
     deadline: Option<tokio::time::Instant>,
 }
 
-impl ReadTimer {
+impl WaitTimer {
     /// A read waits: ready once `timeout` has passed since this wait began
-    /// (the first call after [`ReadTimer::done`]).
+    /// (the first call after [`WaitTimer::done`]).
     pub(super) fn poll_expired(
         &mut self,
         cx: &mut std::task::Context<'_>,
@@ -337,7 +339,7 @@ pub(super) async fn connect(key: &Key, timeout: Duration) -> Result<Conn, Error>
         stream,
         read: BytesMut::with_capacity(READ_CHUNK),
         write: Vec::with_capacity(1024),
-        timer: ReadTimer::default(),
+        timer: WaitTimer::default(),
     })
 }
 

@@ -10,6 +10,7 @@
 //! other is re-chunked, as nginx sends them.
 
 use super::body::Framing;
+use super::pool::WaitTimer;
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
 use crate::http1::Fields;
@@ -23,44 +24,27 @@ use tokio::io::AsyncWriteExt;
 
 /// Writes part of the request. As nginx's `proxy_send_timeout`, the timeout
 /// bounds each wait for the upstream to take more, not the whole transfer:
-/// an upstream that reads slowly but steadily is not timed out. Flushed at
-/// the end: TLS keeps what it encrypted until then (TCP has nothing to
-/// flush).
+/// an upstream that reads slowly but steadily is not timed out (and most
+/// writes, done when first tried, take no timer at all). Flushed at the
+/// end: TLS keeps what it encrypted until then (TCP has nothing to flush).
 pub(super) async fn write_all<W: tokio::io::AsyncWrite + Unpin>(
     w: &mut W,
     mut bytes: &[u8],
     timeout: Duration,
 ) -> Result<(), Error> {
+    let mut timer = WaitTimer::default();
     while !bytes.is_empty() {
-        match waited(timeout, w.write(bytes)).await {
-            Ok(Ok(0)) => return Err(Error::Send(io::ErrorKind::WriteZero.into())),
-            Ok(Ok(n)) => bytes = &bytes[n..],
-            Ok(Err(e)) => return Err(Error::Send(e)),
-            Err(_) => return Err(Error::SendTimeout),
+        match timer.within(timeout, w.write(bytes)).await {
+            Some(Ok(0)) => return Err(Error::Send(io::ErrorKind::WriteZero.into())),
+            Some(Ok(n)) => bytes = &bytes[n..],
+            Some(Err(e)) => return Err(Error::Send(e)),
+            None => return Err(Error::SendTimeout),
         }
     }
-    match waited(timeout, w.flush()).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Error::Send(e)),
-        Err(_) => Err(Error::SendTimeout),
-    }
-}
-
-/// `fut`, failed if it waits longer than `timeout`; the timeout is taken
-/// (a clock read, a timer) only once it does wait: most writes to an
-/// upstream's socket are done when first tried.
-async fn waited<F: std::future::Future>(
-    timeout: Duration,
-    fut: F,
-) -> Result<F::Output, tokio::time::error::Elapsed> {
-    let mut fut = std::pin::pin!(fut);
-    let first = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
-        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
-        std::task::Poll::Pending => std::task::Poll::Ready(None),
-    });
-    match first.await {
-        Some(out) => Ok(out),
-        None => tokio::time::timeout(timeout, fut).await,
+    match timer.within(timeout, w.flush()).await {
+        Some(Ok(())) => Ok(()),
+        Some(Err(e)) => Err(Error::Send(e)),
+        None => Err(Error::SendTimeout),
     }
 }
 
