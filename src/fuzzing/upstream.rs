@@ -128,7 +128,7 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
     let mut i = 0;
     let mut interim = 0;
     // The head, as `read_head` reads it.
-    let (resp, framing, keep) = 'head: loop {
+    let (mut resp, framing, keep) = 'head: loop {
         while !buf.is_empty() {
             match parse_head(&mut buf, method, &crate::headers::HiddenHeaders::default()) {
                 Ok(Some(Parsed::Interim)) => interim += 1,
@@ -176,7 +176,10 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
     Read::Head {
         interim,
         status: resp.status(),
-        headers: resp.headers().clone(),
+        headers: {
+            crate::upstream::into_header_map(&mut resp);
+            resp.headers().clone()
+        },
         framing,
         keep,
         body,

@@ -209,18 +209,16 @@ impl HiddenHeaders {
         HiddenHeaders { names: Some(names) }
     }
 
-    /// Whether the upstream's field `name` (as it came: any case) is
-    /// hidden. The upstream client asks before it makes a `HeaderName` of
-    /// a field, so a hidden one (`Date`, `Server`, …) costs the response
-    /// nothing (issue #31).
+    /// Whether the upstream's field `name` (lowercase: the response parser
+    /// lowercases each name first) is hidden. The upstream client asks
+    /// before it passes a field on, so a hidden one (`Date`, `Server`, …)
+    /// costs the response nothing (issue #31).
     pub fn hides(&self, name: &[u8]) -> bool {
-        let is = |n: &str| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name);
+        let is = |n: &str| n.as_bytes() == name;
         match &self.names {
             None => {
                 HIDDEN_STANDARD.iter().any(|n| is(n.as_str()))
-                    || name.len() > 2
-                        && name[..2].eq_ignore_ascii_case(b"x-")
-                        && HIDDEN_X.iter().any(|n| is(n))
+                    || name.starts_with(b"x-") && HIDDEN_X.iter().any(|n| is(n))
             }
             Some(names) => names.iter().any(|n| is(n.as_str())),
         }

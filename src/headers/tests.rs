@@ -171,14 +171,13 @@ fn hidden_headers_are_nginx_defaults_plus_hide_minus_pass() {
         &[HeaderName::from_static("server")],
     );
     assert_eq!(shown(&configured), ["server", "x-kept"]);
-    // Names as the upstream wrote them: any case.
-    assert!(configured.hides(b"X-Powered-By") && configured.hides(b"DATE"));
-    assert!(!configured.hides(b"Server"));
+    // Names lowercase, as the response parser asks.
+    assert!(configured.hides(b"x-powered-by") && configured.hides(b"date"));
+    assert!(!configured.hides(b"server"));
     // The default's fast path: each default name hidden, no other.
     let d = HiddenHeaders::default();
     for n in hidden_by_default() {
         assert!(d.hides(n.as_str().as_bytes()), "{n}");
-        assert!(d.hides(n.as_str().to_ascii_uppercase().as_bytes()), "{n}");
     }
     assert!(HIDDEN_X.iter().all(|n| n.starts_with("x-")));
     for n in [

@@ -37,7 +37,7 @@ pub mod head;
 pub use chunked::ChunkError;
 #[cfg(any(test, feature = "fuzzing"))]
 pub use chunked::Chunked;
-pub use fields::Fields;
+pub use fields::{Fields, lowercase};
 pub use gate::{Fill, Gate};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use head::parse_head;

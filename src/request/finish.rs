@@ -7,6 +7,7 @@ use crate::config::Location;
 use crate::headers::AddHeader;
 use crate::limiter::Outcome;
 use crate::respond::{self, RateLimitHeaders};
+use crate::upstream::UpstreamFields;
 use crate::vars::ResponseVars;
 use http::{Response, header};
 
@@ -28,10 +29,8 @@ pub(crate) fn with_added(
     if list.is_empty() {
         return Ok(r);
     }
-    let retry_after = r
-        .headers()
-        .get(header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let retry_after = crate::upstream::first_value(&r, &header::RETRY_AFTER)
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
     let made = ResponseVars {
         proxy_host,
         status: r.status().as_u16(),
@@ -87,12 +86,20 @@ pub(crate) fn with_quota(
 ) -> Response<Body> {
     if loc.ratelimit_headers != RateLimitHeaders::Off {
         if let Some(state) = quota_state(outcome) {
-            respond::add_quota_headers(
-                resp.headers_mut(),
-                loc.ratelimit_headers,
-                loc.limits.set(),
-                state,
-            );
+            // They replace the upstream's fields of their names.
+            let mut quota = http::HeaderMap::new();
+            respond::add_quota_headers(&mut quota, loc.ratelimit_headers, loc.limits.set(), state);
+            let upstream = resp.extensions_mut().get_mut::<UpstreamFields>();
+            if let Some(up) = upstream {
+                for name in quota.keys() {
+                    up.remove(name.as_str().as_bytes());
+                }
+            }
+            for (name, value) in quota {
+                if let Some(name) = name {
+                    resp.headers_mut().insert(name, value);
+                }
+            }
         }
     }
     resp

@@ -357,7 +357,12 @@ fn service(
             let start = Instant::now();
             let (head, body) = req.into_parts();
             let body = crate::client_body::ClientBody::Hyper(body);
-            let resp = request::handle(shared.env.clone(), conn, (head.into(), body), start).await;
+            let mut resp =
+                request::handle(shared.env.clone(), conn, (head.into(), body), start).await;
+            // hyper writes only a header map (see `upstream::UpstreamFields`).
+            if let Ok(r) = &mut resp {
+                crate::upstream::into_header_map(r);
+            }
             let status = resp
                 .as_ref()
                 .map_or_else(|c| c.status, |r| r.status().as_u16());

@@ -27,6 +27,7 @@
 //! [`UpstreamTimeouts`]) and how it fails ([`Error`], [`BodyFailure`]).
 
 mod body;
+mod fields;
 pub mod group;
 mod pool;
 mod request;
@@ -38,6 +39,7 @@ pub mod tls;
 
 pub use body::{BodyFailure, UpstreamBody};
 pub(crate) use body::{Chunk, Framing};
+pub use fields::{UpstreamFields, first_value, into_header_map};
 // The response parser and body decoder on bytes alone, for the fuzz target.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use {

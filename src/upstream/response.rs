@@ -11,10 +11,11 @@
 
 use super::Error;
 use super::body::{Chunk, Framing, parse_number};
+use super::fields::{Span, UpstreamFields};
 use super::pool::READ_CHUNK;
 use crate::headers::HiddenHeaders;
-use bytes::{Buf, Bytes, BytesMut};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, header};
+use bytes::{Buf, BytesMut};
+use http::{HeaderName, Method, Response, StatusCode, header};
 use std::pin::Pin;
 
 /// Largest response head accepted; nginx's `proxy_buffer_size` is 4k or 8k,
@@ -57,10 +58,6 @@ pub(crate) enum Parsed {
     Final(Response<()>, Framing, bool),
 }
 
-/// Where one header line's name and value are in the head: name offset,
-/// name length, value offset, value length.
-type Span = (u32, u32, u32, u32);
-
 /// Parses a complete head off the front of `buf`, or `None` if it is not
 /// all there yet; the fields `hidden` names are left out (the client never
 /// gets them).
@@ -92,8 +89,8 @@ pub(crate) fn parse_head(
     let count = parsed.headers.len();
     let mut at = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
     locate(&mut at, buf.as_ptr() as usize, parsed.headers);
-    let head = buf.split_to(len).freeze();
-    let mut fields = read_fields(&head, &at[..count], (http11, switching), hidden)?;
+    let mut head = buf.split_to(len);
+    let mut fields = read_fields(&mut head, &at[..count], (http11, switching), hidden)?;
     // A 101 ends HTTP on the connection: what follows is the new protocol,
     // until either side closes; the connection is never reused (it is the
     // tunnel's, or closed with the response). Its `keep` says only that
@@ -101,15 +98,20 @@ pub(crate) fn parse_head(
     // before the whole request was sent (see `super::switched`).
     let (framing, keep) = if switching {
         // (A length would be the new protocol's business.)
-        fields.headers.remove(header::CONTENT_LENGTH);
+        fields.drop(&head, b"content-length");
         (Framing::UntilClose, true)
     } else {
         let framing = body_framing(method, status, http11, &mut fields)?;
+        if matches!(framing, Framing::Chunked(_)) {
+            // The length beside chunked is not passed on.
+            fields.drop(&head, b"content-length");
+        }
         (framing, fields.keep)
     };
     let mut resp = Response::new(());
     *resp.status_mut() = status;
-    *resp.headers_mut() = fields.headers;
+    resp.extensions_mut()
+        .insert(UpstreamFields::new(head.freeze(), fields.at));
     Ok(Some(Parsed::Final(resp, framing, keep)))
 }
 
@@ -127,8 +129,8 @@ fn locate(at: &mut [Span; MAX_HEADERS], base: usize, lines: &[httparse::Header<'
 
 /// What a response's header lines say, the hop-by-hop ones taken out.
 struct Fields {
-    /// The headers passed on to the client.
-    headers: HeaderMap,
+    /// Where the fields passed on to the client are in the head.
+    at: Vec<Span>,
     /// The connection may be reused (so far: the framing decides last).
     keep: bool,
     /// The Content-Length, every one of them the same.
@@ -138,10 +140,10 @@ struct Fields {
 }
 
 /// Which of the response fields sluice reads itself or drops as
-/// hop-by-hop a field's name (as it came: any case) is, by its lowercase
-/// name: by its length first, as most names have none of theirs.
+/// hop-by-hop a field's name (lowercase) is, by its length first, as most
+/// names have none of theirs.
 fn special(name: &[u8]) -> Option<&'static str> {
-    let is = |n: &'static str| n.as_bytes().eq_ignore_ascii_case(name).then_some(n);
+    let is = |n: &'static str| (n.as_bytes() == name).then_some(n);
     match name.len() {
         2 => is("te"),
         7 => is("upgrade").or_else(|| is("trailer")),
@@ -158,23 +160,25 @@ fn special(name: &[u8]) -> Option<&'static str> {
 /// Connection read (not passed on), hop-by-hop ones dropped, the names
 /// Connection lists removed; `Upgrade` kept in a 101 (`switching`: the
 /// client is told which protocol it switched to). A field `hidden` names
-/// is never made a `HeaderName` of (nginx's `Date` and `Server` are in
-/// every response).
+/// is left out (nginx's `Date` and `Server` are in every response). Every
+/// name is lowercased in place first.
 fn read_fields(
-    head: &Bytes,
+    head: &mut [u8],
     at: &[Span],
     (http11, switching): (bool, bool),
     hidden: &HiddenHeaders,
 ) -> Result<Fields, Error> {
     let mut f = Fields {
-        headers: HeaderMap::with_capacity(at.len()),
+        at: Vec::with_capacity(at.len()),
         keep: http11,
         length: None,
         chunked: None,
     };
     let mut connection = Vec::new();
-    for &(n, nl, v, vl) in at {
+    for &span in at {
+        let (n, nl, v, vl) = span;
         let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
+        crate::http1::lowercase(&mut head[n..n + nl]);
         let (raw, value) = (&head[n..n + nl], &head[v..v + vl]);
         match special(raw) {
             Some("content-length") => {
@@ -202,17 +206,22 @@ fn read_fields(
             None if hidden.hides(raw) => continue,
             None => {}
         }
-        let name = HeaderName::from_bytes(raw).map_err(|_| Error::Invalid("header"))?;
-        let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
-            .map_err(|_| Error::Invalid("header"))?;
-        f.headers.append(name, value);
+        f.at.push(span);
     }
-    for n in connection {
-        if !(switching && n == header::UPGRADE) {
-            f.headers.remove(n);
+    for name in connection {
+        if !(switching && name == header::UPGRADE) {
+            f.drop(head, name.as_str().as_bytes());
         }
     }
     Ok(f)
+}
+
+impl Fields {
+    /// Leaves out the fields named `name` (lowercase).
+    fn drop(&mut self, head: &[u8], name: &[u8]) {
+        self.at
+            .retain(|&(n, nl, ..)| &head[n as usize..(n + nl) as usize] != name);
+    }
 }
 
 /// A Connection header's tokens: `close` and `keep-alive` decide `keep`,
@@ -249,7 +258,7 @@ fn body_framing(
         if !chunked {
             return Err(Error::Invalid("\"Transfer-Encoding\" header"));
         }
-        if f.headers.remove(header::CONTENT_LENGTH).is_some() {
+        if f.length.is_some() {
             f.keep = false;
         }
         Framing::Chunked(Chunk::Size)
@@ -277,11 +286,12 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade, X-Hop\r\nX-Hop: 1\r\nSec-WebSocket-Accept: abc\r\nContent-Length: 5\r\n\r\n\x81\x02hi"[..],
         );
-        let Ok(Some(Parsed::Final(resp, framing, keep))) =
+        let Ok(Some(Parsed::Final(mut resp, framing, keep))) =
             parse_head(&mut buf, &Method::GET, &HiddenHeaders::default())
         else {
             panic!("a final head");
         };
+        super::super::into_header_map(&mut resp);
         assert_eq!(resp.status(), 101);
         assert_eq!(resp.headers()["upgrade"], "websocket");
         assert_eq!(resp.headers()["sec-websocket-accept"], "abc");
@@ -296,15 +306,46 @@ mod tests {
         let mut buf = BytesMut::from(
             &b"HTTP/1.1 200 OK\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n"[..],
         );
-        let Ok(Some(Parsed::Final(resp, ..))) =
+        let Ok(Some(Parsed::Final(mut resp, ..))) =
             parse_head(&mut buf, &Method::GET, &HiddenHeaders::default())
         else {
             panic!("a final head");
         };
+        super::super::into_header_map(&mut resp);
         assert!(!resp.headers().contains_key("upgrade"));
     }
 
-    /// `special` knows these names, in any case, and no other.
+    /// The fields passed on stay in the head, in the upstream's order with
+    /// their names lowercased; the hop-by-hop ones, those `Connection`
+    /// names and a length beside chunked are left out (and nothing is in
+    /// the map: it is sluice's own).
+    #[test]
+    fn fields_stay_in_place_lowercased_and_in_order() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nX-B: 1\r\nConnection: keep-alive, X-Hop\r\nSet-Cookie: a\r\nX-HOP: no\r\nContent-Length: 3\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nset-cookie: b\r\n\r\n"[..],
+        );
+        let Ok(Some(Parsed::Final(resp, framing, keep))) =
+            parse_head(&mut buf, &Method::GET, &HiddenHeaders::default())
+        else {
+            panic!("a final head");
+        };
+        assert!(resp.headers().is_empty());
+        let up = UpstreamFields::of(&resp).expect("the upstream's fields");
+        let fields: Vec<_> = up.iter().collect();
+        assert_eq!(
+            fields,
+            [
+                (&b"x-b"[..], &b"1"[..]),
+                (b"set-cookie", b"a"),
+                (b"content-type", b"text/plain"),
+                (b"set-cookie", b"b"),
+            ]
+        );
+        assert_eq!(framing, Framing::Chunked(Chunk::Size));
+        assert!(!keep, "a length beside chunked: not reused");
+    }
+
+    /// `special` knows these names (lowercase), and no other.
     #[test]
     fn special_names_are_the_lists() {
         const SPECIAL: [&str; 9] = [
@@ -320,7 +361,6 @@ mod tests {
         ];
         for n in SPECIAL {
             assert_eq!(special(n.as_bytes()), Some(n));
-            assert_eq!(special(n.to_ascii_uppercase().as_bytes()), Some(n));
         }
         for n in ["content-type", "tee", "upgrades", "connectio", "x", ""] {
             assert_eq!(special(n.as_bytes()), None, "{n}");
@@ -334,11 +374,12 @@ mod tests {
         let head = b"HTTP/1.1 200 OK\r\nServer: up\r\nDATE: now\r\nX-Accel-Redirect: /x\r\nX-Powered-By: php\r\nContent-Length: 2\r\nX-Kept: 1\r\n\r\nhi";
         let read = |hidden: &HiddenHeaders| {
             let mut buf = BytesMut::from(&head[..]);
-            let Ok(Some(Parsed::Final(resp, framing, _))) =
+            let Ok(Some(Parsed::Final(mut resp, framing, _))) =
                 parse_head(&mut buf, &Method::GET, hidden)
             else {
                 panic!("a final head");
             };
+            super::super::into_header_map(&mut resp);
             let mut names: Vec<String> = resp.headers().keys().map(|n| n.to_string()).collect();
             names.sort();
             (names, framing)

@@ -118,7 +118,10 @@ async fn get(up: &Upstream, method: Method) -> Result<(Response<()>, Bytes), Str
         .map_err(|e| e.to_string())?;
     let (parts, body) = resp.into_parts();
     let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-    Ok((Response::from_parts(parts, ()), body))
+    // Its fields all in the map, as a reader sees them.
+    let mut resp = Response::from_parts(parts, ());
+    super::into_header_map(&mut resp);
+    Ok((resp, body))
 }
 
 /// POSTs `body` with `headers` and reads the whole response.

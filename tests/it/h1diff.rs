@@ -9,7 +9,8 @@
 //! `client_max_body_size`), then the same requests mutated (bytes replaced, removed, lines
 //! repeated, cut short), are sent to both the same way; for every case the test asserts the
 //! same response bytes (the `date` field's value aside), the same close, and the same bytes at
-//! the upstream (a name's repeated fields grouped at its first on both sides: see [`grouped`]).
+//! the upstream (in both, a name's repeated fields grouped at its first on both sides: see
+//! [`grouped`]).
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
@@ -238,17 +239,30 @@ fn normalized(bytes: &[u8]) -> String {
     out
 }
 
-/// Each request head's fields with every name's values moved up to its first (stable), as
-/// hyper's `HeaderMap` forwarded them. The own loop forwards fields in the client's order, as
-/// nginx does: the one difference in what the upstream reads, and only where a name repeats
-/// with another between.
-fn grouped(stream: &str) -> String {
+/// Where a request head's fields start (after its request line's end) and where a response head
+/// starts (its status line).
+const REQUEST: &str = " HTTP/1.1\r\n";
+const RESPONSE: &str = "HTTP/1.";
+
+/// Each head's fields with every name's values moved up to its first (stable), as hyper's
+/// `HeaderMap` forwarded and answered them: request heads (`start` " HTTP/1.1\r\n", the end
+/// of their request line) or response heads (`start` "HTTP/1.", the start of their status
+/// line). The own loop forwards a request's fields in the client's order and answers with the
+/// upstream's fields in the upstream's order, as nginx does: the one difference in the bytes,
+/// and only where a name repeats with another between.
+fn grouped(stream: &str, start: &str) -> String {
     let mut out = String::new();
     let mut rest = stream;
-    while let Some(i) = rest.find(" HTTP/1.1\r\n") {
-        let fields_at = i + " HTTP/1.1\r\n".len();
+    while let Some(i) = rest.find(start) {
+        let Some(line_end) = rest[i..].find("\r\n") else {
+            break;
+        };
+        let fields_at = i + line_end + 2;
         out.push_str(&rest[..fields_at]);
         rest = &rest[fields_at..];
+        if rest.starts_with("\r\n") {
+            continue;
+        }
         let Some(end) = rest.find("\r\n\r\n") else {
             break;
         };
@@ -272,8 +286,14 @@ fn grouped(stream: &str) -> String {
 fn grouping_moves_repeated_fields_up_to_their_first() {
     let wire = "xxGET / HTTP/1.1\r\nhost: h\r\nx-a: 1\r\nx-b: 2\r\nx-a: 3\r\n\r\nyy";
     assert_eq!(
-        grouped(wire),
+        grouped(wire, REQUEST),
         "xxGET / HTTP/1.1\r\nhost: h\r\nx-a: 1\r\nx-a: 3\r\nx-b: 2\r\n\r\nyy"
+    );
+    let wire =
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nx-a: 1\r\nx-b: 2\r\nx-a: 3\r\n\r\nok";
+    assert_eq!(
+        grouped(wire, RESPONSE),
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nx-a: 1\r\nx-a: 3\r\nx-b: 2\r\n\r\nok"
     );
 }
 
@@ -345,11 +365,11 @@ async fn run(
                     .iter()
                     .map(|b| {
                         let text = String::from_utf8_lossy(b).replace(&port, "UP");
-                        grouped(&text.replace(&client, "CLIENT"))
+                        grouped(&text.replace(&client, "CLIENT"), REQUEST)
                     })
                     .collect();
                 let o = Outcome {
-                    response: normalized(&ex.bytes),
+                    response: grouped(&normalized(&ex.bytes), RESPONSE),
                     closed: ex.closed,
                     upstream,
                 };

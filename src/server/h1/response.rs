@@ -11,6 +11,7 @@
 //! cannot have one (`HEAD`, 1xx, 204, 304), though `HEAD` keeps the length
 //! of the body it would have had; `Date` when the response has none.
 
+use crate::upstream::UpstreamFields;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{StatusCode, Version};
 
@@ -63,7 +64,8 @@ pub fn encode(
     fix_connection(parts, asked, keep_alive);
     let http10 = asked.http10;
     let last = status == StatusCode::SWITCHING_PROTOCOLS || !*keep_alive;
-    dst.reserve(head_room(&parts.headers));
+    let upstream = UpstreamFields::of_parts(parts);
+    dst.reserve(head_room(parts));
     if !http10 && status == StatusCode::OK {
         dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
     } else {
@@ -83,6 +85,9 @@ pub fn encode(
         wrote_date: false,
         last,
     };
+    if let Some(up) = upstream {
+        fields.write_upstream(up);
+    }
     fields.write_all(&parts.headers);
     let Fields {
         dst,
@@ -112,21 +117,22 @@ pub fn encode(
     Written { framing, last }
 }
 
-/// Room for a response head with `headers`: its status line, `Date`,
+/// Room for a response head with these fields: its status line, `Date`,
 /// framing and `Connection` fields, and its own fields (most shorter than
 /// 48 bytes), so that writing it seldom grows its buffer.
-pub fn head_room(headers: &http::HeaderMap) -> usize {
-    160 + headers.len() * 48
+pub fn head_room(parts: &http::response::Parts) -> usize {
+    let upstream = UpstreamFields::of_parts(parts).map_or(0, UpstreamFields::len);
+    160 + (parts.headers.len() + upstream) * 48
 }
 
 /// A buffer with room for the head and, for a body of known length up to
 /// `small`, the body too: its data is appended without growing it.
-pub fn buffer(headers: &http::HeaderMap, body: Length, small: usize) -> Vec<u8> {
+pub fn buffer(parts: &http::response::Parts, body: Length, small: usize) -> Vec<u8> {
     let body = match body {
         Length::Known(n) => usize::try_from(n).ok().filter(|&n| n <= small),
         _ => None,
     };
-    Vec::with_capacity(head_room(headers) + body.unwrap_or(0))
+    Vec::with_capacity(head_room(parts) + body.unwrap_or(0))
 }
 
 /// An HTTP/1.0 client is answered `keep-alive` when both sides keep the
@@ -175,12 +181,28 @@ struct Fields<'a> {
 }
 
 impl Fields<'_> {
+    /// The upstream's fields, in its order: the parser left out the
+    /// hop-by-hop and framing ones but `Content-Length`.
+    fn write_upstream(&mut self, up: &UpstreamFields) {
+        for (name, value) in up.iter() {
+            match name {
+                b"content-length" => self.content_length(value),
+                _ => {
+                    if name == b"date" {
+                        self.wrote_date = true;
+                    }
+                    self.field(name, value);
+                }
+            }
+        }
+    }
+
     /// Each field in the response's order (a name's values together).
     fn write_all(&mut self, headers: &http::HeaderMap) {
         let mut fields = headers.iter().peekable();
         while let Some((name, value)) = fields.next() {
             match *name {
-                header::CONTENT_LENGTH => self.content_length(value),
+                header::CONTENT_LENGTH => self.content_length(value.as_bytes()),
                 header::TRANSFER_ENCODING | header::TRAILER => {
                     let mut values = vec![value];
                     while let Some((_, v)) = fields.next_if(|(n, _)| *n == name) {
@@ -229,14 +251,14 @@ impl Fields<'_> {
     }
 
     /// The first `Content-Length` value counts (sluice never sends two).
-    fn content_length(&mut self, v: &HeaderValue) {
+    fn content_length(&mut self, v: &[u8]) {
         if self.framing.is_some() {
             return;
         }
         match self.body {
             Length::Known(n) => self.framing = Some(Framing::Length(n)),
             Length::Unknown => {
-                let n = std::str::from_utf8(v.as_bytes())
+                let n = std::str::from_utf8(v)
                     .ok()
                     .and_then(|s| s.trim().parse().ok());
                 self.framing = Some(Framing::Length(n.unwrap_or(0)));
@@ -245,7 +267,7 @@ impl Fields<'_> {
             Length::None if self.asked.head => self.framing = Some(Framing::Length(0)),
             Length::None => return,
         }
-        self.field(b"content-length", v.as_bytes());
+        self.field(b"content-length", v);
     }
 
     /// `Transfer-Encoding`'s values on one line, `chunked` last (added if

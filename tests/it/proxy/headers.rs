@@ -199,6 +199,18 @@ async fn header_directives_do_what_nginx_does() {
             status: 200,
             xff: false,
         },
+        // The upstream's fields in its order, a repeated name not grouped, and `add_header`'s
+        // after them, its name the upstream's too.
+        Case {
+            path: "/inherit",
+            headers: &[
+                ("X-Echo-Header", "X-A: 1"),
+                ("X-Echo-Header", "X-Frame-Options: SAMEORIGIN"),
+                ("X-Echo-Header", "X-A: 2"),
+            ],
+            status: 200,
+            xff: false,
+        },
     ];
     for case in &cases {
         let (n, s) = tokio::join!(
