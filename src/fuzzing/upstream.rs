@@ -47,7 +47,9 @@ enum Read {
 ///
 /// Checked: no panic; the same result whatever the pieces (head, framing,
 /// body bytes, error, and the bytes left after the body); hop-by-hop and
-/// framing headers never come out; a body never takes bytes past its end.
+/// framing headers never come out; the fields passed on are lowercase and
+/// each a valid `HeaderName` and `HeaderValue` (none lost when they move
+/// into a map for hyper); a body never takes bytes past its end.
 pub fn upstream(data: &[u8]) {
     let mut r = Reader(data);
     let method = match r.u8() % 5 {
@@ -177,7 +179,23 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
         interim,
         status: resp.status(),
         headers: {
+            // Every field passed on is a valid `HeaderName` (lowercase) and
+            // `HeaderValue`: none is lost at hyper's door.
+            let fields = crate::upstream::UpstreamFields::of(&resp).map(|f| {
+                f.iter()
+                    .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                    .collect::<Vec<_>>()
+            });
             crate::upstream::into_header_map(&mut resp);
+            let fields = fields.unwrap_or_default();
+            assert_eq!(resp.headers().len(), fields.len(), "a field lost");
+            for (n, v) in &fields {
+                assert!(!n.iter().any(u8::is_ascii_uppercase), "{n:?} not lowercase");
+                let values = resp
+                    .headers()
+                    .get_all(http::HeaderName::from_bytes(n).unwrap());
+                assert!(values.iter().any(|x| x.as_bytes() == v.as_slice()));
+            }
             resp.headers().clone()
         },
         framing,

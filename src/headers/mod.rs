@@ -108,10 +108,10 @@ impl Default for ProxyHeaders {
 
 /// `out[from..]` with the bytes no field value may hold percent-encoded.
 fn sanitize_tail(out: &mut Vec<u8>, from: usize) {
-    let bad = |b: u8| (b < 0x20 && b != b'\t') || b == 0x7f;
-    if !out[from..].iter().any(|&b| bad(b)) {
+    if !crate::http1::any_control_byte(&out[from..]) {
         return;
     }
+    let bad = |b: u8| (b < 0x20 && b != b'\t') || b == 0x7f;
     let value = out.split_off(from);
     for b in value {
         if bad(b) {

@@ -90,6 +90,24 @@ fn control_bytes_in_values_are_percent_encoded() {
     assert_eq!(out, b"x: /a%0D%0AX-Evil: 1%00\tz");
 }
 
+/// Every byte at every place of a word (and of the tail) is encoded if and
+/// only if it is a control byte but TAB, or 0x7f.
+#[test]
+fn each_byte_is_judged_wherever_it_is() {
+    for b in 0..=255u8 {
+        let bad = (b < 0x20 && b != b'\t') || b == 0x7f;
+        for len in [1, 8, 11, 16] {
+            for at in 0..len {
+                let mut value = vec![b'v'; len];
+                value[at] = b;
+                let mut out = value.clone();
+                sanitize_tail(&mut out, 0);
+                assert_eq!(out != value, bad, "byte {b:#x} at {at} of {len}");
+            }
+        }
+    }
+}
+
 #[test]
 fn add_header_follows_status_and_always() {
     let list = vec![

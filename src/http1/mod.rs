@@ -42,4 +42,4 @@ pub use gate::{Fill, Gate};
 #[cfg(any(test, feature = "fuzzing"))]
 pub use head::parse_head;
 pub use head::{Framing, Head};
-pub use head::{HeadParser, HeadRules, Parsed, Refusal, upgrade_asked};
+pub use head::{HeadParser, HeadRules, Parsed, Refusal, any_control_byte, upgrade_asked};

@@ -202,6 +202,12 @@ pub(super) fn control_bytes(value: &[u8]) -> Option<bool> {
     Some(control | control_bytes_each(rest)?)
 }
 
+/// Whether a value has a byte no field value may hold (a control byte
+/// but TAB, or 0x7f), eight bytes a step as [`control_bytes`].
+pub fn any_control_byte(value: &[u8]) -> bool {
+    control_bytes(value) != Some(false)
+}
+
 /// [`control_bytes`], byte by byte.
 fn control_bytes_each(value: &[u8]) -> Option<bool> {
     let mut control = false;

@@ -43,6 +43,7 @@
 mod buffers;
 mod canonical;
 mod header_line;
+pub use header_line::any_control_byte;
 mod request_line;
 #[cfg(test)]
 mod tests;
