@@ -97,21 +97,25 @@ pub(crate) fn parse_head(
     // nothing went wrong before it: `exchange` clears it when the 101 came
     // before the whole request was sent (see `super::switched`).
     let (framing, keep) = if switching {
-        // (A length would be the new protocol's business.)
-        fields.drop(&head, b"content-length");
         (Framing::UntilClose, true)
     } else {
         let framing = body_framing(method, status, http11, &mut fields)?;
-        if matches!(framing, Framing::Chunked(_)) {
-            // The length beside chunked is not passed on.
-            fields.drop(&head, b"content-length");
-        }
         (framing, fields.keep)
     };
+    let mut passed = UpstreamFields::new(head.freeze(), std::mem::take(&mut fields.at));
+    for name in &fields.connection {
+        if !(switching && *name == header::UPGRADE) {
+            passed.remove(name.as_str().as_bytes());
+        }
+    }
+    // A length is not passed on beside chunked, nor with a 101 (it would be
+    // the new protocol's business).
+    if switching || matches!(framing, Framing::Chunked(_)) {
+        passed.remove(b"content-length");
+    }
     let mut resp = Response::new(());
     *resp.status_mut() = status;
-    resp.extensions_mut()
-        .insert(UpstreamFields::new(head.freeze(), fields.at));
+    resp.extensions_mut().insert(passed);
     Ok(Some(Parsed::Final(resp, framing, keep)))
 }
 
@@ -137,6 +141,8 @@ struct Fields {
     length: Option<u64>,
     /// A Transfer-Encoding: `Some(true)` if its last coding is chunked.
     chunked: Option<bool>,
+    /// The names its Connection lists: hop-by-hop on this connection too.
+    connection: Vec<HeaderName>,
 }
 
 /// Which of the response fields sluice reads itself or drops as
@@ -158,7 +164,7 @@ fn special(name: &[u8]) -> Option<&'static str> {
 
 /// The header lines at `at` in `head`, in order: the framing ones and
 /// Connection read (not passed on), hop-by-hop ones dropped, the names
-/// Connection lists removed; `Upgrade` kept in a 101 (`switching`: the
+/// Connection lists noted (the caller removes them); `Upgrade` kept in a 101 (`switching`: the
 /// client is told which protocol it switched to). A field `hidden` names
 /// is left out (nginx's `Date` and `Server` are in every response). Every
 /// name is lowercased in place first.
@@ -173,8 +179,8 @@ fn read_fields(
         keep: http11,
         length: None,
         chunked: None,
+        connection: Vec::new(),
     };
-    let mut connection = Vec::new();
     for &span in at {
         let (n, nl, v, vl) = span;
         let (n, nl, v, vl) = (n as usize, nl as usize, v as usize, vl as usize);
@@ -198,7 +204,7 @@ fn read_fields(
                 continue;
             }
             Some("connection") => {
-                connection_tokens(value, &mut f.keep, &mut connection);
+                connection_tokens(value, &mut f.keep, &mut f.connection);
                 continue;
             }
             Some("upgrade") if switching && !hidden.hides(raw) => {}
@@ -208,20 +214,7 @@ fn read_fields(
         }
         f.at.push(span);
     }
-    for name in connection {
-        if !(switching && name == header::UPGRADE) {
-            f.drop(head, name.as_str().as_bytes());
-        }
-    }
     Ok(f)
-}
-
-impl Fields {
-    /// Leaves out the fields named `name` (lowercase).
-    fn drop(&mut self, head: &[u8], name: &[u8]) {
-        self.at
-            .retain(|&(n, nl, ..)| &head[n as usize..(n + nl) as usize] != name);
-    }
 }
 
 /// A Connection header's tokens: `close` and `keep-alive` decide `keep`,

@@ -65,7 +65,9 @@ pub fn encode(
     let http10 = asked.http10;
     let last = status == StatusCode::SWITCHING_PROTOCOLS || !*keep_alive;
     let upstream = UpstreamFields::of_parts(parts);
-    dst.reserve(head_room(parts));
+    dst.reserve(head_room(
+        parts.headers.len() + upstream.map_or(0, UpstreamFields::len),
+    ));
     if !http10 && status == StatusCode::OK {
         dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
     } else {
@@ -117,12 +119,11 @@ pub fn encode(
     Written { framing, last }
 }
 
-/// Room for a response head with these fields: its status line, `Date`,
+/// Room for a response head of `fields` fields: its status line, `Date`,
 /// framing and `Connection` fields, and its own fields (most shorter than
 /// 48 bytes), so that writing it seldom grows its buffer.
-pub fn head_room(parts: &http::response::Parts) -> usize {
-    let upstream = UpstreamFields::of_parts(parts).map_or(0, UpstreamFields::len);
-    160 + (parts.headers.len() + upstream) * 48
+pub fn head_room(fields: usize) -> usize {
+    160 + fields * 48
 }
 
 /// A buffer with room for the head and, for a body of known length up to
@@ -132,7 +133,8 @@ pub fn buffer(parts: &http::response::Parts, body: Length, small: usize) -> Vec<
         Length::Known(n) => usize::try_from(n).ok().filter(|&n| n <= small),
         _ => None,
     };
-    Vec::with_capacity(head_room(parts) + body.unwrap_or(0))
+    let upstream = UpstreamFields::of_parts(parts).map_or(0, UpstreamFields::len);
+    Vec::with_capacity(head_room(parts.headers.len() + upstream) + body.unwrap_or(0))
 }
 
 /// An HTTP/1.0 client is answered `keep-alive` when both sides keep the
