@@ -180,32 +180,34 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
     Read::Head {
         interim,
         status: resp.status(),
-        headers: {
-            // Every field passed on is a valid `HeaderName` (lowercase) and
-            // `HeaderValue`: none is lost at hyper's door.
-            let fields = crate::upstream::UpstreamFields::of(&resp).map(|f| {
-                f.iter()
-                    .map(|(n, v)| (n.to_vec(), v.to_vec()))
-                    .collect::<Vec<_>>()
-            });
-            crate::upstream::into_header_map(&mut resp);
-            let fields = fields.unwrap_or_default();
-            assert_eq!(resp.headers().len(), fields.len(), "a field lost");
-            for (n, v) in &fields {
-                assert!(!n.iter().any(u8::is_ascii_uppercase), "{n:?} not lowercase");
-                let values = resp
-                    .headers()
-                    .get_all(http::HeaderName::from_bytes(n).unwrap());
-                assert!(values.iter().any(|x| x.as_bytes() == v.as_slice()));
-            }
-            resp.headers().clone()
-        },
+        headers: passed_on(&mut resp),
         framing,
         keep,
         body,
         body_failed,
         rest,
     }
+}
+/// The response's fields as hyper's writers get them, checked on the way:
+/// every field passed on is a valid `HeaderName` (lowercase) and
+/// `HeaderValue`, and none is lost at hyper's door.
+fn passed_on(resp: &mut http::Response<()>) -> http::HeaderMap {
+    let fields = crate::upstream::UpstreamFields::of(resp).map(|f| {
+        f.iter()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect::<Vec<_>>()
+    });
+    crate::upstream::into_header_map(resp);
+    let fields = fields.unwrap_or_default();
+    assert_eq!(resp.headers().len(), fields.len(), "a field lost");
+    for (n, v) in &fields {
+        assert!(!n.iter().any(u8::is_ascii_uppercase), "{n:?} not lowercase");
+        let values = resp
+            .headers()
+            .get_all(http::HeaderName::from_bytes(n).unwrap());
+        assert!(values.iter().any(|x| x.as_bytes() == v.as_slice()));
+    }
+    resp.headers().clone()
 }
 #[cfg(test)]
 mod tests {
