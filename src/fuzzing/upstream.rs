@@ -145,6 +145,7 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
             return Read::Partial;
         }
     };
+    written_as_sent(&resp, &framing, method);
     // The body, as `UpstreamBody` takes it.
     let mut state = framing;
     let mut body = Vec::new();
@@ -188,6 +189,53 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
         rest,
     }
 }
+/// The loop's HTTP/1.1 writer sends the upstream's fields as they came, in
+/// order, and a head a client reads whole; the framing fields, `Date` and
+/// `Connection` are the writer's own (it frames what it sends).
+fn written_as_sent(resp: &http::Response<()>, framing: &crate::upstream::Framing, method: &Method) {
+    use crate::server::h1;
+    use crate::upstream::{Framing, UpstreamFields};
+    let Some(up) = UpstreamFields::of(resp) else {
+        return;
+    };
+    let mut copy = http::Response::new(());
+    *copy.status_mut() = resp.status();
+    copy.extensions_mut().insert(up.clone());
+    let (mut parts, ()) = copy.into_parts();
+    let length = match framing {
+        Framing::Length(0) | Framing::Done => h1::Length::None,
+        Framing::Length(n) => h1::Length::Known(*n),
+        Framing::Chunked(_) | Framing::UntilClose => h1::Length::Unknown,
+    };
+    let asked = h1::Asked {
+        http10: false,
+        head: method == Method::HEAD,
+    };
+    let mut out = Vec::new();
+    h1::encode(&mut parts, length, asked, &mut true, &mut out);
+    let mut lines = vec![httparse::EMPTY_HEADER; up.len() + 8];
+    let mut read = httparse::Response::new(&mut lines);
+    match read.parse(&out) {
+        Ok(httparse::Status::Complete(n)) => assert_eq!(n, out.len()),
+        other => panic!("{other:?}: {:?}", String::from_utf8_lossy(&out)),
+    }
+    assert_eq!(read.code, Some(resp.status().as_u16()));
+    let theirs = |n: &[u8]| {
+        !matches!(
+            n,
+            b"content-length" | b"transfer-encoding" | b"trailer" | b"connection" | b"date"
+        )
+    };
+    let sent: Vec<(&[u8], &[u8])> = up.iter().filter(|(n, _)| theirs(n)).collect();
+    let written: Vec<(&[u8], &[u8])> = read
+        .headers
+        .iter()
+        .map(|h| (h.name.as_bytes(), h.value))
+        .filter(|(n, _)| theirs(n))
+        .collect();
+    assert_eq!(written, sent, "the upstream's fields written otherwise");
+}
+
 /// The response's fields as hyper's writers get them, checked on the way:
 /// every field passed on is a valid `HeaderName` (lowercase) and
 /// `HeaderValue`, and none is lost at hyper's door.
