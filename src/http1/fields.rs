@@ -45,7 +45,7 @@ impl Span {
 }
 
 /// Fields in place in a canonical head: the head, and where each field is.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Wire {
     head: Bytes,
     at: Vec<Span>,

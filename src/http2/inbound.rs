@@ -580,6 +580,7 @@ impl Inbound {
                         detail: Some(name),
                         request_line: None,
                         in_headers: true,
+                        fields: None,
                     }));
                     let mut id = itoa::Buffer::new();
                     hpack::encode(

@@ -79,6 +79,7 @@ fn refusal(status: u16, reason: &'static str, detail: Option<&[u8]>) -> Refusal 
         detail: detail.map(|d| d[..d.len().min(64)].to_vec()),
         request_line: None,
         in_headers: true,
+        fields: None,
     }
 }
 

@@ -482,7 +482,10 @@ async fn closed<S: ClientStream>(
 ) {
     let (id, remote, server_name) = (conn.id, conn.remote, &side.name);
     if let Some(refusal) = io.take_refusal() {
-        let server = shared.config().server_at(conn.listen).cloned();
+        let (server, tables) = {
+            let config = shared.config();
+            (config.server_at(conn.listen).cloned(), config.vars.clone())
+        };
         shared.env.metrics.response(refusal.status, Duration::ZERO);
         // Boxed: every waiting connection's task would keep room for it.
         Box::pin(refuse(
@@ -490,6 +493,7 @@ async fn closed<S: ClientStream>(
             &refusal,
             server.as_deref(),
             (id, remote, conn.local, server_name),
+            &tables,
             side.timeouts.send,
         ))
         .await;

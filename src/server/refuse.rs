@@ -6,7 +6,7 @@ use crate::body::Body;
 use crate::config::ServerBlock;
 use crate::errlog::{self, Severity};
 use crate::respond::{self, Made};
-use crate::vars::RequestVars;
+use crate::vars::{RequestVars, Tables, UserVars};
 use http::{Response, Uri, header};
 use http_body_util::BodyExt;
 use std::net::{IpAddr, SocketAddr};
@@ -24,6 +24,7 @@ pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
     refusal: &crate::http1::Refusal,
     srv: Option<&ServerBlock>,
     (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
+    tables: &Arc<Tables>,
     send_timeout: Duration,
 ) {
     let start = Instant::now();
@@ -33,7 +34,8 @@ pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
     let resp = refused_response(pages, refusal);
     let (bytes, body_len) = Box::pin(serialize(resp)).await;
     if let Some(log) = srv.and_then(|s| s.access_log.as_ref()) {
-        access_refused(log, refusal, (id, remote, local, server), start, body_len);
+        let client = (id, remote, local, server);
+        access_refused(log, refusal, client, tables, start, body_len);
     }
     let stream = io.get_mut();
     let _ = tokio::time::timeout(send_timeout, async {
@@ -84,11 +86,15 @@ pub(crate) fn log_refusal(refusal: &crate::http1::Refusal, id: u64, client: IpAd
 
 /// The access-log line of a refused head, as nginx writes one: `$request`
 /// is the line as sent (nothing of it could be trusted further),
-/// `$request_method` its first word if that is a token.
+/// `$request_method` its first word if that is a token. The maps and geos
+/// (`tables`) and `$http_…` still have their values: nginx computes them
+/// in its log phase from what the request has, the client's address and
+/// the fields read before the refusal.
 pub(crate) fn access_refused(
     log: &Arc<AccessLog>,
     refusal: &crate::http1::Refusal,
     (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
+    tables: &Arc<Tables>,
     start: Instant,
     body_len: u64,
 ) {
@@ -98,7 +104,10 @@ pub(crate) fn access_refused(
         .next()
         .and_then(|m| http::Method::from_bytes(m).ok())
         .unwrap_or_else(|| http::Method::from_bytes(b"-").unwrap_or_default());
-    let (uri, headers) = (Uri::from_static("/"), crate::http1::Fields::default());
+    let uri = Uri::from_static("/");
+    let headers =
+        crate::http1::Fields::Wire(refusal.fields.as_deref().cloned().unwrap_or_default());
+    let user = (!tables.is_empty()).then(|| Arc::new(UserVars::new(tables.clone(), remote)));
     let vars = RequestVars {
         remote,
         local,
@@ -110,7 +119,7 @@ pub(crate) fn access_refused(
         headers: &headers,
         raw_request_line: Some(line),
         tls: None,
-        user: None,
+        user: user.as_ref(),
     };
     let mut r = Record::new(log.clone(), &vars, id, start);
     r.status = refusal.status;

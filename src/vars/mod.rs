@@ -341,8 +341,8 @@ pub struct RequestVars<'a> {
     pub raw_request_line: Option<&'a [u8]>,
     /// The connection's TLS session, if it speaks TLS.
     pub tls: Option<&'a std::sync::Arc<crate::tls::Session>>,
-    /// The values of the configuration's maps and geos (none: they are
-    /// empty, for a request refused before it was read).
+    /// The values of the configuration's maps and geos (none: the
+    /// configuration has none).
     pub user: Option<&'a std::sync::Arc<UserVars>>,
 }
 

@@ -49,6 +49,7 @@ mod request_line;
 mod tests;
 mod unique;
 
+use crate::http1::fields::Wire;
 use buffers::Buffers;
 use std::fmt;
 
@@ -121,6 +122,10 @@ pub struct Refusal {
     /// Whether the request line had been read (nginx says "while reading
     /// client request line" or "… headers").
     pub in_headers: bool,
+    /// The fields kept before the refusal: nginx's log phase still has
+    /// them (`$http_…`, and maps of them, in the access-log line). Boxed:
+    /// a refusal is the error of every step of the head's reading.
+    pub fields: Option<Box<Wire>>,
 }
 
 impl fmt::Display for Refusal {
@@ -309,7 +314,19 @@ impl HeadParser {
             detail,
             request_line: self.line.as_ref().map(|l| self.canonical[..l.len].to_vec()),
             in_headers: self.line.is_some(),
+            fields: self.fields_so_far(),
         }
+    }
+
+    /// The fields kept so far, for a refusal (copied: refusals are rare).
+    fn fields_so_far(&self) -> Option<Box<Wire>> {
+        if self.spans.is_empty() {
+            return None;
+        }
+        Some(Box::new(Wire::new(
+            bytes::Bytes::copy_from_slice(&self.canonical),
+            self.spans.clone(),
+        )))
     }
 }
 

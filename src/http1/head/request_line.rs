@@ -22,6 +22,7 @@ impl HeadParser {
             detail: None,
             request_line: Some(line.to_vec()),
             in_headers: false,
+            fields: None,
         })?;
         let len =
             canonical::request_line((&mut self.canonical, &mut self.spans), &parsed, available);
@@ -54,6 +55,7 @@ impl HeadParser {
             },
             request_line: None,
             in_headers: true,
+            fields: None,
         })?;
         let len = canonical::request_line(
             (&mut self.canonical, &mut self.spans),

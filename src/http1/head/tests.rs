@@ -182,3 +182,42 @@ proptest::proptest! {
         proptest::prop_assert_eq!(header_line::control_bytes(&s), each);
     }
 }
+
+/// A refusal carries the fields kept before it (nginx's log phase still has
+/// them), none once the request line is the fault, and the same whether
+/// the head came whole or a byte at a time.
+#[test]
+fn a_refusal_keeps_the_fields_before_it() {
+    let fields_of = |s: &[u8]| match parse(s) {
+        Parsed::Refused(r) => r.fields.map(|w| {
+            crate::http1::Fields::Wire(*w)
+                .iter()
+                .map(|(n, v)| String::from_utf8_lossy(&[n, b"=", v].concat()).into_owned())
+                .collect::<Vec<_>>()
+        }),
+        other => panic!("{:?}: {other:?}", String::from_utf8_lossy(s)),
+    };
+    let two_hosts = b"GET / HTTP/1.1\r\nX-A: 1\r\nHost: a\r\nHost: b\r\nX-B: 2\r\n\r\n";
+    assert_eq!(
+        fields_of(two_hosts),
+        Some(vec!["x-a=1".to_owned(), "host=a".to_owned()])
+    );
+    let bad_name = b"GET / HTTP/1.1\r\nX-A: 1\r\nX A: 2\r\n\r\n";
+    assert_eq!(fields_of(bad_name), Some(vec!["x-a=1".to_owned()]));
+    assert_eq!(fields_of(b"GET / HTTP/1.1 x\r\nX-A: 1\r\n\r\n"), None);
+    assert_eq!(fields_of(b"GET / HTTP/1.1\r\nX A: 2\r\n\r\n"), None);
+    // Byte by byte: the same status and fields (a bad name is refused at
+    // its first wrong byte, so its line's detail is shorter).
+    let status_and_fields = |p: Parsed| match p {
+        Parsed::Refused(r) => (r.status, r.fields),
+        other => panic!("{other:?}"),
+    };
+    for head in [&two_hosts[..], &bad_name[..]] {
+        let mut p = HeadParser::new(HeadRules::default());
+        let refused = (1..=head.len())
+            .map(|n| p.advance(&head[..n]))
+            .find(|x| !matches!(x, Parsed::Partial))
+            .expect("a refusal");
+        assert_eq!(status_and_fields(refused), status_and_fields(parse(head)));
+    }
+}

@@ -94,6 +94,7 @@ impl HeadParser {
                 detail: None,
                 request_line: Some(self.canonical[..line.len].to_vec()),
                 in_headers: true,
+                fields: self.fields_so_far(),
             })
         };
         if !self.host && line.http11 {

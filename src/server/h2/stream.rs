@@ -445,10 +445,11 @@ pub(super) fn reset_logged(shared: &Shared, conn: &Conn) {
             detail: None,
             request_line: None,
             in_headers: true,
+            fields: None,
         };
         let name = server.map_or("", |s| s.name.as_str());
         let client = (conn.id, conn.remote, conn.local, name);
-        refuse::access_refused(log, &reset, client, Instant::now(), 0);
+        refuse::access_refused(log, &reset, client, &config.vars, Instant::now(), 0);
     }
 }
 
@@ -464,6 +465,7 @@ fn refused(
         detail: None,
         request_line: None,
         in_headers: true,
+        fields: None,
     });
     let config = shared.config();
     let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
@@ -478,7 +480,7 @@ fn refused(
         let len = hyper::body::Body::size_hint(resp.body())
             .exact()
             .unwrap_or(0);
-        refuse::access_refused(log, &refusal, client, start, len);
+        refuse::access_refused(log, &refusal, client, &config.vars, start, len);
     }
     resp
 }

@@ -2,6 +2,7 @@
 //! delays.
 
 use super::*;
+use crate::support::exchange;
 
 /// `log_format '$status $limit_req_status $uri'`. `/lrs` at 2r/s burst=3 delay=1, six at once:
 /// PASSED ×2 (0, 1.000 ≤ delay), DELAYED ×2 (500, 1000 ms), REJECTED ×2. `/free` has no
@@ -195,4 +196,98 @@ async fn diff_limit_req_log_level_sets_rejection_and_delay_levels() {
         );
     }
     pair.assert_same_limit_lines("limit_req_log_level").await;
+}
+
+/// The maps, geos and fields in the access-log line of a request refused before it was read:
+/// nginx computes them in its log phase from what the request has, the client's address and the
+/// fields read before the refusal. So a geo of the client and a map of `$remote_addr` keep their
+/// values; a field (and a map of it) has its value if it came before the fault, else is empty
+/// (the map's default). One good request, then refused ones: an invalid request line, a field
+/// name with a space before and after `X-Plan`, `Host` twice after it, from 127.0.0.2 to .5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_maps_and_geos_in_the_log_line_of_a_refused_request() {
+    let pair = Pair::start(
+        |up| {
+            format!(
+                "
+  geo $tier {{ default free; 127.0.0.3 paid; }}
+  map $remote_addr $who {{ default other; 127.0.0.2 two; }}
+  map $http_x_plan $plan {{ default none; gold gold; }}
+  log_format vars '$status $tier $who $plan $http_x_plan';
+  server {{
+    access_log logs/vars.log vars;
+    location / {{ proxy_pass http://{up}; }}
+  }}"
+            )
+        },
+        |up| {
+            format!(
+                r#"log_format = "$status $tier $who $plan $http_x_plan"
+access_log = "stdout"
+
+[geos.tier]
+default  = "free"
+networks = {{ "127.0.0.3" = "paid" }}
+
+[maps.who]
+source  = "$remote_addr"
+default = "other"
+values  = {{ "127.0.0.2" = "two" }}
+
+[maps.plan]
+source  = "$http_x_plan"
+default = "none"
+values  = {{ "gold" = "gold" }}
+
+[[servers]]
+proxy_pass = "http://{up}"
+
+[[servers.locations]]
+path = "/"
+"#
+            )
+        },
+    );
+    let good = b"GET / HTTP/1.1\r\nHost: a\r\nX-Plan: gold\r\nConnection: close\r\n\r\n".as_slice();
+    let bad_line = b"GET / HTTP/1.1 junk\r\nHost: a\r\nX-Plan: gold\r\n\r\n".as_slice();
+    let bad_field = b"GET / HTTP/1.1\r\nX Plan: gold\r\nHost: a\r\n\r\n".as_slice();
+    let bad_after = b"GET / HTTP/1.1\r\nX-Plan: gold\r\nX Y: 1\r\n\r\n".as_slice();
+    let two_hosts = b"GET / HTTP/1.1\r\nX-Plan: gold\r\nHost: a\r\nHost: b\r\n\r\n".as_slice();
+    let cases = [
+        (2, good),
+        (2, bad_line),
+        (3, bad_line),
+        (3, bad_field),
+        (4, bad_after),
+        (5, two_hosts),
+    ];
+    for (n, raw) in cases {
+        let (a, b) = tokio::join!(
+            exchange(pair.nginx.addr(), client(n), raw),
+            exchange(pair.sluice.addr(), client(n), raw)
+        );
+        assert_eq!(a.status, b.status, "{:?}", String::from_utf8_lossy(raw));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let nginx_access = sorted_lines(
+        &std::fs::read_to_string(pair.nginx.prefix().join("logs/vars.log"))
+            .expect("nginx's logs/vars.log"),
+    );
+    assert_eq!(
+        nginx_access,
+        [
+            "200 free two gold gold",
+            "400 free other gold gold",
+            "400 free other gold gold",
+            "400 free two none -",
+            "400 paid other none -",
+            "400 paid other none -",
+        ],
+        "nginx's access log (oracle)"
+    );
+    assert_eq!(
+        sorted_lines(&pair.sluice.stdout()),
+        nginx_access,
+        "sluice's access log ($status $tier $who $plan $http_x_plan) differs from nginx's"
+    );
 }
