@@ -70,11 +70,7 @@ limit_req = {{ zone = "z_nokey" }}
         &on_paths(&sluice, &["/free", "/nokey"]),
         &expect(&[(200, &[0; 2])]),
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let nginx_access = sorted_lines(
-        &std::fs::read_to_string(pair.nginx.prefix().join("logs/lrs.log"))
-            .expect("nginx's logs/lrs.log"),
-    );
+    let nginx_access = nginx_log(&pair, "logs/lrs.log").await;
     assert_eq!(
         nginx_access,
         [
@@ -95,6 +91,13 @@ limit_req = {{ zone = "z_nokey" }}
         "sluice's access log ($status $limit_req_status $uri) differs from nginx's"
     );
     pair.assert_same_limit_lines("$limit_req_status").await;
+}
+
+/// nginx's access log `file` (in its prefix), its lines sorted, once its last lines are written.
+async fn nginx_log(pair: &Pair, file: &str) -> Vec<String> {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let path = pair.nginx.prefix().join(file);
+    sorted_lines(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("nginx's {file}: {e}")))
 }
 
 /// Server level `limit_req_log_level warn`; locations `/warn` (inherits), `/info`, `/notice`,
@@ -268,11 +271,7 @@ path = "/"
         );
         assert_eq!(a.status, b.status, "{:?}", String::from_utf8_lossy(raw));
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let nginx_access = sorted_lines(
-        &std::fs::read_to_string(pair.nginx.prefix().join("logs/vars.log"))
-            .expect("nginx's logs/vars.log"),
-    );
+    let nginx_access = nginx_log(&pair, "logs/vars.log").await;
     assert_eq!(
         nginx_access,
         [
