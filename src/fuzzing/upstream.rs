@@ -189,6 +189,7 @@ fn read_response(bytes: &[u8], method: &Method, pieces: &[usize]) -> Read {
         rest,
     }
 }
+
 /// The loop's HTTP/1.1 writer sends the upstream's fields as they came, in
 /// order, and a head a client reads whole; the framing fields, `Date` and
 /// `Connection` are the writer's own (it frames what it sends).
@@ -257,6 +258,7 @@ fn passed_on(resp: &mut http::Response<()>) -> http::HeaderMap {
     }
     resp.headers().clone()
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -164,10 +164,10 @@ fn special(name: &[u8]) -> Option<&'static str> {
 
 /// The header lines at `at` in `head`, in order: the framing ones and
 /// Connection read (not passed on), hop-by-hop ones dropped, the names
-/// Connection lists noted (the caller removes them); `Upgrade` kept in a 101 (`switching`: the
-/// client is told which protocol it switched to). A field `hidden` names
-/// is left out (nginx's `Date` and `Server` are in every response). Every
-/// name is lowercased in place first.
+/// Connection lists noted (the caller removes them); `Upgrade` kept in a
+/// 101 (`switching`: the client is told which protocol it switched to). A
+/// field `hidden` names is left out (nginx's `Date` and `Server` are in
+/// every response). Every name is lowercased in place first.
 fn read_fields(
     head: &mut [u8],
     at: &[Span],

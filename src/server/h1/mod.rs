@@ -188,7 +188,7 @@ async fn serve_one<S: ClientStream>(
             .exact()
             .map_or(response::Length::Unknown, response::Length::Known)
     };
-    let mut out = response::buffer(&parts, length, FLUSH_AT);
+    let mut out = Vec::new();
     let written = response::encode(&mut parts, length, asked, &mut keep_alive, &mut out);
     if parts.status == http::StatusCode::SWITCHING_PROTOCOLS {
         write_all(io, &mut out).await?;

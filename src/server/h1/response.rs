@@ -51,8 +51,9 @@ pub struct Written {
     pub last: bool,
 }
 
-/// Writes the response head for `asked` into `dst`. `keep_alive`: the
-/// connection may serve another request (it may come back false).
+/// Writes the response head for `asked` into `dst` (with room for a small
+/// body after it). `keep_alive`: the connection may serve another request
+/// (it may come back false).
 pub fn encode(
     parts: &mut http::response::Parts,
     body: Length,
@@ -65,8 +66,9 @@ pub fn encode(
     let http10 = asked.http10;
     let last = status == StatusCode::SWITCHING_PROTOCOLS || !*keep_alive;
     let upstream = UpstreamFields::of_parts(parts);
-    dst.reserve(head_room(
+    dst.reserve(room(
         parts.headers.len() + upstream.map_or(0, UpstreamFields::len),
+        body,
     ));
     if !http10 && status == StatusCode::OK {
         dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
@@ -119,22 +121,17 @@ pub fn encode(
     Written { framing, last }
 }
 
-/// Room for a response head of `fields` fields: its status line, `Date`,
-/// framing and `Connection` fields, and its own fields (most shorter than
-/// 48 bytes), so that writing it seldom grows its buffer.
-pub fn head_room(fields: usize) -> usize {
-    160 + fields * 48
-}
-
-/// A buffer with room for the head and, for a body of known length up to
-/// `small`, the body too: its data is appended without growing it.
-pub fn buffer(parts: &http::response::Parts, body: Length, small: usize) -> Vec<u8> {
-    let body = match body {
-        Length::Known(n) => usize::try_from(n).ok().filter(|&n| n <= small),
+/// Room for a response head of `fields` fields (its status line, `Date`,
+/// framing and `Connection` fields, and its own fields, most shorter than
+/// 48 bytes) and, for a body of known length up to [`super::FLUSH_AT`],
+/// the body too: writing the head and appending the body's data seldom
+/// grows the buffer.
+fn room(fields: usize, body: Length) -> usize {
+    let small = match body {
+        Length::Known(n) => usize::try_from(n).ok().filter(|&n| n <= super::FLUSH_AT),
         _ => None,
     };
-    let upstream = UpstreamFields::of_parts(parts).map_or(0, UpstreamFields::len);
-    Vec::with_capacity(head_room(parts.headers.len() + upstream) + body.unwrap_or(0))
+    160 + fields * 48 + small.unwrap_or(0)
 }
 
 /// An HTTP/1.0 client is answered `keep-alive` when both sides keep the
