@@ -144,6 +144,7 @@ pub struct Record {
     pub user: Option<Arc<crate::vars::UserVars>>,
     pub remote: SocketAddr,
     pub local: SocketAddr,
+    pub proxy: Option<crate::proxy_protocol::Addresses>,
     pub server_name: String,
     pub method: Method,
     pub uri: Uri,
@@ -177,6 +178,7 @@ impl Record {
             user: vars.user.cloned(),
             remote: vars.remote,
             local: vars.local,
+            proxy: vars.proxy,
             server_name: vars.server_name.to_string(),
             method: vars.method.clone(),
             uri: vars.uri.clone(),
@@ -199,6 +201,7 @@ impl Record {
         let req = RequestVars {
             remote: self.remote,
             local: self.local,
+            proxy: self.proxy,
             server_name: &self.server_name,
             method: &self.method,
             uri: &self.uri,

@@ -16,6 +16,9 @@ pub fn summary(file: &str, spec: &Spec) -> String {
     for z in &spec.zones {
         zone(&mut s, z);
     }
+    for z in &spec.zones {
+        forgeable_key(&mut s, z);
+    }
     vars(&mut s, &spec.vars);
     if let Some(r) = &spec.redis {
         redis(&mut s, r);
@@ -74,6 +77,50 @@ fn zone(s: &mut String, z: &ZoneSpec) {
     );
 }
 
+/// The client's fields any client can write: a key made of them is
+/// whatever each request says.
+fn forgeable(v: &crate::vars::Var) -> bool {
+    matches!(v, crate::vars::Var::Http(h)
+        if h == "x-forwarded-for" || h == "forwarded" || h == "x-real-ip")
+}
+
+/// A warning when a zone's key reads a field any client can forge.
+fn forgeable_key(s: &mut String, z: &ZoneSpec) {
+    if z.key.uses(forgeable) {
+        let _ = writeln!(
+            s,
+            "warning: zone {} is keyed on \"{}\", which any client can write: each request names its own bucket (key on $binary_remote_addr with real_ip from your proxies instead)",
+            z.name,
+            z.key.source()
+        );
+    }
+}
+
+/// A server's `real_ip`: where the client comes from, and a warning when
+/// it trusts a field from every peer.
+fn real_ip(s: &mut String, r: &crate::realip::RealIp) {
+    use crate::realip::Source;
+    let from: Vec<String> = r.from.iter().map(|n| n.to_string()).collect();
+    let source = match &r.source {
+        Source::Header(h) => h.as_str().to_string(),
+        Source::ProxyProtocol => "proxy_protocol".into(),
+        Source::Forwarded => "forwarded".into(),
+    };
+    let _ = writeln!(
+        s,
+        "  real_ip {source} from {}{}",
+        from.join(", "),
+        if r.recursive { " (recursive)" } else { "" }
+    );
+    if r.source.is_header() && r.trusts_everyone() {
+        let _ = writeln!(
+            s,
+            "warning: real_ip reads {source} from any client (from {}): any client can name itself; list only your proxies' addresses",
+            from.join(", ")
+        );
+    }
+}
+
 /// `[redis]`, its passwords masked.
 fn redis(s: &mut String, r: &RedisConfig) {
     let mask = |u: &String| {
@@ -107,8 +154,13 @@ fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
     let level = srv.level.inherit(&spec.http);
     let _ = writeln!(
         s,
-        "server {}{}",
+        "server {}{}{}",
         srv.listen,
+        if srv.options.proxy_protocol {
+            " proxy_protocol"
+        } else {
+            ""
+        },
         if srv.server_name.is_empty() {
             String::new()
         } else {
@@ -117,6 +169,9 @@ fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
     );
     if let Some(t) = &srv.tls {
         tls(s, srv, t, crate::clock::unix_secs());
+    }
+    if let Some(r) = &level.real_ip {
+        real_ip(s, r);
     }
     for loc in &srv.locations {
         location(s, spec, loc, &loc.level.inherit(&level));
@@ -382,6 +437,49 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn forgeable_keys_and_real_ip_from_everyone_are_warned_about() {
+        let out = |key: &str, real_ip: &str| {
+            let text = format!(
+                "[zones.z]\nkey = \"{key}\"\nsize = \"1m\"\nrate = \"1r/s\"\n[[servers]]\nlisten = \"127.0.0.1:8080 proxy_protocol\"\nreal_ip = {real_ip}\n[[servers.locations]]\npath = \"/\"\nlimit_req = {{ zone = \"z\" }}\nreturn = {{ status = 200 }}\n"
+            );
+            let spec = crate::config::parse_str("t.toml", &text).unwrap();
+            summary("t.toml", &spec)
+        };
+        let pp = r#"{ from = ["10.0.0.0/8"], header = "proxy_protocol" }"#;
+        let quiet = out("$binary_remote_addr", pp);
+        assert!(!quiet.contains("warning"), "{quiet}");
+        assert!(
+            quiet.contains("server 127.0.0.1:8080 proxy_protocol"),
+            "{quiet}"
+        );
+        assert!(
+            quiet.contains("  real_ip proxy_protocol from 10.0.0.0/8"),
+            "{quiet}"
+        );
+        for key in [
+            "$http_x_forwarded_for",
+            "${http_forwarded}:$uri",
+            "$http_X_Real_IP",
+        ] {
+            let w = out(key, pp);
+            assert!(w.contains("warning: zone z is keyed on"), "{key}: {w}");
+        }
+        for header in ["X-Forwarded-For", "Forwarded"] {
+            for from in ["0.0.0.0/0", "::/0"] {
+                let r = format!(r#"{{ from = ["127.0.0.1", "{from}"], header = "{header}" }}"#);
+                let w = out("$binary_remote_addr", &r);
+                assert!(w.contains("warning: real_ip reads"), "{header} {from}: {w}");
+            }
+        }
+        // The PROXY protocol's header is not a field a client writes
+        // (a load balancer does), and a trusted list is fine.
+        let everyone_pp = r#"{ from = ["0.0.0.0/0"], header = "proxy_protocol" }"#;
+        assert!(!out("$binary_remote_addr", everyone_pp).contains("warning"));
+        let trusted = r#"{ from = ["10.0.0.0/8"], header = "Forwarded" }"#;
+        assert!(!out("$binary_remote_addr", trusted).contains("warning"));
+    }
 
     #[test]
     fn zones_name_their_algorithm_and_rate() {

@@ -208,8 +208,12 @@ impl Drop for Idle {
 /// One client connection.
 pub(crate) struct Conn {
     pub(crate) id: u64,
+    /// Its peer: the client, or the load balancer before it.
     pub(crate) remote: SocketAddr,
     pub(crate) local: SocketAddr,
+    /// What its PROXY protocol header named (`listen … proxy_protocol`;
+    /// `None` elsewhere, and for headers naming no addresses).
+    pub(crate) proxy: Option<crate::proxy_protocol::Addresses>,
     /// The configured `listen` of its server.
     pub(crate) listen: SocketAddr,
     /// Its phase and what its reader saw.

@@ -46,7 +46,8 @@
 //!   before hyper: what nginx refuses never reaches the upstream),
 //!   [`http2`] (every frame an HTTP/2 client sends, before hyper: request
 //!   heads judged by [`http1`]'s gate, frame floods cut),
-//!   [`realip`] (nginx's `real_ip`), [`tls`] (certificates read and
+//!   [`proxy_protocol`] (the PROXY protocol header a load balancer sends
+//!   before a connection's bytes), [`realip`] (nginx's `real_ip`), [`tls`] (certificates read and
 //!   checked at load, the rustls server configuration).
 //! - `fuzzing` (tests and the `fuzzing` feature only): the checks of the
 //!   fuzz targets in `fuzz/`, shared with the corpus replay of the tests.
@@ -72,6 +73,7 @@ pub(crate) mod http2;
 pub mod import;
 pub mod limiter;
 pub(crate) mod metrics;
+pub(crate) mod proxy_protocol;
 pub(crate) mod realip;
 pub(crate) mod request;
 pub(crate) mod respond;

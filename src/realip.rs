@@ -1,26 +1,72 @@
-//! nginx's realip module: take the client address from a header, but only
-//! when the connection comes from a trusted proxy.
+//! nginx's realip module: take the client address from a header or from the
+//! connection's PROXY protocol header, but only when the connection comes
+//! from a trusted proxy.
 //!
 //! `X-Forwarded-For` is never trusted by default: without `[real_ip]`, the
 //! client is the TCP peer. With it, a peer inside `from` may name the client
 //! in `header`; `recursive` walks `X-Forwarded-For` from the right past every
 //! trusted address (nginx's `real_ip_recursive on`), otherwise the rightmost
 //! entry is taken.
+//!
+//! `header = "proxy_protocol"` (nginx's `real_ip_header proxy_protocol`)
+//! takes the client, address and port, from the PROXY protocol header its
+//! load balancer sent (a connection without one keeps its own).
+//! `header = "Forwarded"`, beyond nginx, reads RFC 7239's `for=` elements
+//! as `X-Forwarded-For`'s entries: right to left, through the trusted
+//! proxies; an `unknown` or obfuscated node (`_hidden`) names no address,
+//! so the walk stops there, and a field that does not parse is ignored as a
+//! whole (the client stays the peer).
 
 use crate::http1::Fields;
 use crate::http1::fields::as_str;
+use crate::proxy_protocol::Addresses;
 use http::HeaderName;
 use ipnet::IpNet;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+
+mod forwarded;
 
 #[derive(Clone, Debug)]
 pub struct RealIp {
     /// `set_real_ip_from`.
     pub from: Vec<IpNet>,
-    /// `real_ip_header`: `X-Forwarded-For`, `X-Real-IP` or another header.
-    pub header: HeaderName,
+    /// `real_ip_header`.
+    pub source: Source,
     /// `real_ip_recursive`.
     pub recursive: bool,
+}
+
+/// Where a trusted peer names the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `X-Forwarded-For`, `X-Real-IP` or another header.
+    Header(HeaderName),
+    /// The connection's PROXY protocol header.
+    ProxyProtocol,
+    /// RFC 7239's `Forwarded` field.
+    Forwarded,
+}
+
+impl Source {
+    /// `real_ip.header`'s value: `proxy_protocol` and `Forwarded` are
+    /// keywords, anything else a header's name.
+    pub fn parse(s: &str) -> Option<Source> {
+        if s.eq_ignore_ascii_case("proxy_protocol") {
+            return Some(Source::ProxyProtocol);
+        }
+        if s.eq_ignore_ascii_case("forwarded") {
+            return Some(Source::Forwarded);
+        }
+        HeaderName::from_bytes(s.to_ascii_lowercase().as_bytes())
+            .ok()
+            .map(Source::Header)
+    }
+
+    /// It reads a field any client can write (for `sluice check`'s
+    /// warning): `X-Forwarded-For`, `X-Real-IP`, `Forwarded`.
+    pub fn is_header(&self) -> bool {
+        !matches!(self, Source::ProxyProtocol)
+    }
 }
 
 /// Parse `"10.0.0.0/8"` or a bare address (a /32 or /128).
@@ -39,16 +85,46 @@ impl RealIp {
         self.from.iter().any(|n| n.contains(&ip))
     }
 
-    /// The client address for a connection from `peer` with `headers`.
+    /// The client of a connection from `peer`, which may have sent a
+    /// PROXY protocol header naming `proxy`, with `headers`.
+    pub fn client(
+        &self,
+        peer: SocketAddr,
+        proxy: Option<&Addresses>,
+        headers: &Fields,
+    ) -> SocketAddr {
+        match &self.source {
+            Source::ProxyProtocol => match proxy {
+                Some(p) if self.trusted(peer.ip()) => {
+                    SocketAddr::new(p.source.ip().to_canonical(), p.source.port())
+                }
+                _ => peer,
+            },
+            _ => SocketAddr::new(self.resolve(peer.ip(), headers), peer.port()),
+        }
+    }
+
+    /// All a trusted network: `from` trusts every client.
+    pub fn trusts_everyone(&self) -> bool {
+        self.from.iter().any(|n| n.prefix_len() == 0)
+    }
+
+    /// The client address for a connection from `peer` with `headers` (a
+    /// header source; the PROXY protocol's is [`RealIp::client`]'s).
     pub fn resolve(&self, peer: IpAddr, headers: &Fields) -> IpAddr {
+        let header = match &self.source {
+            Source::Header(h) => h,
+            Source::Forwarded => return self.forwarded(peer, headers),
+            Source::ProxyProtocol => return peer,
+        };
         if !self.trusted(peer) {
             return peer;
         }
-        let values: Vec<&str> = headers.get_all(&self.header).filter_map(as_str).collect();
+        let values: Vec<&str> = headers.get_all(header).filter_map(as_str).collect();
         if values.is_empty() {
             return peer;
         }
-        if self.header != "x-forwarded-for" {
+        if header != "x-forwarded-for" {
             return values[0]
                 .trim()
                 .parse::<IpAddr>()
@@ -74,6 +150,29 @@ impl RealIp {
         }
         found
     }
+
+    /// `Forwarded`'s `for=` nodes, right to left, through the trusted.
+    fn forwarded(&self, peer: IpAddr, headers: &Fields) -> IpAddr {
+        if !self.trusted(peer) {
+            return peer;
+        }
+        let values = headers.get_all(&http::header::FORWARDED).filter_map(as_str);
+        let Some(nodes) = forwarded::for_nodes(values) else {
+            return peer;
+        };
+        let mut found = peer;
+        for node in nodes.iter().rev() {
+            let Some(ip) = node else {
+                // `unknown`, obfuscated: whoever it is has no address.
+                return found;
+            };
+            found = ip.to_canonical();
+            if !self.recursive || !self.trusted(found) {
+                return found;
+            }
+        }
+        found
+    }
 }
 
 #[cfg(test)]
@@ -86,7 +185,7 @@ mod tests {
                 parse_cidr("127.0.0.1").unwrap(),
                 parse_cidr("10.0.0.0/8").unwrap(),
             ],
-            header: HeaderName::from_static("x-forwarded-for"),
+            source: Source::Header(HeaderName::from_static("x-forwarded-for")),
             recursive,
         }
     }
@@ -129,7 +228,7 @@ mod tests {
     #[test]
     fn x_real_ip() {
         let r = RealIp {
-            header: HeaderName::from_static("x-real-ip"),
+            source: Source::Header(HeaderName::from_static("x-real-ip")),
             ..ri(false)
         };
         let mut m = http::HeaderMap::new();
@@ -138,5 +237,56 @@ mod tests {
             r.resolve("127.0.0.1".parse().unwrap(), &Fields::Map(m)),
             "203.0.113.9".parse::<IpAddr>().unwrap()
         );
+    }
+
+    #[test]
+    fn proxy_protocol_source_follows_the_header_from_trusted_peers_only() {
+        let r = RealIp {
+            source: Source::ProxyProtocol,
+            ..ri(false)
+        };
+        let pp = Addresses {
+            source: "[::ffff:192.0.2.7]:5555".parse().unwrap(),
+            destination: "198.51.100.1:443".parse().unwrap(),
+        };
+        let lb: SocketAddr = "10.1.2.3:40000".parse().unwrap();
+        let empty = Fields::Map(http::HeaderMap::new());
+        // Address and port both follow; a mapped address reads as IPv4.
+        assert_eq!(
+            r.client(lb, Some(&pp), &empty),
+            "192.0.2.7:5555".parse::<SocketAddr>().unwrap()
+        );
+        // No header (LOCAL, UNKNOWN): the connection's own.
+        assert_eq!(r.client(lb, None, &empty), lb);
+        // An untrusted peer's header names nobody; nor do fields.
+        let stranger: SocketAddr = "203.0.113.1:1".parse().unwrap();
+        assert_eq!(r.client(stranger, Some(&pp), &h("1.2.3.4")), stranger);
+        assert_eq!(r.client(lb, None, &h("1.2.3.4")), lb);
+    }
+
+    #[test]
+    fn forwarded_walks_for_nodes_through_trusted_proxies() {
+        let r = |recursive| RealIp {
+            source: Source::Forwarded,
+            ..ri(recursive)
+        };
+        let fwd = |v: &str| {
+            let mut m = http::HeaderMap::new();
+            m.insert("forwarded", v.parse().unwrap());
+            Fields::Map(m)
+        };
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let chain = fwd("for=6.6.6.6, for=\"[2001:db8::1]:80\";proto=https, for=10.0.0.5");
+        assert_eq!(r(false).resolve(peer, &chain), ip("10.0.0.5"));
+        assert_eq!(r(true).resolve(peer, &chain), ip("2001:db8::1"));
+        // `unknown` stops the walk at the last trusted hop.
+        let unknown = fwd("for=6.6.6.6, for=unknown, for=10.0.0.5");
+        assert_eq!(r(true).resolve(peer, &unknown), ip("10.0.0.5"));
+        assert_eq!(r(false).resolve(peer, &fwd("for=_hidden")), peer);
+        // A field that does not parse, or an untrusted peer: the peer.
+        assert_eq!(r(true).resolve(peer, &fwd("for=1.2.3.4;for=5.6.7.8")), peer);
+        let stranger = ip("203.0.113.1");
+        assert_eq!(r(true).resolve(stranger, &chain), stranger);
     }
 }

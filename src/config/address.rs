@@ -22,6 +22,9 @@ pub(crate) struct Address {
     /// HTTP/2 with prior knowledge on a plain address (the default
     /// server's `http2`); on TLS each server offers `h2` by its own.
     pub http2: bool,
+    /// Every connection begins with a PROXY protocol header
+    /// (`listen … proxy_protocol`).
+    pub proxy_protocol: bool,
     pub servers: Vec<Arc<ServerBlock>>,
     default: usize,
     exact: HashMap<String, usize>,
@@ -45,6 +48,7 @@ impl Address {
             listen,
             ssl,
             http2: servers.get(default).is_some_and(|s| s.0.http2),
+            proxy_protocol: false,
             servers: Vec::new(),
             default,
             exact: HashMap::new(),

@@ -104,9 +104,12 @@ pub(crate) struct Listen {
     /// `default_server`: the server of names no other server on the
     /// address has (else the first server on it).
     pub default_server: bool,
+    /// `proxy_protocol`: every connection begins with a PROXY protocol
+    /// header (before TLS, before HTTP/2's preface).
+    pub proxy_protocol: bool,
 }
 
-/// `listen = "ADDR [ssl] [http2] [default_server]"`.
+/// `listen = "ADDR [ssl] [http2] [proxy_protocol] [default_server]"`.
 pub(crate) fn parse_listen_flags(s: &str) -> Result<Listen, String> {
     let mut words = s.split_ascii_whitespace();
     let addr = parse_listen(words.next().unwrap_or(""))?;
@@ -115,15 +118,17 @@ pub(crate) fn parse_listen_flags(s: &str) -> Result<Listen, String> {
         ssl: false,
         http2: false,
         default_server: false,
+        proxy_protocol: false,
     };
     for w in words {
         let flag = match w {
             "ssl" => &mut l.ssl,
             "http2" => &mut l.http2,
             "default_server" | "default" => &mut l.default_server,
+            "proxy_protocol" => &mut l.proxy_protocol,
             _ => {
                 return Err(format!(
-                    "invalid parameter \"{w}\" in listen (expected \"ssl\", \"http2\" or \"default_server\")"
+                    "invalid parameter \"{w}\" in listen (expected \"ssl\", \"http2\", \"proxy_protocol\" or \"default_server\")"
                 ));
             }
         };

@@ -14,10 +14,7 @@ use std::net::SocketAddr;
 /// The client's address as `real_ip` resolves it.
 pub(crate) fn client(conn: &Conn, server: &ServerBlock, head: &RequestHead) -> SocketAddr {
     match &server.real_ip {
-        Some(r) => SocketAddr::new(
-            r.resolve(conn.remote.ip(), &head.fields),
-            conn.remote.port(),
-        ),
+        Some(r) => r.client(conn.remote, conn.proxy.as_ref(), &head.fields),
         None => conn.remote,
     }
 }
@@ -35,6 +32,7 @@ pub(crate) fn request_vars<'a>(
     RequestVars {
         remote,
         local: conn.local,
+        proxy: conn.proxy,
         server_name: &server.name,
         method: &head.method,
         uri: &head.uri,

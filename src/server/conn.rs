@@ -108,6 +108,8 @@ struct Start {
     /// It was parked before it sent anything: its header is still due by
     /// the deadline set when it was accepted.
     header_until: Option<Instant>,
+    /// What its PROXY protocol header named, if its address reads one.
+    proxy: Option<crate::proxy_protocol::Addresses>,
 }
 
 /// One client connection of a server: on an `ssl` address its TLS
@@ -126,25 +128,65 @@ pub(crate) fn serve_client(
 ) {
     let local = stream.local_addr().unwrap_or(configured);
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let ssl = shared.config().address(configured).is_some_and(|a| a.ssl);
-    let (stopping, shared) = (stopping.clone(), shared.clone());
+    let (ssl, proxy_protocol) = shared
+        .config()
+        .address(configured)
+        .map_or((false, false), |a| (a.ssl, a.proxy_protocol));
+    let (mut stopping, shared) = (stopping.clone(), shared.clone());
     let idle = idle.cloned();
     tokio::spawn(async move {
         shared.env.metrics.connection_opened();
         let at = (configured, local, remote, id);
-        if !ssl {
-            let start = Start {
-                slot,
-                idle,
-                resumed: false,
-                header_until: None,
+        let mut start = Start {
+            slot,
+            idle,
+            resumed: false,
+            header_until: None,
+            proxy: None,
+        };
+        let mut stream = stream;
+        if proxy_protocol {
+            // Boxed: a connection without the header keeps no room for it.
+            let Some(proxy) = Box::pin(read_proxy_header(
+                &shared,
+                &mut stream,
+                &mut stopping,
+                at,
+                &mut start,
+            ))
+            .await
+            else {
+                shared.env.metrics.connection_closed();
+                return;
             };
+            start.proxy = proxy;
+        }
+        if !ssl {
             serve_stream(&shared, stopping, at, stream, Tls::None, start).await;
             return;
         }
         // Boxed: a plain connection's task keeps no room for TLS.
-        Box::pin(serve_tls(&shared, stopping, at, stream, slot)).await;
+        Box::pin(serve_tls(&shared, stopping, at, stream, start)).await;
     });
+}
+
+/// The PROXY protocol header of a connection on a `proxy_protocol`
+/// address, due within `client_header_timeout` of the accept (a plain
+/// connection's request head is then due by the same deadline, as in
+/// nginx); `None`: the connection closes.
+async fn read_proxy_header(
+    shared: &Shared,
+    stream: &mut tokio::net::TcpStream,
+    stopping: &mut tokio::sync::watch::Receiver<bool>,
+    (configured, _, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
+    start: &mut Start,
+) -> Option<Option<crate::proxy_protocol::Addresses>> {
+    let side = ServerSide::of(shared, configured, None);
+    let deadline = Instant::now() + side.timeouts.client_header;
+    let who = (id, remote, configured);
+    let read = super::proxy_protocol::read(stream, deadline, stopping, who).await;
+    start.header_until = Some(deadline);
+    read
 }
 
 /// A parked connection with something to read: a task again, with a new
@@ -170,6 +212,7 @@ pub(crate) fn resume(
         idle: Some(idle.clone()),
         resumed: entry.header_until.is_none(),
         header_until: entry.header_until,
+        proxy: entry.proxy.map(|p| *p),
     };
     let (stopping, shared) = (stopping.clone(), shared.clone());
     tokio::spawn(async move {
@@ -198,14 +241,14 @@ async fn serve_tls(
     stopping: tokio::sync::watch::Receiver<bool>,
     at: (SocketAddr, SocketAddr, SocketAddr, u64),
     stream: tokio::net::TcpStream,
-    slot: WorkerSlot,
+    start: Start,
 ) {
     let (configured, _, remote, id) = at;
+    // A TLS connection is never parked; its handshake has its own timeout.
     let start = Start {
-        slot,
         idle: None,
-        resumed: false,
         header_until: None,
+        ..start
     };
     match Box::pin(tls::accept(shared, stream, configured, (id, remote))).await {
         tls::Accepted::Tls(h) => {
@@ -254,6 +297,7 @@ async fn serve_stream<S: ClientStream>(
         id,
         remote,
         local,
+        proxy: start.proxy,
         listen: configured,
         state: state.clone(),
         tls,
@@ -317,6 +361,7 @@ fn park<S: ClientStream>(shared: &Shared, conn: &Conn, io: TimedIo<S>, start: St
         slot: start.slot,
         header_until: (why == Expired::Header).then_some(deadline),
         h2: None,
+        proxy: conn.proxy.map(Box::new),
     };
     if idle.park(entry, deadline).is_err() {
         shared.env.metrics.connection_closed();
@@ -492,7 +537,7 @@ async fn closed<S: ClientStream>(
             io,
             &refusal,
             server.as_deref(),
-            (id, remote, conn.local, server_name),
+            (conn, server_name),
             &tables,
             side.timeouts.send,
         ))

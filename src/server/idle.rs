@@ -56,6 +56,9 @@ pub(crate) struct Entry {
     pub(crate) header_until: Option<Instant>,
     /// An HTTP/2 connection's state, while it waits here.
     pub(crate) h2: Option<Box<super::h2::Parked>>,
+    /// What its PROXY protocol header named (its socket's peer is the
+    /// load balancer).
+    pub(crate) proxy: Option<Box<crate::proxy_protocol::Addresses>>,
 }
 
 struct Slot {
@@ -361,6 +364,7 @@ mod tests {
                 slot,
                 header_until: None,
                 h2: None,
+                proxy: None,
             },
         )
     }

@@ -21,6 +21,7 @@ mod h2;
 mod idle;
 pub(crate) mod io;
 mod listener;
+mod proxy_protocol;
 mod refuse;
 mod tls;
 mod workers;

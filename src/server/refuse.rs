@@ -4,12 +4,13 @@ use super::io::TimedIo;
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
 use crate::config::ServerBlock;
+use crate::conn_state::Conn;
 use crate::errlog::{self, Severity};
 use crate::respond::{self, Made};
 use crate::vars::{RequestVars, Tables, UserVars};
 use http::{Response, Uri, header};
 use http_body_util::BodyExt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -23,19 +24,18 @@ pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
     mut io: TimedIo<S>,
     refusal: &crate::http1::Refusal,
     srv: Option<&ServerBlock>,
-    (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
+    (conn, server): (&Conn, &str),
     tables: &Arc<Tables>,
     send_timeout: Duration,
 ) {
     let start = Instant::now();
-    log_refusal(refusal, id, remote.ip(), server);
+    log_refusal(refusal, conn.id, conn.remote.ip(), server);
     let no_pages = crate::respond::ErrorPages::default();
     let pages = srv.map_or(&no_pages, |s| &*s.error_pages);
     let resp = refused_response(pages, refusal);
     let (bytes, body_len) = Box::pin(serialize(resp)).await;
     if let Some(log) = srv.and_then(|s| s.access_log.as_ref()) {
-        let client = (id, remote, local, server);
-        access_refused(log, refusal, client, tables, start, body_len);
+        access_refused(log, refusal, (conn, server), tables, start, body_len);
     }
     let stream = io.get_mut();
     let _ = tokio::time::timeout(send_timeout, async {
@@ -93,7 +93,7 @@ pub(crate) fn log_refusal(refusal: &crate::http1::Refusal, id: u64, client: IpAd
 pub(crate) fn access_refused(
     log: &Arc<AccessLog>,
     refusal: &crate::http1::Refusal,
-    (id, remote, local, server): (u64, SocketAddr, SocketAddr, &str),
+    (conn, server): (&Conn, &str),
     tables: &Arc<Tables>,
     start: Instant,
     body_len: u64,
@@ -107,10 +107,12 @@ pub(crate) fn access_refused(
     let uri = Uri::from_static("/");
     let headers =
         crate::http1::Fields::Wire(refusal.fields.as_deref().cloned().unwrap_or_default());
+    let remote = conn.remote;
     let user = (!tables.is_empty()).then(|| Arc::new(UserVars::new(tables.clone(), remote)));
     let vars = RequestVars {
         remote,
-        local,
+        local: conn.local,
+        proxy: conn.proxy,
         server_name: server,
         method: &method,
         uri: &uri,
@@ -121,7 +123,7 @@ pub(crate) fn access_refused(
         tls: None,
         user: user.as_ref(),
     };
-    let mut r = Record::new(log.clone(), &vars, id, start);
+    let mut r = Record::new(log.clone(), &vars, conn.id, start);
     r.status = refusal.status;
     r.write(body_len);
 }

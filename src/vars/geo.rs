@@ -100,7 +100,9 @@ impl GeoBuilder {
         if !from.is_empty() {
             self.proxy = Some(RealIp {
                 from,
-                header: http::HeaderName::from_static("x-forwarded-for"),
+                source: crate::realip::Source::Header(http::HeaderName::from_static(
+                    "x-forwarded-for",
+                )),
                 recursive,
             });
         }

@@ -73,6 +73,13 @@ pub enum Var {
     ProxyHost,
     /// The client's `X-Forwarded-For` with `$remote_addr` appended.
     ProxyAddXForwardedFor,
+    /// What the connection's PROXY protocol header named (empty without
+    /// one): the client's address and port, and the address and port it
+    /// connected to.
+    ProxyProtocolAddr,
+    ProxyProtocolPort,
+    ProxyProtocolServerAddr,
+    ProxyProtocolServerPort,
     /// A `[maps]` or `[geos]` variable, by its index in [`Tables`].
     User(usize),
 }
@@ -117,6 +124,10 @@ impl Var {
             "limit_req_algorithm" => Var::LimitReqAlgorithm,
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
+            "proxy_protocol_addr" => Var::ProxyProtocolAddr,
+            "proxy_protocol_port" => Var::ProxyProtocolPort,
+            "proxy_protocol_server_addr" => Var::ProxyProtocolServerAddr,
+            "proxy_protocol_server_port" => Var::ProxyProtocolServerPort,
             _ => {
                 if let Some(h) = name.strip_prefix("http_") {
                     let h = h.replace('_', "-").to_ascii_lowercase();
@@ -329,6 +340,8 @@ fn escape_tail(out: &mut Vec<u8>, from: usize, escape: LogEscape) {
 pub struct RequestVars<'a> {
     pub remote: SocketAddr,
     pub local: SocketAddr,
+    /// What the connection's PROXY protocol header named.
+    pub proxy: Option<crate::proxy_protocol::Addresses>,
     pub server_name: &'a str,
     pub method: &'a Method,
     pub uri: &'a Uri,
@@ -410,6 +423,7 @@ impl<'a> RequestVars<'a> {
         RequestVars {
             remote: SocketAddr::new(remote.parse().unwrap(), 5555),
             local: "127.0.0.1:7060".parse().unwrap(),
+            proxy: None,
             server_name: "",
             method: &Method::GET,
             uri,
@@ -491,6 +505,31 @@ fn eval_var(v: &Var, req: &RequestVars, resp: Option<&ResponseVars>, out: &mut V
     }
 }
 
+/// `$ssl_*`: empty without TLS.
+fn push_ssl(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
+    let Some(t) = req.tls else { return };
+    match v {
+        Var::SslProtocol => out.extend_from_slice(t.protocol.name().as_bytes()),
+        Var::SslServerName => {
+            if let Some(name) = t.server_name.as_deref() {
+                out.extend_from_slice(name.as_bytes());
+            }
+        }
+        _ => out.extend_from_slice(t.cipher.as_bytes()),
+    }
+}
+
+/// `$proxy_protocol_*`: empty without a header naming addresses.
+fn push_proxy_protocol(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
+    let Some(p) = &req.proxy else { return };
+    match v {
+        Var::ProxyProtocolAddr => push_ip(out, p.source.ip()),
+        Var::ProxyProtocolPort => push_u64(out, p.source.port().into()),
+        Var::ProxyProtocolServerAddr => push_ip(out, p.destination.ip()),
+        _ => push_u64(out, p.destination.port().into()),
+    }
+}
+
 /// The variables of the request itself (keys may use only these).
 fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
     match v {
@@ -502,6 +541,10 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
         Var::RemotePort => push_u64(out, req.remote.port().into()),
         Var::ServerAddr => push_ip(out, req.local.ip()),
         Var::ServerPort => push_u64(out, req.local.port().into()),
+        Var::ProxyProtocolAddr
+        | Var::ProxyProtocolPort
+        | Var::ProxyProtocolServerAddr
+        | Var::ProxyProtocolServerPort => push_proxy_protocol(v, req, out),
         Var::ServerName => out.extend_from_slice(req.server_name.as_bytes()),
         Var::Host => out.extend_from_slice(req.host().as_bytes()),
         Var::Uri => out.extend_from_slice(req.path.as_bytes()),
@@ -518,21 +561,7 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
         Var::ServerProtocol => out.extend_from_slice(version_str(req.version).as_bytes()),
         Var::Scheme => out.extend_from_slice(if req.tls.is_some() { b"https" } else { b"http" }),
         Var::Https => out.extend_from_slice(if req.tls.is_some() { b"on" } else { b"" }),
-        Var::SslProtocol => {
-            if let Some(t) = req.tls {
-                out.extend_from_slice(t.protocol.name().as_bytes());
-            }
-        }
-        Var::SslServerName => {
-            if let Some(name) = req.tls.and_then(|t| t.server_name.as_deref()) {
-                out.extend_from_slice(name.as_bytes());
-            }
-        }
-        Var::SslCipher => {
-            if let Some(t) = req.tls {
-                out.extend_from_slice(t.cipher.as_bytes());
-            }
-        }
+        Var::SslProtocol | Var::SslServerName | Var::SslCipher => push_ssl(v, req, out),
         Var::Http(name) => {
             if let Some(v) = req.headers.get(name) {
                 out.extend_from_slice(v);

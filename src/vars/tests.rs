@@ -5,6 +5,7 @@ fn req<'a>(uri: &'a Uri, headers: &'a Fields, method: &'a Method) -> RequestVars
     RequestVars {
         remote: "10.1.2.3:5555".parse().unwrap(),
         local: "127.0.0.1:7060".parse().unwrap(),
+        proxy: None,
         server_name: "",
         method,
         uri,
@@ -73,4 +74,24 @@ fn errors_have_offsets() {
     assert_eq!(e.offset, 1);
     assert!(Template::parse("$retry_after", Context::Response).is_ok());
     assert!(Template::parse("${host", Context::Key).is_err());
+}
+
+#[test]
+fn proxy_protocol_variables_are_empty_without_a_header() {
+    let fields = Fields::Map(http::HeaderMap::new());
+    let t = Template::parse(
+        "$proxy_protocol_addr|$proxy_protocol_port|$proxy_protocol_server_addr|$proxy_protocol_server_port",
+        Context::Key,
+    )
+    .unwrap();
+    let mut req = RequestVars::for_test(&fields, "10.0.0.1");
+    assert_eq!(t.eval_to_vec(&req, None), b"|||");
+    req.proxy = Some(crate::proxy_protocol::Addresses {
+        source: "[2001:db8::7]:51234".parse().unwrap(),
+        destination: "198.51.100.1:443".parse().unwrap(),
+    });
+    assert_eq!(
+        String::from_utf8(t.eval_to_vec(&req, None)).unwrap(),
+        "2001:db8::7|51234|198.51.100.1|443"
+    );
 }

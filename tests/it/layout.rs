@@ -14,7 +14,16 @@ use std::path::{Path, PathBuf};
 /// (without a cycle) and those of the layers below, never above.
 const LAYERS: &[&[&str]] = &[
     &[
-        "fmt", "batch", "body", "clock", "http1", "http2", "realip", "tls", "access",
+        "fmt",
+        "batch",
+        "body",
+        "clock",
+        "http1",
+        "http2",
+        "proxy_protocol",
+        "realip",
+        "tls",
+        "access",
     ],
     &["errlog"],
     &["limiter"],

@@ -71,7 +71,9 @@ fn tls(t: TlsSpec, http2: bool) -> Result<ServerTls, CompileError> {
 }
 
 /// The addresses of the servers (in the order each first appears), with
-/// their servers; an address speaks TLS if one of its servers says `ssl`.
+/// their servers; an address speaks TLS if one of its servers says `ssl`,
+/// and expects a PROXY protocol header if one says `proxy_protocol` (as
+/// nginx merges a socket's `listen` parameters).
 pub(super) fn addresses(
     servers: &[(SocketAddr, Arc<ServerBlock>, Vec<ServerName>, Listen)],
 ) -> Vec<Address> {
@@ -86,11 +88,14 @@ pub(super) fn addresses(
         .map(|listen| {
             let on: Vec<_> = servers.iter().filter(|s| s.0 == listen).collect();
             let ssl = on.iter().any(|s| s.3.ssl);
+            let proxy_protocol = on.iter().any(|s| s.3.proxy_protocol);
             let group: Vec<_> = on
                 .iter()
                 .map(|(_, s, names, o)| (s.clone(), names.clone(), o.default_server))
                 .collect();
-            Address::new(listen, ssl, group)
+            let mut address = Address::new(listen, ssl, group);
+            address.proxy_protocol = proxy_protocol;
+            address
         })
         .collect()
 }

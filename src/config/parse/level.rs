@@ -12,7 +12,7 @@ use super::super::upstream_tls::{PemFile, PemKind};
 use super::super::values;
 use super::limits::{self, ConnUse, LimitUse};
 use super::read::{Cx, Key, Reported, Schema, Val};
-use crate::realip::RealIp;
+use crate::realip::{RealIp, Source};
 use crate::respond::{ErrorPage, ErrorPages, RateLimitHeaders};
 use crate::vars::{Context, Template};
 use http::HeaderName;
@@ -341,7 +341,7 @@ pub(super) fn large_client_header_buffers(cx: &mut Cx, k: &str, v: &Val, l: R) {
 /// `real_ip = { from, header, recursive }` as read.
 struct RealIpDraft {
     from: Option<Vec<ipnet::IpNet>>,
-    header: Result<HeaderName, Reported>,
+    header: Result<Source, Reported>,
     recursive: bool,
 }
 
@@ -366,9 +366,10 @@ static REAL_IP: Schema<RealIpDraft> = Schema::plain(&[
     },
 ]);
 
-fn real_ip_header(cx: &mut Cx, k: &str, v: &Val) -> Result<HeaderName, Reported> {
+/// A header's name, or `proxy_protocol` / `Forwarded`.
+fn real_ip_header(cx: &mut Cx, k: &str, v: &Val) -> Result<Source, Reported> {
     let s = cx.str(v, k).ok_or(Reported)?;
-    HeaderName::from_bytes(s.to_ascii_lowercase().as_bytes()).map_err(|_| {
+    Source::parse(s).ok_or_else(|| {
         cx.err(v.span(), format!("invalid header name \"{s}\""));
         Reported
     })
@@ -378,7 +379,7 @@ fn read_real_ip(cx: &mut Cx, k: &str, v: &Val) -> Option<RealIp> {
     let t = cx.table(v, k)?;
     let mut r = RealIpDraft {
         from: None,
-        header: Ok(HeaderName::from_static("x-forwarded-for")),
+        header: Ok(Source::Header(HeaderName::from_static("x-forwarded-for"))),
         recursive: false,
     };
     REAL_IP.read(cx, t, "real_ip", &mut r);
@@ -391,7 +392,7 @@ fn read_real_ip(cx: &mut Cx, k: &str, v: &Val) -> Option<RealIp> {
     });
     Some(RealIp {
         from,
-        header: r.header.ok()?,
+        source: r.header.ok()?,
         recursive: r.recursive,
     })
 }

@@ -78,6 +78,8 @@ impl Parking {
             slot,
             header_until: None,
             h2: Some(Box::new(parked)),
+            // (kept in the parked connection's `Conn`)
+            proxy: None,
         };
         metrics.h2_parked(1);
         if let Err(entry) = idle.park(entry, deadline) {

@@ -448,7 +448,7 @@ pub(super) fn reset_logged(shared: &Shared, conn: &Conn) {
             fields: None,
         };
         let name = server.map_or("", |s| s.name.as_str());
-        let client = (conn.id, conn.remote, conn.local, name);
+        let client = (conn, name);
         refuse::access_refused(log, &reset, client, &config.vars, Instant::now(), 0);
     }
 }
@@ -471,7 +471,7 @@ fn refused(
     let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
     let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
     let name = server.map_or("", |s| s.name.as_str());
-    let client = (conn.id, conn.remote, conn.local, name);
+    let client = (conn, name);
     refuse::log_refusal(&refusal, conn.id, conn.remote.ip(), name);
     let no_pages = ErrorPages::default();
     let pages = server.map_or(&no_pages, |s| &*s.error_pages);

@@ -1,0 +1,103 @@
+//! A connection's PROXY protocol header, on an address with
+//! `listen … proxy_protocol`: read before anything else (before TLS's
+//! ClientHello, before HTTP/2's preface), parsed by
+//! [`crate::proxy_protocol`].
+//!
+//! The socket is peeked and only the header's own bytes are taken from it,
+//! so what follows (TLS, a preface, a request) is read by the next stage
+//! as if the header had never been there: one `recv(MSG_PEEK)` and one
+//! `recv` for a header that came in one segment, as load balancers send
+//! it. A header split across segments is read whole: the bytes peeked so
+//! far are taken, and the next peek waits for new ones.
+//!
+//! Bounded as nginx bounds it: by `client_header_timeout` from the accept
+//! (the same deadline then holds for the request's head), and by the
+//! parser's length limits. A broken header closes the connection with
+//! nginx's error-log line (`broken header: "…" while reading PROXY
+//! protocol, client: …, server: …`), nothing answered, nothing forwarded.
+
+use crate::errlog::{self, Severity};
+use crate::proxy_protocol::{Addresses, Parsed, parse};
+use std::net::SocketAddr;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// What a connection's header said: `Some(None)` for a header naming no
+/// addresses (`UNKNOWN`, LOCAL); `None` when the connection is to close.
+pub(super) type Read = Option<Option<Addresses>>;
+
+/// The connection as the error log names it: its number, its peer, the
+/// address it was accepted on.
+pub(super) type Who = (u64, SocketAddr, SocketAddr);
+
+/// Reads the header at the start of `stream`, due by `deadline`, taking
+/// exactly its bytes from the socket.
+pub(super) async fn read(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    stopping: &mut watch::Receiver<bool>,
+    who: Who,
+) -> Read {
+    let mut taken: Vec<u8> = Vec::new();
+    let mut window = [0u8; 512];
+    loop {
+        let peeked = tokio::select! {
+            r = stream.peek(&mut window) => r,
+            _ = tokio::time::sleep_until(deadline) => {
+                log(Severity::Info, "client timed out (110: Connection timed out)", who);
+                return None;
+            }
+            _ = stopping.wait_for(|stop| *stop) => return None,
+        };
+        let n = match peeked {
+            Ok(0) => {
+                log(Severity::Info, "client closed connection", who);
+                return None;
+            }
+            Ok(n) => n,
+            Err(e) => {
+                let what = format!("recv() failed ({})", errlog::os_error(&e));
+                log(Severity::Info, &what, who);
+                return None;
+            }
+        };
+        let parsed = if taken.is_empty() {
+            parse(&window[..n])
+        } else {
+            taken.extend_from_slice(&window[..n]);
+            let p = parse(&taken);
+            taken.truncate(taken.len() - n);
+            p
+        };
+        let take = match parsed {
+            Ok(Parsed::Done(h)) => h.len - taken.len(),
+            Ok(Parsed::Incomplete) => n,
+            Err(broken) => {
+                log(Severity::Error, &broken.to_string(), who);
+                return None;
+            }
+        };
+        // Peeked, so there: the read takes them at once.
+        if stream.read_exact(&mut window[..take]).await.is_err() {
+            return None;
+        }
+        if let Ok(Parsed::Done(h)) = parsed {
+            return Some(h.addresses);
+        }
+        taken.extend_from_slice(&window[..take]);
+    }
+}
+
+/// nginx's line about a connection whose header was not read: the client
+/// is the peer and the server the listening address (no request yet).
+fn log(sev: Severity, what: &str, (id, remote, listen): Who) {
+    errlog::emit(
+        sev,
+        format_args!(
+            "*{id} {what} while reading PROXY protocol, client: {}, server: {listen}",
+            remote.ip()
+        ),
+    );
+}
