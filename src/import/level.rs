@@ -180,8 +180,8 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
             lv.root = Some((name == "alias", d.arg(0).to_string()));
             return false;
         }
-        "limit_req" => limit_req(cx, lv, d),
-        "limit_conn" => limit_conn(cx, lv, d),
+        "limit_req" => super::limits::limit_req(cx, lv, d),
+        "limit_conn" => super::limits::limit_conn(cx, lv, d),
         "allow" | "deny" => access(cx, lv, d),
         "limit_req_status" | "limit_conn_status" => status(cx, lv, d),
         "limit_req_log_level" | "limit_conn_log_level" => log_level(cx, lv, d),
@@ -300,46 +300,6 @@ pub(super) fn arity(cx: &mut Cx, d: &Directive, n: usize) -> bool {
     }
     cx.report(Kind::NotTranslated, d, "invalid number of arguments");
     false
-}
-
-fn limit_req(cx: &mut Cx, lv: &mut Level, d: &Directive) {
-    let mut kv: Vec<(String, Value)> = Vec::new();
-    for a in &d.args {
-        let parsed = match a.split_once('=') {
-            Some(("zone", z)) => Ok(("zone", Value::str(z))),
-            Some(("burst", n)) => n.parse().map(|n| ("burst", Value::Int(n))).map_err(|_| ()),
-            Some(("delay", n)) => n.parse().map(|n| ("delay", Value::Int(n))).map_err(|_| ()),
-            None if a == "nodelay" => Ok(("nodelay", Value::Bool(true))),
-            _ => Err(()),
-        };
-        match parsed {
-            Ok((k, v)) => kv.push((k.to_string(), v)),
-            Err(()) => {
-                cx.report(Kind::NotTranslated, d, format!("invalid parameter \"{a}\""));
-                return;
-            }
-        }
-    }
-    if kv.first().is_none_or(|(k, _)| k != "zone") {
-        cx.report(Kind::NotTranslated, d, "no zone=");
-        return;
-    }
-    lv.push("limit_req", Value::Inline(kv), d);
-}
-
-fn limit_conn(cx: &mut Cx, lv: &mut Level, d: &Directive) {
-    if !arity(cx, d, 2) {
-        return;
-    }
-    let Ok(n) = d.arg(1).parse::<i64>() else {
-        cx.report(Kind::NotTranslated, d, "invalid number of connections");
-        return;
-    };
-    let v = Value::Inline(vec![
-        ("zone".into(), Value::str(d.arg(0))),
-        ("conn".into(), Value::Int(n)),
-    ]);
-    lv.push("limit_conn", v, d);
 }
 
 fn status(cx: &mut Cx, lv: &mut Level, d: &Directive) {

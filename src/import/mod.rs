@@ -15,6 +15,7 @@ mod doc;
 mod headers;
 mod level;
 mod lex;
+mod limits;
 mod pages;
 mod report;
 mod server;
@@ -84,6 +85,7 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
     let conf_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
     let mut cx = Cx::new(opts, conf_dir);
     let mut notices = Vec::new();
+    cx.site = site;
     if site {
         notices.push(format!(
             "{}: read as the contents of an http block (a site file)",
@@ -176,6 +178,10 @@ pub(crate) struct Cx<'a> {
     /// What makes nginx refuse the whole file (a TLS listen without a
     /// certificate): the translation is then a user error.
     pub fatal: Option<String>,
+    /// The file's `limit_req_zone` and `limit_conn_zone` lines.
+    pub zones: Vec<limits::ZoneDef>,
+    /// Whether the file is a site file (read as the contents of `http`).
+    pub site: bool,
 }
 
 impl<'a> Cx<'a> {
@@ -192,6 +198,8 @@ impl<'a> Cx<'a> {
             vars: Vec::new(),
             names_on: Vec::new(),
             fatal: None,
+            zones: Vec::new(),
+            site: false,
         }
     }
 
@@ -217,6 +225,19 @@ impl<'a> Cx<'a> {
                 p.to_string()
             }
             _ => p.to_string(),
+        }
+    }
+
+    /// Something nginx refuses the file for, at its line: the import
+    /// fails with every such line.
+    pub fn refuse(&mut self, msg: String) {
+        match &mut self.fatal {
+            Some(f) if f.lines().any(|l| l == msg) => {}
+            Some(f) => {
+                f.push('\n');
+                f.push_str(&msg);
+            }
+            None => self.fatal = Some(msg),
         }
     }
 
@@ -303,6 +324,8 @@ fn same(a: &Path, b: &Path) -> bool {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;
 #[cfg(test)]
 mod tests_pages;
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use super::Cx;
 use super::doc::{Table, Value};
 use super::level::{self, Ctx, Level};
+use super::limits;
 use super::report::{self, Kind};
 use super::server;
 use super::tree::{Directive, Tree};
@@ -163,14 +164,21 @@ fn error_log(cx: &mut Cx, out: &mut Out, d: &Directive) {
 /// The `http` block; returns its `server` blocks, translated once the
 /// whole http level is known.
 fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directive> {
+    // Zones first: nginx takes a `limit_req` above its zone's line.
+    for d in ds {
+        match d.name.as_str() {
+            "limit_req_zone" => limits::zone(cx, out, d, false),
+            "limit_conn_zone" => limits::zone(cx, out, d, true),
+            _ => {}
+        }
+    }
     let mut servers = Vec::new();
     for d in ds {
         match d.name.as_str() {
             "server" => servers.push(d),
             // Translated first, for everything else to name them.
             "map" | "geo" if d.block.is_some() => {}
-            "limit_req_zone" => zone(cx, out, d, false),
-            "limit_conn_zone" => zone(cx, out, d, true),
+            "limit_req_zone" | "limit_conn_zone" => {}
             "upstream" => upstream::upstream(cx, out, d),
             "log_format" => log_format(out, d),
             "error_log" => error_log(cx, out, d),
@@ -185,59 +193,6 @@ fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directiv
         }
     }
     servers
-}
-
-/// `limit_req_zone KEY zone=NAME:SIZE rate=R` / `limit_conn_zone KEY
-/// zone=NAME:SIZE`.
-fn zone(cx: &mut Cx, out: &mut Out, d: &Directive, conn: bool) {
-    let mut name_size = None;
-    let mut rate = None;
-    for a in d.args.iter().skip(1) {
-        match a.split_once('=') {
-            Some(("zone", z)) => name_size = z.split_once(':'),
-            Some(("rate", r)) if !conn => rate = Some(r),
-            _ if a == "sync" => cx.report(Kind::Partial, d, "sync is nginx Plus's"),
-            _ => {
-                cx.report(Kind::NotTranslated, d, format!("invalid parameter \"{a}\""));
-                return;
-            }
-        }
-    }
-    let Some((name, size)) = name_size else {
-        cx.report(Kind::NotTranslated, d, "no zone=NAME:SIZE");
-        return;
-    };
-    let mut key = d.arg(0).to_string();
-    let unknown = level::key_template_ok(&key, &cx.vars);
-    if !unknown.is_empty() {
-        let why = format!(
-            "the key {} {}: the zone limits by $binary_remote_addr instead (every client, each on its own; \
-             a zone's exempt = [CIDR…] skips networks)",
-            values::list_vars(&unknown),
-            cx.why_var(&unknown)
-        );
-        cx.report(Kind::Partial, d, why);
-        key = "$binary_remote_addr".into();
-    }
-    let mut t = Table {
-        comments: vec![comment(d)],
-        ..Table::default()
-    };
-    t.set("key", Value::Str(key), vec![]);
-    t.set("size", Value::str(size), vec![]);
-    if let Some(r) = rate {
-        if let Err(e) = crate::limiter::algorithm::parse_rate(r) {
-            cx.report(Kind::NotTranslated, d, e);
-            return;
-        }
-        t.set("rate", Value::str(r), vec![]);
-    }
-    let into = if conn {
-        &mut out.conn_zones
-    } else {
-        &mut out.zones
-    };
-    *into.sub(name) = t;
 }
 
 /// `log_format NAME [escape=…] STRING…`.
