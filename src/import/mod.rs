@@ -180,6 +180,8 @@ pub(crate) struct Cx<'a> {
     pub fatal: Option<String>,
     /// The file's `limit_req_zone` and `limit_conn_zone` lines.
     pub zones: Vec<limits::ZoneDef>,
+    /// The names of the file's `upstream` blocks.
+    pub upstreams: Vec<String>,
     /// Whether the file is a site file (read as the contents of `http`).
     pub site: bool,
 }
@@ -199,6 +201,7 @@ impl<'a> Cx<'a> {
             names_on: Vec::new(),
             fatal: None,
             zones: Vec::new(),
+            upstreams: Vec::new(),
             site: false,
         }
     }

@@ -404,11 +404,32 @@ fn proxy_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
         return None;
     }
     match crate::config::values::parse_proxy_pass(url) {
-        Ok(_) => Some(url.to_string()),
+        Ok(p) => {
+            elsewhere(cx, d, &p);
+            Some(url.to_string())
+        }
         Err(e) => {
             cx.report(Kind::NotTranslated, d, e);
             None
         }
+    }
+}
+
+/// A site file's `proxy_pass http://NAME` without an `upstream NAME` in
+/// the file: most likely a group its nginx.conf defines, which sluice
+/// would take for a host name.
+fn elsewhere(cx: &mut Cx, d: &Directive, p: &crate::config::ProxyPass) {
+    let host = p.host();
+    let bare = p.authority.port().is_none()
+        && !host.contains('.')
+        && host.parse::<std::net::IpAddr>().is_err()
+        && host != "localhost";
+    if cx.site && bare && !cx.upstreams.iter().any(|u| u == host) {
+        let why = format!(
+            "no upstream \"{host}\" in this file: sluice connects to the host \"{host}\" (if \
+             nginx.conf defines the upstream, import that file)"
+        );
+        cx.report(Kind::Partial, d, why);
     }
 }
 

@@ -136,3 +136,44 @@ fn what_nginx_refuses_of_limit_req_is_reported_and_left_out() {
         "{ zone = \"api\", burst = 5 }"
     );
 }
+
+#[test]
+fn a_site_files_proxy_pass_to_an_upstream_defined_elsewhere_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("default");
+    let site = "upstream app { server 127.0.0.1:9000; }
+server {
+    listen 127.0.0.1:8080;
+    location /a { proxy_pass http://backend; }
+    location /b { proxy_pass http://app; }
+    location /c { proxy_pass http://api.example.com; }
+    location /d { proxy_pass http://web:8080; }
+}
+";
+    std::fs::write(&path, site).unwrap();
+    let t = import(&path, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let about: Vec<&super::Report> = t
+        .reports
+        .iter()
+        .filter(|r| r.directive.starts_with("proxy_pass"))
+        .collect();
+    assert_eq!(about.len(), 1, "{about:#?}");
+    assert_eq!(about[0].kind, Kind::Partial);
+    assert_eq!(about[0].directive, "proxy_pass http://backend");
+    assert!(
+        about[0]
+            .why
+            .starts_with("no upstream \"backend\" in this file")
+    );
+    assert!(t.toml.contains("proxy_pass = \"http://backend\""));
+    // A whole file says nothing: a name there is a host, as nginx resolves it.
+    let whole = run(&http(
+        &site.replace("upstream app { server 127.0.0.1:9000; }", ""),
+    ));
+    assert!(
+        !whole
+            .reports
+            .iter()
+            .any(|r| r.directive.starts_with("proxy_pass"))
+    );
+}

@@ -164,11 +164,13 @@ fn error_log(cx: &mut Cx, out: &mut Out, d: &Directive) {
 /// The `http` block; returns its `server` blocks, translated once the
 /// whole http level is known.
 fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directive> {
-    // Zones first: nginx takes a `limit_req` above its zone's line.
+    // Zones first (nginx takes a `limit_req` above its zone's line), and
+    // the names of the upstream groups.
     for d in ds {
         match d.name.as_str() {
             "limit_req_zone" => limits::zone(cx, out, d, false),
             "limit_conn_zone" => limits::zone(cx, out, d, true),
+            "upstream" => cx.upstreams.push(d.arg(0).to_string()),
             _ => {}
         }
     }
