@@ -1,7 +1,9 @@
 //! Configuration: the TOML file users edit (config/reference.md), in stages.
 //!
 //! 1. parse (`parse/`): TOML text → a draft, every table read by its
-//!    schema. Pure: it reads the text and nothing else.
+//!    schema. Pure: it reads the text and nothing else, but for a
+//!    `listen` host name, resolved as nginx resolves it when it reads its
+//!    configuration (`values::parse_listen`).
 //! 2. files (`files.rs`): the files the text names are readable (only when
 //!    loading: [`load`], [`load_text`]).
 //! 3. validate (`validate.rs`): what spans tables (zones a level names, a
@@ -37,7 +39,7 @@ use error::Diagnostics;
 
 /// Parse and validate configuration text; `file` names it in errors. Pure:
 /// the files the text names (`[redis]` TLS files) are not looked at (see
-/// [`load_text`]).
+/// [`load_text`]); a `listen` host name is resolved.
 pub fn parse_str(file: &str, text: &str) -> Result<Spec, ConfigErrors> {
     stages(file, text, false)
 }

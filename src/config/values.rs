@@ -195,7 +195,11 @@ pub(crate) fn parse_server_names(s: &str) -> Result<Vec<ServerName>, String> {
     Ok(out)
 }
 
-/// `listen`: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all addresses).
+/// `listen`: `IP:PORT`, `[IPv6]:PORT`, a bare `PORT` (all addresses), or
+/// `HOST:PORT`, resolved here as nginx resolves it when it reads its
+/// configuration (at start and at each reload): the one I/O of parsing.
+/// nginx binds every address the name has; sluice binds one, the first
+/// IPv4 address (else the first IPv6 one).
 pub(crate) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
@@ -205,8 +209,44 @@ pub(crate) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
             return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
         }
     }
-    s.parse::<SocketAddr>()
-        .map_err(|_| format!("invalid listen address \"{s}\" (expected \"127.0.0.1:8080\", \"[::1]:8080\" or \"8080\")"))
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if listen_host(s).is_none() {
+        return Err(format!(
+            "invalid listen address \"{s}\" (expected \"127.0.0.1:8080\", \"[::1]:8080\", \"8080\" or \"HOST:8080\")"
+        ));
+    }
+    let not_found = || format!("host not found in \"{s}\" of the \"listen\" key");
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(s)
+        .map_err(|_| not_found())?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(not_found)
+}
+
+/// `HOST:PORT` with a host name (letters, digits, `-`, `.`; not an
+/// address): the host and the port. Written, not resolved.
+pub(crate) fn listen_host(s: &str) -> Option<(&str, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok()?;
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    let name = host.strip_suffix('.').unwrap_or(host);
+    let ok = name.len() <= 253
+        && name.split('.').all(label_ok)
+        && name.bytes().any(|b| b.is_ascii_alphabetic())
+        && name.parse::<IpAddr>().is_err();
+    ok.then_some((host, port))
 }
 
 /// A parsed `proxy_pass`: where to connect, and the URI part if any.
@@ -391,5 +431,53 @@ mod tests {
             }
         );
         assert!(parse_path("=").is_err());
+    }
+
+    #[test]
+    fn a_listen_host_name_is_resolved_when_read() {
+        assert_eq!(
+            parse_listen("localhost:8080").unwrap(),
+            "127.0.0.1:8080".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(listen_host("nginx:80"), Some(("nginx", 80)));
+        assert_eq!(
+            listen_host("web-1.internal.:443"),
+            Some(("web-1.internal.", 443))
+        );
+        for not_a_name in [
+            "127.0.0.1:80",
+            "1.2.3:80",
+            "-a:80",
+            "a_b:80",
+            "a..b:80",
+            "a:http",
+        ] {
+            assert_eq!(listen_host(not_a_name), None, "{not_a_name}");
+        }
+        // .invalid never resolves (RFC 6761).
+        assert_eq!(
+            parse_listen("nginx.invalid:80").unwrap_err(),
+            "host not found in \"nginx.invalid:80\" of the \"listen\" key"
+        );
+        assert!(
+            parse_listen("a_b:80")
+                .unwrap_err()
+                .starts_with("invalid listen address")
+        );
+        let flags = parse_listen_flags("localhost:8443 ssl").unwrap();
+        assert_eq!((flags.addr.port(), flags.ssl), (8443, true));
+    }
+
+    #[test]
+    fn an_unresolved_listen_host_is_reported_at_its_value() {
+        let text = "[[servers]]\nlisten = \"nginx.invalid:80 default_server\"\n\
+                    [[servers.locations]]\npath = \"/\"\nreturn = { status = 200 }\n";
+        let Err(e) = crate::config::parse_str("t.toml", text) else {
+            panic!("nginx.invalid resolved")
+        };
+        assert_eq!(
+            e.0[0].to_string(),
+            "t.toml:2:10: host not found in \"nginx.invalid:80\" of the \"listen\" key"
+        );
     }
 }
