@@ -97,7 +97,7 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
         );
     }
     let toml = top::translate(&mut cx, &tree).map_err(ImportError::Config)?;
-    check(&toml)?;
+    notices.extend(check(&toml)?);
     Ok(Translation {
         toml,
         reports: cx.reports,
@@ -113,19 +113,38 @@ pub fn import(path: &Path, opts: &Options) -> Result<Translation, ImportError> {
 /// one of them ("cycle while evaluating variable"), sluice refuses it. It
 /// is reported at the nginx line the failing key came from (the comment
 /// above it).
-fn check(toml: &str) -> Result<(), ImportError> {
+///
+/// A `listen` host name this machine cannot resolve is not an error: the
+/// file is for the machine sluice runs on (a Docker service name, say),
+/// which resolves it when it loads the file. `Ok` says each such line.
+fn check(toml: &str) -> Result<Vec<String>, ImportError> {
     let Err(errors) = crate::config::parse_str("import.toml", toml) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let lines: Vec<&str> = toml.lines().collect();
+    let unresolved = |e: &crate::config::ConfigError| {
+        e.message.starts_with("host not found in ") && e.message.ends_with(" of the \"listen\" key")
+    };
+    let (hosts, errors): (Vec<_>, Vec<_>) = errors.0.into_iter().partition(unresolved);
+    if errors.is_empty() {
+        let notice = |e: &crate::config::ConfigError| {
+            let at = origin(&lines, e.line).unwrap_or_else(|| "import.toml".into());
+            let host = e.message.trim_end_matches(" of the \"listen\" key");
+            format!(
+                "{at}: {host} on this machine: sluice resolves it when it loads the file, on the \
+                 machine it runs on (nginx does at start)"
+            )
+        };
+        return Ok(hosts.iter().map(notice).collect());
+    }
     let cycle = |e: &crate::config::ConfigError| {
         e.message
             .starts_with("cycle while evaluating variable")
             .then(|| origin(&lines, e.line))
             .flatten()
     };
-    if let Some(origins) = errors.0.iter().map(cycle).collect::<Option<Vec<_>>>() {
-        let lines = errors.0.iter().zip(origins).map(|(e, at)| {
+    if let Some(origins) = errors.iter().map(cycle).collect::<Option<Vec<_>>>() {
+        let lines = errors.iter().zip(origins).map(|(e, at)| {
             format!(
                 "{at}: {}: nginx loads this and answers 500 to every request that reads \
                  the variable; sluice refuses it",
@@ -134,7 +153,7 @@ fn check(toml: &str) -> Result<(), ImportError> {
         });
         return Err(ImportError::Config(lines.collect::<Vec<_>>().join("\n")));
     }
-    let real: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
+    let real: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
     Err(ImportError::Internal(format!(
         "\n{}\n--- the translation ---\n{toml}",
         real.join("\n")

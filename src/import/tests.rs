@@ -642,7 +642,7 @@ fn ssl_on_unusable_listens_and_notes() {
         "server { listen 127.0.0.1:8443; ssl on; ssl_certificate c.pem; ssl_certificate_key c.key;
                   access_log logs/a.log;
                   location / { proxy_pass http://unix:/run/app.sock:/; } }
-         server { listen example.com:80; location / { return 200; } }",
+         server { listen unix:/run/nginx.sock; location / { return 200; } }",
     ));
     assert_eq!(o.server(0)["listen"].as_str(), Some("127.0.0.1:8443 ssl"));
     assert!(

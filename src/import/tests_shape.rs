@@ -54,8 +54,8 @@ fn what_nginx_refuses_or_leaves_nothing_to_listen_on_is_a_user_error() {
             "nginx.conf: no \"http\" block and no \"server\" block",
         ),
         (
-            "server {\n  listen nginx:80;\n}\n",
-            "nginx.conf:2: listen nginx:80: sluice listens on IP addresses (not host names); \
+            "server {\n  listen unix:/run/nginx.sock;\n}\n",
+            "nginx.conf:2: listen unix:/run/nginx.sock: sluice listens on TCP only; \
              no server is left for sluice to listen on",
         ),
         (
@@ -134,4 +134,33 @@ fn server_tokens_is_ignored_since_sluice_sends_no_version() {
     let r = o.report("server_tokens off");
     assert_eq!(r.kind, Kind::Ignored);
     assert!(r.why.contains("no Server header"), "{r:?}");
+}
+
+#[test]
+fn a_listen_host_name_is_kept_for_sluice_to_resolve() {
+    let site = "server {\n  listen nginx.invalid:8080 default_server;\n  listen web.invalid;\n  \
+                listen localhost:8081;\n  location / { return 200; }\n}\n";
+    let t = import_text("default", site).unwrap_or_else(|e| panic!("{e}"));
+    let toml: toml::Table = toml::from_str(&t.toml).unwrap();
+    let listens: Vec<&str> = (0..3)
+        .map(|i| toml["servers"][i]["listen"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listens,
+        [
+            "nginx.invalid:8080 default_server",
+            "web.invalid:80",
+            "127.0.0.1:8081"
+        ]
+    );
+    // What this machine cannot resolve is said, and is no error.
+    assert_eq!(t.notices.len(), 3, "{:?}", t.notices);
+    assert!(
+        t.notices[1].starts_with(
+            "default:2: host not found in \"nginx.invalid:8080\" on this machine: sluice resolves it"
+        ),
+        "{:?}",
+        t.notices
+    );
+    assert!(t.notices[2].starts_with("default:3: host not found in \"web.invalid:80\""));
 }

@@ -59,7 +59,10 @@ pub fn flag(s: &str) -> Result<bool, String> {
 
 /// A `listen` address as sluice reads it: `80` and `*:80` are all IPv4
 /// addresses, a port is added to an address without one (nginx's 80),
-/// `localhost` is 127.0.0.1. `Err`: what sluice cannot listen on.
+/// `localhost` is 127.0.0.1, another host name is kept as written (sluice
+/// resolves it when it loads the file, as nginx does at start; the
+/// machine that imports may not know it). `Err`: what sluice cannot
+/// listen on.
 pub fn listen_addr(s: &str) -> Result<String, String> {
     if s.starts_with("unix:") {
         return Err("sluice listens on TCP only".into());
@@ -79,9 +82,12 @@ pub fn listen_addr(s: &str) -> Result<String, String> {
         Some(p) => format!("127.0.0.1:{p}"),
         None => with_port,
     };
+    if sv::listen_host(&with_port).is_some() {
+        return Ok(with_port);
+    }
     sv::parse_listen(&with_port)
         .map(|_| with_port)
-        .map_err(|_| "sluice listens on IP addresses (not host names)".into())
+        .map_err(|_| format!("invalid listen address \"{s}\""))
 }
 
 /// A `location`'s arguments as sluice's `path`: `= /p`, `^~ /p`, `~ re`,
@@ -223,7 +229,9 @@ mod tests {
         assert_eq!(listen_addr("[::1]").unwrap(), "[::1]:80");
         assert_eq!(listen_addr("localhost:8080").unwrap(), "127.0.0.1:8080");
         assert!(listen_addr("unix:/run/x.sock").is_err());
-        assert!(listen_addr("example.com:80").is_err());
+        assert_eq!(listen_addr("example.com").unwrap(), "example.com:80");
+        assert_eq!(listen_addr("nginx:8080").unwrap(), "nginx:8080");
+        assert!(listen_addr("a_b:80").is_err());
     }
 
     #[test]
