@@ -558,12 +558,15 @@ fn real_ip(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) {
             Ok(_) => lv.push("real_ip.from", Value::str(a), d),
             Err(e) => cx.report(Kind::NotTranslated, d, e),
         },
-        "real_ip_header" if a == "proxy_protocol" => {
-            cx.report(
-                Kind::NotTranslated,
-                d,
-                "sluice does not speak the PROXY protocol",
+        // nginx's keyword is `proxy_protocol` as written; another case of
+        // it is a header's name (header names match in any case), which
+        // sluice would not read as nginx does.
+        "real_ip_header" if a != "proxy_protocol" && a.eq_ignore_ascii_case("proxy_protocol") => {
+            let why = format!(
+                "nginx reads \"{a}\" as a header's name (only \"proxy_protocol\" names the PROXY \
+                 protocol)"
             );
+            cx.report(Kind::NotTranslated, d, why);
         }
         "real_ip_header" => lv.push("real_ip.header", Value::str(a), d),
         _ => match values::flag(a) {

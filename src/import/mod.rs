@@ -186,6 +186,9 @@ pub(crate) struct Cx<'a> {
     used_format: Option<(String, String)>,
     /// The addresses that speak TLS (some server's `listen … ssl`).
     pub tls_addrs: Vec<String>,
+    /// The addresses that read the PROXY protocol header (some server's
+    /// `listen … proxy_protocol`).
+    pub pp_addrs: Vec<String>,
     /// Every address some server listens on.
     pub all_addrs: Vec<String>,
     /// What differs everywhere (see [`Cx::note`]).
@@ -214,6 +217,7 @@ impl<'a> Cx<'a> {
             made: Vec::new(),
             used_format: None,
             tls_addrs: Vec::new(),
+            pp_addrs: Vec::new(),
             all_addrs: Vec::new(),
             notes: Vec::new(),
             vars: Vec::new(),
@@ -350,6 +354,8 @@ mod tests;
 mod tests_limits;
 #[cfg(test)]
 mod tests_pages;
+#[cfg(test)]
+mod tests_proxy;
 #[cfg(test)]
 mod tests_read;
 #[cfg(test)]

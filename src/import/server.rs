@@ -90,9 +90,11 @@ pub(super) fn comment(d: &Directive) -> String {
 }
 
 /// The addresses any server's `listen … ssl` names (they speak TLS for
-/// every server on them), and all the addresses listened on.
-pub fn addresses(servers: &[&Directive]) -> (Vec<String>, Vec<String>) {
-    let (mut tls, mut all) = (Vec::new(), Vec::new());
+/// every server on them), those any `listen … proxy_protocol` names
+/// (likewise: nginx's socket reads the header for every server on it), and
+/// all the addresses listened on.
+pub fn addresses(servers: &[&Directive]) -> [Vec<String>; 3] {
+    let (mut tls, mut pp, mut all) = (Vec::new(), Vec::new(), Vec::new());
     for s in servers {
         let ssl_on = s
             .children()
@@ -105,10 +107,13 @@ pub fn addresses(servers: &[&Directive]) -> (Vec<String>, Vec<String>) {
             if ssl_on || l.args.iter().skip(1).any(|a| a == "ssl") {
                 tls.push(a.clone());
             }
+            if l.args.iter().skip(1).any(|a| a == "proxy_protocol") {
+                pp.push(a.clone());
+            }
             all.push(a);
         }
     }
-    (tls, all)
+    [tls, pp, all]
 }
 
 /// `ssl_certificate`, `ssl_certificate_key`, `ssl_protocols`, `http2`: a
@@ -210,16 +215,12 @@ fn listen(cx: &mut Cx, s: &mut ServerAcc, d: &Directive) {
             "ssl" => ssl = true,
             "http2" => flags.push_str(" http2"),
             "default_server" | "default" => flags.push_str(" default_server"),
+            "proxy_protocol" => flags.push_str(" proxy_protocol"),
             p => left.push(p.to_string()),
         }
     }
     if ssl {
         flags.insert_str(0, " ssl");
-    }
-    if let Some(p) = left.iter().find(|p| *p == "proxy_protocol") {
-        let why = format!("{p}: sluice does not speak the PROXY protocol");
-        cx.report(Kind::NotTranslated, d, why);
-        return;
     }
     if !left.is_empty() {
         let why = format!("{}: socket options sluice does not set", left.join(" "));
@@ -591,15 +592,7 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
         }
         let tls_addr = cx.tls_addrs.contains(&bare);
         let mut head = Table::default();
-        let (addr, c) = if tls_addr && !addr.contains(" ssl") {
-            let a = addr.replacen(&bare, &format!("{bare} ssl"), 1);
-            (
-                a,
-                format!("{c} (ssl: another server's listen makes the address TLS)"),
-            )
-        } else {
-            (addr, c)
-        };
+        let (addr, c) = address_flags(cx, &bare, addr, c);
         head.set("listen", Value::Str(addr), vec![c]);
         let mut tls = s.tls.clone();
         for item in &out.server_defaults.items {
@@ -622,6 +615,24 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
         tables.push(t);
     }
     tables
+}
+
+/// `listen` and its comment with the flags another server's `listen` on
+/// the same address gives it: `ssl`, `proxy_protocol` (nginx's socket has
+/// them for every server on it).
+fn address_flags(cx: &Cx, bare: &str, addr: String, c: String) -> (String, String) {
+    let (addr, c) = if cx.tls_addrs.iter().any(|a| a == bare) && !addr.contains(" ssl") {
+        let a = addr.replacen(bare, &format!("{bare} ssl"), 1);
+        let c = format!("{c} (ssl: another server's listen makes the address TLS)");
+        (a, c)
+    } else {
+        (addr, c)
+    };
+    if cx.pp_addrs.iter().any(|a| a == bare) && !addr.contains(" proxy_protocol") {
+        let c = format!("{c} (proxy_protocol: another server's listen on the address says it)");
+        return (format!("{addr} proxy_protocol"), c);
+    }
+    (addr, c)
 }
 
 /// `[::]:P` when `0.0.0.0:P` is listened on too: the IPv4 address it

@@ -89,7 +89,7 @@ fn main_directive(cx: &mut Cx, out: &mut Out, d: &Directive) {
     match d.name.as_str() {
         "http" => {
             let servers = http(cx, out, d.children());
-            (cx.tls_addrs, cx.all_addrs) = server::addresses(&servers);
+            [cx.tls_addrs, cx.pp_addrs, cx.all_addrs] = server::addresses(&servers);
             for s in servers {
                 let tables = server::server(cx, out, s);
                 out.servers.extend(tables);
