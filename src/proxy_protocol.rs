@@ -73,13 +73,13 @@ pub enum Parsed {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Broken {
     /// Not a header, or a malformed version 1 line: nginx's `broken header:
-    /// "…"` with the bytes up to the first CR or LF.
+    /// "…"` with the bytes read (escaped: the error log is one line each).
     Line(Vec<u8>),
     /// Version 2's signature with another version.
     Version(u8),
     /// Version 2 with a command the protocol does not define.
     Command(u8),
-    /// Version 2 longer than [`V2_MAX`].
+    /// Version 2 longer than [`V2_MAX`], or cut short ([`cut_short`]).
     TooLarge,
     /// Version 2 whose address block is shorter than its family's.
     ShortAddresses,
@@ -111,6 +111,29 @@ impl fmt::Display for Broken {
     }
 }
 
+impl Broken {
+    /// nginx's `broken header` of what was read: all of it, as nginx
+    /// quotes its whole first read (here up to [`SHOWN_MAX`] bytes).
+    fn line(buf: &[u8]) -> Broken {
+        Broken::Line(buf[..buf.len().min(SHOWN_MAX)].to_vec())
+    }
+}
+
+/// How much of what was read a `broken header` line shows.
+pub const SHOWN_MAX: usize = 512;
+
+/// What a header cut short by the end of the connection is, as nginx
+/// judges a first read that holds no whole header: a version 2 header
+/// whose announced length did not arrive is "too large", anything else a
+/// broken line. `buf` is what [`parse`] found incomplete.
+pub fn cut_short(buf: &[u8]) -> Broken {
+    if buf.len() >= 16 && buf.starts_with(SIGNATURE) {
+        Broken::TooLarge
+    } else {
+        Broken::line(buf)
+    }
+}
+
 /// The header at the start of `buf` (every byte read so far).
 pub fn parse(buf: &[u8]) -> Result<Parsed, Broken> {
     let sig = buf.len().min(SIGNATURE.len());
@@ -126,14 +149,7 @@ pub fn parse(buf: &[u8]) -> Result<Parsed, Broken> {
 /// A version 1 line: `PROXY TCP4|TCP6 SRC DST SPORT DPORT\r\n` or
 /// `PROXY UNKNOWN…\r\n`.
 fn v1(buf: &[u8]) -> Result<Parsed, Broken> {
-    let broken = || {
-        let end = buf
-            .iter()
-            .take(V1_MAX)
-            .position(|&b| b == b'\r' || b == b'\n')
-            .unwrap_or(buf.len().min(V1_MAX));
-        Broken::Line(buf[..end].to_vec())
-    };
+    let broken = || Broken::line(buf);
     let prefix = buf.len().min(6);
     if buf[..prefix] != b"PROXY "[..prefix] {
         return Err(broken());

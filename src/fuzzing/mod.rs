@@ -14,7 +14,7 @@
 //! so is a broken invariant, asserted with `assert!` so that libFuzzer
 //! records the input.//!
 //! One file per target: `config`, `upstream`, `http1`, `h1loop`, `http2`,
-//! `limiter`, `algorithms`, each
+//! `limiter`, `algorithms`, `proxy_protocol`, each
 //! opening with what its input is and what it checks; this file holds
 //! what they share (the input [`Reader`], the [`pieces`] a connection
 //! might receive) and the corpus replay.
@@ -25,6 +25,7 @@ mod h1loop;
 mod http1;
 mod http2;
 mod limiter;
+mod proxy_protocol;
 mod upstream;
 
 pub use algorithms::algorithms;
@@ -33,6 +34,7 @@ pub use h1loop::h1loop;
 pub use http1::http1;
 pub use http2::http2;
 pub use limiter::limiter;
+pub use proxy_protocol::proxy_protocol;
 pub use upstream::upstream;
 
 /// A target: bytes in, a panic on a finding.
@@ -48,6 +50,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("http2", http2),
     ("h1loop", h1loop),
     ("algorithms", algorithms),
+    ("proxy_protocol", proxy_protocol),
 ];
 
 /// Reads the structured part of an input: numbers off the front, zeros

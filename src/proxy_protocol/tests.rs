@@ -72,8 +72,12 @@ fn v1_broken_lines_are_refused_with_what_nginx_shows() {
             String::from_utf8_lossy(bad)
         );
     }
+    // All that was read is shown, as nginx quotes its first read.
     let e = parse(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").unwrap_err();
-    assert_eq!(e.to_string(), "broken header: \"GET / HTTP/1.1\"");
+    assert_eq!(
+        e.to_string(),
+        "broken header: \"GET / HTTP/1.1\\x0D\\x0AHost: a\\x0D\\x0A\\x0D\\x0A\""
+    );
     let e = parse(b"\x16\x03\x01\x02\x00\x01").unwrap_err();
     assert_eq!(
         e.to_string(),
@@ -87,7 +91,10 @@ fn v1_longer_than_107_bytes_is_refused_at_107() {
     long.resize(106, b'x');
     assert_eq!(parse(&long), Ok(Parsed::Incomplete));
     long.push(b'x');
-    assert!(matches!(parse(&long), Err(Broken::Line(shown)) if shown.len() == 107));
+    assert!(matches!(parse(&long), Err(Broken::Line(shown)) if shown == long));
+    let mut longer = long.clone();
+    longer.resize(2000, b'y');
+    assert!(matches!(parse(&longer), Err(Broken::Line(shown)) if shown.len() == SHOWN_MAX));
     // A line ending exactly at the bound is whole.
     let mut fits = b"PROXY UNKNOWN ".to_vec();
     fits.resize(105, b'x');
@@ -168,4 +175,17 @@ fn nothing_panics_on_any_short_input() {
         let _ = parse(&[b]);
         let _ = parse(&[b'P', b'R', b'O', b'X', b'Y', b' ', b, b'\n']);
     }
+}
+
+#[test]
+fn a_header_cut_short_is_judged_as_nginx_judges_a_first_read() {
+    let v1 = b"PROXY TCP4 192.0.2.7 ";
+    assert_eq!(parse(v1), Ok(Parsed::Incomplete));
+    assert_eq!(cut_short(v1), Broken::Line(v1.to_vec()));
+    let v2 = v2(1, 0x11, &V4_BLOCK, &[]);
+    assert_eq!(cut_short(&v2[..20]), Broken::TooLarge);
+    assert_eq!(
+        cut_short(&v2[..10]).to_string(),
+        "broken header: \"\\x0D\\x0A\\x0D\\x0A\\x00\\x0D\\x0AQUI\""
+    );
 }

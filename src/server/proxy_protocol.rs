@@ -52,8 +52,15 @@ pub(super) async fn read(
             _ = stopping.wait_for(|stop| *stop) => return None,
         };
         let n = match peeked {
-            Ok(0) => {
+            // Closed before a byte: a probe, as nginx logs it; closed in
+            // the middle: what nginx says of such a first read.
+            Ok(0) if taken.is_empty() => {
                 log(Severity::Info, "client closed connection", who);
+                return None;
+            }
+            Ok(0) => {
+                let broken = crate::proxy_protocol::cut_short(&taken);
+                log(Severity::Error, &broken.to_string(), who);
                 return None;
             }
             Ok(n) => n,
