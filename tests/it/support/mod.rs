@@ -17,6 +17,8 @@
 //! - [`inproc`]: the one function that serves a configuration in-process, and the only use of
 //!   sluice's library API in the harness (the file to adapt when the server's API moves).
 //! - [`nginx`]: [`Nginx`], a real nginx in a temporary prefix; [`nginx_binary`] finds it or panics.
+//! - [`haproxy`]: [`Haproxy`], a real HAProxy in TCP mode that passes each client's connection on
+//!   with a PROXY protocol header ([`ProxyVersion`] 1 or 2); [`haproxy_binary`] finds it or panics.
 //! - [`redis`]: [`RedisServer`], a real redis-server; [`TlsFiles`], throw-away certificates.
 //! - [`redis_cluster`]: [`RedisCluster`], 3 masters + 3 replicas joined by `redis-cli --cluster
 //!   create`; [`Node`], one redis-server with arguments of the test's choosing.
@@ -51,6 +53,7 @@ mod certs;
 mod client;
 mod compare;
 mod config;
+mod haproxy;
 pub mod http1;
 mod inproc;
 mod logs;
@@ -73,6 +76,7 @@ pub use client::{Reply, Request, burst, connect, exchange, fire, get, request};
 pub use compare::{
     TOLERANCE, assert_expected, assert_same, expect, group_by_source, status_counts,
 };
+pub use haproxy::{Haproxy, ProxyVersion, haproxy_binary};
 pub use http1::{Message, Reader};
 pub use logs::{
     EXCESS_TOLERANCE, Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines,
