@@ -20,7 +20,9 @@
 //! - [`delay`]: `delay=` thresholds, and `nodelay` with `delay`;
 //! - [`locations`]: each location's own limits, in nginx's matching order;
 //! - [`logging`]: `$limit_req_status` in the access log, `limit_req_log_level`;
-//! - [`vars`]: `geo`, `map`, `allow` and `deny`.
+//! - [`vars`]: `geo`, `map`, `allow` and `deny`;
+//! - [`proxy_protocol`]: `listen … proxy_protocol`, `real_ip` from the PROXY header and the
+//!   `$proxy_protocol_*` variables, behind a real HAProxy and with headers written by hand.
 
 mod article;
 mod buckets;
@@ -30,6 +32,7 @@ mod inheritance;
 mod keys;
 mod locations;
 mod logging;
+mod proxy_protocol;
 mod rates;
 mod statuses;
 mod vars;
