@@ -40,9 +40,14 @@
 //! - this file: the configurations both sides share, raw exchanges observed on both, error-log
 //!   entries (a `broken header` entry spans several lines);
 //! - [`headers`]: PROXY headers written by hand: accepted, refused, lax in nginx, split, slow;
-//!   a PROXY line to a listener without `proxy_protocol`.
+//!   a PROXY line to a listener without `proxy_protocol`;
+//! - [`haproxy`]: HAProxy's `send-proxy` and `send-proxy-v2` in front of each side: per-client
+//!   limits, what the upstream and the access log see; `real_ip` from an untrusted range;
+//! - [`tls`]: TLS and HTTP/2 terminated behind HAProxy's `send-proxy-v2`.
 
+mod haproxy;
 mod headers;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -340,6 +345,34 @@ fn entries(log: &str, addr: SocketAddr) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The lines of an access log in [`PP_FORMAT`], sorted, the client port (a number) written
+/// `PORT` and `front` (HAProxy's port) written `FRONT`. Other values stay as they are.
+fn access_shapes(log: &str, front: u16) -> Vec<String> {
+    let mut out: Vec<String> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut f: Vec<String> = l.split(' ').map(str::to_owned).collect();
+            if f.len() == 6 {
+                if f[2].parse::<u16>().is_ok() {
+                    f[2] = "PORT".to_owned();
+                }
+                if f[4] == front.to_string() {
+                    f[4] = "FRONT".to_owned();
+                }
+            }
+            f.join(" ")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `n` times the access line `remote pp_addr PORT 127.0.0.1 FRONT status`.
+fn lines(n: usize, remote: &str, pp_addr: &str, status: u16) -> Vec<String> {
+    vec![format!("{remote} {pp_addr} PORT 127.0.0.1 FRONT {status}"); n]
 }
 
 /// What a case must do on one side.
