@@ -38,15 +38,14 @@
 //!   client sent invalid method while reading client request line, …, request: "\0"` (a NUL).
 //!
 //! # Where sluice differs on purpose
-//! - A `broken header` entry quotes the bytes up to the first CR or LF (at most 107), escaped as
-//!   `\xNN` ([`quoted_line`]): nginx writes its whole first read raw, so a client writes lines
-//!   of its own into nginx's error log.
+//! - A `broken header` entry quotes the same bytes, what was read, but escaped as `\xNN`
+//!   ([`quoted_line`]): nginx writes its whole first read raw, so a client writes lines of its
+//!   own into nginx's error log.
 //! - A v2 length shorter than its address block is `broken header: PROXY protocol v2 addresses
 //!   shorter than their family` (nginx: no line).
-//! - A header is read across segments, so one announcing more than it sends and then closing is
-//!   `[info] client closed connection while reading PROXY protocol` (nginx judges its first
-//!   read: `header is too large`); more than 4096 bytes announced is `header is too large` on
-//!   both, at once.
+//! - A header is read across segments; one announcing more than it sends and then closing is
+//!   judged when the client closes, as nginx judges its first read (`header is too large`);
+//!   more than 4096 bytes announced is `header is too large` on both, at once.
 //!
 //! # Layout
 //! - this file: the configurations both sides share, raw exchanges observed on both, error-log
@@ -501,15 +500,11 @@ fn broken_header(bytes: &[u8]) -> String {
     )
 }
 
-/// sluice's `broken header` entry for `bytes`: nginx's, with the quoted bytes cut at the first
-/// CR or LF and every byte outside printable ASCII, `"` and `\` written `\xNN` (nginx's access
-/// log escaping), so that a client cannot write lines of its own into the error log.
+/// sluice's `broken header` entry for `bytes`: nginx's, every byte read quoted (up to 512), with
+/// every byte outside printable ASCII, `"` and `\` written `\xNN` (nginx's access log escaping),
+/// so that a client cannot write lines of its own into the error log.
 fn quoted_line(bytes: &[u8]) -> String {
-    let end = bytes
-        .iter()
-        .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(bytes.len());
-    let shown: String = bytes[..end]
+    let shown: String = bytes[..bytes.len().min(512)]
         .iter()
         .map(|&b| match b {
             b'"' | b'\\' => format!("\\x{b:02X}"),
