@@ -9,8 +9,11 @@
 //!   delayed, dry run, a flood of log lines;
 //! - [`websocket`]: upgrades (WebSocket) and the tunnels they make.
 //! - [`https_upstream`]: `proxy_pass = "https://…"` against nginx with `ssl`.
+//! - [`behind_lb`]: the PROXY protocol's client in `geo`, `map`, `allow`/`deny` and limits;
+//!   `real_ip` from `Forwarded`.
 
 mod algorithms;
+mod behind_lb;
 mod forwarding;
 mod headers;
 mod https_upstream;
