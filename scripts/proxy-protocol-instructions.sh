@@ -13,6 +13,8 @@
 #   plain   no header, to the plain listener (what every connection cost before)
 #   v1      `PROXY TCP4 …` to the proxy_protocol listener, each from another client address
 #   v2      the binary version 2 header (with a 4-byte TLV), likewise
+# and then, over one kept-alive connection, N requests: ka-plain (no header, the plain listener) and
+# ka-v1 (the header once, the proxy_protocol listener): what each request pays after the header.
 # Each mode is run with 100 and with 100 + N connections; the difference, divided by N, is the
 # instructions per connection. Prints them and v1/plain, v2/plain. Needs valgrind and python3.
 set -euo pipefail
@@ -32,6 +34,22 @@ import socket, struct, sys
 port, mode, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 request = b"GET /r HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
 sig = b"\r\n\r\n\x00\r\nQUIT\n"
+if mode.startswith("ka-"):
+    # One kept-alive connection: the header once, then n requests.
+    s = socket.create_connection(("127.0.0.1", port))
+    if mode == "ka-v1":
+        s.sendall(b"PROXY TCP4 10.9.0.1 10.0.0.1 1024 443\r\n")
+    for i in range(n):
+        s.sendall(b"GET /r HTTP/1.1\r\nHost: a\r\n\r\n")
+        got = b""
+        while not got.endswith(b"\r\n\r\nok\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                sys.exit(f"{mode}: closed at request {i}")
+            got += chunk
+        if not got.startswith(b"HTTP/1.1 200"):
+            sys.exit(f"{mode}: request {i} answered {got[:40]!r}")
+    sys.exit(0)
 for i in range(n):
     a, b = (i >> 8) & 255, i & 255
     if mode == "v1":
@@ -75,7 +93,7 @@ EOF
 # instructions MODE COUNT → sluice's total instructions (Ir) for that run
 instructions() {
   local port=$pp_port
-  [[ $1 == plain ]] && port=$plain_port
+  [[ $1 == plain || $1 == ka-plain ]] && port=$plain_port
   SLUICE_WORKERS=1 callgrind_ir "$work/callgrind.$1.$2" "http://127.0.0.1:$plain_port/" \
     python3 "$work/client.py" "$port" "$1" "$2" -- \
     "$repo/target/release/sluice" --config "$work/sluice.toml" || exit 1
@@ -90,4 +108,15 @@ for mode in plain v1 v2; do
   per[$mode]=$(((big - small) / n))
   printf '%-8s %12s %10s\n' "$mode" "${per[$mode]}" \
     "$(awk -v a="${per[$mode]}" -v b="${per[plain]}" 'BEGIN { printf "%.3f", a / b }')"
+done
+
+echo
+echo "instructions per request over one kept-alive connection ($n requests, startup subtracted)"
+printf '%-8s %12s %10s\n' mode "Ir/req" "x plain"
+for mode in ka-plain ka-v1; do
+  small=$(instructions "$mode" 100)
+  big=$(instructions "$mode" $((100 + n)))
+  per[$mode]=$(((big - small) / n))
+  printf '%-8s %12s %10s\n' "$mode" "${per[$mode]}" \
+    "$(awk -v a="${per[$mode]}" -v b="${per[ka-plain]}" 'BEGIN { printf "%.3f", a / b }')"
 done

@@ -154,7 +154,10 @@ fn v1(buf: &[u8]) -> Result<Parsed, Broken> {
     if buf[..prefix] != b"PROXY "[..prefix] {
         return Err(broken());
     }
-    let Some(lf) = buf.iter().take(V1_MAX).position(|&b| b == b'\n') else {
+    let Some(lf) = buf[..buf.len().min(V1_MAX)]
+        .iter()
+        .position(|&b| b == b'\n')
+    else {
         return if buf.len() < V1_MAX {
             Ok(Parsed::Incomplete)
         } else {
@@ -177,19 +180,28 @@ fn v1(buf: &[u8]) -> Result<Parsed, Broken> {
 }
 
 /// `TCP4 SRC DST SPORT DPORT`, single spaces, addresses of the family.
+/// Read from the bytes in one pass (a connection pays for it).
 fn v1_addresses(rest: &[u8]) -> Option<Addresses> {
-    let text = std::str::from_utf8(rest).ok()?;
-    let mut words = text.split(' ');
-    let family = words.next()?;
-    let (src, dst, sport, dport) = (words.next()?, words.next()?, words.next()?, words.next()?);
+    let mut words = rest.split(|&b| b == b' ');
+    let v6 = match words.next()? {
+        b"TCP4" => false,
+        b"TCP6" => true,
+        _ => return None,
+    };
+    let (src, dst) = (words.next()?, words.next()?);
+    let (sport, dport) = (words.next()?, words.next()?);
     if words.next().is_some() {
         return None;
     }
-    let ip = |s: &str| -> Option<IpAddr> {
-        match family {
-            "TCP4" => s.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
-            "TCP6" => s.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
-            _ => None,
+    let ip = |w: &[u8]| -> Option<IpAddr> {
+        if v6 {
+            std::str::from_utf8(w)
+                .ok()?
+                .parse::<Ipv6Addr>()
+                .ok()
+                .map(IpAddr::V6)
+        } else {
+            ipv4(w).map(IpAddr::V4)
         }
     };
     Some(Addresses {
@@ -198,12 +210,34 @@ fn v1_addresses(rest: &[u8]) -> Option<Addresses> {
     })
 }
 
-/// A decimal port of one to five digits, as nginx reads it.
-fn port(s: &str) -> Option<u16> {
-    if s.is_empty() || s.len() > 5 || !s.bytes().all(|b| b.is_ascii_digit()) {
+/// A dotted quad as Rust's `Ipv4Addr` reads one (no leading zeros, no
+/// more than 255), from bytes.
+fn ipv4(w: &[u8]) -> Option<Ipv4Addr> {
+    let mut octets = [0u8; 4];
+    let mut parts = w.split(|&b| b == b'.');
+    for o in &mut octets {
+        let p = parts.next()?;
+        if p.len() > 1 && p[0] == b'0' {
+            return None;
+        }
+        *o = u8::try_from(number(p, 3)?).ok()?;
+    }
+    parts.next().is_none().then_some(Ipv4Addr::from(octets))
+}
+
+/// One to `most` decimal digits.
+fn number(p: &[u8], most: usize) -> Option<u32> {
+    if p.is_empty() || p.len() > most {
         return None;
     }
-    s.parse().ok()
+    p.iter().try_fold(0u32, |n, &b| {
+        b.is_ascii_digit().then(|| n * 10 + u32::from(b - b'0'))
+    })
+}
+
+/// A decimal port of one to five digits, as nginx reads it.
+fn port(p: &[u8]) -> Option<u16> {
+    u16::try_from(number(p, 5)?).ok()
 }
 
 /// A version 2 header, its 16 fixed bytes in `buf`.

@@ -9,6 +9,7 @@
 
 mod admin;
 mod http2;
+mod proxy_protocol;
 mod upstreams;
 
 pub use admin::AdminResult;
@@ -123,6 +124,7 @@ pub struct Metrics {
     tunnels: Tunnels,
     /// HTTP/2 floods and parked connections.
     http2: Http2,
+    proxy_headers: proxy_protocol::ProxyHeaders,
     /// Admin listener requests by result.
     admin: Family<Outcome, Counter>,
 }
@@ -197,10 +199,12 @@ impl Metrics {
         }
         let tunnels = Tunnels::register(&mut registry);
         let http2 = Http2::register(&mut registry);
+        let proxy_headers = proxy_protocol::ProxyHeaders::register(&mut registry);
         let admin = register_admin(&mut registry);
         Metrics {
             admin,
             http2,
+            proxy_headers,
             refused,
             handshakes,
             tunnels,
@@ -263,6 +267,12 @@ impl Metrics {
     /// or ends.
     pub fn h2_parked(&self, change: i64) {
         self.http2.parked.inc_by(change);
+    }
+
+    /// A PROXY protocol header was read (or not): one of
+    /// [`proxy_protocol::RESULTS`].
+    pub fn proxy_header(&self, result: &'static str) {
+        self.proxy_headers.count(result);
     }
 
     pub fn connection_refused(&self) {

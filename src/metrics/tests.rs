@@ -41,6 +41,9 @@ return = { status = 200 }
     m.response(200, Duration::from_millis(3));
     m.reload(false);
     m.connection_refused();
+    m.proxy_header("broken");
+    m.proxy_header("client");
+    m.proxy_header("client");
     m.tunnel_opened();
     m.tunnel_opened();
     m.tunnel_closed();
@@ -67,6 +70,9 @@ return = { status = 200 }
         "sluice_limit_req_zone_info{zone=\"slow\",algorithm=\"leaky_bucket\",rate=\"30r/m\"} 1",
         "sluice_limit_req_zone_evictions_total{zone=\"z\"} 0",
         "sluice_connections_refused_total 1",
+        "sluice_proxy_protocol_headers_total{result=\"client\"} 2",
+        "sluice_proxy_protocol_headers_total{result=\"broken\"} 1",
+        "sluice_proxy_protocol_headers_total{result=\"timeout\"} 0",
         "sluice_tunnels_opened_total 2",
         "sluice_tunnels_active 1",
         "sluice_tunnel_bytes_total{direction=\"to_client\"} 7",

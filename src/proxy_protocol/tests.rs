@@ -65,6 +65,12 @@ fn v1_broken_lines_are_refused_with_what_nginx_shows() {
         b"PROXY TCP4 1.2.3.4 1.2.3.4 1\r\n",
         b"PROXY\r\n",
         b"proxy TCP4 1.2.3.4 1.2.3.4 1 2\r\n",
+        b"PROXY TCP4 01.2.3.4 1.2.3.4 1 2\r\n",
+        b"PROXY TCP4 1.2.3.256 1.2.3.4 1 2\r\n",
+        b"PROXY TCP4 1.2.3.4.5 1.2.3.4 1 2\r\n",
+        b"PROXY TCP4 1..3.4 1.2.3.4 1 2\r\n",
+        b"PROXY TCP4 1.2.3.4 1.2.3.4 +1 2\r\n",
+        b"PROXY TCP4 1.2.3.4 1.2.3.4 123456 2\r\n",
     ] {
         assert!(
             matches!(parse(bad), Err(Broken::Line(_))),
@@ -188,4 +194,27 @@ fn a_header_cut_short_is_judged_as_nginx_judges_a_first_read() {
         cut_short(&v2[..10]).to_string(),
         "broken header: \"\\x0D\\x0A\\x0D\\x0A\\x00\\x0D\\x0AQUI\""
     );
+}
+
+#[test]
+fn v1_ipv4_reads_as_rusts_parser_does() {
+    for a in ["0.0.0.0", "255.255.255.255", "10.0.0.1", "1.22.133.4"] {
+        assert_eq!(ipv4(a.as_bytes()), a.parse().ok(), "{a}");
+    }
+    for bad in [
+        "",
+        "1.2.3",
+        "1.2.3.4.",
+        ".1.2.3",
+        "1.2.3.04",
+        "1.2.3.a",
+        "256.1.1.1",
+        "1.2.3.4444",
+    ] {
+        assert_eq!(ipv4(bad.as_bytes()), None, "{bad}");
+        assert!(bad.parse::<Ipv4Addr>().is_err(), "{bad}");
+    }
+    assert_eq!(port(b"0"), Some(0));
+    assert_eq!(port(b"00080"), Some(80));
+    assert_eq!(port(b"65536"), None);
 }

@@ -181,12 +181,24 @@ async fn read_proxy_header(
     (configured, _, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
     start: &mut Start,
 ) -> Option<Option<crate::proxy_protocol::Addresses>> {
-    let side = ServerSide::of(shared, configured, None);
-    let deadline = Instant::now() + side.timeouts.client_header;
+    // The address's default server's, as nginx's before a request.
+    let timeout = shared
+        .config()
+        .address(configured)
+        .map_or(crate::config::DEFAULT_TIMEOUT, |a| {
+            a.default_server().client_header_timeout
+        });
+    let deadline = Instant::now() + timeout;
     let who = (id, remote, configured);
     let read = super::proxy_protocol::read(stream, deadline, stopping, who).await;
     start.header_until = Some(deadline);
-    read
+    let result = match read {
+        Ok(Some(_)) => "client",
+        Ok(None) => "local",
+        Err(why) => why,
+    };
+    shared.env.metrics.proxy_header(result);
+    read.ok()
 }
 
 /// A parked connection with something to read: a task again, with a new

@@ -24,9 +24,11 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// What a connection's header said: `Some(None)` for a header naming no
-/// addresses (`UNKNOWN`, LOCAL); `None` when the connection is to close.
-pub(super) type Read = Option<Option<Addresses>>;
+/// What a connection's header said (`None`: a header naming no addresses,
+/// `UNKNOWN` or LOCAL), or why the connection is to close: `broken`,
+/// `timeout` or `closed` (the client's close, an error, a stop), as
+/// `sluice_proxy_protocol_headers` counts them.
+pub(super) type Read = Result<Option<Addresses>, &'static str>;
 
 /// The connection as the error log names it: its number, its peer, the
 /// address it was accepted on.
@@ -41,33 +43,37 @@ pub(super) async fn read(
     who: Who,
 ) -> Read {
     let mut taken: Vec<u8> = Vec::new();
-    let mut window = [0u8; 512];
+    // Room for a v1 line and for v2 with its addresses and a few TLVs;
+    // a longer v2 header takes several turns.
+    let mut window = [0u8; 256];
     loop {
+        // Biased: a header already there is read without arming a timer.
         let peeked = tokio::select! {
+            biased;
             r = stream.peek(&mut window) => r,
             _ = tokio::time::sleep_until(deadline) => {
                 log(Severity::Info, "client timed out (110: Connection timed out)", who);
-                return None;
+                return Err("timeout");
             }
-            _ = stopping.wait_for(|stop| *stop) => return None,
+            _ = stopping.wait_for(|stop| *stop) => return Err("closed"),
         };
         let n = match peeked {
             // Closed before a byte: a probe, as nginx logs it; closed in
             // the middle: what nginx says of such a first read.
             Ok(0) if taken.is_empty() => {
                 log(Severity::Info, "client closed connection", who);
-                return None;
+                return Err("closed");
             }
             Ok(0) => {
                 let broken = crate::proxy_protocol::cut_short(&taken);
                 log(Severity::Error, &broken.to_string(), who);
-                return None;
+                return Err("broken");
             }
             Ok(n) => n,
             Err(e) => {
                 let what = format!("recv() failed ({})", errlog::os_error(&e));
                 log(Severity::Info, &what, who);
-                return None;
+                return Err("closed");
             }
         };
         let parsed = if taken.is_empty() {
@@ -83,15 +89,15 @@ pub(super) async fn read(
             Ok(Parsed::Incomplete) => n,
             Err(broken) => {
                 log(Severity::Error, &broken.to_string(), who);
-                return None;
+                return Err("broken");
             }
         };
         // Peeked, so there: the read takes them at once.
         if stream.read_exact(&mut window[..take]).await.is_err() {
-            return None;
+            return Err("closed");
         }
         if let Ok(Parsed::Done(h)) = parsed {
-            return Some(h.addresses);
+            return Ok(h.addresses);
         }
         taken.extend_from_slice(&window[..take]);
     }
