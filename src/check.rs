@@ -80,8 +80,12 @@ fn zone(s: &mut String, z: &ZoneSpec) {
 /// The client's fields any client can write: a key made of them is
 /// whatever each request says.
 fn forgeable(v: &crate::vars::Var) -> bool {
-    matches!(v, crate::vars::Var::Http(h)
-        if h == "x-forwarded-for" || h == "forwarded" || h == "x-real-ip")
+    use crate::vars::Var;
+    match v {
+        Var::Http(h) => h == "x-forwarded-for" || h == "forwarded" || h == "x-real-ip",
+        Var::ProxyAddXForwardedFor => true,
+        _ => false,
+    }
 }
 
 /// A warning when a zone's key reads a field any client can forge.
@@ -97,8 +101,10 @@ fn forgeable_key(s: &mut String, z: &ZoneSpec) {
 }
 
 /// A server's `real_ip`: where the client comes from, and a warning when
-/// it trusts a field from every peer.
-fn real_ip(s: &mut String, r: &crate::realip::RealIp) {
+/// it trusts every peer (any client can then name itself, in a field or
+/// in a PROXY header of its own), or reads a PROXY header its address
+/// never has (`proxy_protocol` missing from its `listen`: nothing then).
+fn real_ip(s: &mut String, r: &crate::realip::RealIp, address_reads_headers: bool) {
     use crate::realip::Source;
     let from: Vec<String> = r.from.iter().map(|n| n.to_string()).collect();
     let source = match &r.source {
@@ -112,11 +118,17 @@ fn real_ip(s: &mut String, r: &crate::realip::RealIp) {
         from.join(", "),
         if r.recursive { " (recursive)" } else { "" }
     );
-    if r.source.is_header() && r.trusts_everyone() {
+    if r.trusts_everyone() {
         let _ = writeln!(
             s,
             "warning: real_ip reads {source} from any client (from {}): any client can name itself; list only your proxies' addresses",
             from.join(", ")
+        );
+    }
+    if r.source == Source::ProxyProtocol && !address_reads_headers {
+        let _ = writeln!(
+            s,
+            "warning: real_ip reads proxy_protocol, but this server's listen has no proxy_protocol: no connection on it carries a header"
         );
     }
 }
@@ -152,11 +164,16 @@ fn redis(s: &mut String, r: &RedisConfig) {
 /// A server line, then a line per location.
 fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
     let level = srv.level.inherit(&spec.http);
+    // The address's flag: one server saying it makes all on it read headers.
+    let proxy_protocol = spec
+        .servers
+        .iter()
+        .any(|o| o.listen == srv.listen && o.options.proxy_protocol);
     let _ = writeln!(
         s,
         "server {}{}{}",
         srv.listen,
-        if srv.options.proxy_protocol {
+        if proxy_protocol {
             " proxy_protocol"
         } else {
             ""
@@ -171,7 +188,7 @@ fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
         tls(s, srv, t, crate::clock::unix_secs());
     }
     if let Some(r) = &level.real_ip {
-        real_ip(s, r);
+        real_ip(s, r, proxy_protocol);
     }
     for loc in &srv.locations {
         location(s, spec, loc, &loc.level.inherit(&level));
@@ -473,12 +490,46 @@ mod tests {
                 assert!(w.contains("warning: real_ip reads"), "{header} {from}: {w}");
             }
         }
-        // The PROXY protocol's header is not a field a client writes
-        // (a load balancer does), and a trusted list is fine.
+        // Any client reaching a proxy_protocol address can send a header
+        // of its own: trusting every peer is warned about there too.
         let everyone_pp = r#"{ from = ["0.0.0.0/0"], header = "proxy_protocol" }"#;
-        assert!(!out("$binary_remote_addr", everyone_pp).contains("warning"));
+        assert!(out("$binary_remote_addr", everyone_pp).contains("warning: real_ip reads"));
+        let w = out("$proxy_add_x_forwarded_for", pp);
+        assert!(w.contains("warning: zone z is keyed on"), "{w}");
         let trusted = r#"{ from = ["10.0.0.0/8"], header = "Forwarded" }"#;
         assert!(!out("$binary_remote_addr", trusted).contains("warning"));
+    }
+
+    #[test]
+    fn proxy_protocol_is_the_addresss_and_real_ip_without_it_is_warned_about() {
+        let spec = crate::config::parse_str(
+            "t.toml",
+            r#"
+real_ip = { from = ["10.0.0.0/8"], header = "proxy_protocol" }
+[[servers]]
+listen = "127.0.0.1:8080 proxy_protocol"
+server_name = "a"
+proxy_pass = "http://127.0.0.1:9"
+[[servers]]
+listen = "127.0.0.1:8080"
+server_name = "b"
+proxy_pass = "http://127.0.0.1:9"
+[[servers]]
+listen = "127.0.0.1:8081"
+proxy_pass = "http://127.0.0.1:9"
+"#,
+        )
+        .unwrap();
+        let out = summary("t.toml", &spec);
+        assert!(
+            out.contains("server 127.0.0.1:8080 proxy_protocol (b)"),
+            "{out}"
+        );
+        assert_eq!(
+            out.matches("warning: real_ip reads proxy_protocol, but this server's listen has no proxy_protocol").count(),
+            1,
+            "{out}"
+        );
     }
 
     #[test]

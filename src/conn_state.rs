@@ -212,8 +212,9 @@ pub(crate) struct Conn {
     pub(crate) remote: SocketAddr,
     pub(crate) local: SocketAddr,
     /// What its PROXY protocol header named (`listen … proxy_protocol`;
-    /// `None` elsewhere, and for headers naming no addresses).
-    pub(crate) proxy: Option<crate::proxy_protocol::Addresses>,
+    /// `None` elsewhere, and for headers naming no addresses). Boxed: a
+    /// connection without one carries a pointer's room.
+    pub(crate) proxy: Option<Box<crate::proxy_protocol::Addresses>>,
     /// The configured `listen` of its server.
     pub(crate) listen: SocketAddr,
     /// Its phase and what its reader saw.

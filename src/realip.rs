@@ -18,7 +18,6 @@
 //! whole (the client stays the peer).
 
 use crate::http1::Fields;
-use crate::http1::fields::as_str;
 use crate::proxy_protocol::Addresses;
 use http::HeaderName;
 use ipnet::IpNet;
@@ -61,12 +60,11 @@ impl Source {
             .ok()
             .map(Source::Header)
     }
+}
 
-    /// It reads a field any client can write (for `sluice check`'s
-    /// warning): `X-Forwarded-For`, `X-Real-IP`, `Forwarded`.
-    pub fn is_header(&self) -> bool {
-        !matches!(self, Source::ProxyProtocol)
-    }
+/// An address written as text (spaces around it allowed).
+fn as_ip(v: &[u8]) -> Option<IpAddr> {
+    std::str::from_utf8(v.trim_ascii()).ok()?.parse().ok()
 }
 
 /// Parse `"10.0.0.0/8"` or a bare address (a /32 or /128).
@@ -120,26 +118,24 @@ impl RealIp {
         if !self.trusted(peer) {
             return peer;
         }
-        let values: Vec<&str> = headers.get_all(header).filter_map(as_str).collect();
+        // Bytes, not text: an entry a client wrote in bytes that are not
+        // text must not hide the entries its proxies appended after it.
+        let values: Vec<&[u8]> = headers.get_all(header).collect();
         if values.is_empty() {
             return peer;
         }
         if header != "x-forwarded-for" {
-            return values[0]
-                .trim()
-                .parse::<IpAddr>()
-                .map(|ip| ip.to_canonical())
-                .unwrap_or(peer);
+            return as_ip(values[0]).map_or(peer, |ip| ip.to_canonical());
         }
-        let list: Vec<&str> = values
+        let list: Vec<&[u8]> = values
             .iter()
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
+            .flat_map(|v| v.split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
             .filter(|s| !s.is_empty())
             .collect();
         let mut found = peer;
         for entry in list.iter().rev() {
-            let Ok(ip) = entry.parse::<IpAddr>() else {
+            let Some(ip) = as_ip(entry) else {
                 // nginx stops at an entry it cannot parse.
                 return found;
             };
@@ -156,10 +152,7 @@ impl RealIp {
         if !self.trusted(peer) {
             return peer;
         }
-        let values = headers.get_all(&http::header::FORWARDED).filter_map(as_str);
-        let Some(nodes) = forwarded::for_nodes(values) else {
-            return peer;
-        };
+        let nodes = forwarded::for_nodes(headers.get_all(&http::header::FORWARDED));
         let mut found = peer;
         for node in nodes.iter().rev() {
             let Some(ip) = node else {
@@ -284,9 +277,25 @@ mod tests {
         let unknown = fwd("for=6.6.6.6, for=unknown, for=10.0.0.5");
         assert_eq!(r(true).resolve(peer, &unknown), ip("10.0.0.5"));
         assert_eq!(r(false).resolve(peer, &fwd("for=_hidden")), peer);
-        // A field that does not parse, or an untrusted peer: the peer.
-        assert_eq!(r(true).resolve(peer, &fwd("for=1.2.3.4;for=5.6.7.8")), peer);
+        // A broken element names nobody: the walk stops before it.
+        let broken = fwd("for=1.2.3.4;for=5.6.7.8, for=203.0.113.9");
+        assert_eq!(r(false).resolve(peer, &broken), ip("203.0.113.9"));
+        let broken = fwd("for=1.2.3.4;for=5.6.7.8, for=10.0.0.7");
+        assert_eq!(r(true).resolve(peer, &broken), ip("10.0.0.7"));
+        // An untrusted peer: the peer.
         let stranger = ip("203.0.113.1");
         assert_eq!(r(true).resolve(stranger, &chain), stranger);
+    }
+
+    #[test]
+    fn a_client_entry_that_is_not_text_does_not_hide_its_proxies_entries() {
+        let mut m = http::HeaderMap::new();
+        let v = http::HeaderValue::from_bytes(b"\xff\xfe, 203.0.113.9").unwrap();
+        m.insert("x-forwarded-for", v);
+        let peer = "127.0.0.1".parse().unwrap();
+        assert_eq!(
+            ri(false).resolve(peer, &Fields::Map(m)),
+            "203.0.113.9".parse::<IpAddr>().unwrap()
+        );
     }
 }

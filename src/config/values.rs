@@ -218,15 +218,30 @@ pub(crate) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
         ));
     }
     let not_found = || format!("host not found in \"{s}\" of the \"listen\" key");
-    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(s)
-        .map_err(|_| not_found())?
-        .collect();
+    let addrs = resolve(s).ok_or_else(not_found)?;
     addrs
         .iter()
         .find(|a| a.is_ipv4())
         .or(addrs.first())
         .copied()
         .ok_or_else(not_found)
+}
+
+/// The addresses of `HOST:PORT`, from the system's resolver.
+#[cfg(not(any(test, feature = "fuzzing")))]
+fn resolve(s: &str) -> Option<Vec<SocketAddr>> {
+    Some(std::net::ToSocketAddrs::to_socket_addrs(s).ok()?.collect())
+}
+
+/// In unit tests and fuzzing, no resolver is asked (its answer would
+/// depend on the machine, and an offline one can take seconds): only
+/// `localhost` resolves, to 127.0.0.1.
+#[cfg(any(test, feature = "fuzzing"))]
+fn resolve(s: &str) -> Option<Vec<SocketAddr>> {
+    let (host, port) = listen_host(s)?;
+    let localhost =
+        host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.");
+    localhost.then(|| vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)])
 }
 
 /// `HOST:PORT` with a host name (letters, digits, `-`, `.`; not an

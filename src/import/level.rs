@@ -568,6 +568,15 @@ fn real_ip(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) {
             );
             cx.report(Kind::NotTranslated, d, why);
         }
+        // nginx reads a `Forwarded` field as a bare address (RFC 7239's
+        // `for=` never parses, so nginx keeps the peer); sluice reads its
+        // `for=` nodes: the meaning changes, and is said.
+        "real_ip_header" if a.eq_ignore_ascii_case("forwarded") => {
+            lv.push("real_ip.header", Value::str(a), d);
+            let why = "sluice reads RFC 7239's for= nodes in Forwarded; nginx reads the field as \
+                       a bare address (for=… never parses, and nginx keeps the peer)";
+            cx.report(Kind::Partial, d, why);
+        }
         "real_ip_header" => lv.push("real_ip.header", Value::str(a), d),
         _ => match values::flag(a) {
             Ok(b) => lv.push("real_ip.recursive", Value::Bool(b), d),

@@ -86,3 +86,18 @@ fn the_proxy_protocol_variables_are_translated_where_variables_are() {
         "{headers}"
     );
 }
+
+#[test]
+fn real_ip_header_forwarded_is_translated_and_its_new_meaning_said() {
+    let o = run(&http(
+        "server { listen 127.0.0.1:8080; set_real_ip_from 10.0.0.0/8; real_ip_header Forwarded;
+                  location / { return 200; } }",
+    ));
+    assert_eq!(
+        o.server(0)["real_ip"].to_string(),
+        "{ from = [\"10.0.0.0/8\"], header = \"Forwarded\" }"
+    );
+    let r = o.report("real_ip_header Forwarded");
+    assert_eq!(r.kind, Kind::Partial);
+    assert!(r.why.contains("RFC 7239"), "{}", r.why);
+}

@@ -199,12 +199,11 @@ impl Metrics {
         }
         let tunnels = Tunnels::register(&mut registry);
         let http2 = Http2::register(&mut registry);
-        let proxy_headers = proxy_protocol::ProxyHeaders::register(&mut registry);
         let admin = register_admin(&mut registry);
         Metrics {
             admin,
             http2,
-            proxy_headers,
+            proxy_headers: proxy_protocol::ProxyHeaders::register(&mut registry),
             refused,
             handshakes,
             tunnels,

@@ -41,9 +41,6 @@ return = { status = 200 }
     m.response(200, Duration::from_millis(3));
     m.reload(false);
     m.connection_refused();
-    m.proxy_header("broken");
-    m.proxy_header("client");
-    m.proxy_header("client");
     m.tunnel_opened();
     m.tunnel_opened();
     m.tunnel_closed();
@@ -70,9 +67,6 @@ return = { status = 200 }
         "sluice_limit_req_zone_info{zone=\"slow\",algorithm=\"leaky_bucket\",rate=\"30r/m\"} 1",
         "sluice_limit_req_zone_evictions_total{zone=\"z\"} 0",
         "sluice_connections_refused_total 1",
-        "sluice_proxy_protocol_headers_total{result=\"client\"} 2",
-        "sluice_proxy_protocol_headers_total{result=\"broken\"} 1",
-        "sluice_proxy_protocol_headers_total{result=\"timeout\"} 0",
         "sluice_tunnels_opened_total 2",
         "sluice_tunnels_active 1",
         "sluice_tunnel_bytes_total{direction=\"to_client\"} 7",
@@ -87,4 +81,29 @@ return = { status = 200 }
     assert_eq!(text.matches("sluice_limit_req_zone_info{").count(), 3);
     assert!(text.ends_with("# EOF\n"));
     assert_eq!(text.matches("# EOF").count(), 1);
+}
+
+#[test]
+fn proxy_protocol_headers_are_counted_by_result() {
+    let m = Metrics::new();
+    m.proxy_header("broken");
+    m.proxy_header("client");
+    m.proxy_header("client");
+    let rt = crate::config::Config::compile(
+        crate::config::parse_str(
+            "t.toml",
+            "[[servers]]\nlisten = \"127.0.0.1:1\"\nproxy_pass = \"http://127.0.0.1:2\"\n",
+        )
+        .unwrap(),
+        None,
+    )
+    .unwrap();
+    let text = m.render(&rt);
+    for line in [
+        "sluice_proxy_protocol_headers_total{result=\"client\"} 2",
+        "sluice_proxy_protocol_headers_total{result=\"broken\"} 1",
+        "sluice_proxy_protocol_headers_total{result=\"timeout\"} 0",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
 }

@@ -4,30 +4,35 @@
 //! `Forwarded: for=192.0.2.43, for="[2001:db8:cafe::17]:4711";proto=https,
 //! for=unknown`. Elements are separated by commas (within a field and
 //! across fields), pairs by semicolons; a value is a token or a quoted
-//! string (with `\` escapes). Parameter names are case-insensitive; a
-//! parameter twice in one element, or anything that is not this grammar,
-//! makes the whole field unreadable (`None`): a sender that cannot write
-//! the grammar is not believed in part. A node is an IPv4 address or a
-//! bracketed IPv6 address, each with an optional port (digits or an
+//! string (with `\` escapes); parameter names are case-insensitive.
+//!
+//! Each element is read on its own, and a broken one names no address:
+//! the client writes the left part of the field and each proxy appends its
+//! element on the right, so nothing the client writes may change how the
+//! proxies' elements read. Hence elements are cut at every comma, quoted or
+//! not (no node, port or RFC 7239 parameter value holds one; a quoted comma
+//! only breaks its own element), and an element that is not the grammar
+//! (an unterminated quote, `for` twice, a stray byte) is like `unknown`: the
+//! walk through the trusted proxies stops there. A node is an IPv4 address
+//! or a bracketed IPv6 address, each with an optional port (digits or an
 //! obfuscated `_port`); `unknown`, an obfuscated identifier (`_hidden`), an
 //! element without `for`, or a node that is neither, names no address.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Each element's client, in order; `None` where it names no address.
-/// `None` as a whole when a field does not parse.
-pub(super) fn for_nodes<'a>(values: impl Iterator<Item = &'a str>) -> Option<Vec<Option<IpAddr>>> {
+pub(super) fn for_nodes<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<Option<IpAddr>> {
     let mut nodes = Vec::new();
     for v in values {
-        let mut p = Cursor {
-            b: v.as_bytes(),
-            i: 0,
-        };
-        while let Some(node) = p.element()? {
-            nodes.push(node);
+        for piece in v.split(|&b| b == b',') {
+            if piece.iter().all(|&b| b == b' ' || b == b'\t') {
+                continue; // an empty list element
+            }
+            let mut p = Cursor { b: piece, i: 0 };
+            nodes.push(p.element().flatten());
         }
     }
-    Some(nodes)
+    nodes
 }
 
 struct Cursor<'a> {
@@ -46,30 +51,20 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// The next element's node (`Some(None)`: an element naming no
-    /// address; `None`: the field ended). Empty list elements are skipped,
-    /// as HTTP's list syntax allows.
-    fn element(&mut self) -> Option<Option<Option<IpAddr>>> {
-        loop {
-            self.ows();
-            match self.peek() {
-                None => return Some(None),
-                Some(b',') => self.i += 1,
-                Some(_) => break,
-            }
-        }
+    /// One element's node: `Some(None)` when it names no address, `None`
+    /// when it is not the grammar.
+    fn element(&mut self) -> Option<Option<IpAddr>> {
         let mut node: Option<Option<IpAddr>> = None;
         loop {
             self.ows();
-            if !matches!(self.peek(), None | Some(b';' | b',')) {
+            if !matches!(self.peek(), None | Some(b';')) {
                 let name = self.token()?;
                 if self.peek() != Some(b'=') {
                     return None;
                 }
                 self.i += 1;
                 let value = self.value()?;
-                let seen = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-                if seen("for") {
+                if name.eq_ignore_ascii_case(b"for") {
                     if node.is_some() {
                         return None;
                     }
@@ -78,16 +73,11 @@ impl<'a> Cursor<'a> {
             }
             self.ows();
             match self.peek() {
-                None => break,
+                None => return Some(node.flatten()),
                 Some(b';') => self.i += 1,
-                Some(b',') => {
-                    self.i += 1;
-                    break;
-                }
                 Some(_) => return None,
             }
         }
-        Some(Some(node.unwrap_or(None)))
     }
 
     /// A token (a value's may also hold `:`, `[` and `]`: senders write
@@ -172,33 +162,35 @@ fn valid_port(p: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn nodes(fields: &[&str]) -> Option<Vec<Option<String>>> {
-        for_nodes(fields.iter().copied())
-            .map(|v| v.into_iter().map(|n| n.map(|ip| ip.to_string())).collect())
+    fn nodes(fields: &[&str]) -> Vec<Option<String>> {
+        for_nodes(fields.iter().map(|f| f.as_bytes()))
+            .into_iter()
+            .map(|n| n.map(|ip| ip.to_string()))
+            .collect()
     }
 
-    fn some(list: &[Option<&str>]) -> Option<Vec<Option<String>>> {
-        Some(list.iter().map(|n| n.map(str::to_string)).collect())
+    fn list(l: &[Option<&str>]) -> Vec<Option<String>> {
+        l.iter().map(|n| n.map(str::to_string)).collect()
     }
 
     #[test]
     fn rfc_7239_examples() {
-        assert_eq!(nodes(&["for=\"_gazonk\""]), some(&[None]));
+        assert_eq!(nodes(&["for=\"_gazonk\""]), list(&[None]));
         assert_eq!(
             nodes(&["For=\"[2001:db8:cafe::17]:4711\""]),
-            some(&[Some("2001:db8:cafe::17")])
+            list(&[Some("2001:db8:cafe::17")])
         );
         assert_eq!(
             nodes(&["for=192.0.2.60;proto=http;by=203.0.113.43"]),
-            some(&[Some("192.0.2.60")])
+            list(&[Some("192.0.2.60")])
         );
         assert_eq!(
             nodes(&["for=192.0.2.43, for=198.51.100.17"]),
-            some(&[Some("192.0.2.43"), Some("198.51.100.17")])
+            list(&[Some("192.0.2.43"), Some("198.51.100.17")])
         );
         assert_eq!(
             nodes(&["for=192.0.2.43,for=\"[2001:db8:cafe::17]\",for=unknown"]),
-            some(&[Some("192.0.2.43"), Some("2001:db8:cafe::17"), None])
+            list(&[Some("192.0.2.43"), Some("2001:db8:cafe::17"), None])
         );
     }
 
@@ -209,9 +201,8 @@ mod tests {
                 "for=192.0.2.1:8080",
                 "proto=https, for=\"192.0.2.2:_p1\";by=_x"
             ]),
-            some(&[Some("192.0.2.1"), None, Some("192.0.2.2")])
+            list(&[Some("192.0.2.1"), None, Some("192.0.2.2")])
         );
-        // Not an address: no address, the list itself is fine.
         for odd in [
             "for=unknown",
             "for=UNKNOWN",
@@ -222,18 +213,20 @@ mod tests {
             "for=\"1.2.3.4:\"",
             "for=example.com",
         ] {
-            assert_eq!(nodes(&[odd]), some(&[None]), "{odd}");
+            assert_eq!(nodes(&[odd]), list(&[None]), "{odd}");
         }
-        // Escapes in a quoted string; empty list elements.
+        // Escapes in a quoted string; empty list elements; an empty pair.
         assert_eq!(
-            nodes(&[" , for=\"192.0.2.\\9\" ,, "]),
-            some(&[Some("192.0.2.9")])
+            nodes(&[" , for=\"192.0.2.\\9\" ,, for=1.2.3.4;;"]),
+            list(&[Some("192.0.2.9"), Some("1.2.3.4")])
         );
-        assert_eq!(nodes(&[""]), some(&[]));
+        assert_eq!(nodes(&[""]), list(&[]));
     }
 
     #[test]
-    fn what_is_not_the_grammar_is_not_read() {
+    fn a_broken_element_names_nobody_and_leaves_the_others_alone() {
+        // What a client writes on the left cannot change the proxies'
+        // elements on its right, in the same field or another.
         for bad in [
             "for=1.2.3.4;for=5.6.7.8",
             "for",
@@ -242,15 +235,25 @@ mod tests {
             "for=\"1.2.3.4",
             "for=1.2.3.4 for=5.6.7.8",
             "for=\"1.2.3.4\x01\"",
-            "for=1.2.3.4;;",
+            "for=\"a,b\"",
         ] {
-            let got = nodes(&[bad]);
-            // `;;` is an empty pair, which the grammar allows.
-            if bad.ends_with(";;") {
-                assert_eq!(got, some(&[Some("1.2.3.4")]));
-            } else {
-                assert_eq!(got, None, "{bad:?}");
-            }
+            let same_field = format!("{bad}, for=203.0.113.9");
+            let got = nodes(&[&same_field]);
+            assert_eq!(got.last(), Some(&Some("203.0.113.9".into())), "{bad:?}");
+            assert!(
+                got[..got.len() - 1].iter().all(Option::is_none),
+                "{bad:?}: {got:?}"
+            );
+            assert_eq!(
+                nodes(&[bad, "for=203.0.113.9"]).last(),
+                Some(&Some("203.0.113.9".into()))
+            );
         }
+        // Bytes that are not text on the client's side do not hide the rest.
+        let fields: [&[u8]; 1] = [b"for=\"\xff\xfe\", for=203.0.113.9"];
+        assert_eq!(
+            for_nodes(fields.into_iter()),
+            vec![None, Some("203.0.113.9".parse().unwrap())]
+        );
     }
 }

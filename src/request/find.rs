@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 /// The client's address as `real_ip` resolves it.
 pub(crate) fn client(conn: &Conn, server: &ServerBlock, head: &RequestHead) -> SocketAddr {
     match &server.real_ip {
-        Some(r) => r.client(conn.remote, conn.proxy.as_ref(), &head.fields),
+        Some(r) => r.client(conn.remote, conn.proxy.as_deref(), &head.fields),
         None => conn.remote,
     }
 }
@@ -32,7 +32,7 @@ pub(crate) fn request_vars<'a>(
     RequestVars {
         remote,
         local: conn.local,
-        proxy: conn.proxy,
+        proxy: conn.proxy.as_deref(),
         server_name: &server.name,
         method: &head.method,
         uri: &head.uri,

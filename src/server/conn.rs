@@ -109,7 +109,7 @@ struct Start {
     /// the deadline set when it was accepted.
     header_until: Option<Instant>,
     /// What its PROXY protocol header named, if its address reads one.
-    proxy: Option<crate::proxy_protocol::Addresses>,
+    proxy: Option<Box<crate::proxy_protocol::Addresses>>,
 }
 
 /// One client connection of a server: on an `ssl` address its TLS
@@ -159,7 +159,7 @@ pub(crate) fn serve_client(
                 shared.env.metrics.connection_closed();
                 return;
             };
-            start.proxy = proxy;
+            start.proxy = proxy.map(Box::new);
         }
         if !ssl {
             serve_stream(&shared, stopping, at, stream, Tls::None, start).await;
@@ -224,7 +224,7 @@ pub(crate) fn resume(
         idle: Some(idle.clone()),
         resumed: entry.header_until.is_none(),
         header_until: entry.header_until,
-        proxy: entry.proxy.map(|p| *p),
+        proxy: entry.proxy,
     };
     let (stopping, shared) = (stopping.clone(), shared.clone());
     tokio::spawn(async move {
@@ -292,7 +292,7 @@ async fn serve_stream<S: ClientStream>(
     (configured, local, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
     stream: S,
     tls: Tls,
-    start: Start,
+    mut start: Start,
 ) {
     let plain_on_https = matches!(tls, Tls::PlainOnHttps);
     let tls = match tls {
@@ -309,7 +309,7 @@ async fn serve_stream<S: ClientStream>(
         id,
         remote,
         local,
-        proxy: start.proxy,
+        proxy: start.proxy.take(),
         listen: configured,
         state: state.clone(),
         tls,
@@ -373,7 +373,7 @@ fn park<S: ClientStream>(shared: &Shared, conn: &Conn, io: TimedIo<S>, start: St
         slot: start.slot,
         header_until: (why == Expired::Header).then_some(deadline),
         h2: None,
-        proxy: conn.proxy.map(Box::new),
+        proxy: conn.proxy.clone(),
     };
     if idle.park(entry, deadline).is_err() {
         shared.env.metrics.connection_closed();

@@ -112,7 +112,7 @@ pub(crate) fn access_refused(
     let vars = RequestVars {
         remote,
         local: conn.local,
-        proxy: conn.proxy,
+        proxy: conn.proxy.as_deref(),
         server_name: server,
         method: &method,
         uri: &uri,

@@ -341,7 +341,7 @@ pub struct RequestVars<'a> {
     pub remote: SocketAddr,
     pub local: SocketAddr,
     /// What the connection's PROXY protocol header named.
-    pub proxy: Option<crate::proxy_protocol::Addresses>,
+    pub proxy: Option<&'a crate::proxy_protocol::Addresses>,
     pub server_name: &'a str,
     pub method: &'a Method,
     pub uri: &'a Uri,
@@ -521,7 +521,7 @@ fn push_ssl(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
 
 /// `$proxy_protocol_*`: empty without a header naming addresses.
 fn push_proxy_protocol(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
-    let Some(p) = &req.proxy else { return };
+    let Some(p) = req.proxy else { return };
     match v {
         Var::ProxyProtocolAddr => push_ip(out, p.source.ip()),
         Var::ProxyProtocolPort => push_u64(out, p.source.port().into()),

@@ -86,10 +86,11 @@ fn proxy_protocol_variables_are_empty_without_a_header() {
     .unwrap();
     let mut req = RequestVars::for_test(&fields, "10.0.0.1");
     assert_eq!(t.eval_to_vec(&req, None), b"|||");
-    req.proxy = Some(crate::proxy_protocol::Addresses {
+    let pp = crate::proxy_protocol::Addresses {
         source: "[2001:db8::7]:51234".parse().unwrap(),
         destination: "198.51.100.1:443".parse().unwrap(),
-    });
+    };
+    req.proxy = Some(&pp);
     assert_eq!(
         String::from_utf8(t.eval_to_vec(&req, None)).unwrap(),
         "2001:db8::7|51234|198.51.100.1|443"

@@ -92,8 +92,9 @@ return    = { status = 200, body = "$remote_addr $tier $claimed $port_class\n" }
 }
 
 /// `real_ip.header = "Forwarded"`: `for=` nodes right to left through the trusted proxies;
-/// `unknown` stops the walk; a field that is not RFC 7239's grammar is not believed; an untrusted
-/// peer's field is ignored.
+/// `unknown` and an element that is not RFC 7239's grammar stop the walk (a broken element on
+/// the client's side does not hide the proxies' on its right); an untrusted peer's field is
+/// ignored.
 #[tokio::test]
 async fn forwarded_names_the_client_through_trusted_proxies() {
     let toml = r#"
@@ -129,10 +130,51 @@ return    = { status = 200, body = "$remote_addr\n" }
     // `unknown` at the nearest hop but one: the walk stops at 10.2.2.2.
     let u = via(1, "for=198.51.100.1, for=unknown, for=10.2.2.2").await;
     assert_eq!(u.body_text(), "10.2.2.2\n");
-    // Not the grammar: the peer (127.0.0.1, which then has its first request).
+    // Not the grammar, alone: the peer (127.0.0.1, which then has its first request).
     let bad = via(1, "for=198.51.100.2;for=198.51.100.3").await;
     assert_eq!((bad.status, bad.body_text().as_str()), (200, "127.0.0.1\n"));
+    // A broken element the client wrote, then its proxy's: the proxy's is read.
+    let forged = via(1, "for=\"198.51.100.2, for=198.51.100.7").await;
+    assert_eq!(
+        (forged.status, forged.body_text().as_str()),
+        (200, "198.51.100.7\n")
+    );
     // An untrusted peer (127.0.0.2) names nobody.
     let stranger = via(2, "for=198.51.100.4").await;
     assert_eq!(stranger.body_text(), "127.0.0.2\n");
+}
+
+/// HTTP/2 with prior knowledge (`listen = "… proxy_protocol http2"`): the header comes before
+/// the preface, and the stream's request sees it (curl's `--haproxy-protocol` sends a v1 line
+/// naming its own socket's addresses).
+#[tokio::test]
+async fn h2c_prior_knowledge_after_the_header() {
+    let toml = r#"
+[[servers]]
+listen = "proxy_protocol http2"
+[[servers.locations]]
+path   = "/"
+return = { status = 200, body = "$server_protocol $proxy_protocol_addr $proxy_protocol_server_port\n" }
+"#;
+    let s = Sluice::in_process(toml);
+    let url = format!("http://{}/", s.addr());
+    let out = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "5",
+            "--http2-prior-knowledge",
+            "--haproxy-protocol",
+        ])
+        .arg(&url)
+        .output()
+        .await
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(body, format!("HTTP/2.0 127.0.0.1 {}\n", s.addr().port()));
 }
