@@ -132,37 +132,12 @@ fn spawn(
 /// The haproxy binary: `$SLUICE_TEST_HAPROXY`, else `haproxy` on `PATH`, else `/usr/sbin` and
 /// `/usr/local/sbin`. Panics if there is none: the PROXY protocol tests need a real one.
 pub fn haproxy_binary() -> PathBuf {
-    if let Some(p) = env::var_os("SLUICE_TEST_HAPROXY") {
-        let p = PathBuf::from(p);
-        assert!(
-            is_executable(&p),
-            "SLUICE_TEST_HAPROXY={} is not an executable file",
-            p.display()
-        );
-        return p;
-    }
-    let on_path: Vec<PathBuf> = env::var_os("PATH")
-        .map(|path| {
-            env::split_paths(&path)
-                .map(|dir| dir.join("haproxy"))
-                .collect()
-        })
-        .unwrap_or_default();
-    let usual = ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"].map(PathBuf::from);
-    on_path
-        .into_iter()
-        .chain(usual)
-        .find(|p| is_executable(p))
-        .unwrap_or_else(|| {
-            panic!(
-                "haproxy is not installed, and the PROXY protocol tests put a real HAProxy in \
-                 front of nginx and sluice: `apt-get install haproxy`, or set \
-                 SLUICE_TEST_HAPROXY=/path/to/haproxy"
-            )
-        })
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    let usual = ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"];
+    super::spawn::system_binary("haproxy", "SLUICE_TEST_HAPROXY", &usual).unwrap_or_else(|| {
+        panic!(
+            "haproxy is not installed, and the PROXY protocol tests put a real HAProxy in \
+             front of nginx and sluice: `apt-get install haproxy`, or set \
+             SLUICE_TEST_HAPROXY=/path/to/haproxy"
+        )
+    })
 }

@@ -137,44 +137,18 @@ http {{
 /// locations (`/usr/sbin` is often missing from a non-root `PATH`). Panics if there is none:
 /// the differential tests need real nginx and are never skipped.
 pub fn nginx_binary() -> PathBuf {
-    if let Some(p) = env::var_os("SLUICE_TEST_NGINX") {
-        let p = PathBuf::from(p);
-        assert!(
-            is_executable(&p),
-            "SLUICE_TEST_NGINX={} is not an executable file",
-            p.display()
-        );
-        return p;
-    }
-    let on_path: Vec<PathBuf> = env::var_os("PATH")
-        .map(|path| {
-            env::split_paths(&path)
-                .map(|dir| dir.join("nginx"))
-                .collect()
-        })
-        .unwrap_or_default();
     let usual = [
         "/usr/sbin/nginx",
         "/usr/local/sbin/nginx",
         "/usr/local/nginx/sbin/nginx",
-    ]
-    .map(PathBuf::from);
-    on_path
-        .into_iter()
-        .chain(usual)
-        .find(|p| is_executable(p))
-        .unwrap_or_else(|| {
-            panic!(
-                "nginx is not installed, and the differential tests compare sluice with real \
-                 nginx: run scripts/test.sh (it installs nginx), or `apt-get install \
-                 nginx-light`, or set SLUICE_TEST_NGINX=/path/to/nginx"
-            )
-        })
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    ];
+    super::spawn::system_binary("nginx", "SLUICE_TEST_NGINX", &usual).unwrap_or_else(|| {
+        panic!(
+            "nginx is not installed, and the differential tests compare sluice with real \
+             nginx: run scripts/test.sh (it installs nginx), or `apt-get install \
+             nginx-light`, or set SLUICE_TEST_NGINX=/path/to/nginx"
+        )
+    })
 }
 
 impl Nginx {

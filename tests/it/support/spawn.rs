@@ -286,3 +286,35 @@ pub fn read(p: &Path) -> String {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_else(|e| format!("(cannot read {}: {e})", p.display()))
 }
+
+/// A system program the tests run for real: `$ENV_VAR` if set (which must be an executable
+/// file), else `name` on `PATH`, else the first of `usual` (`/usr/sbin` is often missing from a
+/// non-root `PATH`). `None` when there is none: the caller panics with its own reason, since
+/// tests that need nginx or HAProxy are never skipped.
+pub fn system_binary(name: &str, env_var: &str, usual: &[&str]) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env_var) {
+        let p = PathBuf::from(p);
+        assert!(
+            is_executable(&p),
+            "{env_var}={} is not an executable file",
+            p.display()
+        );
+        return Some(p);
+    }
+    let on_path: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .collect()
+        })
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain(usual.iter().map(PathBuf::from))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
