@@ -12,10 +12,10 @@
 //! takes the client, address and port, from the PROXY protocol header its
 //! load balancer sent (a connection without one keeps its own).
 //! `header = "Forwarded"`, beyond nginx, reads RFC 7239's `for=` elements
-//! as `X-Forwarded-For`'s entries: right to left, through the trusted
-//! proxies; an `unknown` or obfuscated node (`_hidden`) names no address,
-//! so the walk stops there, and a field that does not parse is ignored as a
-//! whole (the client stays the peer).
+//! as `X-Forwarded-For`'s entries, by the same walk ([`RealIp::walk`]):
+//! right to left, through the trusted proxies; an `unknown` or obfuscated
+//! node (`_hidden`), or an element that is not the grammar, names no
+//! address, so the walk stops there.
 
 use crate::http1::Fields;
 use crate::proxy_protocol::Addresses;
@@ -102,7 +102,7 @@ impl RealIp {
         }
     }
 
-    /// All a trusted network: `from` trusts every client.
+    /// `from` holds a network of every address (`0.0.0.0/0`, `::/0`).
     pub fn trusts_everyone(&self) -> bool {
         self.from.iter().any(|n| n.prefix_len() == 0)
     }
@@ -127,36 +127,34 @@ impl RealIp {
         if header != "x-forwarded-for" {
             return as_ip(values[0]).map_or(peer, |ip| ip.to_canonical());
         }
-        let list: Vec<&[u8]> = values
+        // nginx stops at an entry it cannot parse: `None`.
+        let entries: Vec<Option<IpAddr>> = values
             .iter()
             .flat_map(|v| v.split(|&b| b == b','))
             .map(<[u8]>::trim_ascii)
             .filter(|s| !s.is_empty())
+            .map(as_ip)
             .collect();
-        let mut found = peer;
-        for entry in list.iter().rev() {
-            let Some(ip) = as_ip(entry) else {
-                // nginx stops at an entry it cannot parse.
-                return found;
-            };
-            found = ip.to_canonical();
-            if !self.recursive || !self.trusted(found) {
-                return found;
-            }
-        }
-        found
+        self.walk(peer, &entries)
     }
 
-    /// `Forwarded`'s `for=` nodes, right to left, through the trusted.
+    /// `Forwarded`'s `for=` nodes, by the same walk.
     fn forwarded(&self, peer: IpAddr, headers: &Fields) -> IpAddr {
         if !self.trusted(peer) {
             return peer;
         }
         let nodes = forwarded::for_nodes(headers.get_all(&http::header::FORWARDED));
+        self.walk(peer, &nodes)
+    }
+
+    /// The client named by a trusted `peer`'s list of hops (the nearest
+    /// last): the rightmost, or with `recursive` the first outside `from`
+    /// from the right. A hop naming no address (`None`: unreadable,
+    /// `unknown`) stops the walk at the last address found.
+    fn walk(&self, peer: IpAddr, hops: &[Option<IpAddr>]) -> IpAddr {
         let mut found = peer;
-        for node in nodes.iter().rev() {
-            let Some(ip) = node else {
-                // `unknown`, obfuscated: whoever it is has no address.
+        for hop in hops.iter().rev() {
+            let Some(ip) = hop else {
                 return found;
             };
             found = ip.to_canonical();
