@@ -21,6 +21,22 @@ pub fn push_fmt(out: &mut Vec<u8>, msg: fmt::Arguments<'_>) {
     }
 }
 
+/// Whether nginx's access-log escaping (`ngx_http_log_escape`) writes `b`
+/// as `\xHH`: `"`, `\` and bytes outside printable ASCII.
+pub fn log_escapes(b: u8) -> bool {
+    b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b)
+}
+
+/// Appends `b` as nginx's access-log escaping writes it (see
+/// [`log_escapes`]).
+pub fn push_log_escaped(out: &mut Vec<u8>, b: u8) {
+    if log_escapes(b) {
+        push_fmt(out, format_args!("\\x{b:02X}"));
+    } else {
+        out.push(b);
+    }
+}
+
 /// Appends a number.
 pub fn push_u64(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());

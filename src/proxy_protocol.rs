@@ -89,17 +89,17 @@ impl fmt::Display for Broken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Broken::Line(shown) => {
-                f.write_str("broken header: \"")?;
+                // The error log is text: what nginx would write raw is
+                // escaped as nginx's log_format escapes it (ASCII out).
+                let mut escaped = Vec::with_capacity(shown.len());
                 for &b in shown {
-                    // The error log is text: what nginx would write raw is
-                    // escaped as nginx's log_format escapes it.
-                    if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
-                        write!(f, "{}", b as char)?;
-                    } else {
-                        write!(f, "\\x{b:02X}")?;
-                    }
+                    crate::fmt::push_log_escaped(&mut escaped, b);
                 }
-                f.write_str("\"")
+                write!(
+                    f,
+                    "broken header: \"{}\"",
+                    String::from_utf8_lossy(&escaped)
+                )
             }
             Broken::Version(v) => write!(f, "unknown PROXY protocol version: {v}"),
             Broken::Command(c) => write!(f, "unknown PROXY protocol v2 command: {c}"),

@@ -312,8 +312,10 @@ impl Template {
 /// Escape `out[from..]` in place, as nginx's `ngx_http_log_escape` (default)
 /// or `ngx_escape_json` (json).
 fn escape_tail(out: &mut Vec<u8>, from: usize, escape: LogEscape) {
-    let needs =
-        |b: u8| b == b'"' || b == b'\\' || b < 0x20 || (escape == LogEscape::Default && b >= 0x7f);
+    let needs = |b: u8| match escape {
+        LogEscape::Default => crate::fmt::log_escapes(b),
+        _ => b == b'"' || b == b'\\' || b < 0x20,
+    };
     if !out[from..].iter().any(|&b| needs(b)) {
         return;
     }
@@ -328,9 +330,7 @@ fn escape_tail(out: &mut Vec<u8>, from: usize, escape: LogEscape) {
             (LogEscape::Json, 0x08) => out.extend_from_slice(b"\\b"),
             (LogEscape::Json, 0x0c) => out.extend_from_slice(b"\\f"),
             (LogEscape::Json, b) if b < 0x20 => push_fmt(out, format_args!("\\u{b:04x}")),
-            (LogEscape::Default, b) if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) => {
-                push_fmt(out, format_args!("\\x{b:02X}"))
-            }
+            (LogEscape::Default, b) => crate::fmt::push_log_escaped(out, b),
             (_, b) => out.push(b),
         }
     }
