@@ -37,10 +37,11 @@ pub(crate) struct Address {
 
 impl Address {
     /// The address of `servers` (in file order, at least one), each with
-    /// its names and whether it is `default_server`.
+    /// its names and whether it is `default_server`; `(ssl,
+    /// proxy_protocol)` as its servers' `listen`s merge them.
     pub(super) fn new(
         listen: SocketAddr,
-        ssl: bool,
+        (ssl, proxy_protocol): (bool, bool),
         servers: Vec<(Arc<ServerBlock>, Vec<ServerName>, bool)>,
     ) -> Address {
         let default = servers.iter().position(|s| s.2).unwrap_or(0);
@@ -48,7 +49,7 @@ impl Address {
             listen,
             ssl,
             http2: servers.get(default).is_some_and(|s| s.0.http2),
-            proxy_protocol: false,
+            proxy_protocol,
             servers: Vec::new(),
             default,
             exact: HashMap::new(),
@@ -172,7 +173,7 @@ mod tests {
                 )
             })
             .collect();
-        Address::new("127.0.0.1:1".parse().unwrap(), false, servers)
+        Address::new("127.0.0.1:1".parse().unwrap(), (false, false), servers)
     }
 
     fn found(a: &Address, host: &str) -> Option<String> {

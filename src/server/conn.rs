@@ -128,10 +128,15 @@ pub(crate) fn serve_client(
 ) {
     let local = stream.local_addr().unwrap_or(configured);
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let (ssl, proxy_protocol) = shared
+    // On a `proxy_protocol` address, the header is due within the default
+    // server's `client_header_timeout` (nginx's, before a request).
+    let (ssl, header_timeout) = shared
         .config()
         .address(configured)
-        .map_or((false, false), |a| (a.ssl, a.proxy_protocol));
+        .map_or((false, None), |a| {
+            let timeout = a.default_server().client_header_timeout;
+            (a.ssl, a.proxy_protocol.then_some(timeout))
+        });
     let (mut stopping, shared) = (stopping.clone(), shared.clone());
     let idle = idle.cloned();
     tokio::spawn(async move {
@@ -145,20 +150,17 @@ pub(crate) fn serve_client(
             proxy: None,
         };
         let mut stream = stream;
-        if proxy_protocol {
+        if let Some(timeout) = header_timeout {
+            // A plain connection's request head is then due by the same
+            // deadline, as in nginx.
+            let deadline = Instant::now() + timeout;
             // Boxed: a connection without the header keeps no room for it.
-            let Some(proxy) = Box::pin(read_proxy_header(
-                &shared,
-                &mut stream,
-                &mut stopping,
-                at,
-                &mut start,
-            ))
-            .await
-            else {
+            let read = read_proxy_header(&shared, &mut stream, &mut stopping, at, deadline);
+            let Some(proxy) = Box::pin(read).await else {
                 shared.env.metrics.connection_closed();
                 return;
             };
+            start.header_until = Some(deadline);
             start.proxy = proxy.map(Box::new);
         }
         if !ssl {
@@ -171,27 +173,16 @@ pub(crate) fn serve_client(
 }
 
 /// The PROXY protocol header of a connection on a `proxy_protocol`
-/// address, due within `client_header_timeout` of the accept (a plain
-/// connection's request head is then due by the same deadline, as in
-/// nginx); `None`: the connection closes.
+/// address, due by `deadline`, counted; `None`: the connection closes.
 async fn read_proxy_header(
     shared: &Shared,
     stream: &mut tokio::net::TcpStream,
     stopping: &mut tokio::sync::watch::Receiver<bool>,
     (configured, _, remote, id): (SocketAddr, SocketAddr, SocketAddr, u64),
-    start: &mut Start,
+    deadline: Instant,
 ) -> Option<Option<crate::proxy_protocol::Addresses>> {
-    // The address's default server's, as nginx's before a request.
-    let timeout = shared
-        .config()
-        .address(configured)
-        .map_or(crate::config::DEFAULT_TIMEOUT, |a| {
-            a.default_server().client_header_timeout
-        });
-    let deadline = Instant::now() + timeout;
     let who = (id, remote, configured);
     let read = super::proxy_protocol::read(stream, deadline, stopping, who).await;
-    start.header_until = Some(deadline);
     let result = match read {
         Ok(Some(_)) => "client",
         Ok(None) => "local",

@@ -93,9 +93,7 @@ pub(super) fn addresses(
                 .iter()
                 .map(|(_, s, names, o)| (s.clone(), names.clone(), o.default_server))
                 .collect();
-            let mut address = Address::new(listen, ssl, group);
-            address.proxy_protocol = proxy_protocol;
-            address
+            Address::new(listen, (ssl, proxy_protocol), group)
         })
         .collect()
 }
