@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# callgrind.sh — sourced (not run) by bench.sh (--only instructions) and topkeys-instructions.sh:
+# callgrind.sh — sourced (not run) by bench.sh (--only instructions), topkeys-instructions.sh and
+# proxy-protocol-instructions.sh:
 # one server under `valgrind --tool=callgrind`, one client run against it, the instructions counted.
 #
 #   callgrind_ir OUT URL CLIENT… -- SERVER…
@@ -11,6 +12,10 @@
 # threads. The environment of the call reaches the server (`SLUICE_WORKERS=1 callgrind_ir …`). A
 # failed client stops the server and returns 1. Only the server is counted: the client, curl and
 # anything the server talks to (an upstream) run outside valgrind. Needs valgrind and curl.
+
+# free_port → a port on 127.0.0.1 that nothing listens on now (the scripts that source this start
+# their servers there).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 callgrind_ir() {
   local out=$1 url=$2 pid

@@ -25,7 +25,6 @@ work="$(mktemp -d -t sluice-topkeys.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 # shellcheck source=scripts/callgrind.sh disable=SC1091
 source "$repo/scripts/callgrind.sh"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 cat >"$work/client.py" <<'EOF'
 import http.client, sys
