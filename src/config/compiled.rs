@@ -206,25 +206,34 @@ pub(crate) struct Location {
 #[derive(Default)]
 pub(crate) struct LimitReqs {
     set: Vec<Limit>,
-    each: Vec<(Arc<Zone>, crate::respond::QuotaProblem)>,
+    each: Vec<(Arc<Zone>, Arc<crate::respond::Rejection>)>,
 }
 
 impl LimitReqs {
     /// The limits of `zones` (with each its `burst` and `delay`), whose
-    /// rejections answer `status`.
-    pub(crate) fn new(list: Vec<(Arc<Zone>, u64, u64)>, status: u16) -> LimitReqs {
-        let mut reqs = LimitReqs::default();
-        for (zone, burst, delay) in list {
-            let limit = Limit {
+    /// rejections answer `status` with the `ratelimit` fields.
+    pub(crate) fn new(
+        list: Vec<(Arc<Zone>, u64, u64)>,
+        status: u16,
+        ratelimit: crate::respond::RateLimitHeaders,
+    ) -> LimitReqs {
+        let set: Vec<Limit> = list
+            .iter()
+            .map(|(zone, burst, delay)| Limit {
                 zone: zone.limiter.clone(),
-                burst,
-                delay,
-            };
-            let problem = crate::respond::QuotaProblem::new(&limit, status);
-            reqs.set.push(limit);
-            reqs.each.push((zone, problem));
-        }
-        reqs
+                burst: *burst,
+                delay: *delay,
+            })
+            .collect();
+        let each = list
+            .into_iter()
+            .enumerate()
+            .map(|(i, (zone, _, _))| {
+                let r = crate::respond::Rejection::new(&set, i, status, ratelimit);
+                (zone, Arc::new(r))
+            })
+            .collect();
+        LimitReqs { set, each }
     }
 
     /// What the limiter decides over.
@@ -247,8 +256,8 @@ impl LimitReqs {
         self.set.len()
     }
 
-    /// Limit `i`'s default rejection body.
-    pub(crate) fn problem(&self, i: usize) -> &crate::respond::QuotaProblem {
+    /// Limit `i`'s default rejection, rendered.
+    pub(crate) fn rejection(&self, i: usize) -> &Arc<crate::respond::Rejection> {
         &self.each[i].1
     }
 }

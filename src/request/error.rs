@@ -390,11 +390,9 @@ fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Respo
         retry_after,
         loc.error_pages.contains_key(&loc.limit_req_status),
     ) {
-        // The common case, without formatting: the pre-rendered problem.
-        return loc
-            .limits
-            .problem(limit)
-            .response(loc.limit_req_status, secs);
+        // Without formatting: the pre-rendered problem (its rate-limit
+        // fields are added with the rest's, see `with_quota`).
+        return loc.limits.rejection(limit).response(secs, false);
     }
     let detail = match retry_after {
         Some(s) => format!(

@@ -6,10 +6,11 @@ use crate::body::Body;
 use crate::config::Location;
 use crate::headers::AddHeader;
 use crate::limiter::Outcome;
-use crate::respond::{self, RateLimitHeaders};
+use crate::respond::{self, RateLimitHeaders, Rejection};
 use crate::upstream::UpstreamFields;
 use crate::vars::ResponseVars;
 use http::{Response, header};
+use std::sync::Arc;
 
 /// The response with `list`'s `add_header` fields, as nginx's headers
 /// filter adds them to every response of the location (its own answers,
@@ -49,16 +50,10 @@ pub(crate) fn with_added(
 pub(crate) fn finish(
     resp: Result<Response<Body>, CloseConnection>,
     record: Option<Record>,
-    Decided {
-        status: limit_req_status,
-        zone,
-        algorithm,
-    }: Decided,
+    decided: Decided,
 ) -> Result<Response<Body>, CloseConnection> {
     let Some(mut r) = record else { return resp };
-    r.limit_req_status = limit_req_status;
-    r.zone = zone.to_string();
-    r.limit_req_algorithm = algorithm;
+    decided_in(&mut r, decided);
     match resp {
         Ok(resp) => {
             r.status = resp.status().as_u16();
@@ -75,6 +70,110 @@ pub(crate) fn finish(
             Err(close)
         }
     }
+}
+
+/// What the limits decided, in the access record.
+fn decided_in(r: &mut Record, decided: Decided) {
+    r.limit_req_status = decided.status;
+    r.zone = decided.zone.to_string();
+    r.limit_req_algorithm = decided.algorithm;
+}
+
+/// A request's answer: a response, or a rejection that the HTTP/1.1 loop
+/// writes from its rendered form ([`Rejection`]) without making a
+/// response of it.
+pub enum Reply {
+    Response(Response<Body>),
+    Rejected(Rejected),
+}
+
+impl Reply {
+    pub fn status(&self) -> u16 {
+        match self {
+            Reply::Response(r) => r.status().as_u16(),
+            Reply::Rejected(r) => r.rejection.status().as_u16(),
+        }
+    }
+
+    /// As a response (HTTP/2, hyper's HTTP/1.1): the same head and body.
+    pub fn into_response(self) -> Response<Body> {
+        match self {
+            Reply::Response(r) => r,
+            Reply::Rejected(r) => r.into_response(),
+        }
+    }
+}
+
+/// A `limit_req` rejection answered with its limit's default problem, as
+/// [`super::answer`] would have made it: the rate-limit fields included,
+/// no `add_header` (there are none where one is made), the access record
+/// stamped.
+pub struct Rejected {
+    rejection: Arc<Rejection>,
+    secs: u64,
+    /// (Boxed: a record is large, and most rejections have none.)
+    record: Option<Box<Record>>,
+}
+
+impl Rejected {
+    /// The rejection `rejection` after `secs`, with no access record.
+    pub(crate) fn new(rejection: Arc<Rejection>, secs: u64) -> Rejected {
+        Rejected {
+            rejection,
+            secs,
+            record: None,
+        }
+    }
+
+    pub fn status(&self) -> http::StatusCode {
+        self.rejection.status()
+    }
+
+    /// Its head fields, each line ending in CRLF (see [`Rejection::fields`]).
+    pub fn fields(&self, dst: &mut Vec<u8>) {
+        self.rejection.fields(self.secs, true, dst);
+    }
+
+    pub fn body_len(&self) -> usize {
+        self.rejection.body_len(self.secs)
+    }
+
+    pub fn body(&self, dst: &mut Vec<u8>) {
+        self.rejection.body(self.secs, dst);
+    }
+
+    /// `sent` bytes of the body went out: the access-log line, if any.
+    pub fn done(self, sent: u64) {
+        if let Some(r) = self.record {
+            r.write(sent);
+        }
+    }
+
+    fn into_response(self) -> Response<Body> {
+        let resp = self.rejection.response(self.secs, true);
+        match self.record {
+            Some(r) => resp.map(|body| LoggedBody::wrap(body, *r)),
+            None => resp,
+        }
+    }
+}
+
+/// The rejection by a limit whose answer is `rejection`, after `secs`.
+pub(crate) fn rejected(
+    rejection: Arc<Rejection>,
+    secs: u64,
+    record: Option<Record>,
+    decided: Decided,
+) -> Reply {
+    let record = record.map(|mut r| {
+        decided_in(&mut r, decided);
+        r.status = rejection.status().as_u16();
+        Box::new(r)
+    });
+    Reply::Rejected(Rejected {
+        record,
+        ..Rejected::new(rejection, secs)
+    })
 }
 
 /// The response with `loc`'s rate-limit headers (`ratelimit_headers`) for

@@ -23,6 +23,7 @@ pub(crate) mod tunnel;
 
 pub use error::CloseConnection;
 pub use find::normalize_path;
+pub use finish::{Rejected, Reply};
 
 use self::error::{Decided, ProxyError, UNDECIDED, plain_status};
 use self::finish::{finish, with_added, with_quota};
@@ -134,12 +135,14 @@ pub(crate) async fn handle(
     conn: Arc<Conn>,
     (head, body): (RequestHead, ClientBody),
     start: Instant,
-) -> Result<Response<Body>, CloseConnection> {
+) -> Result<Reply, CloseConnection> {
     let config = env.config();
     // None after a reload removed the connection's `listen`: its last
     // requests get 503.
     let Some(address) = config.address(conn.listen) else {
-        return Ok(plain_status(StatusCode::SERVICE_UNAVAILABLE));
+        return Ok(Reply::Response(plain_status(
+            StatusCode::SERVICE_UNAVAILABLE,
+        )));
     };
     let server = address.server_for(
         find::host(&head),
@@ -155,7 +158,8 @@ pub(crate) async fn handle(
     let at_server = Scope::server(server);
     if conn.plain_on_https {
         let record = cx.record(&server.access_log);
-        return answer(&cx, at_server, ProxyError::PlainHttpOnHttps, record, None);
+        let e = ProxyError::PlainHttpOnHttps;
+        return answer(&cx, at_server, e, record, None).map(Reply::Response);
     }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
@@ -165,18 +169,31 @@ pub(crate) async fn handle(
                 ProxyError::AddSlash { add, .. } => Scope { add, ..at_server },
                 _ => at_server,
             };
-            return answer(&cx, at, e, cx.record(&server.access_log), None);
+            return answer(&cx, at, e, cx.record(&server.access_log), None).map(Reply::Response);
         }
     };
     let at = Scope::location(loc);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
     if let Err(e) = find::check_body_size(loc, &head.fields) {
-        return answer(&cx, at, e, record, None);
+        return answer(&cx, at, e, record, None).map(Reply::Response);
     }
     let limited = match limit::limit_req(&cx, loc, &mut record).await {
         Ok(limited) => limited,
-        Err((e, limited)) => return answer(&cx, at, e, record, Some(&limited)),
+        // The flood's answer: rendered, when nothing configured changes it
+        // (444 and 499: nothing is answered).
+        Err((ProxyError::Limited { limit, wait_ms }, limited))
+            if !matches!(loc.limit_req_status, 444 | 499)
+                && !loc.error_pages.contains_key(&loc.limit_req_status)
+                && loc.headers.add.is_empty() =>
+        {
+            let rejection = loc.limits.rejection(limit).clone();
+            let secs = error::retry_after_secs(wait_ms);
+            return Ok(finish::rejected(rejection, secs, record, limited.decided));
+        }
+        Err((e, limited)) => {
+            return answer(&cx, at, e, record, Some(&limited)).map(Reply::Response);
+        }
     };
     let at = Scope {
         decided: limited.decided,
@@ -184,11 +201,12 @@ pub(crate) async fn handle(
     };
     let held = match limit_conn::limit_conn(&cx, loc, &mut record) {
         Ok(held) => held,
-        Err(e) => return answer(&cx, at, e, record, None),
+        Err(e) => return answer(&cx, at, e, record, None).map(Reply::Response),
     };
     // nginx's access phase follows the limits' preaccess phase.
     if !crate::access::allows(&loc.access, cx.vars.remote.ip()) {
-        return answer(&cx, at, ProxyError::Forbidden, record, Some(&limited));
+        let e = ProxyError::Forbidden;
+        return answer(&cx, at, e, record, Some(&limited)).map(Reply::Response);
     }
     let resp = match content::content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
@@ -200,7 +218,7 @@ pub(crate) async fn handle(
     // The counts are held until the response body has been sent (or
     // dropped), as nginx releases them when the request is freed; a
     // tunnel's, for as long as it is open.
-    resp.map(|r| tunnel::hand_over(r, held, &conn.state, head.version))
+    resp.map(|r| Reply::Response(tunnel::hand_over(r, held, &conn.state, head.version)))
 }
 
 /// Where a request is answered: the error pages, the location (once one

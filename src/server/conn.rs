@@ -405,8 +405,8 @@ fn service(
             let start = Instant::now();
             let (head, body) = req.into_parts();
             let body = crate::client_body::ClientBody::Hyper(body);
-            let mut resp =
-                request::handle(shared.env.clone(), conn, (head.into(), body), start).await;
+            let resp = request::handle(shared.env.clone(), conn, (head.into(), body), start).await;
+            let mut resp = resp.map(request::Reply::into_response);
             // hyper writes only a header map (see `upstream::UpstreamFields`).
             if let Ok(r) = &mut resp {
                 crate::upstream::into_header_map(r);

@@ -31,7 +31,8 @@ pub(super) fn location(
     let status = eff.status.unwrap_or(DEFAULT_LIMIT_REQ_STATUS);
     let limits = eff.limit_req.as_deref().unwrap_or_default().iter();
     let limits = limits.map(|ls| (zones.req[ls.zone].clone(), ls.burst, ls.delay));
-    let limits = LimitReqs::new(limits.collect(), status);
+    let ratelimit_headers = eff.ratelimit_headers.unwrap_or_default();
+    let limits = LimitReqs::new(limits.collect(), status, ratelimit_headers);
     let upstream_tls = match &l.action {
         Action::Proxy(pp) if pp.https => Some(zones.tls.location(&eff, pp, &l.path)?),
         _ => None,
@@ -44,7 +45,7 @@ pub(super) fn location(
         path: l.path,
         prefix,
         limits,
-        ratelimit_headers: eff.ratelimit_headers.unwrap_or_default(),
+        ratelimit_headers,
         limit_req_status: status,
         log_level: eff.log_level.unwrap_or(Severity::Error),
         dry_run: eff.dry_run.unwrap_or(false),

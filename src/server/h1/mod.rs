@@ -32,7 +32,7 @@ use super::io::{Filled, TimedIo};
 use crate::body::Watched;
 use crate::client_body::Pipe;
 use crate::conn_state::{Conn, Idle};
-use crate::request as phases;
+use crate::request::{self as phases, Reply};
 use bytes::Bytes;
 use hyper::body::Body as _;
 use std::future::Future;
@@ -167,11 +167,9 @@ async fn serve_one<S: ClientStream>(
         // The client left: the request was dropped where it stood (nginx's 499).
         return Ok(After::Close);
     };
-    let status = handled
-        .as_ref()
-        .map_or_else(|c| c.status, |r| r.status().as_u16());
+    let status = handled.as_ref().map_or_else(|c| c.status, Reply::status);
     shared.env.metrics.response(status, start.elapsed());
-    let Ok(resp) = handled else {
+    let Ok(reply) = handled else {
         // The request's answer is to close, unanswered.
         drop(Idle(state));
         return Ok(After::Close);
@@ -179,6 +177,20 @@ async fn serve_one<S: ClientStream>(
     if *stopping.borrow() {
         keep_alive = false;
     }
+    let resp = match reply {
+        Reply::Response(resp) => resp,
+        Reply::Rejected(r) => {
+            let mut out = Vec::new();
+            let last = response::encode_rejected(&r, asked, &mut keep_alive, &mut out);
+            // (The body went into the output whole: done, as a response's
+            // whose body ended; with HEAD, nothing of it is sent.)
+            let sent = if asked.head { 0 } else { r.body_len() as u64 };
+            r.done(sent);
+            drop(Idle(state));
+            write_all(io, &mut out).await?;
+            return Ok(after(io, &mut feed, last, keep_alive));
+        }
+    };
     let (mut parts, body) = resp.into_parts();
     let body = Watched::new(body, Idle(state));
     let length = if body.is_end_stream() {
@@ -199,14 +211,25 @@ async fn serve_one<S: ClientStream>(
         return Ok(After::Close);
     }
     send_body(io, body, written.framing.clone(), out, &mut feed).await?;
-    if feed.pipe.is_some() && skip_rest(io, &feed) {
+    Ok(after(io, &mut feed, written.last, keep_alive))
+}
+
+/// What follows a response that was written (`last`: it ends the
+/// connection): a body the request left unread is skipped, if it can be.
+fn after<S: ClientStream>(
+    io: &mut TimedIo<S>,
+    feed: &mut Feed,
+    last: bool,
+    keep_alive: bool,
+) -> After {
+    if feed.pipe.is_some() && skip_rest(io, feed) {
         feed.pipe = None;
     }
     // (The gate may hold the next head already, and be in its body.)
-    if written.last || !keep_alive || feed.pipe.is_some() {
-        return Ok(After::Close);
+    if last || !keep_alive || feed.pipe.is_some() {
+        return After::Close;
     }
-    Ok(After::Next)
+    After::Next
 }
 
 /// Runs the request to its answer, feeding its body as it asks; meanwhile,

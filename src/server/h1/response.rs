@@ -70,15 +70,7 @@ pub fn encode(
         parts.headers.len() + upstream.map_or(0, UpstreamFields::len),
         body,
     ));
-    if !http10 && status == StatusCode::OK {
-        dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-    } else {
-        dst.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
-        dst.extend_from_slice(status.as_str().as_bytes());
-        dst.push(b' ');
-        dst.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
-        dst.extend_from_slice(b"\r\n");
-    }
+    status_line(dst, status, http10);
     let mut fields = Fields {
         dst,
         body,
@@ -119,6 +111,52 @@ pub fn encode(
     }
     let last = last || framing == Framing::Close;
     Written { framing, last }
+}
+
+/// Writes a rendered rejection, head and body, for `asked`: the bytes
+/// [`encode`] and the body loop write for its response (the rendered
+/// fields, then the `Connection` field it would add, the length, `Date`).
+/// Whether the connection ends after it.
+pub fn encode_rejected(
+    r: &crate::request::Rejected,
+    asked: Asked,
+    keep_alive: &mut bool,
+    dst: &mut Vec<u8>,
+) -> bool {
+    let len = r.body_len();
+    dst.reserve(room(4, Length::Known(len as u64)));
+    status_line(dst, r.status(), asked.http10);
+    r.fields(dst);
+    // (As `fix_connection` for a response of its own, which has no
+    // `Connection` field and says HTTP/1.1.)
+    if asked.http10 && *keep_alive {
+        dst.extend_from_slice(b"connection: keep-alive\r\n");
+    } else if !asked.http10 && !*keep_alive {
+        dst.extend_from_slice(b"connection: close\r\n");
+    }
+    // (A rejection's status always has a body: `limit_req_status` is
+    // 400–599; `HEAD` keeps its length.)
+    dst.extend_from_slice(b"content-length: ");
+    dst.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+    dst.extend_from_slice(b"\r\ndate: ");
+    date(dst);
+    dst.extend_from_slice(b"\r\n\r\n");
+    if !asked.head {
+        r.body(dst);
+    }
+    !*keep_alive
+}
+
+fn status_line(dst: &mut Vec<u8>, status: StatusCode, http10: bool) {
+    if !http10 && status == StatusCode::OK {
+        dst.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    } else {
+        dst.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
+        dst.extend_from_slice(status.as_str().as_bytes());
+        dst.push(b' ');
+        dst.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+        dst.extend_from_slice(b"\r\n");
+    }
 }
 
 /// Room for a response head of `fields` fields (its status line, `Date`,
@@ -428,5 +466,60 @@ mod tests {
         let (s, w, _) = head(r, Length::None, GET11, true);
         assert_eq!(s, "HTTP/1.1 204 No Content\r\n");
         assert_eq!(w.framing, Framing::Length(0));
+    }
+
+    /// A rendered rejection goes out as the response it stands for would:
+    /// the same head (but for `Date`'s value), the same body, the same end.
+    #[test]
+    fn a_rendered_rejection_is_written_as_its_response() {
+        use crate::limiter::{Limit, MemoryZone, Policy, Rate, Store, ZoneRef};
+        use crate::request::{Rejected, Reply};
+        use crate::respond::{RateLimitHeaders, Rejection};
+        use http_body_util::BodyExt;
+        use std::sync::Arc;
+        let limits = [Limit {
+            zone: Arc::new(ZoneRef::new(
+                "z",
+                Policy::leaky(Rate::per_second(2).unwrap()),
+                Arc::new(Store::Memory(MemoryZone::with_capacity(10))),
+            )),
+            burst: 3000,
+            delay: Limit::NODELAY,
+        }];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let undated = |b: Vec<u8>| {
+            let s = String::from_utf8(b).unwrap();
+            let (before, rest) = s.split_once("date: ").unwrap();
+            format!("{before}date: -{}", &rest[rest.find("\r\n").unwrap()..])
+        };
+        let modes = [
+            RateLimitHeaders::Off,
+            RateLimitHeaders::Draft,
+            RateLimitHeaders::Legacy,
+        ];
+        for (mode, status, secs) in [(modes[0], 429, 1), (modes[1], 503, 7), (modes[2], 429, 60)] {
+            let rejection = Arc::new(Rejection::new(&limits, 0, status, mode));
+            for (http10, head, ka) in (0..8).map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0)) {
+                let asked = Asked { http10, head };
+                let r = Rejected::new(rejection.clone(), secs);
+                let (mut ka_fast, mut fast) = (ka, Vec::new());
+                let last = encode_rejected(&r, asked, &mut ka_fast, &mut fast);
+
+                let resp = Reply::Rejected(r).into_response();
+                let (mut parts, body) = resp.into_parts();
+                let body = rt.block_on(body.collect()).unwrap().to_bytes();
+                let (mut ka_slow, mut slow) = (ka, Vec::new());
+                let len = Length::Known(body.len() as u64);
+                let w = encode(&mut parts, len, asked, &mut ka_slow, &mut slow);
+                if w.framing != Framing::Length(0) {
+                    slow.extend_from_slice(&body);
+                }
+                let case = format!("{mode:?} http10 {http10} head {head} keep-alive {ka}");
+                assert_eq!(undated(fast), undated(slow), "{case}");
+                assert_eq!((last, ka_fast), (w.last, ka_slow), "{case}");
+            }
+        }
     }
 }

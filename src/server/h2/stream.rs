@@ -368,7 +368,8 @@ async fn serve_stream(
         as_http1(&mut req);
         let (head, body) = req.into_parts();
         let req = (head.into(), ClientBody::Hyper(body));
-        let mut resp = request::handle(shared.env.clone(), conn, req, start).await;
+        let resp = request::handle(shared.env.clone(), conn, req, start).await;
+        let mut resp = resp.map(request::Reply::into_response);
         // hyper writes only a header map (see `upstream::UpstreamFields`).
         if let Ok(r) = &mut resp {
             crate::upstream::into_header_map(r);

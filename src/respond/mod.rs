@@ -8,6 +8,9 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use std::collections::BTreeMap;
+
+mod rejection;
+pub use rejection::Rejection;
 /// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
 #[derive(Debug)]
 pub struct ErrorPage {
@@ -231,57 +234,6 @@ pub fn return_response(
     r
 }
 
-/// The default rejection body of one limit, rendered once when the
-/// configuration is compiled: everything but the seconds to wait.
-#[derive(Clone, Debug)]
-pub struct QuotaProblem {
-    prefix: String,
-    suffix: String,
-}
-
-impl QuotaProblem {
-    pub fn new(limit: &crate::limiter::Limit, status: u16) -> QuotaProblem {
-        let zone = &*limit.zone.name;
-        let detail = format!("{} (zone \"{zone}\"). Retry after ", describe_limit(limit));
-        let detail = json_string(&detail);
-        QuotaProblem {
-            prefix: format!(
-                "{{\"type\":{},\"title\":\"Request quota exceeded\",\"status\":{status},\"detail\":{}",
-                json_string(QUOTA_EXCEEDED),
-                &detail[..detail.len() - 1]
-            ),
-            suffix: format!(".\",\"violated-policies\":[{}]}}\n", json_string(zone)),
-        }
-    }
-
-    /// The problem+json answer with `Retry-After: secs`.
-    pub fn response(&self, status: u16, secs: u64) -> Response<Body> {
-        let mut digits = itoa::Buffer::new();
-        let digits = digits.format(secs);
-        let unit = if secs == 1 { " second" } else { " seconds" };
-        // Exactly its length: the body becomes its `Bytes` without another
-        // allocation (a `Vec` with room to spare needs one).
-        let len = self.prefix.len() + digits.len() + unit.len() + self.suffix.len();
-        let mut body = String::with_capacity(len);
-        body.push_str(&self.prefix);
-        body.push_str(digits);
-        body.push_str(unit);
-        body.push_str(&self.suffix);
-        let mut r = Response::new(full(body));
-        *r.status_mut() = status_code(status);
-        let h = r.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        // (From its digits: one allocation, where `From<u64>` makes two.)
-        if let Ok(v) = HeaderValue::from_str(digits) {
-            h.insert(header::RETRY_AFTER, v);
-        }
-        r
-    }
-}
-
 /// A limit in words, for problem details: "2 requests per second, burst
 /// 5"; another algorithm than nginx's is named after it ("10 requests per
 /// 10 seconds, burst 9, token bucket"), not in parentheses, which the
@@ -387,49 +339,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_prerendered_problem_is_the_problem() {
-        use crate::limiter::{Limit, MemoryZone, Rate, Store, ZoneRef};
-        use std::sync::Arc;
-        let limit = Limit {
-            zone: Arc::new(ZoneRef::new(
-                "z\"q",
-                crate::limiter::Policy::leaky(Rate::per_second(2).unwrap()),
-                Arc::new(Store::Memory(MemoryZone::with_capacity(10))),
-            )),
-            burst: 5000,
-            delay: Limit::NODELAY,
-        };
-        let zone = "z\"q";
-        for secs in [1, 7] {
-            let fast = QuotaProblem::new(&limit, 429).response(429, secs);
-            let slow = error_response(
-                &ErrorPages::new(),
-                None,
-                &Made {
-                    status: 429,
-                    retry_after: Some(secs),
-                    limit_req_status: Some(LimitReqStatus::Rejected),
-                    zone,
-                    limit_conn_status: "",
-                    detail: format!(
-                        "{} (zone \"{zone}\"). Retry after {secs} second{}.",
-                        describe_limit(&limit),
-                        if secs == 1 { "" } else { "s" }
-                    ),
-                    violated: Some(zone),
-                },
-            );
-            assert_eq!(fast.status(), slow.status());
-            assert_eq!(fast.headers(), slow.headers());
-            let body = |r: Response<Body>| {
-                let b = futures_body(r.into_body());
-                String::from_utf8(b).unwrap()
-            };
-            assert_eq!(body(fast), body(slow));
-        }
-    }
-
-    #[test]
     fn limits_are_described_with_their_algorithm() {
         use crate::limiter::{Algorithm, Limit, MemoryZone, Policy, Store, ZoneRef};
         use std::sync::Arc;
@@ -472,14 +381,6 @@ mod tests {
         ] {
             assert_eq!(describe_limit(&limit(alg, burst)), want);
         }
-    }
-
-    fn futures_body(b: Body) -> Vec<u8> {
-        use http_body_util::BodyExt;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        rt.block_on(b.collect()).unwrap().to_bytes().to_vec()
     }
 
     #[test]
