@@ -242,20 +242,17 @@ impl Record {
             limit_conn_status: self.limit_conn_status,
             log: Some(&log),
         };
-        thread_local! {
-            static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        LINE.with_borrow_mut(|line| {
-            line.clear();
+        // Formatted into the worker's batch (see crate::batch); nginx writes
+        // each line. On stderr, in one batch with the error log's lines, in
+        // order.
+        let line = |line: &mut Vec<u8>| {
             self.log.format.eval(&req, Some(&resp), line);
             line.push(b'\n');
-            // Batched per worker (see crate::batch); nginx writes each line.
-            // On stderr, in one batch with the error log's lines, in order.
-            match &*self.log.sink {
-                Sink::Stderr => crate::errlog::write_lines(line),
-                _ => crate::batch::write(&self.log.sink, line),
-            }
-        });
+        };
+        match &*self.log.sink {
+            Sink::Stderr => crate::errlog::write_lines_with(line),
+            _ => crate::batch::write_with(&self.log.sink, line),
+        }
     }
 }
 

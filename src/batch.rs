@@ -62,45 +62,56 @@ thread_local! {
     static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
 }
 
-/// Writes `lines` (whole lines) to `out`: at once when this thread does not
-/// batch or this is the first line of its scheduler pass, else with the
-/// pass's batch for `out`.
-pub fn write<O: Output>(out: &Arc<O>, lines: &[u8]) {
+/// Writes the lines `line` appends (whole lines) to `out`: at once when
+/// this thread does not batch or this is the first line of its scheduler
+/// pass, else with the pass's batch for `out`. Formatted in place: into the
+/// batch (no copy of the line), or into a scratch buffer written at once.
+/// `line` only formats: it must not log.
+pub fn write_with<O: Output>(out: &Arc<O>, line: impl FnOnce(&mut Vec<u8>)) {
+    thread_local! {
+        static LINE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
+    let mut line = Some(line);
     let batched = PENDING.with_borrow_mut(|p| {
         let Some(p) = p else { return false };
         if !p.open {
-            // Nothing waits yet: the flusher is woken by the first line
-            // that does (a pass of one line costs no task wake-up).
             p.open = true;
             return false;
         }
-        let at = p.position(out);
-        // Longer than a batch: on its own, after what is already waiting.
-        if lines.len() > BATCH_MAX {
-            if let Some(i) = at {
-                write_waiting(&mut p.outs[i..=i]);
-            }
-            return false;
-        }
-        let at = at.unwrap_or_else(|| {
+        let at = p.position(out).unwrap_or_else(|| {
             let o: Arc<dyn Output> = out.clone();
             p.outs.push((o, Vec::with_capacity(BATCH_MAX)));
             p.outs.len() - 1
         });
         let buf = &mut p.outs[at].1;
-        if buf.len() + lines.len() > BATCH_MAX && !buf.is_empty() {
-            out.write_out(buf);
-            buf.clear();
+        let start = buf.len();
+        if let Some(f) = line.take() {
+            f(buf);
         }
-        buf.extend_from_slice(lines);
-        if !p.woken {
+        if buf.len() > BATCH_MAX {
+            // Over a batch: what waited goes first, then the line on its
+            // own if it is longer than a batch, else it starts the next.
+            if start > 0 {
+                out.write_out(&buf[..start]);
+                buf.drain(..start);
+            }
+            if buf.len() > BATCH_MAX {
+                out.write_out(buf);
+                buf.clear();
+            }
+        }
+        if !p.woken && !buf.is_empty() {
             p.woken = true;
             p.flusher.notify_one();
         }
         true
     });
-    if !batched {
-        out.write_out(lines);
+    if let (false, Some(f)) = (batched, line) {
+        LINE.with_borrow_mut(|l| {
+            l.clear();
+            f(l);
+            out.write_out(l);
+        });
     }
 }
 
@@ -169,6 +180,10 @@ pub fn flush() {
 mod tests {
     use super::*;
     use parking_lot::Mutex;
+
+    fn write<O: Output>(out: &Arc<O>, lines: &[u8]) {
+        write_with(out, |buf| buf.extend_from_slice(lines));
+    }
 
     #[derive(Default)]
     struct Recorder(Mutex<Vec<Vec<u8>>>);

@@ -136,22 +136,18 @@ pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
     if sev.rank() < THRESHOLD.load(Ordering::Relaxed) {
         return;
     }
-    thread_local! {
-        static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    LINE.with_borrow_mut(|line| {
-        line.clear();
+    // In one pass, into the batch (see `batch::write_with`).
+    crate::batch::write_with(&STDERR_OUT, |line| {
         push_prefix(line, sev.name());
         write(line);
         line.push(b'\n');
-        crate::batch::write(&STDERR_OUT, line);
     });
 }
 
 /// Whole lines to stderr, batched with the error log's own (the access log
 /// on stderr goes here, so the two keep their order).
-pub fn write_lines(lines: &[u8]) {
-    crate::batch::write(&STDERR_OUT, lines);
+pub fn write_lines_with(lines: impl FnOnce(&mut Vec<u8>)) {
+    crate::batch::write_with(&STDERR_OUT, lines);
 }
 
 /// fd 2, as a destination of batched lines.
