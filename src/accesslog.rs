@@ -216,7 +216,7 @@ impl Record {
             body_bytes_sent,
             // Clocks are read only for the variables that need them.
             request_time_ms: if self.log.clocks.elapsed {
-                self.start.elapsed().as_millis() as u64
+                crate::clock::since(self.start).as_millis() as u64
             } else {
                 0
             },

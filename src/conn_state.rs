@@ -80,7 +80,7 @@ impl ConnState {
     /// A new connection: its header is due within `client_header_timeout`.
     #[cfg(test)]
     pub fn new(timeouts: ClientTimeouts) -> Arc<ConnState> {
-        ConnState::until(timeouts, Instant::now() + timeouts.client_header)
+        ConnState::until(timeouts, crate::clock::now() + timeouts.client_header)
     }
 
     /// A connection whose header is due by `deadline` (one that was parked
@@ -124,7 +124,7 @@ impl ConnState {
         let mut p = self.phase.lock();
         if *p == Phase::Busy {
             *p = Phase::Idle {
-                deadline: Instant::now() + self.timeouts.keepalive,
+                deadline: crate::clock::now() + self.timeouts.keepalive,
             };
         }
         drop(p);
@@ -168,7 +168,7 @@ impl ConnState {
         let mut p = self.phase.lock();
         if let Phase::Idle { .. } = *p {
             *p = Phase::Header {
-                deadline: Instant::now() + self.timeouts.client_header,
+                deadline: crate::clock::now() + self.timeouts.client_header,
             };
         }
     }
@@ -225,35 +225,53 @@ pub(crate) struct Conn {
     pub(crate) plain_on_https: bool,
 }
 
-/// `send_timeout` over one connection's writes: armed when a write cannot
-/// go on, disarmed when one makes progress; when it runs out the connection
-/// expires (`Expired::Send`). The HTTP/1.1 and HTTP/2 connections share it.
+/// `send_timeout` over one connection's writes: a wait starts when a write
+/// cannot go on and ends when one makes progress; when a wait lasts
+/// `send_timeout` the connection expires (`Expired::Send`), as nginx's
+/// `ngx_add_timer(wev, send_timeout)` on an incomplete write. The timer is
+/// kept across waits (each wait's end is later than the one before: it is
+/// only moved when it fires early), not made and dropped per blocked write;
+/// it may fire once after a wait ended, waking the task for nothing. The
+/// HTTP/1.1 and HTTP/2 connections share it.
 #[derive(Default)]
-pub(crate) struct SendTimer(Option<std::pin::Pin<Box<tokio::time::Sleep>>>);
+pub(crate) struct SendTimer {
+    timer: Option<crate::clock::Timer>,
+    /// When the current wait times out (`None`: no write waits).
+    until: Option<Instant>,
+}
 
 impl SendTimer {
     /// A write is pending: Ready with the connection's error once
-    /// `send_timeout` passed since the timer was armed (armed now if not).
+    /// `send_timeout` passed since this wait began (now, if none had).
     pub(crate) fn poll_expired(
         &mut self,
         cx: &mut std::task::Context<'_>,
         state: &ConnState,
     ) -> std::task::Poll<io::Error> {
-        use std::future::Future as _;
-        let send = state.timeouts.send;
+        let until = *self
+            .until
+            .get_or_insert_with(|| crate::clock::now() + state.timeouts.send);
         let timer = self
-            .0
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(send)));
-        std::task::ready!(timer.as_mut().poll(cx));
-        std::task::Poll::Ready(state.expire(Expired::Send))
+            .timer
+            .get_or_insert_with(|| crate::clock::Timer::at(until));
+        if timer.deadline() > until {
+            timer.reset(until);
+        }
+        while timer.poll(cx).is_ready() {
+            if crate::clock::now() >= until {
+                return std::task::Poll::Ready(state.expire(Expired::Send));
+            }
+            timer.reset(until);
+        }
+        std::task::Poll::Pending
     }
 
-    /// A write made progress (or none is pending): disarmed.
+    /// A write made progress (or none is pending): the wait is over.
     pub(crate) fn progress(&mut self) {
-        self.0 = None;
+        self.until = None;
     }
 
     pub(crate) fn is_armed(&self) -> bool {
-        self.0.is_some()
+        self.until.is_some()
     }
 }

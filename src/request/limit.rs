@@ -267,7 +267,7 @@ impl Drop for DelayGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
             errlog::emit_with(Severity::Info, |out| out.extend_from_slice(&self.line));
-            self.metrics.response(499, self.start.elapsed());
+            self.metrics.response(499, crate::clock::since(self.start));
             if let Some(r) = self.record.as_mut() {
                 r.status = 499;
                 r.write(0);

@@ -35,7 +35,6 @@ use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::time::Instant;
 
 /// Why no response came: the last try's error, with the server it was
 /// sent to (or the group's name when none was live).
@@ -70,7 +69,7 @@ where
 {
     let tls = loc.upstream_tls.as_ref();
     let Some(group) = &loc.group else {
-        let start = Instant::now();
+        let start = crate::clock::now();
         let sent = upstream::send(&pp.authority, tls, loc.timeouts, head, &mut *body).await;
         let status = match &sent {
             Ok(r) => Some(r.status().as_u16()),
@@ -79,7 +78,7 @@ where
         tries.push(UpstreamTry {
             addr: pp.authority.as_str().into(),
             status,
-            ms: start.elapsed().as_millis() as u64,
+            ms: crate::clock::since(start).as_millis() as u64,
         });
         return match sent {
             Ok(resp) => Ok(resp.map(|body| Leased { body, lease: None })),
@@ -143,7 +142,7 @@ where
         };
         let mut a = group.start(key, next.tries);
         // (A clock read only where `proxy_next_upstream_timeout` is set.)
-        let began = next.timeout.map(|_| Instant::now());
+        let began = next.timeout.map(|_| crate::clock::now());
         let idempotent = !matches!(head.method.as_str(), "POST" | "LOCK" | "PATCH");
         let tls = self.loc.upstream_tls.as_ref();
         loop {
@@ -160,7 +159,7 @@ where
                 });
             };
             let peer = group.peer(lease.id());
-            let start = Instant::now();
+            let start = crate::clock::now();
             let keep = group.keepalive();
             let sent = upstream::send_kept(
                 &peer.authority,
@@ -173,11 +172,11 @@ where
             .await;
             let tried = Tried {
                 peer,
-                ms: start.elapsed().as_millis() as u64,
+                ms: crate::clock::since(start).as_millis() as u64,
                 timed_out: next
                     .timeout
                     .zip(began)
-                    .is_some_and(|(t, b)| b.elapsed() >= t),
+                    .is_some_and(|(t, b)| crate::clock::since(b) >= t),
                 idempotent,
             };
             let step = match sent {

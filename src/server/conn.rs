@@ -139,7 +139,8 @@ pub(crate) fn serve_client(
         });
     let (mut stopping, shared) = (stopping.clone(), shared.clone());
     let idle = idle.cloned();
-    tokio::spawn(async move {
+    // (Fresh: one clock read per wake-up of the connection: see clock::now.)
+    tokio::spawn(crate::clock::Fresh::new(async move {
         shared.env.metrics.connection_opened();
         let at = (configured, local, remote, id);
         let mut start = Start {
@@ -153,7 +154,7 @@ pub(crate) fn serve_client(
         if let Some(timeout) = header_timeout {
             // A plain connection's request head is then due by the same
             // deadline, as in nginx.
-            let deadline = Instant::now() + timeout;
+            let deadline = crate::clock::now() + timeout;
             // Boxed: a connection without the header keeps no room for it.
             let read = read_proxy_header(&shared, &mut stream, &mut stopping, at, deadline);
             let Some(proxy) = Box::pin(read).await else {
@@ -169,7 +170,7 @@ pub(crate) fn serve_client(
         }
         // Boxed: a plain connection's task keeps no room for TLS.
         Box::pin(serve_tls(&shared, stopping, at, stream, start)).await;
-    });
+    }));
 }
 
 /// The PROXY protocol header of a connection on a `proxy_protocol`
@@ -218,9 +219,9 @@ pub(crate) fn resume(
         proxy: entry.proxy,
     };
     let (stopping, shared) = (stopping.clone(), shared.clone());
-    tokio::spawn(async move {
+    tokio::spawn(crate::clock::Fresh::new(async move {
         serve_stream(&shared, stopping, at, stream, Tls::None, start).await;
-    });
+    }));
 }
 
 /// A parked connection whose deadline passed: closed, as nginx closes it
@@ -294,7 +295,7 @@ async fn serve_stream<S: ClientStream>(
     let side = ServerSide::of(shared, configured, sni);
     let header_until = start
         .header_until
-        .unwrap_or_else(|| Instant::now() + side.timeouts.client_header);
+        .unwrap_or_else(|| crate::clock::now() + side.timeouts.client_header);
     let state = ConnState::until(side.timeouts, header_until);
     let conn = Arc::new(Conn {
         id,
@@ -402,7 +403,7 @@ fn service(
         // connection for its whole life (about 3 KB for this one); boxed,
         // an idle keep-alive connection holds a pointer instead.
         Box::pin(async move {
-            let start = Instant::now();
+            let start = crate::clock::now();
             let (head, body) = req.into_parts();
             let body = crate::client_body::ClientBody::Hyper(body);
             let resp = request::handle(shared.env.clone(), conn, (head.into(), body), start).await;
@@ -414,7 +415,10 @@ fn service(
             let status = resp
                 .as_ref()
                 .map_or_else(|c| c.status, |r| r.status().as_u16());
-            shared.env.metrics.response(status, start.elapsed());
+            shared
+                .env
+                .metrics
+                .response(status, crate::clock::since(start));
             resp.map(|r| r.map(|b| Watched::new(b, Idle(state))))
         }) as ServedFuture
     })

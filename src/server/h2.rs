@@ -67,7 +67,7 @@ use super::Shared;
 use super::conn::ClientStream;
 use crate::conn_state::{Conn, ConnState, Expired};
 use crate::errlog::{self, Severity};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -223,8 +223,8 @@ async fn serve<S: ClientStream>(
 
 /// hyper's HTTP/2 server, as nginx's defaults have it (`list_max`: the
 /// header list's bound).
-fn builder(list_max: u32) -> hyper::server::conn::http2::Builder<TokioExecutor> {
-    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+fn builder(list_max: u32) -> hyper::server::conn::http2::Builder<FreshExecutor> {
+    let mut builder = hyper::server::conn::http2::Builder::new(FreshExecutor);
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
@@ -236,7 +236,23 @@ fn builder(list_max: u32) -> hyper::server::conn::http2::Builder<TokioExecutor> 
 }
 
 /// hyper's connection, as [`serve_h2`] builds it.
-type Served<S> = hyper::server::conn::http2::Connection<TokioIo<Lent<S>>, H2Service, TokioExecutor>;
+type Served<S> = hyper::server::conn::http2::Connection<TokioIo<Lent<S>>, H2Service, FreshExecutor>;
+
+/// hyper's tasks (each stream's) on the connection's worker, as
+/// `TokioExecutor` spawns them, with one clock read per wake-up
+/// ([`crate::clock::Fresh`]) as the connection's own task.
+#[derive(Clone, Copy)]
+struct FreshExecutor;
+
+impl<F> hyper::rt::Executor<F> for FreshExecutor
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        tokio::spawn(crate::clock::Fresh::new(fut));
+    }
+}
 
 /// How long a connection stays quiet (no stream, nothing in flight)
 /// before it is parked: long enough that a client fetching a page's
@@ -270,7 +286,7 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     state: &ConnState,
     stopping: &mut watch::Receiver<bool>,
 ) -> Drove {
-    let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(crate::clock::now()));
     // When the GOAWAY went, and how long the connection may stay once no
     // stream is open.
     let mut going: Option<(Instant, Duration)> = None;
@@ -280,14 +296,14 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         if going.is_none() && state.timeouts.keepalive.is_zero() && (open || streams.begun() > 0) {
             // keepalive_timeout 0: one stream, as nginx.
             served.as_mut().graceful_shutdown();
-            going = Some((Instant::now(), state.timeouts.send));
+            going = Some((crate::clock::now(), state.timeouts.send));
         }
         if let Some((_, grace)) = going.as_mut().filter(|_| open) {
             // A stream came as the GOAWAY went: its end may still be on its way.
             *grace = state.timeouts.send;
         }
         let idle = if streams.calm() {
-            Some(*calm_until.get_or_insert_with(|| Instant::now() + CALM_GRACE))
+            Some(*calm_until.get_or_insert_with(|| crate::clock::now() + CALM_GRACE))
         } else if let Some((went, grace)) = going {
             (!open).then(|| went.max(streams.idle_since()) + grace)
         } else {
@@ -312,10 +328,10 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             _ = served.as_mut() => return Drove::Ended,
             _ = stopping.wait_for(|stop| *stop), if going.is_none() => {
                 served.as_mut().graceful_shutdown();
-                going = Some((Instant::now(), state.timeouts.send));
+                going = Some((crate::clock::now(), state.timeouts.send));
             }
             _ = &mut timer, if wake.is_some() => {
-                let now = Instant::now();
+                let now = crate::clock::now();
                 if stalled.is_some_and(|at| now >= at) {
                     let _ = state.expire(Expired::Send);
                     return Drove::Ended;
@@ -333,7 +349,7 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 // Idle for client_header_timeout or keepalive_timeout: as
                 // nginx, a GOAWAY and the close, with no log line.
                 served.as_mut().graceful_shutdown();
-                going = Some((Instant::now(), IDLE_GRACE));
+                going = Some((crate::clock::now(), IDLE_GRACE));
             }
             _ = streams.changed.notified() => {}
         }

@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 /// How long a keep-alive connection stays with the server, idle, before it
 /// is handed back to wait without the server's buffers ([`TimedIo::park_when_idle`]).
@@ -68,7 +68,7 @@ impl ClientTimeouts {
 pub(crate) struct TimedIo<T> {
     pub(crate) inner: T,
     pub(crate) state: Arc<ConnState>,
-    pub(crate) read_timer: Pin<Box<Sleep>>,
+    pub(crate) read_timer: crate::clock::Timer,
     /// When a write started waiting (`send_timeout` runs from there).
     pub(crate) write_timer: crate::conn_state::SendTimer,
     /// Hand an idle connection back instead of waiting in the server.
@@ -121,7 +121,7 @@ impl<T> TimedIo<T> {
         TimedIo {
             inner,
             state,
-            read_timer: Box::pin(tokio::time::sleep_until(Instant::now())),
+            read_timer: crate::clock::Timer::at(crate::clock::now()),
             write_timer: crate::conn_state::SendTimer::default(),
             park: false,
             park_silent: None,
@@ -179,7 +179,7 @@ impl<T> TimedIo<T> {
     /// be parked again at once, resumed again at once, and so on, a loop
     /// that keeps its worker busy and never reads the request.
     pub(crate) fn park_silent(&mut self, park: bool) {
-        self.park_silent = park.then(|| Instant::now() + PARK_AFTER);
+        self.park_silent = park.then(|| crate::clock::now() + PARK_AFTER);
     }
 
     /// Whether the server's end was a parking (and resets it).
@@ -244,8 +244,6 @@ impl<T> TimedIo<T> {
         self.write_timer.poll_expired(cx, &self.state)
     }
 }
-
-use std::future::Future as _;
 
 impl<T: AsyncRead + Unpin> TimedIo<T> {
     /// Waits for the next whole head (or the end): sluice's own loop.
@@ -380,12 +378,12 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
             // deadline to come (it fires early and is moved, below), so
             // keepalive_timeout always starts.
             let soonest = self.state.timeouts.soonest(self.park);
-            let latest = Instant::now() + soonest;
+            let latest = crate::clock::now() + soonest;
             if self.read_timer.deadline() > latest {
-                self.read_timer.as_mut().reset(latest);
+                self.read_timer.reset(latest);
             }
-            while self.read_timer.as_mut().poll(cx).is_ready() {
-                self.read_timer.as_mut().reset(Instant::now() + soonest);
+            while self.read_timer.poll(cx).is_ready() {
+                self.read_timer.reset(crate::clock::now() + soonest);
             }
             return Poll::Pending;
         };
@@ -400,11 +398,11 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
         // current deadline then: one timer update per timeout period
         // instead of one per request.
         if self.read_timer.deadline() > wake_at {
-            self.read_timer.as_mut().reset(wake_at);
+            self.read_timer.reset(wake_at);
         }
         loop {
-            ready!(self.read_timer.as_mut().poll(cx));
-            let now = Instant::now();
+            ready!(self.read_timer.poll(cx));
+            let now = crate::clock::now();
             if now >= deadline {
                 return Poll::Ready(Err(self.state.expire(why)));
             }
@@ -412,8 +410,8 @@ impl<T: AsyncRead + Unpin> TimedIo<T> {
                 // Idle and quiet long enough: the server lets the connection
                 // go, the caller waits for the socket.
                 Some(p) if now >= p => return Poll::Ready(Ok(())),
-                Some(p) => self.read_timer.as_mut().reset(p),
-                None => self.read_timer.as_mut().reset(deadline),
+                Some(p) => self.read_timer.reset(p),
+                None => self.read_timer.reset(deadline),
             }
         }
     }

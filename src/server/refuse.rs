@@ -28,7 +28,7 @@ pub(crate) async fn refuse<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unp
     tables: &Arc<Tables>,
     send_timeout: Duration,
 ) {
-    let start = Instant::now();
+    let start = crate::clock::now();
     log_refusal(refusal, conn.id, conn.remote.ip(), server);
     let no_pages = crate::respond::ErrorPages::default();
     let pages = srv.map_or(&no_pages, |s| &*s.error_pages);

@@ -49,7 +49,7 @@ pub(super) async fn accept(
         return Accepted::Failed;
     };
     let timeout = address.default_server().client_header_timeout;
-    let deadline = Instant::now()
+    let deadline = crate::clock::now()
         + if timeout.is_zero() {
             crate::config::DEFAULT_TIMEOUT
         } else {

@@ -322,7 +322,7 @@ where
             done = &mut sending, if !sent && send_error.is_none() => match done {
                 Ok(()) => {
                     sent = true;
-                    waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
+                    waiting.as_mut().reset(crate::clock::now() + read_timeout);
                 }
                 // The client's failures, and nginx's 504 for an upstream
                 // that took nothing for proxy_send_timeout (an answer it
@@ -333,7 +333,7 @@ where
                 // The upstream closed its side: it may still have answered.
                 Err(e) => {
                     send_error = Some(e);
-                    waiting.as_mut().reset(tokio::time::Instant::now() + read_timeout);
+                    waiting.as_mut().reset(crate::clock::now() + read_timeout);
                 }
             },
             () = &mut waiting, if sent || send_error.is_some() => {

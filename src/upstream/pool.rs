@@ -53,7 +53,7 @@ pub(super) struct Conn {
 /// fire once, waking the task that used it last for nothing.
 #[derive(Default)]
 pub(super) struct WaitTimer {
-    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    timer: Option<crate::clock::Timer>,
     /// The current wait's end.
     deadline: Option<tokio::time::Instant>,
 }
@@ -68,18 +68,18 @@ impl WaitTimer {
     ) -> std::task::Poll<()> {
         let deadline = *self
             .deadline
-            .get_or_insert_with(|| tokio::time::Instant::now() + timeout);
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if sleep.deadline() > deadline {
-            sleep.as_mut().reset(deadline);
+            .get_or_insert_with(|| crate::clock::now() + timeout);
+        let timer = self
+            .timer
+            .get_or_insert_with(|| crate::clock::Timer::at(deadline));
+        if timer.deadline() > deadline {
+            timer.reset(deadline);
         }
-        while sleep.as_mut().poll(cx).is_ready() {
-            if tokio::time::Instant::now() >= deadline {
+        while timer.poll(cx).is_ready() {
+            if crate::clock::now() >= deadline {
                 return std::task::Poll::Ready(());
             }
-            sleep.as_mut().reset(deadline);
+            timer.reset(deadline);
         }
         std::task::Poll::Pending
     }

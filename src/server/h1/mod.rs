@@ -31,6 +31,7 @@ use super::conn::{ClientStream, Ended, ServerSide, log_dropped_headers};
 use super::io::{Filled, TimedIo};
 use crate::body::Watched;
 use crate::client_body::Pipe;
+use crate::clock;
 use crate::conn_state::{Conn, Idle};
 use crate::request::{self as phases, Reply};
 use bytes::Bytes;
@@ -41,7 +42,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::time::Instant;
 
 /// For the `h1loop` fuzz target: the request head the loop makes of a head.
 #[cfg(any(test, feature = "fuzzing"))]
@@ -147,7 +147,7 @@ async fn serve_one<S: ClientStream>(
     } = exchange;
     let state = conn.state.clone();
     state.busy_with(pipe.is_some());
-    let start = Instant::now();
+    let start = clock::now();
     let mut feed = Feed {
         eager: pipe.is_some() && !expect_continue,
         pipe,
@@ -168,7 +168,7 @@ async fn serve_one<S: ClientStream>(
         return Ok(After::Close);
     };
     let status = handled.as_ref().map_or_else(|c| c.status, Reply::status);
-    shared.env.metrics.response(status, start.elapsed());
+    shared.env.metrics.response(status, clock::since(start));
     let Ok(reply) = handled else {
         // The request's answer is to close, unanswered.
         drop(Idle(state));

@@ -465,7 +465,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
     ) -> bool {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut first = [0u8; 128];
-        let far = tokio::time::Instant::now() + std::time::Duration::from_secs(86_400);
+        let far = crate::clock::now() + std::time::Duration::from_secs(86_400);
         let read = tokio::select! {
             r = self.inner.read(&mut first) => r,
             _ = tokio::time::sleep_until(until.unwrap_or(far)) => Err(io::ErrorKind::TimedOut.into()),

@@ -142,5 +142,5 @@ pub(crate) fn resume(
     };
     let parking = Parking::new(Some(idle.clone()), slot);
     let stopping = stopping.clone();
-    tokio::spawn(serve(this, io, stopping, parking));
+    tokio::spawn(crate::clock::Fresh::new(serve(this, io, stopping, parking)));
 }

@@ -69,11 +69,11 @@ impl Streams {
             open: AtomicU32::new(0),
             answered: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
-            idle_since: Mutex::new(Instant::now()),
+            idle_since: Mutex::new(crate::clock::now()),
             calm: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             owed: AtomicU32::new(0),
-            progress: Mutex::new(Instant::now()),
+            progress: Mutex::new(crate::clock::now()),
             changed: Notify::new(),
             refused: Mutex::new(Vec::new()),
             holding: Mutex::new(Vec::new()),
@@ -133,7 +133,7 @@ impl Streams {
             }
         }
         if self.open.fetch_sub(1, Ordering::Relaxed) == 1 {
-            *self.idle_since.lock() = Instant::now();
+            *self.idle_since.lock() = crate::clock::now();
             self.changed.notify_one();
         }
     }
@@ -159,7 +159,7 @@ impl Streams {
 
     /// The socket has nothing in flight (`quiet`), or again has.
     pub(super) fn quiet(&self, quiet: bool) {
-        *self.quiet_since.lock() = quiet.then(Instant::now);
+        *self.quiet_since.lock() = quiet.then(crate::clock::now);
         if quiet {
             self.changed.notify_one();
         }
@@ -215,14 +215,14 @@ impl Streams {
 
     fn owe(&self) {
         if self.owed.fetch_add(1, Ordering::Relaxed) == 0 {
-            *self.progress.lock() = Instant::now();
+            *self.progress.lock() = crate::clock::now();
             self.changed.notify_one();
         }
     }
 
     fn repaid(&self) {
         self.owed.fetch_sub(1, Ordering::Relaxed);
-        *self.progress.lock() = Instant::now();
+        *self.progress.lock() = crate::clock::now();
     }
 }
 
@@ -358,7 +358,7 @@ async fn serve_stream(
     mut req: Request<Incoming>,
     mut stream: Stream,
 ) -> Answer {
-    let start = Instant::now();
+    let start = crate::clock::now();
     let id = stream_id(&mut req);
     let resp = if req.method().as_str() == stand_in::STAND_IN_METHOD {
         let token = req.uri().path().trim_start_matches('/').parse().ok();
@@ -379,7 +379,10 @@ async fn serve_stream(
     let status = resp
         .as_ref()
         .map_or_else(|c| c.status, |r| r.status().as_u16());
-    shared.env.metrics.response(status, start.elapsed());
+    shared
+        .env
+        .metrics
+        .response(status, crate::clock::since(start));
     stream.answered = true;
     resp.map(|mut r| {
         let held = r
@@ -450,7 +453,7 @@ pub(super) fn reset_logged(shared: &Shared, conn: &Conn) {
         };
         let name = server.map_or("", |s| s.name.as_str());
         let client = (conn, name);
-        refuse::access_refused(log, &reset, client, &config.vars, Instant::now(), 0);
+        refuse::access_refused(log, &reset, client, &config.vars, crate::clock::now(), 0);
     }
 }
 
