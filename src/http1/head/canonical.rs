@@ -24,7 +24,11 @@ pub(super) fn request_line(
     c.reserve(available.min(8192) + 64);
     c.extend_from_slice(parsed.method);
     c.push(b' ');
-    canonical_target(c, parsed.path, parsed.query);
+    if parsed.plain {
+        c.extend_from_slice(parsed.path);
+    } else {
+        canonical_target(c, parsed.path, parsed.query);
+    }
     c.extend_from_slice(if parsed.http11 {
         b" HTTP/1.1"
     } else {
@@ -33,7 +37,8 @@ pub(super) fn request_line(
     let len = c.len();
     c.extend_from_slice(b"\r\n");
     if let Some(a) = parsed.authority {
-        field((c, spans), b"host", a);
+        // (Nothing was sent as this field: no `sent` to copy.)
+        field((c, spans), b"host", a, &[]);
     }
     len
 }
@@ -43,21 +48,37 @@ pub(super) fn request_line(
 /// `http::HeaderName` lowercases); where its name and value are noted in
 /// `spans` (the value without surrounding spaces and tabs, as hyper read
 /// values), so that the fields are read in place, never parsed again.
-pub(super) fn field((c, spans): (&mut Vec<u8>, &mut Vec<Span>), name: &[u8], value: &[u8]) {
+/// `sent` is the field as it came (`name` its start, `:` after it, `value`
+/// its end): most clients send `name: value` already, which is then copied
+/// in one piece rather than four.
+pub(super) fn field(
+    (c, spans): (&mut Vec<u8>, &mut Vec<Span>),
+    name: &[u8],
+    value: &[u8],
+    sent: &[u8],
+) {
     let at = c.len();
-    // (Copied, then lowercased in place, a word at a time.)
-    c.extend_from_slice(name);
-    crate::http1::lowercase(&mut c[at..]);
-    c.extend_from_slice(b": ");
+    let value_at = at + name.len() + 2;
+    // `sent` is `name` `:` then `value` after spaces; one byte more than
+    // both with a space after the colon is exactly `name: value`.
+    if sent.len() == name.len() + 2 + value.len() && sent.get(name.len() + 1) == Some(&b' ') {
+        c.reserve(sent.len() + 2);
+        c.extend_from_slice(sent);
+    } else {
+        c.reserve(name.len() + value.len() + 4);
+        c.extend_from_slice(name);
+        c.extend_from_slice(b": ");
+        c.extend_from_slice(value);
+    }
+    c.extend_from_slice(b"\r\n");
+    crate::http1::lowercase(&mut c[at..at + name.len()]);
     let blank = |b: &u8| matches!(b, b' ' | b'\t');
     let from = value.iter().position(|b| !blank(b)).unwrap_or(value.len());
     let to = value
         .iter()
         .rposition(|b| !blank(b))
         .map_or(from, |i| i + 1);
-    spans.push(Span::new(at, name.len(), c.len() + from, to - from));
-    c.extend_from_slice(value);
-    c.extend_from_slice(b"\r\n");
+    spans.push(Span::new(at, name.len(), value_at + from, to - from));
 }
 
 /// The target as hyper's `http::Uri` accepts it: origin-form (an empty path
@@ -94,15 +115,19 @@ static PATH_RAW: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {
-        let b = i as u8;
-        t[i] = matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E)
-            || b == b'"'
-            || b == b'{'
-            || b == b'}';
+        t[i] = path_raw(i as u8);
         i += 1;
     }
     t
 };
+
+/// Whether a path byte is written as it is.
+pub(super) const fn path_raw(b: u8) -> bool {
+    matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x40..=0x5F | 0x61..=0x7A | 0x7C | 0x7E)
+        || b == b'"'
+        || b == b'{'
+        || b == b'}'
+}
 
 /// The query bytes written as they are.
 static QUERY_RAW: [bool; 256] = {

@@ -106,6 +106,10 @@ pub struct Head {
     pub upgrade: bool,
     /// Where each field is in `canonical`, in order.
     pub spans: Vec<crate::http1::fields::Span>,
+    /// The lengths of the request line in `canonical` (without its CRLF)
+    /// and of its method: its parts are where the reader of the head cuts
+    /// it, without looking for them again.
+    pub line: (usize, usize),
 }
 
 /// nginx's answer to a head it will not serve; the connection is closed
@@ -188,6 +192,8 @@ struct RequestLine {
     /// The canonical request line's length in [`HeadParser::canonical`]
     /// (without its CRLF), for log lines.
     len: usize,
+    /// Its method's length.
+    method: usize,
     /// nginx answers CONNECT and TRACE with 405 once the head is read.
     refused_method: Option<&'static str>,
     /// Absolute-form: the target's authority replaces `Host`.

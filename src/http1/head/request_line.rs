@@ -28,6 +28,7 @@ impl HeadParser {
             canonical::request_line((&mut self.canonical, &mut self.spans), &parsed, available);
         self.line = Some(RequestLine {
             len,
+            method: parsed.method.len(),
             refused_method: refused_method(parsed.method),
             absolute: parsed.authority.is_some(),
             http11: parsed.http11,
@@ -64,6 +65,7 @@ impl HeadParser {
         );
         self.line = Some(RequestLine {
             len,
+            method: parsed.method.len(),
             refused_method: refused_method(parsed.method),
             absolute: false,
             http11: true,
@@ -110,6 +112,7 @@ fn parse_pseudo_line<'a>(method: &'a [u8], target: &'a [u8]) -> Result<LineParts
         query,
         authority: None,
         http11: true,
+        plain: false,
     })
 }
 
@@ -127,6 +130,8 @@ pub(super) struct LineParts<'a> {
     pub(super) query: Option<&'a [u8]>,
     pub(super) authority: Option<&'a [u8]>,
     pub(super) http11: bool,
+    /// The path is not empty, has no query and is written as it is.
+    pub(super) plain: bool,
 }
 
 /// The request line without its end of line.
@@ -144,21 +149,17 @@ fn parse_request_line(l: &[u8]) -> Result<LineParts<'_>, LineError> {
         _ => return Err(INVALID_REQUEST),
     };
     let target_start = i;
-    // The rest of the target, to a space or the end.
-    while i < l.len() && l[i] != b' ' {
-        if l[i] < 0x20 || l[i] == 0x7f {
-            return Err(INVALID_REQUEST);
-        }
-        i += 1;
-    }
-    let raw_target = &l[target_start..i];
+    let seen;
+    (i, seen) = target_end(l, i)?;
+    let mut raw_target = &l[target_start..i];
     // A fragment is the client's own business (RFC 9112 allows none in a
     // request target): hyper's URI cannot carry it raw, and `%23` would name
     // another resource, so it is cut, as browsers do before sending.
-    let raw_target = match raw_target.iter().position(|&b| b == b'#') {
-        Some(f) => &raw_target[..f],
-        None => raw_target,
-    };
+    if seen & HASH != 0 {
+        if let Some(f) = raw_target.iter().position(|&b| b == b'#') {
+            raw_target = &raw_target[..f];
+        }
+    }
     i = skip_spaces(l, i);
     if i == l.len() {
         // No version: HTTP/0.9, which sluice does not speak.
@@ -169,29 +170,65 @@ fn parse_request_line(l: &[u8]) -> Result<LineParts<'_>, LineError> {
         });
     }
     let http11 = parse_version(&l[i..])?;
-    let (path, query) = match raw_target.iter().position(|&b| b == b'?') {
+    // No `#`, `?`, `%`, `.` nor byte to escape: the target is its path,
+    // valid and written as it is.
+    let plain = seen & (HASH | QUERY | ESCAPE | DECODE) == 0 && !raw_target.is_empty();
+    let q = match seen & QUERY {
+        0 => None,
+        _ => raw_target.iter().position(|&b| b == b'?'),
+    };
+    let (path, query) = match q {
         Some(q) => (&raw_target[..q], Some(&raw_target[q + 1..])),
         None => (raw_target, None),
     };
-    if !path.is_empty() && !path_ok(path) {
+    // (Without a `%` or a `.` a path is fine.)
+    if seen & DECODE != 0 && !path.is_empty() && !path_ok(path) {
         return Err(INVALID_REQUEST);
     }
-    let authority = match authority {
-        Some((hs, he, end)) => {
-            if !valid_host(&l[hs..he]) {
-                return Err((400, "client sent invalid host in request line"));
-            }
-            Some(&l[hs..end])
-        }
-        None => None,
-    };
     Ok(LineParts {
         method,
         path,
         query,
-        authority,
+        authority: line_authority(l, authority)?,
         http11,
+        plain,
     })
+}
+
+/// Where the rest of the target ends (at a space or the line's end), and
+/// the classes of its bytes ([`TARGET_CLASS`]) gathered on the way: most
+/// targets have no byte the passes after look for, and then skip them.
+fn target_end(l: &[u8], mut i: usize) -> Result<(usize, u8), LineError> {
+    let mut seen = 0;
+    while let Some(&b) = l.get(i) {
+        let class = TARGET_CLASS[usize::from(b)];
+        if class & (SPACE | CONTROL) != 0 {
+            if class & CONTROL != 0 {
+                return Err(INVALID_REQUEST);
+            }
+            break;
+        }
+        seen |= class;
+        i += 1;
+    }
+    Ok((i, seen))
+}
+
+/// An absolute-form target's authority (where its host starts and ends,
+/// where it ends), once its host is valid.
+fn line_authority(
+    l: &[u8],
+    authority: Option<(usize, usize, usize)>,
+) -> Result<Option<&[u8]>, LineError> {
+    match authority {
+        Some((hs, he, end)) => {
+            if !valid_host(&l[hs..he]) {
+                return Err((400, "client sent invalid host in request line"));
+            }
+            Ok(Some(&l[hs..end]))
+        }
+        None => Ok(None),
+    }
 }
 
 /// Where the method ends (at its space): `A-Z _ -` only, not empty, and
@@ -337,3 +374,32 @@ fn path_ok(path: &[u8]) -> bool {
     }
     true
 }
+
+/// What a byte of a request target is to [`parse_request_line`]: where the
+/// target ends, a refusal, or a reason to look at the target again (its
+/// fragment, its query, its escapes and dot segments, a byte the canonical
+/// target escapes); most bytes are none.
+static TARGET_CLASS: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = match b {
+            b' ' => SPACE,
+            0..0x20 | 0x7f => CONTROL,
+            b'#' => HASH,
+            b'?' => QUERY,
+            b'%' | b'.' => DECODE,
+            _ if !canonical::path_raw(b) => ESCAPE,
+            _ => 0,
+        };
+        i += 1;
+    }
+    t
+};
+const SPACE: u8 = 1;
+const CONTROL: u8 = 2;
+const HASH: u8 = 4;
+const QUERY: u8 = 8;
+const DECODE: u8 = 16;
+const ESCAPE: u8 = 32;

@@ -135,6 +135,7 @@ impl HeadParser {
             dropped: std::mem::take(&mut self.dropped),
             upgrade: line.http11 && self.upgrade.0 && self.upgrade.1,
             spans: std::mem::take(&mut self.spans),
+            line: (line.len, line.method),
         })
     }
 }

@@ -37,13 +37,19 @@ pub(super) struct Exchange {
 pub(super) fn read(head: Head) -> Option<Exchange> {
     let framing = head.framing;
     let bytes = Bytes::from(head.canonical);
-    let first = line_end(&bytes)?;
-    let line = &bytes[..first];
-    let sp1 = line.iter().position(|&b| b == b' ')?;
-    let sp2 = line.iter().rposition(|&b| b == b' ')?;
-    let method = Method::from_bytes(&line[..sp1]).ok()?;
+    // The gate says where the method ends and the line does: the target is
+    // between them and ` HTTP/1.x`.
+    let (end, sp1) = head.line;
+    let sp2 = end
+        .checked_sub(b" HTTP/1.1".len())
+        .filter(|&sp2| sp2 > sp1)?;
+    let http11 = match bytes.get(sp2..end)? {
+        b" HTTP/1.1" => true,
+        b" HTTP/1.0" => false,
+        _ => return None,
+    };
+    let method = Method::from_bytes(&bytes[..sp1]).ok()?;
     let uri = Uri::from_maybe_shared(bytes.slice(sp1 + 1..sp2)).ok()?;
-    let http11 = &line[sp2 + 1..] == b"HTTP/1.1";
     let fields = Fields::Wire(Wire::new(bytes, head.spans));
     // As hyper read it: HTTP/1.1 keeps the connection unless a
     // `Connection` says close; HTTP/1.0 closes it unless one says
@@ -94,12 +100,6 @@ pub(super) fn read(head: Head) -> Option<Exchange> {
         expect_continue,
         chunked: framing == Framing::Chunked,
     })
-}
-
-/// Where the first line of `s` ends (its CR; canonical lines end in CRLF).
-fn line_end(s: &[u8]) -> Option<usize> {
-    let lf = s.iter().position(|&b| b == b'\n')?;
-    lf.checked_sub(1).filter(|&cr| s[cr] == b'\r')
 }
 
 #[cfg(test)]
