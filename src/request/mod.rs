@@ -159,7 +159,7 @@ pub(crate) async fn handle(
     if conn.plain_on_https {
         let record = cx.record(&server.access_log);
         let e = ProxyError::PlainHttpOnHttps;
-        return answer(&cx, at_server, e, record, None).map(Reply::Response);
+        return refuse(&cx, at_server, e, record, None);
     }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
@@ -169,31 +169,18 @@ pub(crate) async fn handle(
                 ProxyError::AddSlash { add, .. } => Scope { add, ..at_server },
                 _ => at_server,
             };
-            return answer(&cx, at, e, cx.record(&server.access_log), None).map(Reply::Response);
+            return refuse(&cx, at, e, cx.record(&server.access_log), None);
         }
     };
     let at = Scope::location(loc);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
     if let Err(e) = find::check_body_size(loc, &head.fields) {
-        return answer(&cx, at, e, record, None).map(Reply::Response);
+        return refuse(&cx, at, e, record, None);
     }
     let limited = match limit::limit_req(&cx, loc, &mut record).await {
         Ok(limited) => limited,
-        // The flood's answer: rendered, when nothing configured changes it
-        // (444 and 499: nothing is answered).
-        Err((ProxyError::Limited { limit, wait_ms }, limited))
-            if !matches!(loc.limit_req_status, 444 | 499)
-                && !loc.error_pages.contains_key(&loc.limit_req_status)
-                && loc.headers.add.is_empty() =>
-        {
-            let rejection = loc.limits.rejection(limit).clone();
-            let secs = error::retry_after_secs(wait_ms);
-            return Ok(finish::rejected(rejection, secs, record, limited.decided));
-        }
-        Err((e, limited)) => {
-            return answer(&cx, at, e, record, Some(&limited)).map(Reply::Response);
-        }
+        Err((e, limited)) => return limited_answer(&cx, (at, loc), e, record, &limited),
     };
     let at = Scope {
         decided: limited.decided,
@@ -201,12 +188,12 @@ pub(crate) async fn handle(
     };
     let held = match limit_conn::limit_conn(&cx, loc, &mut record) {
         Ok(held) => held,
-        Err(e) => return answer(&cx, at, e, record, None).map(Reply::Response),
+        Err(e) => return refuse(&cx, at, e, record, None),
     };
     // nginx's access phase follows the limits' preaccess phase.
     if !crate::access::allows(&loc.access, cx.vars.remote.ip()) {
         let e = ProxyError::Forbidden;
-        return answer(&cx, at, e, record, Some(&limited)).map(Reply::Response);
+        return refuse(&cx, at, e, record, Some(&limited));
     }
     let resp = match content::content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
@@ -267,6 +254,41 @@ impl<'a> Scope<'a> {
     ) -> Result<Response<Body>, CloseConnection> {
         with_added(resp, self.add, cx, self.proxy_host, self.decided)
     }
+}
+
+/// The answer to a request `limit_req` refused: the flood's answer,
+/// rendered ([`finish::rejected`]), when nothing configured changes it
+/// (444 and 499: nothing is answered); else as any other.
+fn limited_answer<'a>(
+    cx: &Ctx,
+    (at, loc): (Scope<'a>, &'a crate::config::Location),
+    e: ProxyError<'a>,
+    record: Option<crate::accesslog::Record>,
+    limited: &limit::Limited<'a>,
+) -> Result<Reply, CloseConnection> {
+    match e {
+        ProxyError::Limited { limit, wait_ms }
+            if !matches!(loc.limit_req_status, 444 | 499)
+                && !loc.error_pages.contains_key(&loc.limit_req_status)
+                && loc.headers.add.is_empty() =>
+        {
+            let rejection = loc.limits.rejection(limit).clone();
+            let secs = error::retry_after_secs(wait_ms);
+            Ok(finish::rejected(rejection, secs, record, limited.decided))
+        }
+        e => refuse(cx, at, e, record, Some(limited)),
+    }
+}
+
+/// [`answer`], as the request's reply.
+fn refuse<'a>(
+    cx: &Ctx,
+    at: Scope<'a>,
+    e: ProxyError<'a>,
+    record: Option<crate::accesslog::Record>,
+    limited: Option<&limit::Limited<'a>>,
+) -> Result<Reply, CloseConnection> {
+    answer(cx, at, e, record, limited).map(Reply::Response)
 }
 
 /// The one place where a request that ended early is answered: the

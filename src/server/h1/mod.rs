@@ -180,14 +180,7 @@ async fn serve_one<S: ClientStream>(
     let resp = match reply {
         Reply::Response(resp) => resp,
         Reply::Rejected(r) => {
-            let mut out = Vec::new();
-            let last = response::encode_rejected(&r, asked, &mut keep_alive, &mut out);
-            // (The body went into the output whole: done, as a response's
-            // whose body ended; with HEAD, nothing of it is sent.)
-            let sent = if asked.head { 0 } else { r.body_len() as u64 };
-            r.done(sent);
-            drop(Idle(state));
-            write_all(io, &mut out).await?;
+            let last = write_rejected(io, r, asked, &mut keep_alive, Idle(state)).await?;
             return Ok(after(io, &mut feed, last, keep_alive));
         }
     };
@@ -212,6 +205,25 @@ async fn serve_one<S: ClientStream>(
     }
     send_body(io, body, written.framing.clone(), out, &mut feed).await?;
     Ok(after(io, &mut feed, written.last, keep_alive))
+}
+
+/// Writes a rendered rejection; whether the connection ends after it.
+async fn write_rejected<S: ClientStream>(
+    io: &mut TimedIo<S>,
+    r: phases::Rejected,
+    asked: response::Asked,
+    keep_alive: &mut bool,
+    idle: Idle,
+) -> io::Result<bool> {
+    let mut out = Vec::new();
+    let last = response::encode_rejected(&r, asked, keep_alive, &mut out);
+    // (The body went into the output whole: done, as a response's whose
+    // body ended; with HEAD, nothing of it is sent.)
+    let sent = if asked.head { 0 } else { r.body_len() as u64 };
+    r.done(sent);
+    drop(idle);
+    write_all(io, &mut out).await?;
+    Ok(last)
 }
 
 /// What follows a response that was written (`last`: it ends the
