@@ -76,6 +76,8 @@
 #           "Instructions per request"). Running a server under callgrind is shared with
 #           scripts/topkeys-instructions.sh (scripts/callgrind.sh).
 # SLUICE_BENCH_KEEP=1 keeps the run's files (configs, logs, the callgrind profiles) and prints where.
+# SLUICE_BENCH_BIN=PATH runs that sluice binary instead of building target/release/sluice
+# (scripts/pgo.sh: its instrumented build, its optimised one).
 # Then "where the CPU goes": for pass, reject, many, logged and topkeys, each system's user and kernel time
 # per request, summed over all its runs (warm-ups included). Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
 # met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
@@ -140,8 +142,12 @@ if [[ ${#need[@]} -gt 0 ]]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-cargo build --release --quiet
-sluice_bin="$repo/target/release/sluice"
+if [[ -n ${SLUICE_BENCH_BIN:-} ]]; then
+  sluice_bin="$SLUICE_BENCH_BIN"
+else
+  cargo build --release --quiet
+  sluice_bin="$repo/target/release/sluice"
+fi
 
 idle_n=4000
 nofile=$(ulimit -n)
