@@ -24,6 +24,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// Milliseconds for the limiter.
@@ -206,6 +207,73 @@ impl Timer {
                 Poll::Pending
             }
         }
+    }
+}
+
+/// A timeout for each of a series of waits, taken only when a wait begins
+/// (a ready read or write costs no clock read and no timer), and kept
+/// across the waits: registered once, and moved only when it fires before
+/// the wait it serves is over (each wait's deadline is later than the one
+/// before). An upstream connection keeps one for `proxy_read_timeout`, a
+/// client connection one for `send_timeout`: a timer made and dropped per
+/// response was a timer-wheel insertion, a removal and a clock read more
+/// per request. While the connection is idle the timer may fire once,
+/// waking the task that used it last for nothing.
+#[derive(Default)]
+pub struct WaitTimer {
+    timer: Option<Timer>,
+    /// The current wait's end.
+    deadline: Option<Instant>,
+}
+
+impl WaitTimer {
+    /// Something waits: ready once `timeout` has passed since this wait began
+    /// (the first call after [`WaitTimer::done`]).
+    pub fn poll_expired(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        timeout: Duration,
+    ) -> std::task::Poll<()> {
+        let deadline = *self.deadline.get_or_insert_with(|| now() + timeout);
+        let timer = self.timer.get_or_insert_with(|| Timer::at(deadline));
+        if timer.deadline() > deadline {
+            timer.reset(deadline);
+        }
+        while timer.poll(cx).is_ready() {
+            if now() >= deadline {
+                return std::task::Poll::Ready(());
+            }
+            timer.reset(deadline);
+        }
+        std::task::Poll::Pending
+    }
+
+    /// The wait is over: the next one starts its own timeout.
+    pub fn done(&mut self) {
+        self.deadline = None;
+    }
+
+    /// A wait is going on.
+    pub fn waiting(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// `fut`, or `None` if it waits longer than `timeout`.
+    pub async fn within<F: std::future::Future>(
+        &mut self,
+        timeout: Duration,
+        fut: F,
+    ) -> Option<F::Output> {
+        let mut fut = std::pin::pin!(fut);
+        let out = std::future::poll_fn(|cx| {
+            if let std::task::Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return std::task::Poll::Ready(Some(out));
+            }
+            self.poll_expired(cx, timeout).map(|()| None)
+        })
+        .await;
+        self.done();
+        out
     }
 }
 

@@ -234,11 +234,7 @@ pub(crate) struct Conn {
 /// it may fire once after a wait ended, waking the task for nothing. The
 /// HTTP/1.1 and HTTP/2 connections share it.
 #[derive(Default)]
-pub(crate) struct SendTimer {
-    timer: Option<crate::clock::Timer>,
-    /// When the current wait times out (`None`: no write waits).
-    until: Option<Instant>,
-}
+pub(crate) struct SendTimer(crate::clock::WaitTimer);
 
 impl SendTimer {
     /// A write is pending: Ready with the connection's error once
@@ -248,30 +244,18 @@ impl SendTimer {
         cx: &mut std::task::Context<'_>,
         state: &ConnState,
     ) -> std::task::Poll<io::Error> {
-        let until = *self
-            .until
-            .get_or_insert_with(|| crate::clock::now() + state.timeouts.send);
-        let timer = self
-            .timer
-            .get_or_insert_with(|| crate::clock::Timer::at(until));
-        if timer.deadline() > until {
-            timer.reset(until);
-        }
-        while timer.poll(cx).is_ready() {
-            if crate::clock::now() >= until {
-                return std::task::Poll::Ready(state.expire(Expired::Send));
-            }
-            timer.reset(until);
-        }
-        std::task::Poll::Pending
+        let send = state.timeouts.send;
+        self.0
+            .poll_expired(cx, send)
+            .map(|()| state.expire(Expired::Send))
     }
 
     /// A write made progress (or none is pending): the wait is over.
     pub(crate) fn progress(&mut self) {
-        self.until = None;
+        self.0.done();
     }
 
     pub(crate) fn is_armed(&self) -> bool {
-        self.until.is_some()
+        self.0.waiting()
     }
 }

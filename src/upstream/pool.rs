@@ -40,72 +40,7 @@ pub(super) struct Conn {
     pub(super) read: BytesMut,
     pub(super) write: Vec<u8>,
     /// `proxy_read_timeout`, for every read of its responses.
-    pub(super) timer: WaitTimer,
-}
-
-/// A timeout for each of a series of waits, taken only when a wait begins
-/// (a ready read or write costs no clock read and no timer), and kept
-/// across the waits: registered once, and moved only when it fires before
-/// the wait it serves is over (each wait's deadline is later than the one
-/// before). A connection keeps one for `proxy_read_timeout`: a timer made
-/// and dropped per response was a timer-wheel insertion, a removal and a
-/// clock read more per request. While the connection is idle the timer may
-/// fire once, waking the task that used it last for nothing.
-#[derive(Default)]
-pub(super) struct WaitTimer {
-    timer: Option<crate::clock::Timer>,
-    /// The current wait's end.
-    deadline: Option<tokio::time::Instant>,
-}
-
-impl WaitTimer {
-    /// A read waits: ready once `timeout` has passed since this wait began
-    /// (the first call after [`WaitTimer::done`]).
-    pub(super) fn poll_expired(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-        timeout: Duration,
-    ) -> std::task::Poll<()> {
-        let deadline = *self
-            .deadline
-            .get_or_insert_with(|| crate::clock::now() + timeout);
-        let timer = self
-            .timer
-            .get_or_insert_with(|| crate::clock::Timer::at(deadline));
-        if timer.deadline() > deadline {
-            timer.reset(deadline);
-        }
-        while timer.poll(cx).is_ready() {
-            if crate::clock::now() >= deadline {
-                return std::task::Poll::Ready(());
-            }
-            timer.reset(deadline);
-        }
-        std::task::Poll::Pending
-    }
-
-    /// The wait is over: the next one starts its own timeout.
-    pub(super) fn done(&mut self) {
-        self.deadline = None;
-    }
-
-    /// `fut`, or `None` if it waits longer than `timeout`.
-    pub(super) async fn within<F: std::future::Future>(
-        &mut self,
-        timeout: Duration,
-        fut: F,
-    ) -> Option<F::Output> {
-        let mut fut = std::pin::pin!(fut);
-        let out = std::future::poll_fn(|cx| {
-            if let std::task::Poll::Ready(out) = fut.as_mut().poll(cx) {
-                return std::task::Poll::Ready(Some(out));
-            }
-            self.poll_expired(cx, timeout).map(|()| None)
-        })
-        .await;
-        self.done();
-        out
-    }
+    pub(super) timer: crate::clock::WaitTimer,
 }
 
 impl Conn {
@@ -339,7 +274,7 @@ pub(super) async fn connect(key: &Key, timeout: Duration) -> Result<Conn, Error>
         stream,
         read: BytesMut::with_capacity(READ_CHUNK),
         write: Vec::with_capacity(1024),
-        timer: WaitTimer::default(),
+        timer: crate::clock::WaitTimer::default(),
     })
 }
 

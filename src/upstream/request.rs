@@ -10,9 +10,9 @@
 //! other is re-chunked, as nginx sends them.
 
 use super::body::Framing;
-use super::pool::WaitTimer;
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
+use crate::clock::WaitTimer;
 use crate::http1::Fields;
 use bytes::Bytes;
 use http::header;
