@@ -267,8 +267,12 @@ pub(crate) fn listen_host(s: &str) -> Option<(&str, u16)> {
 /// A parsed `proxy_pass`: where to connect, and the URI part if any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ProxyPass {
-    /// `https://`: the upstream speaks TLS (port 443 unless written).
+    /// `https://` or `grpcs://`: the upstream speaks TLS (port 443 unless
+    /// written).
     pub https: bool,
+    /// `grpc_pass`: the upstream speaks HTTP/2 (prior knowledge for
+    /// `grpc://`, ALPN `h2` for `grpcs://`), nginx's `ngx_http_grpc_module`.
+    pub grpc: bool,
     /// `host:port` as written (the `Host` header sent upstream, as nginx's
     /// `$proxy_host`).
     pub authority: http::uri::Authority,
@@ -278,9 +282,15 @@ pub(crate) struct ProxyPass {
 }
 
 impl ProxyPass {
-    /// `http` or `https`.
+    /// `http`, `https`, `grpc` or `grpcs`: as nginx writes the upstream's
+    /// URL in its error-log lines.
     pub(crate) fn scheme(&self) -> &'static str {
-        if self.https { "https" } else { "http" }
+        match (self.grpc, self.https) {
+            (false, false) => "http",
+            (false, true) => "https",
+            (true, false) => "grpc",
+            (true, true) => "grpcs",
+        }
     }
 
     /// The host, without brackets around an IPv6 address: what
@@ -303,6 +313,31 @@ pub(crate) fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
             ));
         }
     };
+    authority_and_uri(s, https, false, rest)
+}
+
+/// `grpc_pass`: `grpc://HOST:PORT`, `grpcs://HOST:PORT` or `grpc://GROUP`.
+/// nginx's grpc module takes no URI part: the request's own path (the
+/// gRPC method) always goes upstream.
+pub(crate) fn parse_grpc_pass(s: &str) -> Result<ProxyPass, String> {
+    let (https, rest) = match (s.strip_prefix("grpc://"), s.strip_prefix("grpcs://")) {
+        (Some(rest), _) => (false, rest),
+        (None, Some(rest)) => (true, rest),
+        (None, None) => {
+            return Err(format!(
+                "invalid URL prefix in \"{s}\" (expected \"grpc://HOST:PORT\" or \"grpcs://HOST:PORT\")"
+            ));
+        }
+    };
+    if rest.contains('/') {
+        return Err(format!(
+            "invalid host in upstream \"{s}\" (grpc_pass takes no URI part)"
+        ));
+    }
+    authority_and_uri(s, https, true, rest)
+}
+
+fn authority_and_uri(s: &str, https: bool, grpc: bool, rest: &str) -> Result<ProxyPass, String> {
     let (auth, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest[i..].to_string())),
         None => (rest, None),
@@ -323,6 +358,7 @@ pub(crate) fn parse_proxy_pass(s: &str) -> Result<ProxyPass, String> {
     }
     Ok(ProxyPass {
         https,
+        grpc,
         authority,
         uri,
     })

@@ -131,8 +131,19 @@ static SERVER: Schema<ServerDraft> = Schema {
         Key {
             name: "proxy_pass",
             read: |cx, k, v, s| {
-                s.proxy_pass_span = Some(v.span());
-                s.proxy_pass = Some(proxy_pass(cx, k, v))
+                if duplicate_pass(cx, k, v, s.proxy_pass.is_some()) {
+                    s.proxy_pass_span = Some(v.span());
+                    s.proxy_pass = Some(proxy_pass(cx, k, v))
+                }
+            },
+        },
+        Key {
+            name: "grpc_pass",
+            read: |cx, k, v, s| {
+                if duplicate_pass(cx, k, v, s.proxy_pass.is_some()) {
+                    s.proxy_pass_span = Some(v.span());
+                    s.proxy_pass = Some(grpc_pass(cx, k, v))
+                }
             },
         },
         Key {
@@ -163,7 +174,19 @@ static LOCATION: Schema<LocationDraft> = Schema {
         },
         Key {
             name: "proxy_pass",
-            read: |cx, k, v, l| l.proxy_pass = Some((proxy_pass(cx, k, v), v.span())),
+            read: |cx, k, v, l| {
+                if duplicate_pass(cx, k, v, l.proxy_pass.is_some()) {
+                    l.proxy_pass = Some((proxy_pass(cx, k, v), v.span()))
+                }
+            },
+        },
+        Key {
+            name: "grpc_pass",
+            read: |cx, k, v, l| {
+                if duplicate_pass(cx, k, v, l.proxy_pass.is_some()) {
+                    l.proxy_pass = Some((grpc_pass(cx, k, v), v.span()))
+                }
+            },
         },
         Key {
             name: "return",
@@ -183,6 +206,26 @@ fn proxy_pass(cx: &mut Cx, k: &str, v: &Val) -> Result<ProxyPass, Reported> {
         cx.err(v.span(), e);
         Reported
     })
+}
+
+fn grpc_pass(cx: &mut Cx, k: &str, v: &Val) -> Result<ProxyPass, Reported> {
+    let s = cx.str(v, k).ok_or(Reported)?;
+    values::parse_grpc_pass(s).map_err(|e| {
+        cx.err(v.span(), e);
+        Reported
+    })
+}
+
+/// `proxy_pass` and `grpc_pass` are one content handler: a level has one
+/// (nginx: "directive is duplicate"). `true` when `k` may be read.
+fn duplicate_pass(cx: &mut Cx, k: &str, v: &Val, already: bool) -> bool {
+    if already {
+        cx.err(
+            v.span(),
+            format!("\"{k}\" directive is duplicate (proxy_pass and grpc_pass: one per level)"),
+        );
+    }
+    !already
 }
 
 /// The `servers` array.
