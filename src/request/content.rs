@@ -10,7 +10,7 @@
 
 use super::error::{ProxyError, invalid_chunked};
 use super::limit::Limited;
-use super::next_upstream::{self, Failure, Leased, Rewind};
+use super::next_upstream::{self, Failure, How, Leased, Rewind};
 use super::tunnel::{self, Tunnel};
 use super::{Ctx, RequestHead};
 use crate::accesslog::Record;
@@ -129,11 +129,26 @@ async fn forward<'l>(
         upgrade,
     };
     let sent = match &loc.request_buffering {
+        // nginx's grpc module never buffers a body: a call streams both
+        // ways at once.
+        _ if pp.grpc => {
+            let mut slot = Slot(Some(body));
+            let how = How {
+                rewind: |s: &mut Slot| s.0.is_some(),
+                unbuffered: true,
+                take: Some(|s: &mut Slot| s.0.take().map(BodyExt::boxed_unsync)),
+            };
+            next_upstream::send(cx, loc, pp, &head, target, &mut slot, how, tries).await
+        }
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
             match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
                 Ok(mut whole) => {
                     let rewind: Rewind<_> = |w: &mut Buffered| w.rewind().is_ok();
-                    let how = (rewind, false);
+                    let how = How {
+                        rewind,
+                        unbuffered: false,
+                        take: None,
+                    };
                     next_upstream::send(cx, loc, pp, &head, target, &mut whole, how, tries).await
                 }
                 Err(e) => {
@@ -158,7 +173,11 @@ async fn forward<'l>(
             let mut body = body;
             // Without a body (or unbuffered, where it is never sent twice).
             let rewind: Rewind<_> = |b: &mut LimitedBody| hyper::body::Body::is_end_stream(b);
-            let how = (rewind, loc.request_buffering.is_none());
+            let how = How {
+                rewind,
+                unbuffered: loc.request_buffering.is_none(),
+                take: None,
+            };
             next_upstream::send(cx, loc, pp, &head, target, &mut body, how, tries).await
         }
     };
@@ -184,6 +203,28 @@ async fn forward<'l>(
             received: body_limit.received(),
         })),
         Err(f) => Err(classify(f)),
+    }
+}
+
+/// A gRPC call's body until hyper's client takes it ([`How::take`]).
+struct Slot(Option<LimitedBody>);
+
+impl hyper::body::Body for Slot {
+    type Data = bytes::Bytes;
+    type Error = crate::body::BodyError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        match self.0.as_mut() {
+            Some(b) => std::pin::Pin::new(b).poll_frame(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.as_ref().is_none_or(hyper::body::Body::is_end_stream)
     }
 }
 

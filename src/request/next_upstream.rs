@@ -50,6 +50,19 @@ pub(super) struct Failure<'l> {
 /// `false` when it cannot be.
 pub(super) type Rewind<B> = fn(&mut B) -> bool;
 
+/// `grpc_pass`: the request goes over HTTP/2, its body taken whole (as a
+/// stream hyper owns) once a connection is ready.
+pub(super) type Take<B> = fn(&mut B) -> Option<upstream::Outgoing>;
+
+/// How a request's body may go: sent again (`rewind`), never sent twice
+/// (`unbuffered`: `proxy_request_buffering` off, or gRPC), over HTTP/2
+/// (`take`).
+pub(super) struct How<B> {
+    pub rewind: Rewind<B>,
+    pub unbuffered: bool,
+    pub take: Option<Take<B>>,
+}
+
 /// The request to `pp`'s upstream (its group's servers in turn, or its
 /// one server), the servers tried appended to `tries`. `unbuffered`:
 /// `proxy_request_buffering` is off (nothing is sent again once sent).
@@ -61,7 +74,7 @@ pub(super) async fn send<'l, B>(
     head: &upstream::Head<'_>,
     target: &str,
     body: &mut B,
-    (rewind, unbuffered): (Rewind<B>, bool),
+    how: How<B>,
     tries: &mut Vec<UpstreamTry>,
 ) -> Result<Response<Leased>, Failure<'l>>
 where
@@ -70,7 +83,13 @@ where
     let tls = loc.upstream_tls.as_ref();
     let Some(group) = &loc.group else {
         let start = crate::clock::now();
-        let sent = upstream::send(&pp.authority, tls, loc.timeouts, head, &mut *body).await;
+        let sent = match how.take {
+            Some(take) => {
+                let body = || take(body);
+                upstream::send_http2(&pp.authority, None, tls, loc.timeouts, head, body).await
+            }
+            None => upstream::send(&pp.authority, tls, loc.timeouts, head, &mut *body).await,
+        };
         let status = match &sent {
             Ok(r) => Some(r.status().as_u16()),
             Err(e) => failed_status(e),
@@ -95,8 +114,7 @@ where
         group,
         scheme: pp.scheme(),
         target,
-        rewind,
-        unbuffered,
+        how,
     };
     walk.run(head, body, tries).await
 }
@@ -108,8 +126,7 @@ struct Walk<'a, 'c, 'l, B> {
     group: &'l Arc<Group>,
     scheme: &'static str,
     target: &'a str,
-    rewind: Rewind<B>,
-    unbuffered: bool,
+    how: How<B>,
 }
 
 /// One try as it ended: its server, how long it took, what the walk may
@@ -161,15 +178,17 @@ where
             let peer = group.peer(lease.id());
             let start = crate::clock::now();
             let keep = group.keepalive();
-            let sent = upstream::send_kept(
-                &peer.authority,
-                keep,
-                tls,
-                self.loc.timeouts,
-                head,
-                &mut *body,
-            )
-            .await;
+            let timeouts = self.loc.timeouts;
+            let sent = match self.how.take {
+                Some(take) => {
+                    let body = || take(body);
+                    upstream::send_http2(&peer.authority, keep, tls, timeouts, head, body).await
+                }
+                None => {
+                    let body = &mut *body;
+                    upstream::send_kept(&peer.authority, keep, tls, timeouts, head, body).await
+                }
+            };
             let tried = Tried {
                 peer,
                 ms: crate::clock::since(start).as_millis() as u64,
@@ -198,9 +217,9 @@ where
             mask
         };
         self.loc.next_upstream.conditions.has(mask)
-            && !(sent && self.unbuffered)
+            && !(sent && self.how.unbuffered)
             && !t.timed_out
-            && (!sent || (self.rewind)(body))
+            && (!sent || (self.how.rewind)(body))
     }
 
     /// A response: the answer, or (its status listed, tries left) dropped

@@ -60,6 +60,9 @@ pub struct UpstreamBody {
     /// nginx's `proxy_read_timeout` between two reads of the body (the
     /// connection's timer).
     pub(super) read_timeout: Duration,
+    /// An HTTP/2 upstream's body instead (`grpc_pass`): its stream, not a
+    /// connection of this pool's.
+    pub(super) http2: Option<Box<super::http2::Streamed>>,
 }
 
 /// Why a response body broke off (the client connection is then closed:
@@ -77,6 +80,18 @@ pub enum BodyFailure {
 }
 
 impl UpstreamBody {
+    /// The body of an HTTP/2 upstream's response.
+    pub(super) fn http2(key: Key, body: super::http2::Streamed) -> UpstreamBody {
+        UpstreamBody {
+            conn: None,
+            key,
+            framing: Framing::UntilClose,
+            keep: false,
+            read_timeout: Duration::ZERO,
+            http2: Some(Box::new(body)),
+        }
+    }
+
     /// Once the body is done, its connection is checked in (if the
     /// upstream allows and sent nothing past the body) or closed.
     pub(super) fn finish_if_done(&mut self) {
@@ -191,6 +206,9 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
+        if let Some(h2) = this.http2.as_mut() {
+            return h2.poll_frame(cx);
+        }
         loop {
             let taken = this.take();
             this.finish_if_done();
@@ -240,10 +258,16 @@ impl Body for UpstreamBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.framing == Framing::Done
+        match &self.http2 {
+            Some(h2) => h2.is_end_stream(),
+            None => self.framing == Framing::Done,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
+        if let Some(h2) = &self.http2 {
+            return h2.size_hint();
+        }
         match self.framing {
             Framing::Length(n) => SizeHint::with_exact(n),
             Framing::Done => SizeHint::with_exact(0),

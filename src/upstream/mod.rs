@@ -29,6 +29,7 @@
 mod body;
 mod fields;
 pub mod group;
+mod http2;
 mod pool;
 mod request;
 mod response;
@@ -40,6 +41,7 @@ pub mod tls;
 pub use body::{BodyFailure, UpstreamBody};
 pub(crate) use body::{Chunk, Framing};
 pub use fields::{UpstreamFields, first_value, into_header_map};
+pub use http2::Outgoing;
 // The response parser and body decoder on bytes alone, for the fuzz target.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use {
@@ -125,6 +127,10 @@ pub enum Error {
     /// The client sent no more of its body for `client_body_timeout`.
     #[error("client timed out (110: Connection timed out) while reading client request body")]
     ClientBodyTimeout,
+    /// An HTTP/2 upstream reset the stream before its response head
+    /// (RST_STREAM with this error code), nginx's grpc module's words.
+    #[error("upstream rejected request with error {0} while reading response header from upstream")]
+    Rejected(u32),
     /// Every server of the group is down or unavailable (nginx's
     /// `NGX_BUSY`).
     #[error("no live upstreams while connecting to upstream")]
@@ -259,6 +265,7 @@ where
                     framing,
                     keep,
                     read_timeout: timeouts.proxy_read,
+                    http2: None,
                 };
                 let mut resp = resp.map(|()| body);
                 resp.body_mut().finish_if_done();
@@ -274,6 +281,21 @@ where
             Err(e) => return Err(e),
         }
     }
+}
+
+/// [`send_kept`] over HTTP/2 (`grpc_pass`): the request body is taken from
+/// `body` once a connection is ready (until then, a failure leaves it for
+/// the next server).
+pub async fn send_http2(
+    upstream: &Authority,
+    keepalive: Option<Keepalive>,
+    tls: Option<&Arc<Tls>>,
+    timeouts: UpstreamTimeouts,
+    head: &Head<'_>,
+    body: impl FnOnce() -> Option<Outgoing>,
+) -> Result<Response<UpstreamBody>, Error> {
+    let key = Key::new(upstream, tls).kept(keepalive);
+    http2::send(key, timeouts, head, body).await
 }
 
 /// Writes the request (head already in `conn.write`) and reads the response
@@ -355,7 +377,9 @@ pub trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Duplex for T {}
 
-/// What the upstream answered a request that may switch protocols.
+/// What the upstream answered a request that may switch protocols. (Made
+/// once per response and matched at once: not worth a box.)
+#[allow(clippy::large_enum_variant)]
 pub enum Answer {
     /// Its `101`: the head (for the client) and the connection.
     Switched(Response<()>, Switched),

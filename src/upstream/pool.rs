@@ -81,6 +81,11 @@ impl Key {
         }
     }
 
+    /// Its connections speak TLS.
+    pub(super) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// The key of a connection to a server of a group with `keepalive`.
     pub(super) fn kept(mut self, keepalive: Option<Keepalive>) -> Key {
         self.keepalive = keepalive;
@@ -91,7 +96,7 @@ impl Key {
     /// group's connections are its own, as nginx's `keepalive` cache).
     /// Compared by bytes: few upstreams per worker, so a list beats hashing
     /// on every request.
-    fn matches(&self, other: &Key) -> bool {
+    pub(super) fn matches(&self, other: &Key) -> bool {
         self.authority.as_str().as_bytes() == other.authority.as_str().as_bytes()
             && self.keepalive.map(|k| k.group) == other.keepalive.map(|k| k.group)
             && match (&self.tls, &other.tls) {

@@ -1,0 +1,343 @@
+//! Upstream HTTP/2: the client for `grpc_pass`.
+//!
+//! Why hyper's HTTP/2 client here, when HTTP/1.1 has sluice's own: HTTP/2 is
+//! a multiplexed protocol with flow control in both directions, and a gRPC
+//! call is a stream that may run for minutes with messages both ways. hyper
+//! (over the h2 crate) keeps the windows, queues streams beyond the peer's
+//! SETTINGS_MAX_CONCURRENT_STREAMS, passes trailers as the body's last frame,
+//! and resets a stream whose response is dropped (RST_STREAM CANCEL): what a
+//! client's cancellation must become upstream.
+//!
+//! The connections: each worker thread keeps its own to each upstream (as
+//! the HTTP/1.1 pool does), and many calls share one: a connection takes new
+//! streams while it carries fewer than [`STREAMS_PER_CONNECTION`], then a
+//! second one is opened. A connection nobody used for a minute is let go
+//! (its last handle dropped: hyper closes it with GOAWAY); one the upstream
+//! closed is forgotten when next looked at.
+//!
+//! What goes upstream is nginx's grpc module's request: the method and path
+//! as the client sent them, `:authority` from the `Host` that the set
+//! headers make (the grpc_pass host by default), `te: trailers` when the
+//! client asked for trailers, the client's other fields less the
+//! connection's own, the body streamed as it arrives (gRPC needs both
+//! directions open at once: nothing is buffered whole).
+
+use super::pool::{Key, connect};
+use super::{Error, Head, UpstreamTimeouts};
+use crate::body::BodyError;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, header};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use hyper::client::conn::http2::{Builder, SendRequest};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::cell::RefCell;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A request body as hyper's client takes it.
+pub type Outgoing = UnsyncBoxBody<Bytes, BodyError>;
+
+/// Streams one connection takes before another is opened: RFC 9113 §6.5.2
+/// asks peers to allow at least 100. An upstream that allows fewer is
+/// honoured by hyper, which holds a new stream until one ends.
+const STREAMS_PER_CONNECTION: usize = 100;
+
+/// An upstream connection with no stream for this long is closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest response head (or trailers) taken from an upstream: a gRPC
+/// head is a few hundred bytes; a larger one is an upstream's error (nginx
+/// would refuse it past `grpc_buffer_size`, 4k or 8k).
+const MAX_HEADER_LIST: u32 = 64 * 1024;
+
+/// One kept connection: its handle, and the streams it carries now.
+struct Kept {
+    key: Key,
+    send: SendRequest<Outgoing>,
+    streams: Arc<AtomicUsize>,
+    /// When its last stream ended (or it was made).
+    idle_since: Instant,
+}
+
+thread_local! {
+    /// This worker's HTTP/2 upstream connections.
+    static KEPT: RefCell<Vec<Kept>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A kept connection to `key` with room for one more stream, its count
+/// already taken for that stream; closed and long-idle ones are dropped on
+/// the way.
+fn checkout(key: &Key) -> Option<(SendRequest<Outgoing>, Streams)> {
+    let now = crate::clock::now();
+    KEPT.with_borrow_mut(|kept| {
+        kept.retain_mut(|k| {
+            let busy = k.streams.load(Ordering::Relaxed) > 0;
+            if busy {
+                k.idle_since = now;
+            }
+            !k.send.is_closed() && (busy || now.duration_since(k.idle_since) < IDLE_TIMEOUT)
+        });
+        let k = kept.iter_mut().find(|k| {
+            k.key.matches(key) && k.streams.load(Ordering::Relaxed) < STREAMS_PER_CONNECTION
+        })?;
+        k.idle_since = now;
+        Some((k.send.clone(), Streams::take(&k.streams)))
+    })
+}
+
+/// A stream counted on its connection until dropped.
+struct Streams(Arc<AtomicUsize>);
+
+impl Streams {
+    fn take(count: &Arc<AtomicUsize>) -> Streams {
+        count.fetch_add(1, Ordering::Relaxed);
+        Streams(count.clone())
+    }
+}
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A new connection to `key`: TCP (and TLS with ALPN `h2`) within
+/// `grpc_connect_timeout`, then HTTP/2's preface; its driver runs as a task
+/// of this worker.
+async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Outgoing>, Streams), Error> {
+    let conn = connect(key, timeout).await?;
+    let io = TokioIo::new(conn.stream);
+    let handshake = Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEADER_LIST)
+        .handshake::<_, Outgoing>(io);
+    let (send, driver) = match tokio::time::timeout(timeout, handshake).await {
+        Ok(Ok(made)) => made,
+        Ok(Err(e)) => return Err(Error::Handshake(e.to_string())),
+        Err(_) => return Err(Error::ConnectTimeout),
+    };
+    tokio::spawn(async move {
+        let _ = driver.await;
+    });
+    let streams = Arc::new(AtomicUsize::new(0));
+    let taken = Streams::take(&streams);
+    KEPT.with_borrow_mut(|kept| {
+        kept.push(Kept {
+            key: key.clone(),
+            send: send.clone(),
+            streams,
+            idle_since: crate::clock::now(),
+        })
+    });
+    Ok((send, taken))
+}
+
+/// Sends one request to `upstream` over HTTP/2 and returns its response
+/// once the head arrived; the body (and trailers) stream from the
+/// connection. `body` is asked for the request body once a connection is
+/// ready: until then, a failure leaves it to the next server.
+pub async fn send(
+    key: Key,
+    timeouts: UpstreamTimeouts,
+    head: &Head<'_>,
+    body: impl FnOnce() -> Option<Outgoing>,
+) -> Result<Response<super::UpstreamBody>, Error> {
+    let (mut send, streams) = match checkout(&key) {
+        Some(kept) => kept,
+        None => open(&key, timeouts.proxy_connect).await?,
+    };
+    let scheme = if key.is_tls() { "https" } else { "http" };
+    let req = request(head, scheme, body().unwrap_or_else(empty))?;
+    let sent = async {
+        send.ready().await?;
+        send.send_request(req).await
+    };
+    let resp = match tokio::time::timeout(timeouts.proxy_read, sent).await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => return Err(failed(&e)),
+        Err(_) => return Err(Error::ReadTimeout),
+    };
+    let (mut parts, body) = resp.into_parts();
+    strip_hidden(&mut parts.headers, head.hidden);
+    let body = Streamed {
+        inner: body,
+        read_timeout: timeouts.proxy_read,
+        timer: None,
+        _streams: streams,
+    };
+    Ok(Response::from_parts(
+        parts,
+        super::UpstreamBody::http2(key, body),
+    ))
+}
+
+fn empty() -> Outgoing {
+    http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// What a failed exchange was, in nginx's words: the upstream's reset of
+/// the stream (`upstream rejected request with error N`), or the
+/// connection gone before a response.
+fn failed(e: &hyper::Error) -> Error {
+    match reason(e) {
+        Some(r) => Error::Rejected(u32::from(r)),
+        None if e.is_closed() || e.is_canceled() => Error::Closed,
+        None => Error::Recv(std::io::Error::other(e.to_string())),
+    }
+}
+
+/// The RST_STREAM (or GOAWAY) reason under a hyper error, if any.
+pub(crate) fn reason(e: &(dyn std::error::Error + 'static)) -> Option<h2::Reason> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(h2) = c.downcast_ref::<h2::Error>() {
+            return h2.reason();
+        }
+        cause = c.source();
+    }
+    None
+}
+
+/// The upstream request: `scheme://authority/path` (hyper writes the
+/// pseudo-header fields from it), the set headers, the client's fields
+/// less the connection's own.
+fn request(head: &Head<'_>, scheme: &str, body: Outgoing) -> Result<Request<Outgoing>, Error> {
+    let mut set = Vec::with_capacity(256);
+    head.proxy.write(&mut set, head.vars, head.proxy_host);
+    let mut headers = HeaderMap::with_capacity(16);
+    let mut authority: Option<&[u8]> = None;
+    for line in set.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii_start());
+        if name == b"host" {
+            authority = Some(value);
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+            headers.append(n, v);
+        }
+    }
+    for (name, value) in head.headers.iter() {
+        if passed(name) && !head.proxy.replaces(name) {
+            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+                headers.append(n, v);
+            }
+        }
+    }
+    // nginx's `$grpc_internal_trailers`: asked for when the client did.
+    let trailers = head
+        .headers
+        .get_all(&header::TE)
+        .flat_map(|v| v.split(|&b| b == b','))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    let authority = authority.unwrap_or(head.proxy_host.as_bytes());
+    let mut uri = Vec::with_capacity(scheme.len() + 3 + authority.len() + head.target.len());
+    uri.extend_from_slice(scheme.as_bytes());
+    uri.extend_from_slice(b"://");
+    uri.extend_from_slice(authority);
+    uri.extend_from_slice(head.target.as_bytes());
+    let uri = http::Uri::try_from(uri).map_err(|_| Error::Invalid("request target"))?;
+    let mut req = Request::new(body);
+    *req.method_mut() = head.method.clone();
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}
+
+/// A client field that goes upstream over HTTP/2: not the connection's own
+/// (RFC 9113 §8.2.2), not `Host` (the `:authority`), not the framing
+/// (HTTP/2 frames the body itself).
+fn passed(name: &[u8]) -> bool {
+    !crate::headers::managed(name)
+        && !matches!(
+            name,
+            b"host" | b"proxy-authenticate" | b"proxy-authorization"
+        )
+}
+
+/// Drops the response's fields the client does not get.
+fn strip_hidden(headers: &mut HeaderMap, hidden: &crate::headers::HiddenHeaders) {
+    let names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| hidden.hides(n.as_str().as_bytes()))
+        .cloned()
+        .collect();
+    for n in names {
+        headers.remove(n);
+    }
+}
+
+/// A response body from an HTTP/2 upstream: frames (and trailers) as they
+/// come, `grpc_read_timeout` between two of them. Dropped before its end,
+/// the stream is reset upstream (hyper sends RST_STREAM CANCEL).
+pub(crate) struct Streamed {
+    inner: Incoming,
+    read_timeout: Duration,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    _streams: Streams,
+}
+
+/// How an HTTP/2 upstream's body broke off.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamFailure {
+    /// The upstream reset the stream (the reason goes on to the client's
+    /// stream: hyper finds it under this error).
+    #[error("upstream reset the stream ({0}) while reading upstream")]
+    Reset(#[source] hyper::Error),
+    /// The connection broke (GOAWAY, closed).
+    #[error("upstream prematurely closed connection ({0}) while reading upstream")]
+    Closed(hyper::Error),
+    #[error("upstream timed out (110: Connection timed out) while reading upstream")]
+    TimedOut,
+}
+
+impl Streamed {
+    pub(crate) fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(r) => {
+                self.timer = None;
+                Poll::Ready(r.map(|f| {
+                    f.map_err(|e| match reason(&e) {
+                        Some(_) => StreamFailure::Reset(e).into(),
+                        None => StreamFailure::Closed(e).into(),
+                    })
+                }))
+            }
+            Poll::Pending => {
+                let timer = self
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(self.read_timeout)));
+                ready!(timer.as_mut().poll(cx));
+                Poll::Ready(Some(Err(StreamFailure::TimedOut.into())))
+            }
+        }
+    }
+
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    pub(crate) fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+use std::future::Future as _;
