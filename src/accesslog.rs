@@ -162,6 +162,8 @@ pub struct Record {
     pub limit_conn_status: &'static str,
     /// `$limit_req_algorithm`: the algorithm of `zone`, `-` when none.
     pub limit_req_algorithm: &'static str,
+    /// `$upstream_trailer_NAME`: the trailers the response body ended with.
+    pub upstream_trailers: Option<Box<http::HeaderMap>>,
 }
 
 impl Record {
@@ -193,6 +195,7 @@ impl Record {
             upstream: Vec::new(),
             limit_conn_status: "",
             limit_req_algorithm: "-",
+            upstream_trailers: None,
         }
     }
 
@@ -232,6 +235,7 @@ impl Record {
             },
             connection: self.connection,
             limit_req_algorithm: self.limit_req_algorithm,
+            upstream_trailers: self.upstream_trailers.clone(),
         };
         let resp = ResponseVars {
             proxy_host: "",
@@ -278,6 +282,10 @@ impl LoggedBody {
 impl crate::body::Watch for LoggedBody {
     fn data(&mut self, len: usize) {
         self.bytes += len as u64;
+    }
+
+    fn trailers(&mut self, trailers: &http::HeaderMap) {
+        self.record.upstream_trailers = Some(Box::new(trailers.clone()));
     }
 }
 

@@ -28,6 +28,8 @@ pub(crate) trait Watch: Unpin {
     fn polling(&mut self) {}
     /// A data frame of `len` bytes went by (the last one too).
     fn data(&mut self, _len: usize) {}
+    /// The body's trailers went by (its last frame).
+    fn trailers(&mut self, _trailers: &http::HeaderMap) {}
     /// A frame went by and the body goes on.
     fn more(&mut self) {}
     /// The body ended: its last frame went by, or none was left.
@@ -80,6 +82,8 @@ impl<W: Watch> HttpBody for Watched<W> {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(d) = frame.data_ref() {
                     w.data(d.len());
+                } else if let Some(t) = frame.trailers_ref() {
+                    w.trailers(t);
                 }
                 if this.inner.is_end_stream() {
                     w.ended();

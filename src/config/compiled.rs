@@ -198,6 +198,13 @@ pub(crate) struct Location {
     pub next_upstream: crate::upstream::group::NextUpstream,
 }
 
+impl Location {
+    /// Its content is `grpc_pass`.
+    pub(crate) fn is_grpc(&self) -> bool {
+        matches!(&self.action, Action::Proxy(pp) if pp.grpc)
+    }
+}
+
 /// A location's `limit_req` list: the limiter's view of it (a
 /// [`crate::limiter::LimitSet`], what [`crate::limiter::decide`] takes) and,
 /// limit by limit, what the request side needs besides: the zone's key and

@@ -8,6 +8,7 @@
 //! outcomes, error kinds, status codes — never a client key.
 
 mod admin;
+pub mod grpc;
 mod http2;
 mod proxy_protocol;
 mod upstreams;
@@ -125,6 +126,8 @@ pub struct Metrics {
     /// HTTP/2 floods and parked connections.
     http2: Http2,
     proxy_headers: proxy_protocol::ProxyHeaders,
+    /// gRPC calls by the status they ended with.
+    grpc: grpc::GrpcCalls,
     /// Admin listener requests by result.
     admin: Family<Outcome, Counter>,
 }
@@ -204,6 +207,7 @@ impl Metrics {
             admin,
             http2,
             proxy_headers: proxy_protocol::ProxyHeaders::register(&mut registry),
+            grpc: grpc::GrpcCalls::register(&mut registry),
             refused,
             handshakes,
             tunnels,
@@ -272,6 +276,12 @@ impl Metrics {
     /// [`proxy_protocol::RESULTS`].
     pub fn proxy_header(&self, result: &'static str) {
         self.proxy_headers.count(result);
+    }
+
+    /// The counters of gRPC calls by status (a call counts itself when
+    /// it ends: see [`grpc`]).
+    pub fn grpc_calls(&self) -> &grpc::GrpcCalls {
+        &self.grpc
     }
 
     pub fn connection_refused(&self) {

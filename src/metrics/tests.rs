@@ -107,3 +107,31 @@ fn proxy_protocol_headers_are_counted_by_result() {
         assert!(text.contains(line), "{line} not in\n{text}");
     }
 }
+
+#[test]
+fn grpc_calls_count_by_code_and_unknown_beyond_16() {
+    let m = Metrics::new();
+    let calls = m.grpc_calls();
+    calls.count(0);
+    calls.count(8);
+    calls.count(8);
+    calls.count(99);
+    let by: std::collections::HashMap<_, _> = calls.by_code().collect();
+    assert_eq!(by["OK"], 1);
+    assert_eq!(by["RESOURCE_EXHAUSTED"], 2);
+    assert_eq!(by["UNKNOWN"], 1);
+    assert_eq!(by.len(), 17);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode_registry(&mut text, &m.registry).unwrap();
+    assert!(text.contains("sluice_grpc_calls_total{code=\"RESOURCE_EXHAUSTED\"} 2"));
+}
+
+#[test]
+fn grpc_status_values_parse_as_numbers_only() {
+    use crate::metrics::grpc::parse_status;
+    assert_eq!(parse_status(b"0"), Some(0));
+    assert_eq!(parse_status(b"14"), Some(14));
+    for bad in [&b""[..], b" 1", b"-1", b"1a", b"9999999999"] {
+        assert_eq!(parse_status(bad), None, "{bad:?}");
+    }
+}

@@ -6,10 +6,12 @@ use crate::body::Body;
 use crate::config::Location;
 use crate::headers::AddHeader;
 use crate::limiter::Outcome;
+use crate::metrics::grpc::{self, GrpcCalls};
 use crate::respond::{self, RateLimitHeaders, Rejection};
 use crate::upstream::UpstreamFields;
 use crate::vars::ResponseVars;
 use http::{Response, header};
+use http_body_util::BodyExt;
 use std::sync::Arc;
 
 /// The response with `list`'s `add_header` fields, as nginx's headers
@@ -221,5 +223,63 @@ pub(crate) fn quota_state(outcome: &Outcome) -> Option<respond::QuotaState> {
             reset: retry_after_secs(wait_ms),
         }),
         Outcome::Unlimited | Outcome::NoMemory { .. } | Outcome::Unavailable { .. } => None,
+    }
+}
+
+/// On a `grpc_pass` location, the call is counted by the `grpc-status` it
+/// ends with (see [`crate::metrics::grpc`]): at once for a trailers-only
+/// answer, else when its body's trailers go by.
+pub(crate) fn counted(
+    resp: Result<Response<Body>, CloseConnection>,
+    calls: Option<&GrpcCalls>,
+) -> Result<Response<Body>, CloseConnection> {
+    let (Some(calls), Ok(r)) = (calls, &resp) else {
+        return resp;
+    };
+    let status = r.headers().get("grpc-status");
+    if let Some(code) = status.and_then(|v| grpc::parse_status(v.as_bytes())) {
+        calls.count(code);
+        return resp;
+    }
+    resp.map(|r| {
+        let call = Call {
+            calls: calls.clone(),
+            code: None,
+            ended: false,
+        };
+        r.map(|body| crate::body::Watched::new(body, call).boxed())
+    })
+}
+
+/// A gRPC call on its way: the status its trailers carry.
+struct Call {
+    calls: GrpcCalls,
+    code: Option<u32>,
+    ended: bool,
+}
+
+impl crate::body::Watch for Call {
+    fn trailers(&mut self, trailers: &http::HeaderMap) {
+        let status = trailers.get("grpc-status");
+        self.code = status.and_then(|v| grpc::parse_status(v.as_bytes()));
+    }
+
+    fn ended(mut self) {
+        self.ended = true;
+    }
+
+    /// The upstream broke off (sluice's answer to the client is then
+    /// UNAVAILABLE, or the upstream's reset).
+    fn failed(mut self, _error: &crate::body::BodyError) {
+        self.code = self.code.or(Some(14));
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        // No status: the client left first (CANCELLED), or the answer had
+        // none (UNKNOWN, as a gRPC client reads it).
+        let none = if self.ended { 2 } else { 1 };
+        self.calls.count(self.code.unwrap_or(none));
     }
 }

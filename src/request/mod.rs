@@ -26,7 +26,7 @@ pub use find::normalize_path;
 pub use finish::{Rejected, Reply};
 
 use self::error::{Decided, ProxyError, UNDECIDED, plain_status};
-use self::finish::{finish, with_added, with_quota};
+use self::finish::{counted, finish, with_added, with_quota};
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -198,7 +198,8 @@ pub(crate) async fn handle(
     let resp = match content::content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
             let resp = with_quota(resp, loc, &limited.outcome);
-            finish(at.added(Ok(resp), &cx), record, limited.decided)
+            let resp = finish(at.added(Ok(resp), &cx), record, limited.decided);
+            counted(resp, at.grpc_calls(&cx))
         }
         Err(e) => answer(&cx, at, e, record, Some(&limited)),
     };
@@ -244,6 +245,12 @@ impl<'a> Scope<'a> {
             },
             decided: UNDECIDED,
         }
+    }
+
+    /// Where a `grpc_pass` location's calls are counted.
+    fn grpc_calls<'c>(&self, cx: &'c Ctx) -> Option<&'c crate::metrics::grpc::GrpcCalls> {
+        let grpc = self.loc.is_some_and(|l| l.is_grpc());
+        grpc.then(|| cx.env.metrics.grpc_calls())
     }
 
     /// The response with this scope's `add_header` fields.
@@ -310,5 +317,8 @@ fn answer<'a>(
             (Some(l), Some(loc)) => with_quota(r, loc, &l.outcome),
             _ => r,
         });
-    finish(at.added(resp, cx), record, decided)
+    counted(
+        finish(at.added(resp, cx), record, decided),
+        at.grpc_calls(cx),
+    )
 }

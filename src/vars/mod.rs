@@ -82,6 +82,9 @@ pub enum Var {
     ProxyProtocolServerPort,
     /// A `[maps]` or `[geos]` variable, by its index in [`Tables`].
     User(usize),
+    /// nginx's `$upstream_trailer_NAME`: a field of the upstream's trailers
+    /// (gRPC's `grpc-status`, `grpc-message`, its trailing metadata).
+    UpstreamTrailer(HeaderName),
 }
 
 impl Var {
@@ -129,7 +132,10 @@ impl Var {
             "proxy_protocol_server_addr" => Var::ProxyProtocolServerAddr,
             "proxy_protocol_server_port" => Var::ProxyProtocolServerPort,
             _ => {
-                if let Some(h) = name.strip_prefix("http_") {
+                if let Some(t) = name.strip_prefix("upstream_trailer_") {
+                    let t = t.replace('_', "-").to_ascii_lowercase();
+                    Var::UpstreamTrailer(HeaderName::from_bytes(t.as_bytes()).ok()?)
+                } else if let Some(h) = name.strip_prefix("http_") {
                     let h = h.replace('_', "-").to_ascii_lowercase();
                     Var::Http(HeaderName::from_bytes(h.as_bytes()).ok()?)
                 } else if let Some(c) = name.strip_prefix("cookie_") {
@@ -158,6 +164,7 @@ impl Var {
             | Var::UpstreamAddr
             | Var::UpstreamStatus
             | Var::UpstreamHeaderTime
+            | Var::UpstreamTrailer(_)
             | Var::TimeLocal
             | Var::TimeIso8601
             | Var::Msec
@@ -389,6 +396,8 @@ pub struct LogVars {
     pub connection: u64,
     /// `$limit_req_algorithm`: the deciding zone's algorithm, `-` when none.
     pub limit_req_algorithm: &'static str,
+    /// The upstream's trailers, if its response had any.
+    pub upstream_trailers: Option<Box<http::HeaderMap>>,
 }
 
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
@@ -651,6 +660,11 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
         Var::Msec => push_secs(out, l.unix_ms),
         Var::ConnectionId => push_u64(out, l.connection),
         Var::LimitReqAlgorithm => out.extend_from_slice(l.limit_req_algorithm.as_bytes()),
+        Var::UpstreamTrailer(name) => {
+            if let Some(v) = l.upstream_trailers.as_ref().and_then(|t| t.get(name)) {
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
         _ => {}
     }
 }

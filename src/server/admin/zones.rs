@@ -35,7 +35,12 @@ pub(super) async fn route(
     let zone = |name: &str| config.zones.iter().find(|z| z.name() == name);
     let now = shared.env.clock.now_ms();
     let v = match (read, parts.as_slice()) {
-        (true, [""]) => json!(["limit_reqs"]),
+        (true, [""]) => json!(["limit_reqs", "grpc"]),
+        // gRPC calls on grpc_pass locations by the status they ended with.
+        (true, ["grpc"]) => {
+            let calls = shared.env.metrics.grpc_calls().by_code();
+            json!({ "calls": Value::Object(calls.map(|(c, n)| (c.to_string(), json!(n))).collect()) })
+        }
         (true, ["limit_reqs"]) => {
             let all = config
                 .zones
