@@ -166,10 +166,16 @@ pub async fn send(
     };
     let (mut parts, body) = resp.into_parts();
     strip_hidden(&mut parts.headers, head.hidden);
+    let grpc = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
     let body = Streamed {
         inner: body,
         read_timeout: timeouts.proxy_read,
         timer: None,
+        grpc,
+        done: false,
         _streams: streams,
     };
     Ok(Response::from_parts(
@@ -289,6 +295,13 @@ pub(crate) struct Streamed {
     inner: Incoming,
     read_timeout: Duration,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The response is a gRPC call's (`application/grpc`): a connection
+    /// that broke or timed out ends it with UNAVAILABLE or
+    /// DEADLINE_EXCEEDED trailers, as a gRPC client understands it,
+    /// rather than a reset (which it would read as INTERNAL).
+    grpc: bool,
+    /// It ended with such trailers.
+    done: bool,
     _streams: Streams,
 }
 
@@ -306,33 +319,65 @@ pub enum StreamFailure {
     TimedOut,
 }
 
+/// The trailers that end a gRPC call whose upstream broke off:
+/// DEADLINE_EXCEEDED for `grpc_read_timeout`, else UNAVAILABLE (gRPC's
+/// code for a transient failure a client may retry), nginx's words as the
+/// message.
+fn unavailable(failure: &StreamFailure) -> HeaderMap {
+    let code = match failure {
+        StreamFailure::TimedOut => "4",
+        _ => "14",
+    };
+    let mut trailers = HeaderMap::with_capacity(2);
+    trailers.insert("grpc-status", HeaderValue::from_static(code));
+    // (grpc-message is percent-encoded: printable ASCII but `%` passes.)
+    let message: String = failure
+        .to_string()
+        .chars()
+        .filter(|c| (' '..='~').contains(c))
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&message.replace('%', "%25")) {
+        trailers.insert("grpc-message", v);
+    }
+    trailers
+}
+
 impl Streamed {
     pub(crate) fn poll_frame(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        match Pin::new(&mut self.inner).poll_frame(cx) {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let failure = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Err(e))) => match reason(&e) {
+                // The upstream's own reset goes on as it is.
+                Some(r) if r != h2::Reason::NO_ERROR => StreamFailure::Reset(e),
+                _ => StreamFailure::Closed(e),
+            },
             Poll::Ready(r) => {
                 self.timer = None;
-                Poll::Ready(r.map(|f| {
-                    f.map_err(|e| match reason(&e) {
-                        Some(_) => StreamFailure::Reset(e).into(),
-                        None => StreamFailure::Closed(e).into(),
-                    })
-                }))
+                return Poll::Ready(r.map(|f| f.map_err(BodyError::from)));
             }
             Poll::Pending => {
                 let timer = self
                     .timer
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep(self.read_timeout)));
                 ready!(timer.as_mut().poll(cx));
-                Poll::Ready(Some(Err(StreamFailure::TimedOut.into())))
+                StreamFailure::TimedOut
             }
+        };
+        self.timer = None;
+        if !self.grpc || matches!(failure, StreamFailure::Reset(_)) {
+            return Poll::Ready(Some(Err(failure.into())));
         }
+        self.done = true;
+        Poll::Ready(Some(Ok(Frame::trailers(unavailable(&failure)))))
     }
 
     pub(crate) fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.done || self.inner.is_end_stream()
     }
 
     pub(crate) fn size_hint(&self) -> SizeHint {
