@@ -149,19 +149,20 @@ pub async fn send(
     head: &Head<'_>,
     body: impl FnOnce() -> Option<Outgoing>,
 ) -> Result<Response<super::UpstreamBody>, Error> {
-    let (mut send, streams) = match checkout(&key) {
-        Some(kept) => kept,
-        None => open(&key, timeouts.proxy_connect).await?,
+    let (kept, fresh) = match checkout(&key) {
+        Some(kept) => (kept, false),
+        None => (open(&key, timeouts.proxy_connect).await?, true),
     };
     let scheme = if key.is_tls() { "https" } else { "http" };
     let req = request(head, scheme, body().unwrap_or_else(empty))?;
-    let sent = async {
-        send.ready().await?;
-        send.send_request(req).await
-    };
-    let resp = match tokio::time::timeout(timeouts.proxy_read, sent).await {
-        Ok(Ok(resp)) => resp,
-        Ok(Err(e)) => return Err(failed(&e)),
+    let (resp, streams) = match tokio::time::timeout(
+        timeouts.proxy_read,
+        exchange(kept, fresh, req, &key, timeouts.proxy_connect),
+    )
+    .await
+    {
+        Ok(Ok(sent)) => sent,
+        Ok(Err(e)) => return Err(e),
         Err(_) => return Err(Error::ReadTimeout),
     };
     let (mut parts, body) = resp.into_parts();
@@ -182,6 +183,38 @@ pub async fn send(
         parts,
         super::UpstreamBody::http2(key, body),
     ))
+}
+
+/// The request on `kept`, and its response head. A kept connection the
+/// upstream had closed (GOAWAY, EOF) hands the request back unsent: it goes
+/// once more on a new connection, as nginx retries a cached one.
+async fn exchange(
+    (mut send, streams): (SendRequest<Outgoing>, Streams),
+    fresh: bool,
+    req: Request<Outgoing>,
+    key: &Key,
+    connect_timeout: Duration,
+) -> Result<(Response<Incoming>, Streams), Error> {
+    let unsent = match send.ready().await {
+        Ok(()) => match send.try_send_request(req).await {
+            Ok(resp) => return Ok((resp, streams)),
+            Err(mut e) => match e.take_message() {
+                Some(req) if !fresh => req,
+                _ => return Err(failed(e.error())),
+            },
+        },
+        Err(_) if !fresh => req,
+        Err(e) => return Err(failed(&e)),
+    };
+    drop(streams);
+    let (mut send, streams) = open(key, connect_timeout).await?;
+    match send.ready().await {
+        Ok(()) => match send.try_send_request(unsent).await {
+            Ok(resp) => Ok((resp, streams)),
+            Err(e) => Err(failed(e.error())),
+        },
+        Err(e) => Err(failed(&e)),
+    }
 }
 
 fn empty() -> Outgoing {
