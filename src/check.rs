@@ -191,7 +191,7 @@ fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
         real_ip(s, r, proxy_protocol);
     }
     for loc in &srv.locations {
-        location(s, spec, loc, &loc.level.inherit(&level));
+        location(s, spec, loc, &loc.effective(&level));
     }
 }
 
@@ -389,7 +389,8 @@ fn action_text(action: &Action) -> String {
     match action {
         Action::Return(r) => format!("return {}", r.status),
         Action::Proxy(p) => format!(
-            "proxy_pass {}://{}{}",
+            "{} {}://{}{}",
+            if p.grpc { "grpc_pass" } else { "proxy_pass" },
             p.scheme(),
             p.authority,
             p.uri.as_deref().unwrap_or("")
