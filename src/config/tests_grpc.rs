@@ -183,7 +183,10 @@ proxy_ssl_trusted_certificate = {ca}
     assert!(!b.verify && !b.sends_sni() && b.h2());
     let h = loc(&c, "/h").upstream_tls.as_ref().unwrap();
     assert!(!h.h2() && h.config().alpn_protocols.is_empty());
-    assert!(!h.verify, "proxy_ssl_verify = false at the top is for proxy_pass");
+    assert!(
+        !h.verify,
+        "proxy_ssl_verify = false at the top is for proxy_pass"
+    );
     assert!(!Arc::ptr_eq(a.config(), h.config()));
 }
 
