@@ -57,7 +57,9 @@ impl GrpcLevel {
 impl Level {
     /// An effective level as a `grpc_pass` location uses it: the `grpc_*`
     /// values in the `proxy_*` slots, the `proxy_*` ones dropped (nginx's
-    /// two modules, two sets). `self` is already inherited.
+    /// two modules, two sets), and the request body never buffered whole
+    /// (`proxy_request_buffering` is the proxy module's). `self` is already
+    /// inherited.
     pub(crate) fn for_grpc(&self) -> Level {
         let g = &self.grpc;
         Level {
@@ -68,6 +70,9 @@ impl Level {
             proxy_next_upstream_tries: g.next_upstream_tries,
             proxy_next_upstream_timeout: g.next_upstream_timeout,
             proxy_ssl: g.ssl.clone(),
+            // nginx's grpc module always streams the request body
+            // (`request_body_no_buffering`): calls stream both ways.
+            proxy_request_buffering: Some(false),
             headers: HeaderLevel {
                 proxy_set_header: g.headers.proxy_set_header.clone(),
                 add_header: self.headers.add_header.clone(),

@@ -140,6 +140,20 @@ fn defaults_are_the_grpc_modules() {
     assert!(loc(&c, "/").upstream_tls.is_none(), "grpc:// speaks no TLS");
 }
 
+/// nginx's grpc module streams request bodies (calls stream both ways):
+/// proxy_request_buffering, the proxy module's, does not apply.
+#[test]
+fn grpc_pass_never_buffers_the_request_body() {
+    let c = compile(
+        "proxy_request_buffering = true\n[[servers]]\nlisten = \"127.0.0.1:1\"\n\
+         [[servers.locations]]\npath = \"/g\"\ngrpc_pass = \"grpc://127.0.0.1:50051\"\n\
+         proxy_request_buffering = true\n\
+         [[servers.locations]]\npath = \"/p\"\nproxy_pass = \"http://127.0.0.1:2\"\n",
+    );
+    assert!(loc(&c, "/g").request_buffering.is_none());
+    assert!(loc(&c, "/p").request_buffering.is_some());
+}
+
 /// `grpcs://` is verified by default like `https://`, from the grpc_ssl_*
 /// set (the proxy_ssl_* one ignored), and offers ALPN h2; `https://` none.
 #[test]

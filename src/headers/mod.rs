@@ -100,6 +100,31 @@ impl ProxyHeaders {
     }
 }
 
+impl ProxyHeaders {
+    /// Each field evaluated, in order, for an HTTP/2 request head (a
+    /// `grpc_pass` upstream's): `f(name, value)` for every value that is
+    /// not empty, with the bytes a field may not hold percent-encoded, as
+    /// [`ProxyHeaders::write`] does. There the `host` field is the
+    /// `:authority` (nginx's grpc module: `grpc_pass`'s host, the default
+    /// `$proxy_host`, unless `grpc_set_header` sets `Host`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn each(&self, req: &RequestVars, proxy_host: &str, mut f: impl FnMut(&HeaderName, &[u8])) {
+        let resp = ResponseVars {
+            proxy_host,
+            ..ResponseVars::default()
+        };
+        let mut value = Vec::new();
+        for (name, t) in &self.set {
+            value.clear();
+            t.eval(req, Some(&resp), &mut value);
+            if !value.is_empty() {
+                sanitize_tail(&mut value, 0);
+                f(name, &value);
+            }
+        }
+    }
+}
+
 impl Default for ProxyHeaders {
     fn default() -> ProxyHeaders {
         ProxyHeaders::new(&[])

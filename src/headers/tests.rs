@@ -230,3 +230,37 @@ fn grpc_hides_the_grpc_modules_defaults() {
     assert!(listed.hides(b"x-a") && !fast.hides(b"x-a"));
     assert!(HiddenHeaders::default().hides(b"x-pad"));
 }
+
+/// For HTTP/2 upstreams: the same fields as name and value pairs, `host`
+/// (the `:authority` there) included, empty ones left out.
+#[test]
+fn each_gives_the_fields_as_pairs() {
+    let p = proxy(&[
+        ("Host", "$http_x_name"),
+        ("X-Uri", "a\r\nb"),
+        ("X-Empty", ""),
+    ]);
+    let mut h = HeaderMap::new();
+    h.insert("x-name", "api.example".parse().unwrap());
+    let headers = crate::http1::Fields::Map(h);
+    let vars = RequestVars::for_test(&headers, "10.0.0.7");
+    let mut got = Vec::new();
+    p.each(&vars, "backend", |n, v| {
+        got.push(format!("{n}={}", String::from_utf8_lossy(v)))
+    });
+    assert_eq!(
+        got,
+        [
+            "host=api.example",
+            "x-uri=a%0D%0Ab",
+            "x-forwarded-for=10.0.0.7"
+        ]
+    );
+    let mut authority = Vec::new();
+    ProxyHeaders::default().each(&vars, "backend", |n, v| {
+        if n == "host" {
+            authority = v.to_vec();
+        }
+    });
+    assert_eq!(authority, b"backend");
+}
