@@ -457,6 +457,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn grpc_pass_locations_show_the_grpc_set() {
+        let text = "grpc_next_upstream_tries = 2\n[upstreams.g]\nservers = [{ address = \"127.0.0.1:1\" }]\n[[servers]]\nlisten = \"127.0.0.1:1\"\n[[servers.locations]]\npath = \"/\"\ngrpc_pass = \"grpc://g\"\nproxy_next_upstream_tries = 5\n";
+        let out = summary("t.toml", &crate::config::parse_str("t.toml", text).unwrap());
+        assert!(
+            out.contains("grpc_pass grpc://g  [status 503, next_upstream error timeout tries 2]"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn forgeable_keys_and_real_ip_from_everyone_are_warned_about() {
         let out = |key: &str, real_ip: &str| {
             let text = format!(

@@ -303,18 +303,3 @@ grpc_ssl_certificate = {cert}
         );
     }
 }
-
-/// `sluice check` shows a grpc location with the grpc set's effect.
-#[test]
-fn check_names_grpc_pass_and_its_settings() {
-    let text = "grpc_next_upstream_tries = 2\n[upstreams.g]\nservers = [{ address = \"127.0.0.1:1\" }]\n\
-                [[servers]]\nlisten = \"127.0.0.1:1\"\n\
-                [[servers.locations]]\npath = \"/\"\ngrpc_pass = \"grpc://g\"\n\
-                [[servers.locations]]\npath = \"/s\"\ngrpc_pass = \"grpcs://up.example:8443\"\n\
-                grpc_ssl_verify = false\n";
-    let out = crate::check::summary("t.toml", &ok(text));
-    assert!(out.contains("grpc_pass grpc://g"), "{out}");
-    assert!(out.contains("next_upstream error timeout tries 2"), "{out}");
-    assert!(out.contains("grpc_pass grpcs://up.example:8443"), "{out}");
-    assert!(out.contains("tls verify off"), "{out}");
-}

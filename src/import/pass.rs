@@ -4,10 +4,25 @@
 
 use super::Cx;
 use super::report::Kind;
+use super::server::Content;
 use super::tree::Directive;
 
+/// A location's `proxy_pass` or `grpc_pass`: what it becomes, or a 502
+/// (reported) when sluice cannot take it.
+pub(super) fn content(cx: &mut Cx, d: &Directive) -> Content {
+    let (key, url) = if d.name == "grpc_pass" {
+        ("grpc_pass", grpc_pass(cx, d))
+    } else {
+        ("proxy_pass", proxy_pass(cx, d))
+    };
+    match url {
+        Some(url) => Content::Proxy(key, url),
+        None => Content::Gateway(d.text()),
+    }
+}
+
 /// `proxy_pass URL`; `None` (reported) when sluice cannot.
-pub(super) fn proxy_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
+fn proxy_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
     let url = d.arg(0);
     if url.contains('$') {
         let why = "a proxy_pass with variables: sluice's is a fixed URL";
@@ -36,7 +51,7 @@ pub(super) fn proxy_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
 
 /// `grpc_pass [grpc://|grpcs://]HOST:PORT` (nginx takes a bare address as
 /// `grpc://`); `None` (reported) when sluice cannot.
-pub(super) fn grpc_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
+fn grpc_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
     let url = d.arg(0);
     if url.contains('$') {
         let why = "a grpc_pass with variables: sluice's is a fixed URL";

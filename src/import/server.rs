@@ -322,18 +322,8 @@ fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level
     for c in d.children() {
         match c.name.as_str() {
             "location" => nested.push(c),
-            "proxy_pass" => {
-                content = match super::pass::proxy_pass(cx, c) {
-                    Some(url) => Content::Proxy("proxy_pass", url),
-                    None => Content::Gateway(c.text()),
-                };
-                comments.push(comment(c));
-            }
-            "grpc_pass" => {
-                content = match super::pass::grpc_pass(cx, c) {
-                    Some(url) => Content::Proxy("grpc_pass", url),
-                    None => Content::Gateway(c.text()),
-                };
+            "proxy_pass" | "grpc_pass" => {
+                content = super::pass::content(cx, c);
                 comments.push(comment(c));
             }
             "return" => {
