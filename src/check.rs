@@ -191,7 +191,7 @@ fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
         real_ip(s, r, proxy_protocol);
     }
     for loc in &srv.locations {
-        location(s, spec, loc, &loc.level.inherit(&level));
+        location(s, spec, loc, &loc.effective(&level));
     }
 }
 
@@ -389,7 +389,8 @@ fn action_text(action: &Action) -> String {
     match action {
         Action::Return(r) => format!("return {}", r.status),
         Action::Proxy(p) => format!(
-            "proxy_pass {}://{}{}",
+            "{} {}://{}{}",
+            if p.grpc { "grpc_pass" } else { "proxy_pass" },
             p.scheme(),
             p.authority,
             p.uri.as_deref().unwrap_or("")
@@ -454,6 +455,16 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn grpc_pass_locations_show_the_grpc_set() {
+        let text = "grpc_next_upstream_tries = 2\n[upstreams.g]\nservers = [{ address = \"127.0.0.1:1\" }]\n[[servers]]\nlisten = \"127.0.0.1:1\"\n[[servers.locations]]\npath = \"/\"\ngrpc_pass = \"grpc://g\"\nproxy_next_upstream_tries = 5\n";
+        let out = summary("t.toml", &crate::config::parse_str("t.toml", text).unwrap());
+        assert!(
+            out.contains("grpc_pass grpc://g  [status 503, next_upstream error timeout tries 2]"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn forgeable_keys_and_real_ip_from_everyone_are_warned_about() {

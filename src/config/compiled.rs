@@ -278,7 +278,10 @@ pub(crate) struct Headers {
 }
 
 impl Headers {
-    pub(super) fn of(level: &super::spec::HeaderLevel) -> Headers {
+    /// A level's lists compiled; `grpc`: a `grpc_pass` location's (its
+    /// `grpc_*` lists, see [`super::spec::Level::for_grpc`]), with nginx's
+    /// grpc module's hidden defaults.
+    pub(super) fn of(level: &super::spec::HeaderLevel, grpc: bool) -> Headers {
         let none = Vec::new();
         let hide = level.proxy_hide_header.as_deref().unwrap_or(&none);
         let pass = level.proxy_pass_header.as_deref().unwrap_or(&none);
@@ -290,7 +293,10 @@ impl Headers {
                 .add_header
                 .as_deref()
                 .map_or_else(|| Arc::from([]), |v| Arc::from(v.as_slice())),
-            hidden: Arc::new(crate::headers::HiddenHeaders::new(hide, pass)),
+            hidden: Arc::new(match grpc {
+                false => crate::headers::HiddenHeaders::new(hide, pass),
+                true => crate::headers::HiddenHeaders::grpc(hide, pass),
+            }),
         }
     }
 }

@@ -22,6 +22,7 @@ mod compile;
 mod compiled;
 mod error;
 mod files;
+mod grpc;
 mod parse;
 mod spec;
 mod upstream_tls;
@@ -84,6 +85,8 @@ mod stage_tests;
 mod tests;
 #[cfg(test)]
 mod tests_algorithms;
+#[cfg(test)]
+mod tests_grpc;
 #[cfg(test)]
 mod tests_headers;
 #[cfg(test)]

@@ -204,6 +204,8 @@ pub(crate) struct Level {
     pub proxy_next_upstream_timeout: Option<Duration>,
     /// `proxy_set_header`, `add_header`, `proxy_hide_header`, `proxy_pass_header`.
     pub headers: HeaderLevel,
+    /// The `grpc_*` keys, for `grpc_pass` locations (see [`super::grpc`]).
+    pub grpc: super::grpc::GrpcLevel,
 }
 
 /// The header directives of a level, each inherited on its own (a level
@@ -217,7 +219,7 @@ pub(crate) struct HeaderLevel {
 }
 
 impl HeaderLevel {
-    fn inherit(&self, parent: &HeaderLevel) -> HeaderLevel {
+    pub(super) fn inherit(&self, parent: &HeaderLevel) -> HeaderLevel {
         let pick = |mine: &Option<_>, theirs: &Option<_>| mine.clone().or_else(|| theirs.clone());
         HeaderLevel {
             proxy_set_header: self
@@ -296,6 +298,7 @@ impl Level {
             proxy_next_upstream_timeout: self
                 .proxy_next_upstream_timeout
                 .or(parent.proxy_next_upstream_timeout),
+            grpc: self.grpc.inherit(&parent.grpc),
         }
     }
 }

@@ -12,12 +12,12 @@ use std::sync::Arc;
 /// Throw-away PEM files made with the openssl command line: a CA, a
 /// self-signed client certificate and its key, another key, a file that is
 /// not PEM, and one whose PEM is broken.
-struct Pki {
+pub(super) struct Pki {
     dir: tempfile::TempDir,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(super) fn new() -> Pki {
         let dir = tempfile::tempdir().unwrap();
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
         for (key, crt, cn) in [
@@ -50,12 +50,12 @@ impl Pki {
         Pki { dir }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(super) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// `name`'s path as a TOML string.
-    fn toml(&self, name: &str) -> String {
+    pub(super) fn toml(&self, name: &str) -> String {
         format!("\"{}\"", self.path(name).display())
     }
 }

@@ -98,14 +98,22 @@ pub(crate) enum PemKind {
 }
 
 impl PemKind {
-    /// The key that names a file of this kind.
-    pub(crate) fn key(self) -> &'static str {
-        match self {
-            PemKind::Roots => "proxy_ssl_trusted_certificate",
-            PemKind::Chain => "proxy_ssl_certificate",
-            PemKind::Key => "proxy_ssl_certificate_key",
+    /// The key that names a file of this kind (`grpc`: the grpc module's).
+    pub(crate) fn key(self, grpc: bool) -> &'static str {
+        match (self, grpc) {
+            (PemKind::Roots, false) => "proxy_ssl_trusted_certificate",
+            (PemKind::Chain, false) => "proxy_ssl_certificate",
+            (PemKind::Key, false) => "proxy_ssl_certificate_key",
+            (PemKind::Roots, true) => "grpc_ssl_trusted_certificate",
+            (PemKind::Chain, true) => "grpc_ssl_certificate",
+            (PemKind::Key, true) => "grpc_ssl_certificate_key",
         }
     }
+}
+
+/// The prefix of a set's keys in messages: `proxy` or `grpc`.
+fn module(grpc: bool) -> &'static str {
+    if grpc { "grpc" } else { "proxy" }
 }
 
 /// What was read from a [`PemFile`].
@@ -116,9 +124,12 @@ enum Loaded {
     Key(Arc<PrivateKeyDer<'static>>),
 }
 
-/// A PEM file a `proxy_ssl_*` key names, read once per generation.
+/// A PEM file a `proxy_ssl_*` (or `grpc_ssl_*`) key names, read once per
+/// generation.
 pub(crate) struct PemFile {
     pub kind: PemKind,
+    /// Named by a `grpc_ssl_*` key.
+    pub grpc: bool,
     /// As written: relative to the configuration file's directory.
     pub path: PathBuf,
     /// The value naming it, for the file step's messages.
@@ -129,9 +140,10 @@ pub(crate) struct PemFile {
 }
 
 impl PemFile {
-    pub(super) fn new(kind: PemKind, path: PathBuf, span: Range<usize>) -> PemFile {
+    pub(super) fn new(kind: PemKind, grpc: bool, path: PathBuf, span: Range<usize>) -> PemFile {
         PemFile {
             kind,
+            grpc,
             path,
             span,
             loaded: OnceLock::new(),
@@ -141,7 +153,12 @@ impl PemFile {
     /// The same key naming another file.
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn elsewhere(&self, path: impl Into<PathBuf>) -> PemFile {
-        PemFile::new(self.kind, path.into(), self.span.clone())
+        PemFile::new(self.kind, self.grpc, path.into(), self.span.clone())
+    }
+
+    /// The key that names it.
+    pub(crate) fn key(&self) -> &'static str {
+        self.kind.key(self.grpc)
     }
 
     /// What the file holds, read from `dir` joined with its path the first
@@ -161,7 +178,7 @@ impl PemFile {
     fn loaded(&self) -> Result<Loaded, CompileError> {
         self.load_in(Path::new(""))
             .clone()
-            .map_err(|e| CompileError::UpstreamTls(format!("\"{}\": {e}", self.kind.key())))
+            .map_err(|e| CompileError::UpstreamTls(format!("\"{}\": {e}", self.key())))
     }
 }
 
@@ -183,44 +200,49 @@ pub(super) fn check_files(draft: &Draft, dir: &Path, d: &mut Diagnostics) {
                 .flat_map(|s| s.locations.iter().map(|l| &l.level.level)),
         );
     for level in levels {
-        let s = &level.proxy_ssl;
-        for file in [&s.trusted_certificate, &s.certificate, &s.certificate_key]
-            .into_iter()
-            .flatten()
-        {
-            if let Err(e) = file.load_in(dir) {
-                d.error(file.span.clone(), format!("\"{}\": {e}", file.kind.key()));
+        for s in [&level.proxy_ssl, &level.grpc.ssl] {
+            for file in [&s.trusted_certificate, &s.certificate, &s.certificate_key]
+                .into_iter()
+                .flatten()
+            {
+                if let Err(e) = file.load_in(dir) {
+                    d.error(file.span.clone(), format!("\"{}\": {e}", file.key()));
+                }
             }
         }
     }
-    for s in servers {
-        let server = s.level.level.proxy_ssl.inherit(&http.proxy_ssl);
-        if s.proxy_pass.is_some() {
-            check_pair(&server, d);
-        }
-        for l in &s.locations {
-            check_pair(&l.level.level.proxy_ssl.inherit(&server), d);
+    for grpc in [false, true] {
+        let set = |l: &Level| if grpc { &l.grpc.ssl } else { &l.proxy_ssl }.clone();
+        for s in servers {
+            let server = set(&s.level.level).inherit(&set(http));
+            if s.proxy_pass.is_some() {
+                check_pair(&server, grpc, d);
+            }
+            for l in &s.locations {
+                check_pair(&set(&l.level.level).inherit(&server), grpc, d);
+            }
         }
     }
 }
 
 /// A client certificate comes with its key (nginx: `no
 /// "proxy_ssl_certificate_key" is defined for certificate`), and the key
-/// must be the certificate's.
-fn check_pair(s: &ProxySsl, d: &mut Diagnostics) {
+/// must be the certificate's. (`grpc`: the `grpc_ssl_*` set.)
+fn check_pair(s: &ProxySsl, grpc: bool, d: &mut Diagnostics) {
+    let m = module(grpc);
     match (&s.certificate, &s.certificate_key) {
         (None, None) => {}
         (Some(c), None) => d.error(
             c.span.clone(),
             format!(
-                "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
+                "no \"{m}_ssl_certificate_key\" is defined for certificate \"{}\"",
                 c.path.display()
             ),
         ),
         (None, Some(k)) => d.error(
             k.span.clone(),
             format!(
-                "no \"proxy_ssl_certificate\" is defined for key \"{}\"",
+                "no \"{m}_ssl_certificate\" is defined for key \"{}\"",
                 k.path.display()
             ),
         ),
@@ -234,7 +256,7 @@ fn check_pair(s: &ProxySsl, d: &mut Diagnostics) {
                 d.error(
                     k.span.clone(),
                     format!(
-                        "\"proxy_ssl_certificate_key\": \"{}\" does not fit the certificate \"{}\": {e}",
+                        "\"{m}_ssl_certificate_key\": \"{}\" does not fit the certificate \"{}\": {e}",
                         k.path.display(),
                         c.path.display()
                     ),
@@ -248,12 +270,33 @@ fn check_pair(s: &ProxySsl, d: &mut Diagnostics) {
 
 /// One client configuration's settings; files compared by identity (the
 /// same key read once, inherited by many locations).
-struct Made {
+struct Want {
     roots: Option<Option<Arc<PemFile>>>,
     client: Option<(Arc<PemFile>, Arc<PemFile>)>,
     protocols: Vec<Protocol>,
     sni: bool,
-    config: Arc<ClientConfig>,
+    /// ALPN `h2` (for `grpcs://`).
+    h2: bool,
+}
+
+impl Want {
+    fn same(&self, o: &Want) -> bool {
+        let same_roots = match (&self.roots, &o.roots) {
+            (None, None) => true,
+            (Some(a), Some(b)) => same_file(a, b),
+            _ => false,
+        };
+        let same_client = match (&self.client, &o.client) {
+            (None, None) => true,
+            (Some((c1, k1)), Some((c2, k2))) => Arc::ptr_eq(c1, c2) && Arc::ptr_eq(k1, k2),
+            _ => false,
+        };
+        same_roots
+            && same_client
+            && self.protocols == o.protocols
+            && self.sni == o.sni
+            && self.h2 == o.h2
+    }
 }
 
 fn same_file(a: &Option<Arc<PemFile>>, b: &Option<Arc<PemFile>>) -> bool {
@@ -269,14 +312,16 @@ fn same_file(a: &Option<Arc<PemFile>>, b: &Option<Arc<PemFile>>) -> bool {
 /// connections), and the system's CAs read once, when a location needs them.
 #[derive(Default)]
 pub(super) struct ClientConfigs {
-    made: RefCell<Vec<Made>>,
+    made: RefCell<Vec<(Want, Arc<ClientConfig>)>>,
     system: OnceCell<Result<Arc<RootCertStore>, String>>,
 }
 
 impl ClientConfigs {
     /// How a location with `eff` settings that proxies to `pp` (an
-    /// `https://` one) speaks TLS; `path` names the location in the
-    /// warning `proxy_ssl_verify = false` is logged with.
+    /// `https://` or `grpcs://` one) speaks TLS; `path` names the location
+    /// in the warning `proxy_ssl_verify = false` is logged with. For
+    /// `grpcs://` (`eff` then holds the `grpc_ssl_*` values, see
+    /// [`Level::for_grpc`]) the client offers ALPN `h2` only.
     pub(super) fn location(
         &self,
         eff: &Level,
@@ -284,6 +329,7 @@ impl ClientConfigs {
         path: &str,
     ) -> Result<Arc<crate::upstream::Tls>, CompileError> {
         let s = &eff.proxy_ssl;
+        let m = module(pp.grpc);
         let verify = s.verify.unwrap_or(true);
         let roots = verify.then(|| s.trusted_certificate.clone());
         let client = match (&s.certificate, &s.certificate_key) {
@@ -291,7 +337,7 @@ impl ClientConfigs {
             (None, None) => None,
             _ => {
                 return Err(CompileError::UpstreamTls(format!(
-                    "location \"{path}\": \"proxy_ssl_certificate\" and \"proxy_ssl_certificate_key\" go together"
+                    "location \"{path}\": \"{m}_ssl_certificate\" and \"{m}_ssl_certificate_key\" go together"
                 )));
             }
         };
@@ -304,7 +350,7 @@ impl ClientConfigs {
             Some(n) => n.clone(),
             None => ServerName::try_from(pp.host().to_string()).map_err(|_| {
                 CompileError::UpstreamTls(format!(
-                    "location \"{path}\": \"{}\" is not a name TLS can verify: set proxy_ssl_name",
+                    "location \"{path}\": \"{}\" is not a name TLS can verify: set {m}_ssl_name",
                     pp.host()
                 ))
             })?,
@@ -313,44 +359,35 @@ impl ClientConfigs {
             errlog::emit(
                 Severity::Warn,
                 format_args!(
-                    "proxy_ssl_verify is off in location \"{path}\": the certificate of {}://{} is not verified",
+                    "{m}_ssl_verify is off in location \"{path}\": the certificate of {}://{} is not verified",
                     pp.scheme(),
                     pp.authority
                 ),
             );
         }
-        let config = self.config(roots, client, protocols, sni, path)?;
+        let want = Want {
+            roots,
+            client,
+            protocols,
+            sni,
+            h2: pp.grpc,
+        };
+        let config = self.config(want, path)?;
         Ok(Arc::new(crate::upstream::Tls::new(config, name, verify)))
     }
 
     /// The configuration for these settings: one made before in this
     /// generation, or a new one.
-    fn config(
-        &self,
-        roots: Option<Option<Arc<PemFile>>>,
-        client: Option<(Arc<PemFile>, Arc<PemFile>)>,
-        protocols: Vec<Protocol>,
-        sni: bool,
-        path: &str,
-    ) -> Result<Arc<ClientConfig>, CompileError> {
-        let found = self.made.borrow().iter().find_map(|m| {
-            let same_roots = match (&m.roots, &roots) {
-                (None, None) => true,
-                (Some(a), Some(b)) => same_file(a, b),
-                _ => false,
-            };
-            let same_client = match (&m.client, &client) {
-                (None, None) => true,
-                (Some((c1, k1)), Some((c2, k2))) => Arc::ptr_eq(c1, c2) && Arc::ptr_eq(k1, k2),
-                _ => false,
-            };
-            (same_roots && same_client && m.protocols == protocols && m.sni == sni)
-                .then(|| m.config.clone())
-        });
+    fn config(&self, want: Want, path: &str) -> Result<Arc<ClientConfig>, CompileError> {
+        let found = self
+            .made
+            .borrow()
+            .iter()
+            .find_map(|(m, config)| m.same(&want).then(|| config.clone()));
         if let Some(config) = found {
             return Ok(config);
         }
-        let store = match &roots {
+        let store = match &want.roots {
             None => None,
             Some(Some(file)) => match file.loaded()? {
                 Loaded::Roots(r) => Some(r),
@@ -358,7 +395,7 @@ impl ClientConfigs {
             },
             Some(None) => Some(self.system_roots(path)?),
         };
-        let loaded = match &client {
+        let loaded = match &want.client {
             Some((c, k)) => match (c.loaded()?, k.loaded()?) {
                 (Loaded::Chain(c), Loaded::Key(k)) => Some((c, k)),
                 _ => None,
@@ -368,21 +405,18 @@ impl ClientConfigs {
         let settings = Settings {
             roots: store,
             client: loaded.as_ref().map(|(c, k)| (c.as_slice(), &**k)),
-            protocols: &protocols,
-            sni,
+            protocols: &want.protocols,
+            sni: want.sni,
         };
-        let config = tls::client_config(&settings).map_err(|e| {
+        let mut config = tls::client_config(&settings).map_err(|e| {
             CompileError::UpstreamTls(format!(
                 "location \"{path}\": the upstream TLS settings cannot be used: {e}"
             ))
         })?;
-        self.made.borrow_mut().push(Made {
-            roots,
-            client,
-            protocols,
-            sni,
-            config: config.clone(),
-        });
+        if want.h2 {
+            config = tls::with_alpn_h2(&config);
+        }
+        self.made.borrow_mut().push((want, config.clone()));
         Ok(config)
     }
 

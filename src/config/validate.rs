@@ -403,7 +403,7 @@ fn location(
     if l.ret.is_none() && proxy.is_none() {
         d.error(
             path.span.clone(),
-            format!("location \"{}\" has neither \"proxy_pass\" nor \"return\" (set one here or proxy_pass on the server)", path.text),
+            format!("location \"{}\" has neither \"proxy_pass\" (or \"grpc_pass\") nor \"return\" (set one here or on the server)", path.text),
         );
     }
     if let (PathRule::Regex { .. }, Some(p)) = (&path.rule, proxy) {
@@ -440,7 +440,10 @@ fn group_port(pp: &ProxyPass, span: &Range<usize>, groups: &[String], d: &mut Di
     if let Some(g) = groups.iter().find(|g| g.eq_ignore_ascii_case(host)) {
         d.error(
             span.clone(),
-            format!("upstream \"{g}\" may not have port {port} (proxy_pass names [upstreams.{g}], whose servers have their ports)"),
+            format!(
+                "upstream \"{g}\" may not have port {port} ({} names [upstreams.{g}], whose servers have their ports)",
+                if pp.grpc { "grpc_pass" } else { "proxy_pass" }
+            ),
         );
     }
 }

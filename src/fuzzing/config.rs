@@ -58,7 +58,8 @@ fn harmless(mut spec: crate::config::Spec) -> crate::config::Spec {
                 *target = "stderr".into();
             }
         }
-        for file in l.proxy_ssl.files_mut().into_iter().flatten() {
+        let files = l.proxy_ssl.files_mut().into_iter();
+        for file in files.chain(l.grpc.ssl.files_mut()).flatten() {
             *file = std::sync::Arc::new(file.elsewhere("/nonexistent/sluice-fuzz.pem"));
         }
     }

@@ -100,6 +100,31 @@ impl ProxyHeaders {
     }
 }
 
+impl ProxyHeaders {
+    /// Each field evaluated, in order, for an HTTP/2 request head (a
+    /// `grpc_pass` upstream's): `f(name, value)` for every value that is
+    /// not empty, with the bytes a field may not hold percent-encoded, as
+    /// [`ProxyHeaders::write`] does. There the `host` field is the
+    /// `:authority` (nginx's grpc module: `grpc_pass`'s host, the default
+    /// `$proxy_host`, unless `grpc_set_header` sets `Host`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn each(&self, req: &RequestVars, proxy_host: &str, mut f: impl FnMut(&HeaderName, &[u8])) {
+        let resp = ResponseVars {
+            proxy_host,
+            ..ResponseVars::default()
+        };
+        let mut value = Vec::new();
+        for (name, t) in &self.set {
+            value.clear();
+            t.eval(req, Some(&resp), &mut value);
+            if !value.is_empty() {
+                sanitize_tail(&mut value, 0);
+                f(name, &value);
+            }
+        }
+    }
+}
+
 impl Default for ProxyHeaders {
     fn default() -> ProxyHeaders {
         ProxyHeaders::new(&[])
@@ -163,17 +188,22 @@ pub fn add(headers: &mut HeaderMap, list: &[AddHeader], req: &RequestVars, resp:
 
 /// Fields of the upstream's response the client does not get: nginx's
 /// `proxy_hide_header` defaults, the configured ones, less
-/// `proxy_pass_header`'s.
+/// `proxy_pass_header`'s. (For `grpc_pass`: `grpc_hide_header`,
+/// `grpc_pass_header`, and nginx's grpc module's defaults, the same less
+/// `X-Pad`.)
 #[derive(Debug, Default)]
 pub struct HiddenHeaders {
     /// `None`: exactly nginx's defaults (the fast path).
     names: Option<Vec<HeaderName>>,
+    /// The grpc module's defaults (`X-Pad` passed).
+    grpc: bool,
 }
 
 /// nginx hides these by default (and sends its own `Date` and `Server`;
 /// sluice sends its `Date`, and no `Server`): two standard names, and the
 /// rest all beginning with `x-` ([`HiddenHeaders::hides`] looks those up
-/// only for such a name).
+/// only for such a name). `x-pad` first: nginx's grpc module hides all but
+/// that one (`ngx_http_grpc_hide_headers`).
 const HIDDEN_STANDARD: [HeaderName; 2] = [header::DATE, header::SERVER];
 const HIDDEN_X: &[&str] = &[
     "x-pad",
@@ -184,19 +214,37 @@ const HIDDEN_X: &[&str] = &[
     "x-accel-charset",
 ];
 
+/// The `x-` names nginx's proxy module (`grpc`: its grpc module) hides by
+/// default.
+fn hidden_x(grpc: bool) -> &'static [&'static str] {
+    &HIDDEN_X[usize::from(grpc)..]
+}
+
 /// Every name nginx hides by default.
-fn hidden_by_default() -> impl Iterator<Item = HeaderName> {
+fn hidden_by_default(grpc: bool) -> impl Iterator<Item = HeaderName> {
     HIDDEN_STANDARD
         .into_iter()
-        .chain(HIDDEN_X.iter().map(|n| HeaderName::from_static(n)))
+        .chain(hidden_x(grpc).iter().map(|n| HeaderName::from_static(n)))
 }
 
 impl HiddenHeaders {
+    /// nginx's proxy module's defaults with `proxy_hide_header` and
+    /// `proxy_pass_header`.
     pub fn new(hide: &[HeaderName], pass: &[HeaderName]) -> HiddenHeaders {
+        HiddenHeaders::of_module(hide, pass, false)
+    }
+
+    /// nginx's grpc module's defaults with `grpc_hide_header` and
+    /// `grpc_pass_header`.
+    pub fn grpc(hide: &[HeaderName], pass: &[HeaderName]) -> HiddenHeaders {
+        HiddenHeaders::of_module(hide, pass, true)
+    }
+
+    fn of_module(hide: &[HeaderName], pass: &[HeaderName], grpc: bool) -> HiddenHeaders {
         if hide.is_empty() && pass.is_empty() {
-            return HiddenHeaders { names: None };
+            return HiddenHeaders { names: None, grpc };
         }
-        let mut names: Vec<HeaderName> = hidden_by_default()
+        let mut names: Vec<HeaderName> = hidden_by_default(grpc)
             .chain(hide.iter().cloned())
             .filter(|n| !pass.contains(n))
             .collect();
@@ -206,7 +254,10 @@ impl HiddenHeaders {
             seen.push(n.clone());
             fresh
         });
-        HiddenHeaders { names: Some(names) }
+        HiddenHeaders {
+            names: Some(names),
+            grpc,
+        }
     }
 
     /// Whether the upstream's field `name` (lowercase: the response parser
@@ -218,7 +269,7 @@ impl HiddenHeaders {
         match &self.names {
             None => {
                 HIDDEN_STANDARD.iter().any(|n| is(n.as_str()))
-                    || name.starts_with(b"x-") && HIDDEN_X.iter().any(|n| is(n))
+                    || name.starts_with(b"x-") && hidden_x(self.grpc).iter().any(|n| is(n))
             }
             Some(names) => names.iter().any(|n| is(n.as_str())),
         }

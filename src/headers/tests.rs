@@ -194,7 +194,7 @@ fn hidden_headers_are_nginx_defaults_plus_hide_minus_pass() {
     assert!(!configured.hides(b"server"));
     // The default's fast path: each default name hidden, no other.
     let d = HiddenHeaders::default();
-    for n in hidden_by_default() {
+    for n in hidden_by_default(false) {
         assert!(d.hides(n.as_str().as_bytes()), "{n}");
     }
     assert!(HIDDEN_X.iter().all(|n| n.starts_with("x-")));
@@ -209,4 +209,58 @@ fn hidden_headers_are_nginx_defaults_plus_hide_minus_pass() {
     ] {
         assert!(!d.hides(n.as_bytes()), "{n}");
     }
+}
+
+/// nginx's grpc module hides the proxy module's defaults but X-Pad, on the
+/// fast path and with lists of its own.
+#[test]
+fn grpc_hides_the_grpc_modules_defaults() {
+    let fast = HiddenHeaders::grpc(&[], &[]);
+    let listed = HiddenHeaders::grpc(&[HeaderName::from_static("x-a")], &[]);
+    for h in [&fast, &listed] {
+        for n in hidden_by_default(true) {
+            assert!(h.hides(n.as_str().as_bytes()), "{n}");
+        }
+        assert!(!h.hides(b"x-pad"));
+    }
+    assert_eq!(
+        hidden_by_default(true).count() + 1,
+        hidden_by_default(false).count()
+    );
+    assert!(listed.hides(b"x-a") && !fast.hides(b"x-a"));
+    assert!(HiddenHeaders::default().hides(b"x-pad"));
+}
+
+/// For HTTP/2 upstreams: the same fields as name and value pairs, `host`
+/// (the `:authority` there) included, empty ones left out.
+#[test]
+fn each_gives_the_fields_as_pairs() {
+    let p = proxy(&[
+        ("Host", "$http_x_name"),
+        ("X-Uri", "a\r\nb"),
+        ("X-Empty", ""),
+    ]);
+    let mut h = HeaderMap::new();
+    h.insert("x-name", "api.example".parse().unwrap());
+    let headers = crate::http1::Fields::Map(h);
+    let vars = RequestVars::for_test(&headers, "10.0.0.7");
+    let mut got = Vec::new();
+    p.each(&vars, "backend", |n, v| {
+        got.push(format!("{n}={}", String::from_utf8_lossy(v)))
+    });
+    assert_eq!(
+        got,
+        [
+            "host=api.example",
+            "x-uri=a%0D%0Ab",
+            "x-forwarded-for=10.0.0.7"
+        ]
+    );
+    let mut authority = Vec::new();
+    ProxyHeaders::default().each(&vars, "backend", |n, v| {
+        if n == "host" {
+            authority = v.to_vec();
+        }
+    });
+    assert_eq!(authority, b"backend");
 }

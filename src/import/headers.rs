@@ -1,5 +1,6 @@
 //! The header directives: `proxy_set_header`, `add_header`,
-//! `proxy_hide_header`, `proxy_pass_header`, and `expires`, which is
+//! `proxy_hide_header`, `proxy_pass_header` (and their `grpc_*` twins, to
+//! their own keys), and `expires`, which is
 //! `add_header` fields in sluice (nginx's `Expires` and `Cache-Control`, on
 //! the statuses `add_header` without `always` adds to: the same list).
 //!
@@ -63,8 +64,13 @@ pub fn proxy_set_header(cx: &mut Cx, lv: &mut Level, d: &Directive) {
     let Some(value) = header_value(cx, d, value, Context::Proxy) else {
         return;
     };
+    let key = if d.name == "grpc_set_header" {
+        "grpc_set_header"
+    } else {
+        "proxy_set_header"
+    };
     lv.push(
-        "proxy_set_header",
+        key,
         Value::Inline(vec![(name.to_string(), Value::Str(value))]),
         d,
     );
@@ -96,10 +102,11 @@ pub fn header_name(cx: &mut Cx, lv: &mut Level, d: &Directive) {
     if !arity(cx, d, 1) {
         return;
     }
-    let key = if d.name == "proxy_hide_header" {
-        "proxy_hide_header"
-    } else {
-        "proxy_pass_header"
+    let key = match d.name.as_str() {
+        "proxy_hide_header" => "proxy_hide_header",
+        "grpc_hide_header" => "grpc_hide_header",
+        "grpc_pass_header" => "grpc_pass_header",
+        _ => "proxy_pass_header",
     };
     lv.push(key, Value::str(d.arg(0)), d);
 }

@@ -54,6 +54,8 @@ const LISTS: &[&str] = &[
     "add_header",
     "proxy_hide_header",
     "proxy_pass_header",
+    "grpc_hide_header",
+    "grpc_pass_header",
 ];
 
 /// The pieces of `real_ip`, one per nginx directive.
@@ -122,7 +124,7 @@ impl Level {
             }
             let same: Vec<&Item> = self.items.iter().filter(|i| i.key == item.key).collect();
             let comments = same.iter().map(|i| i.comment.clone()).collect();
-            let value = if item.key == "proxy_set_header" {
+            let value = if matches!(item.key, "proxy_set_header" | "grpc_set_header") {
                 headers::set_headers(&same)
             } else if LISTS.contains(&item.key) && same.len() > 1 {
                 Value::Array(same.iter().map(|i| i.value.clone()).collect())
@@ -190,6 +192,8 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
         | "proxy_request_buffering"
         | "proxy_ssl_verify"
         | "proxy_ssl_server_name"
+        | "grpc_ssl_verify"
+        | "grpc_ssl_server_name"
         | "underscores_in_headers"
         | "ignore_invalid_headers" => on_off(cx, lv, d, ctx),
         "proxy_connect_timeout"
@@ -199,7 +203,11 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
         | "client_header_timeout"
         | "keepalive_timeout"
         | "send_timeout"
-        | "proxy_next_upstream_timeout" => timeout(cx, lv, d, ctx),
+        | "proxy_next_upstream_timeout"
+        | "grpc_connect_timeout"
+        | "grpc_read_timeout"
+        | "grpc_send_timeout"
+        | "grpc_next_upstream_timeout" => timeout(cx, lv, d, ctx),
         "client_max_body_size" | "client_body_buffer_size" => size(cx, lv, d),
         "large_client_header_buffers" => header_buffers(cx, lv, d, ctx),
         "client_body_temp_path" => {
@@ -213,19 +221,26 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
                 );
             }
         }
-        "proxy_ssl_trusted_certificate" | "proxy_ssl_certificate" | "proxy_ssl_certificate_key" => {
+        "proxy_ssl_trusted_certificate"
+        | "proxy_ssl_certificate"
+        | "proxy_ssl_certificate_key"
+        | "grpc_ssl_trusted_certificate"
+        | "grpc_ssl_certificate"
+        | "grpc_ssl_certificate_key" => {
             let p = cx.conf_path(d.arg(0));
             one(cx, lv, d, Value::Str(p));
         }
-        "proxy_ssl_name" => ssl_name(cx, lv, d),
-        "proxy_ssl_protocols" => protocols(cx, lv, d, "proxy_ssl_protocols"),
+        "proxy_ssl_name" | "grpc_ssl_name" => ssl_name(cx, lv, d),
+        "proxy_ssl_protocols" | "grpc_ssl_protocols" => protocols(cx, lv, d, name),
         "access_log" => access_log(cx, lv, d),
-        "proxy_set_header" => headers::proxy_set_header(cx, lv, d),
+        "proxy_set_header" | "grpc_set_header" => headers::proxy_set_header(cx, lv, d),
         "add_header" => headers::add_header(cx, lv, d),
         "expires" => headers::expires(cx, lv, d),
-        "proxy_hide_header" | "proxy_pass_header" => headers::header_name(cx, lv, d),
-        "proxy_next_upstream" => next_upstream(cx, lv, d),
-        "proxy_next_upstream_tries" => tries(cx, lv, d),
+        "proxy_hide_header" | "proxy_pass_header" | "grpc_hide_header" | "grpc_pass_header" => {
+            headers::header_name(cx, lv, d)
+        }
+        "proxy_next_upstream" | "grpc_next_upstream" => next_upstream(cx, lv, d),
+        "proxy_next_upstream_tries" | "grpc_next_upstream_tries" => tries(cx, lv, d),
         "set_real_ip_from" | "real_ip_header" | "real_ip_recursive" => real_ip(cx, lv, d, ctx),
         "error_page" => lv.error_pages.push(d.clone()),
         // The type of files, and of `return`'s text: the latter is the
@@ -272,6 +287,18 @@ fn key_of(name: &str) -> Option<&'static str> {
         "client_body_buffer_size",
         "client_body_temp_path",
         "access_log",
+        "grpc_ssl_verify",
+        "grpc_ssl_server_name",
+        "grpc_ssl_name",
+        "grpc_ssl_trusted_certificate",
+        "grpc_ssl_certificate",
+        "grpc_ssl_certificate_key",
+        "grpc_ssl_protocols",
+        "grpc_connect_timeout",
+        "grpc_read_timeout",
+        "grpc_send_timeout",
+        "grpc_next_upstream_timeout",
+        "grpc_next_upstream_tries",
     ];
     SAME.iter().find(|k| **k == name).copied()
 }
@@ -411,8 +438,15 @@ fn ssl_name(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         return;
     }
     if d.arg(0).contains('$') {
-        let why = "sluice's proxy_ssl_name takes no variables (the default is proxy_pass's host, \
-                   nginx's $proxy_host)";
+        let m = if d.name.starts_with("grpc_") {
+            "grpc"
+        } else {
+            "proxy"
+        };
+        let why = format!(
+            "sluice's {m}_ssl_name takes no variables (the default is {m}_pass's host, \
+             nginx's $proxy_host)"
+        );
         cx.report(Kind::NotTranslated, d, why);
         return;
     }
@@ -500,8 +534,13 @@ fn next_upstream(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         "http_504",
         "non_idempotent",
     ];
+    let key = if d.name == "grpc_next_upstream" {
+        "grpc_next_upstream"
+    } else {
+        "proxy_next_upstream"
+    };
     if d.args == ["off"] {
-        one_key(cx, lv, d, "proxy_next_upstream", Value::str("off"));
+        one_key(cx, lv, d, key, Value::str("off"));
         return;
     }
     let mut kept = Vec::new();
@@ -515,7 +554,7 @@ fn next_upstream(cx: &mut Cx, lv: &mut Level, d: &Directive) {
             cx.report(Kind::Partial, d, why);
         }
     }
-    one_key(cx, lv, d, "proxy_next_upstream", Value::Array(kept));
+    one_key(cx, lv, d, key, Value::Array(kept));
 }
 
 fn one_key(cx: &mut Cx, lv: &mut Level, d: &Directive, key: &'static str, v: Value) {

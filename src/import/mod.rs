@@ -17,6 +17,7 @@ mod level;
 mod lex;
 mod limits;
 mod pages;
+mod pass;
 mod report;
 mod server;
 mod shape;
@@ -350,6 +351,8 @@ fn same(a: &Path, b: &Path) -> bool {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_grpc;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]

@@ -190,7 +190,9 @@ pub fn why_not(name: &str) -> &'static str {
         "proxy_redirect" | "proxy_cookie_domain" | "proxy_cookie_path" => {
             "sluice does not rewrite response headers"
         }
-        "proxy_intercept_errors" => "sluice's error pages answer its own errors only",
+        "proxy_intercept_errors" | "grpc_intercept_errors" => {
+            "sluice's error pages answer its own errors only"
+        }
         "ssl_ciphers"
         | "ssl_prefer_server_ciphers"
         | "ssl_ecdh_curve"
@@ -217,10 +219,11 @@ fn family(name: &str) -> &'static str {
         n if n.starts_with("proxy_cache") || n.starts_with("proxy_no_cache") => {
             "sluice does not cache"
         }
+        n if n.starts_with("grpc_ssl_") => "not among sluice's TLS settings",
+        n if n.starts_with("grpc_") => "not among sluice's grpc settings",
         n if n.starts_with("fastcgi_")
             || n.starts_with("uwsgi_")
             || n.starts_with("scgi_")
-            || n.starts_with("grpc_")
             || n.starts_with("memcached_") =>
         {
             "sluice proxies to HTTP upstreams only"

@@ -23,7 +23,8 @@ use super::values;
 pub(super) enum Content {
     /// nginx's static files (`root`, `try_files`, `index`, or nothing).
     Files,
-    Proxy(String),
+    /// `proxy_pass` or `grpc_pass` (the key) and its URL.
+    Proxy(&'static str, String),
     Return(Ret),
     /// Another module's upstream (`fastcgi_pass`, …): the directive.
     Gateway(String),
@@ -321,11 +322,8 @@ fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level
     for c in d.children() {
         match c.name.as_str() {
             "location" => nested.push(c),
-            "proxy_pass" => {
-                content = match proxy_pass(cx, c) {
-                    Some(url) => Content::Proxy(url),
-                    None => Content::Gateway(c.text()),
-                };
+            "proxy_pass" | "grpc_pass" => {
+                content = super::pass::content(cx, c);
                 comments.push(comment(c));
             }
             "return" => {
@@ -385,52 +383,6 @@ fn location(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, parent: Option<&Level
     });
     for n in nested {
         location(cx, s, n, Some(&lv));
-    }
-}
-
-/// `proxy_pass URL`; `None` (reported) when sluice cannot.
-fn proxy_pass(cx: &mut Cx, d: &Directive) -> Option<String> {
-    let url = d.arg(0);
-    if url.contains('$') {
-        let why = "a proxy_pass with variables: sluice's is a fixed URL";
-        cx.report(Kind::NotTranslated, d, why);
-        return None;
-    }
-    if url.contains("://unix:") {
-        cx.report(
-            Kind::NotTranslated,
-            d,
-            "sluice connects to TCP upstreams only",
-        );
-        return None;
-    }
-    match crate::config::values::parse_proxy_pass(url) {
-        Ok(p) => {
-            elsewhere(cx, d, &p);
-            Some(url.to_string())
-        }
-        Err(e) => {
-            cx.report(Kind::NotTranslated, d, e);
-            None
-        }
-    }
-}
-
-/// A site file's `proxy_pass http://NAME` without an `upstream NAME` in
-/// the file: most likely a group its nginx.conf defines, which sluice
-/// would take for a host name.
-fn elsewhere(cx: &mut Cx, d: &Directive, p: &crate::config::ProxyPass) {
-    let host = p.host();
-    let bare = p.authority.port().is_none()
-        && !host.contains('.')
-        && host.parse::<std::net::IpAddr>().is_err()
-        && host != "localhost";
-    if cx.site && bare && !cx.upstreams.iter().any(|u| u == host) {
-        let why = format!(
-            "no upstream \"{host}\" in this file: sluice connects to the host \"{host}\" (if \
-             nginx.conf defines the upstream, import that file)"
-        );
-        cx.report(Kind::Partial, d, why);
     }
 }
 
@@ -499,12 +451,15 @@ fn location_table(cx: &mut Cx, l: &Loc, s: &ServerAcc) -> Table {
     };
     t.set("path", Value::str(&l.path), vec![]);
     match &l.content {
-        Content::Proxy(url) => {
-            cx.note(
+        Content::Proxy(key, url) => {
+            cx.note(if *key == "grpc_pass" {
+                "sluice sends X-Forwarded-For ($proxy_add_x_forwarded_for) to gRPC upstreams \
+                 unless grpc_set_header sets it; nginx does not send it by default."
+            } else {
                 "sluice sends X-Forwarded-For ($proxy_add_x_forwarded_for) to upstreams unless \
-                 proxy_set_header sets it; nginx does not send it by default.",
-            );
-            t.set("proxy_pass", Value::str(url), vec![]);
+                 proxy_set_header sets it; nginx does not send it by default."
+            });
+            t.set(key, Value::str(url), vec![]);
         }
         Content::Return(r) => {
             cx.note(

@@ -55,6 +55,14 @@ impl Tls {
         }
     }
 
+    /// Whether connections made with it offer ALPN `h2` (a `grpcs://`
+    /// upstream's: HTTP/2 is spoken on them), rather than none (HTTP/1.1).
+    /// For the HTTP/2 upstream client (issue #45), which is to read it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn h2(&self) -> bool {
+        self.config.alpn_protocols.iter().any(|p| p == b"h2")
+    }
+
     /// The name verified (and sent in SNI).
     #[cfg(test)]
     pub fn name(&self) -> &ServerName<'static> {
@@ -135,6 +143,15 @@ pub fn client_config(s: &Settings<'_>) -> Result<Arc<ClientConfig>, rustls::Erro
     };
     config.enable_sni = s.sni;
     Ok(Arc::new(config))
+}
+
+/// `config` offering ALPN `h2` (and nothing else): for `grpcs://`
+/// upstreams, which speak HTTP/2 only. Without it no ALPN is sent
+/// (HTTP/1.1, as nginx's proxy module). See [`Tls::h2`].
+pub fn with_alpn_h2(config: &ClientConfig) -> Arc<ClientConfig> {
+    let mut config = config.clone();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Arc::new(config)
 }
 
 /// A client key checked against its certificate, as [`client_config`]

@@ -1,6 +1,7 @@
 //! A location: its limits bound to the compiled zones, every setting
 //! resolved through nginx's inheritance (location → server → http) with
-//! nginx's defaults, and its access log opened.
+//! nginx's defaults, and its access log opened. A `grpc_pass` location is
+//! compiled from its `grpc_*` settings, in the same fields.
 
 use super::super::compiled::{
     CompileError, DEFAULT_CLIENT_BODY_BUFFER_SIZE, DEFAULT_CLIENT_MAX_BODY_SIZE,
@@ -22,7 +23,8 @@ pub(super) fn location(
     zones: &Zones,
     logs: &mut AccessLogs,
 ) -> Result<(PathMatch, Location), CompileError> {
-    let eff = l.level.inherit(server);
+    let eff = l.effective(server);
+    let grpc = l.is_grpc();
     let prefix = match &l.rule {
         PathMatch::Exact(p) => Some(p.clone()),
         PathMatch::Prefix { prefix, .. } => Some(prefix.clone()),
@@ -68,7 +70,7 @@ pub(super) fn location(
             .client_max_body_size
             .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),
         access_log: logs.open(&eff.access_log)?,
-        headers: super::super::compiled::Headers::of(&eff.headers),
+        headers: super::super::compiled::Headers::of(&eff.headers, grpc),
         group,
         next_upstream: super::upstreams::next_upstream(&eff),
     };

@@ -48,7 +48,7 @@ pub(super) fn server(
         access_log: logs.open(&level.access_log)?,
         real_ip: level.real_ip.clone(),
         head_rules: head_rules(&level),
-        add_headers: super::super::compiled::Headers::of(&level.headers).add,
+        add_headers: super::super::compiled::Headers::of(&level.headers, false).add,
     }))
 }
 

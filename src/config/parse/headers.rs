@@ -1,8 +1,10 @@
 //! The header directives of a level: `proxy_set_header`, `add_header`,
-//! `proxy_hide_header`, `proxy_pass_header` (see [`crate::headers`] for
+//! `proxy_hide_header`, `proxy_pass_header`, and their `grpc_*` twins
+//! (see [`crate::headers`] for
 //! what they do). Each is inherited on its own, as in nginx: a level that
 //! sets one replaces its parent's whole list.
 
+use super::super::spec::HeaderLevel;
 use super::level::LevelDraft;
 use super::read::{Cx, Key, Schema, Val};
 use crate::headers::AddHeader;
@@ -12,6 +14,16 @@ use std::sync::Arc;
 use toml::de::DeValue;
 
 type R<'a> = &'a mut LevelDraft;
+
+/// The level's `proxy_*` header lists, or its `grpc_*` ones for a
+/// `grpc_*` key (nginx's grpc module has its own).
+fn lists<'a>(k: &str, l: R<'a>) -> &'a mut HeaderLevel {
+    if super::level::is_grpc(k) {
+        &mut l.level.grpc.headers
+    } else {
+        &mut l.level.headers
+    }
+}
 
 fn name(cx: &mut Cx, text: &str, span: std::ops::Range<usize>) -> Option<HeaderName> {
     match HeaderName::from_bytes(text.as_bytes()) {
@@ -45,7 +57,7 @@ pub(super) fn proxy_set_header(cx: &mut Cx, k: &str, v: &Val, l: R) {
             set.push((n.clone(), value));
         }
     }
-    l.level.headers.proxy_set_header = Some(Arc::new(set));
+    lists(k, l).proxy_set_header = Some(Arc::new(set));
 }
 
 /// One `proxy_set_header` value: a template, or a list of them (the field
@@ -133,9 +145,9 @@ fn names(cx: &mut Cx, k: &str, v: &Val) -> Option<Arc<Vec<HeaderName>>> {
 }
 
 pub(super) fn proxy_hide_header(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.headers.proxy_hide_header = names(cx, k, v);
+    lists(k, l).proxy_hide_header = names(cx, k, v);
 }
 
 pub(super) fn proxy_pass_header(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.headers.proxy_pass_header = names(cx, k, v);
+    lists(k, l).proxy_pass_header = names(cx, k, v);
 }

@@ -8,7 +8,7 @@
 //! resolved by validation, once every zone is known.
 
 use super::super::spec::Level;
-use super::super::upstream_tls::{PemFile, PemKind};
+use super::super::upstream_tls::{PemFile, PemKind, ProxySsl};
 use super::super::values;
 use super::limits::{self, ConnUse, LimitUse};
 use super::read::{Cx, Key, Reported, Schema, Val};
@@ -71,10 +71,46 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("proxy_next_upstream", proxy_next_upstream),
         level_key!("proxy_next_upstream_tries", proxy_next_upstream_tries),
         level_key!("proxy_next_upstream_timeout", proxy_next_upstream_timeout),
+        // nginx's grpc module: the same values, a set of their own.
+        level_key!("grpc_connect_timeout", proxy_connect_timeout),
+        level_key!("grpc_read_timeout", proxy_read_timeout),
+        level_key!("grpc_send_timeout", proxy_send_timeout),
+        level_key!("grpc_ssl_verify", proxy_ssl_verify),
+        level_key!(
+            "grpc_ssl_trusted_certificate",
+            proxy_ssl_trusted_certificate
+        ),
+        level_key!("grpc_ssl_server_name", proxy_ssl_server_name),
+        level_key!("grpc_ssl_name", proxy_ssl_name),
+        level_key!("grpc_ssl_certificate", proxy_ssl_certificate),
+        level_key!("grpc_ssl_certificate_key", proxy_ssl_certificate_key),
+        level_key!("grpc_ssl_protocols", proxy_ssl_protocols),
+        level_key!("grpc_set_header", super::headers::proxy_set_header),
+        level_key!("grpc_hide_header", super::headers::proxy_hide_header),
+        level_key!("grpc_pass_header", super::headers::proxy_pass_header),
+        level_key!("grpc_next_upstream", proxy_next_upstream),
+        level_key!("grpc_next_upstream_tries", proxy_next_upstream_tries),
+        level_key!("grpc_next_upstream_timeout", proxy_next_upstream_timeout),
     ];
 }
 
 type R<'a> = &'a mut LevelDraft;
+
+/// Whether `k` is one of nginx's grpc module's keys: the readers of the
+/// `proxy_*` keys read their `grpc_*` twins too, into the level's `grpc`
+/// set (see [`super::super::grpc`]).
+pub(super) fn is_grpc(k: &str) -> bool {
+    k.starts_with("grpc_")
+}
+
+/// The `proxy_ssl_*` or `grpc_ssl_*` set `k` belongs to.
+fn ssl<'a>(k: &str, l: R<'a>) -> &'a mut ProxySsl {
+    if is_grpc(k) {
+        &mut l.level.grpc.ssl
+    } else {
+        &mut l.level.proxy_ssl
+    }
+}
 
 fn limit_req(cx: &mut Cx, k: &str, v: &Val, l: R) {
     l.limit_req = limits::limit_reqs(cx, k, v);
@@ -131,15 +167,30 @@ fn access(cx: &mut Cx, k: &str, v: &Val, l: R) {
 }
 
 fn proxy_connect_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_connect_timeout = cx.duration(v, k);
+    let d = cx.duration(v, k);
+    if is_grpc(k) {
+        l.level.grpc.connect_timeout = d;
+    } else {
+        l.level.proxy_connect_timeout = d;
+    }
 }
 
 fn proxy_read_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_read_timeout = cx.duration(v, k);
+    let d = cx.duration(v, k);
+    if is_grpc(k) {
+        l.level.grpc.read_timeout = d;
+    } else {
+        l.level.proxy_read_timeout = d;
+    }
 }
 
 fn proxy_send_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_send_timeout = cx.duration(v, k);
+    let d = cx.duration(v, k);
+    if is_grpc(k) {
+        l.level.grpc.send_timeout = d;
+    } else {
+        l.level.proxy_send_timeout = d;
+    }
 }
 
 fn client_body_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
@@ -209,11 +260,11 @@ fn client_body_temp_path(cx: &mut Cx, k: &str, v: &Val, l: R) {
 // --- HTTPS upstreams (see config::upstream_tls) -----------------------------
 
 fn proxy_ssl_verify(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_ssl.verify = cx.bool(v, k);
+    ssl(k, l).verify = cx.bool(v, k);
 }
 
 fn proxy_ssl_server_name(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_ssl.server_name = cx.bool(v, k);
+    ssl(k, l).server_name = cx.bool(v, k);
 }
 
 /// A file path, named here and read by the file step.
@@ -223,20 +274,20 @@ fn pem_file(cx: &mut Cx, k: &str, v: &Val, kind: PemKind) -> Option<Arc<PemFile>
             cx.err(v.span(), format!("\"{k}\" must be a file path"));
             None
         }
-        s => Some(Arc::new(PemFile::new(kind, s.into(), v.span()))),
+        s => Some(Arc::new(PemFile::new(kind, is_grpc(k), s.into(), v.span()))),
     }
 }
 
 fn proxy_ssl_trusted_certificate(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_ssl.trusted_certificate = pem_file(cx, k, v, PemKind::Roots);
+    ssl(k, l).trusted_certificate = pem_file(cx, k, v, PemKind::Roots);
 }
 
 fn proxy_ssl_certificate(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_ssl.certificate = pem_file(cx, k, v, PemKind::Chain);
+    ssl(k, l).certificate = pem_file(cx, k, v, PemKind::Chain);
 }
 
 fn proxy_ssl_certificate_key(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_ssl.certificate_key = pem_file(cx, k, v, PemKind::Key);
+    ssl(k, l).certificate_key = pem_file(cx, k, v, PemKind::Key);
 }
 
 /// A host name or an IP address (`[::1]` or `::1`): what the certificate
@@ -248,10 +299,10 @@ fn proxy_ssl_name(cx: &mut Cx, k: &str, v: &Val, l: R) {
         .and_then(|s| s.strip_suffix(']'))
         .unwrap_or(s);
     match rustls::pki_types::ServerName::try_from(bare.to_string()) {
-        Ok(name) => l.level.proxy_ssl.name = Some(name),
+        Ok(name) => ssl(k, l).name = Some(name),
         Err(_) => cx.err(
             v.span(),
-            format!("invalid proxy_ssl_name \"{s}\" (expected a host name or an IP address)"),
+            format!("invalid {k} \"{s}\" (expected a host name or an IP address)"),
         ),
     }
 }
@@ -263,7 +314,7 @@ fn proxy_ssl_protocols(cx: &mut Cx, k: &str, v: &Val, l: R) {
         return;
     };
     match crate::tls::parse_protocols(&words) {
-        Ok(p) => l.level.proxy_ssl.protocols = Some(p),
+        Ok(p) => ssl(k, l).protocols = Some(p),
         Err(e) => cx.err(v.span(), format!("\"{k}\": {e}")),
     }
 }
@@ -276,6 +327,7 @@ fn proxy_next_upstream(cx: &mut Cx, k: &str, v: &Val, l: R) {
         return;
     };
     match crate::upstream::group::Conditions::parse(&words) {
+        Ok(c) if is_grpc(k) => l.level.grpc.next_upstream = Some(c),
         Ok(c) => l.level.proxy_next_upstream = Some(c),
         Err(e) => cx.err(v.span(), format!("\"{k}\": {e}")),
     }
@@ -284,7 +336,12 @@ fn proxy_next_upstream(cx: &mut Cx, k: &str, v: &Val, l: R) {
 fn proxy_next_upstream_tries(cx: &mut Cx, k: &str, v: &Val, l: R) {
     match cx.int(v, k) {
         Some(n) if (0..=1_000_000).contains(&n) => {
-            l.level.proxy_next_upstream_tries = Some(n as usize)
+            let n = Some(n as usize);
+            if is_grpc(k) {
+                l.level.grpc.next_upstream_tries = n;
+            } else {
+                l.level.proxy_next_upstream_tries = n;
+            }
         }
         Some(_) => cx.err(
             v.span(),
@@ -295,7 +352,12 @@ fn proxy_next_upstream_tries(cx: &mut Cx, k: &str, v: &Val, l: R) {
 }
 
 fn proxy_next_upstream_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
-    l.level.proxy_next_upstream_timeout = cx.duration(v, k);
+    let d = cx.duration(v, k);
+    if is_grpc(k) {
+        l.level.grpc.next_upstream_timeout = d;
+    } else {
+        l.level.proxy_next_upstream_timeout = d;
+    }
 }
 
 // --- http and server only: what is needed before a location is known ----
