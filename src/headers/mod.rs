@@ -107,7 +107,6 @@ impl ProxyHeaders {
     /// [`ProxyHeaders::write`] does. There the `host` field is the
     /// `:authority` (nginx's grpc module: `grpc_pass`'s host, the default
     /// `$proxy_host`, unless `grpc_set_header` sets `Host`).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn each(&self, req: &RequestVars, proxy_host: &str, mut f: impl FnMut(&HeaderName, &[u8])) {
         let resp = ResponseVars {
             proxy_host,

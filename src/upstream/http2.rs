@@ -250,24 +250,15 @@ pub(crate) fn reason(e: &(dyn std::error::Error + 'static)) -> Option<h2::Reason
 /// pseudo-header fields from it), the set headers, the client's fields
 /// less the connection's own.
 fn request(head: &Head<'_>, scheme: &str, body: Outgoing) -> Result<Request<Outgoing>, Error> {
-    let mut set = Vec::with_capacity(256);
-    head.proxy.write(&mut set, head.vars, head.proxy_host);
     let mut headers = HeaderMap::with_capacity(16);
-    let mut authority: Option<&[u8]> = None;
-    for line in set.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            continue;
-        };
-        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii_start());
-        if name == b"host" {
-            authority = Some(value);
-            continue;
+    let mut authority: Option<Vec<u8>> = None;
+    head.proxy.each(head.vars, head.proxy_host, |name, value| {
+        if name == header::HOST {
+            authority = Some(value.to_vec());
+        } else if let Ok(v) = HeaderValue::from_bytes(value) {
+            headers.append(name.clone(), v);
         }
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-            headers.append(n, v);
-        }
-    }
+    });
     for (name, value) in head.headers.iter() {
         if passed(name) && !head.proxy.replaces(name) {
             if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
@@ -284,7 +275,7 @@ fn request(head: &Head<'_>, scheme: &str, body: Outgoing) -> Result<Request<Outg
     if trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
-    let authority = authority.unwrap_or(head.proxy_host.as_bytes());
+    let authority = authority.as_deref().unwrap_or(head.proxy_host.as_bytes());
     let mut uri = Vec::with_capacity(scheme.len() + 3 + authority.len() + head.target.len());
     uri.extend_from_slice(scheme.as_bytes());
     uri.extend_from_slice(b"://");
