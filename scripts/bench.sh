@@ -867,105 +867,10 @@ if wants h2; then
 fi
 
 # --- grpc: unary calls through grpc_pass (sluice) and nginx's grpc_pass; memory per open stream -----------
-# Its own upstream and proxies, started here: a python3-grpcio asyncio server (the python that has
-# Debian's grpcio, not whichever python3 comes first in PATH), nginx with grpc_pass to an upstream
-# block with kept connections, sluice with the same limit_req and grpc_pass.
+# Its own upstream and proxies, started here: scripts/grpc-bench.py's python3-grpcio asyncio server (run
+# by the python that has Debian's grpcio, not whichever python3 comes first in PATH), nginx with
+# grpc_pass to an upstream block with kept connections, sluice with the same limit_req and grpc_pass.
 grpc_py=/usr/bin/python3 grpc_connections=8 grpc_streams=10 grpc_hold=500
-cat >"$work/grpc_srv.py" <<'EOF'
-"""The grpc scenario's upstream: python3-grpcio's asyncio server, raw bytes (no protobuf).
-/b.B/U     unary: answers a 100-byte message to any request, and counts the calls;
-/b.B/N     unary: how many U calls so far, in decimal;
-/b.B/Hold  server-streaming: one message, then the call held open until the client ends it."""
-import asyncio, sys
-import grpc
-
-calls = 0
-reply = b"r" * 100
-
-async def unary(req, ctx):
-    global calls
-    calls += 1
-    return reply
-
-async def count(req, ctx):
-    return str(calls).encode()
-
-async def hold(req, ctx):
-    yield b"held"
-    await asyncio.Event().wait()
-
-async def main(port):
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("b.B", {
-        "U": grpc.unary_unary_rpc_method_handler(unary),
-        "N": grpc.unary_unary_rpc_method_handler(count),
-        "Hold": grpc.unary_stream_rpc_method_handler(hold),
-    }),))
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    await server.wait_for_termination()
-
-asyncio.run(main(int(sys.argv[1])))
-EOF
-cat >"$work/grpc_cli.py" <<'EOF'
-"""The grpc scenario's client (python3-grpcio).
-check PORT         one unary call /b.B/U through PORT: it must end OK with the upstream's reply
-count PORT         the upstream's count of unary calls (PORT: the upstream itself)
-hold PORT N PIDS…  N server-streaming calls held open through PORT, 100 per connection (nginx's
-                   http2_max_concurrent_streams is 128), each one's first message read, 2 s idle;
-                   prints the growth of the PIDS' resident memory per call: for the first N (all
-                   at once: the peak), then for N more while those stay open."""
-import sys, time
-import grpc
-
-def channel(port):
-    # each channel its own connection, not one subchannel shared by all
-    return grpc.insecure_channel(f"127.0.0.1:{port}", options=(("grpc.use_local_subchannel_pool", 1),))
-
-def rss_kib(pids):
-    total = 0
-    for p in pids:
-        with open(f"/proc/{p}/status") as f:
-            total += next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-    return total
-
-def batch(port, n, pids):
-    before = rss_kib(pids)
-    chans = [channel(port) for _ in range((n + 99) // 100)]
-    calls = [chans[i % len(chans)].unary_stream("/b.B/Hold")(b"") for i in range(n)]
-    for c in calls:
-        if next(c) != b"held":
-            sys.exit(f"port {port}: a held call's first message is not the upstream's")
-    time.sleep(2)
-    return chans, calls, (rss_kib(pids) - before) * 1024 / n
-
-def main():
-    mode, port = sys.argv[1], int(sys.argv[2])
-    if mode == "check":
-        reply, call = channel(port).unary_unary("/b.B/U").with_call(b"q" * 100, timeout=10)
-        if call.code() != grpc.StatusCode.OK or reply != b"r" * 100:
-            sys.exit(f"port {port}: {call.code()} {reply[:20]!r}")
-    elif mode == "count":
-        print(int(channel(port).unary_unary("/b.B/N")(b"", timeout=10)))
-    elif mode == "hold":
-        n, pids = int(sys.argv[3]), sys.argv[4:]
-        # Settle first: 100 calls held 2 s, then ended, so that memory the unary runs left cached,
-        # given back once calls end, is not read as negative growth.
-        chans, calls, _ = batch(port, 100, pids)
-        for c in calls:
-            c.cancel()
-        for ch in chans:
-            ch.close()
-        time.sleep(1)
-        first = batch(port, n, pids)
-        second = batch(port, n, pids)
-        for c in first[1] + second[1]:
-            if not c.is_active():
-                sys.exit(f"port {port}: a held call ended early: {c.code()}")
-        print(f"{first[2]:.0f} {second[2]:.0f}")
-
-main()
-EOF
 # one gRPC message of 100 bytes: uncompressed, its length (big-endian, 4 bytes), the bytes
 printf '\0\0\0\0\144%0100d' 0 >"$work/grpc_req.bin"
 # grpc_slu_calls → sluice's gRPC calls so far: "all OK" (sluice_grpc_calls_total, every code and OK)
@@ -982,11 +887,11 @@ run_grpc() {
   local args=(-c"$grpc_connections" -m"$grpc_streams" -t"$threads" --log-file="$work/grpc.log"
     -d "$work/grpc_req.bin" -H 'content-type: application/grpc' -H 'te: trailers')
   if [[ $n -eq 0 ]]; then args+=(-D"$duration"); else args+=(-n"$n"); fi
-  u0="$("$grpc_py" "$work/grpc_cli.py" count "$grpc_up_port")" m0="$(grpc_slu_calls)"
+  u0="$("$grpc_py" "$repo/scripts/grpc-bench.py" count "$grpc_up_port")" m0="$(grpc_slu_calls)"
   read -r t0 _ <<<"$(cpu_ticks "$@")"
   out="$(h2load "${args[@]}" "http://127.0.0.1:$port/b.B/U" 2>&1)" || die "grpc: h2load failed: $out"
   read -r t1 _ <<<"$(cpu_ticks "$@")"
-  u1="$("$grpc_py" "$work/grpc_cli.py" count "$grpc_up_port")" m1="$(grpc_slu_calls)"
+  u1="$("$grpc_py" "$repo/scripts/grpc-bench.py" count "$grpc_up_port")" m1="$(grpc_slu_calls)"
   local rps
   rps="$(awk '/^finished in/ { print $4 }' <<<"$out")"
   if [[ $n -eq 0 ]]; then echo "$rps"; return; fi
@@ -1040,7 +945,7 @@ grpc_pass = "grpc://127.0.0.1:$grpc_up_port"
 [admin]
 listen = "127.0.0.1:$grpc_admin_port"
 EOF
-  "$grpc_py" "$work/grpc_srv.py" "$grpc_up_port" 2>"$work/grpc-up.err" & pids+=($!)
+  "$grpc_py" "$repo/scripts/grpc-bench.py" serve "$grpc_up_port" 2>"$work/grpc-up.err" & pids+=($!)
   nginx -p "$work/grpc-ngx/" -c "$work/grpc-ngx/nginx.conf" -e "$work/grpc-ngx/error.log" & pids+=($!)
   grpc_ngx_master=$!
   "$sluice_bin" --config "$work/grpc-sluice.toml" 2>"$work/grpc-sluice.err" & pids+=($!)
@@ -1048,7 +953,7 @@ EOF
   # Before any load: one real gRPC call through each proxy ends OK with the upstream's answer.
   for port in "$grpc_ngx_port" "$grpc_slu_port"; do
     for try in $(seq 100); do
-      "$grpc_py" "$work/grpc_cli.py" check "$port" 2>"$work/grpc-check.err" && break
+      "$grpc_py" "$repo/scripts/grpc-bench.py" check "$port" 2>"$work/grpc-check.err" && break
       [[ $try -eq 100 ]] && die "grpc: no gRPC call through port $port ends OK: $(tail -n 3 "$work/grpc-check.err")"
       sleep 0.1
     done
@@ -1084,8 +989,8 @@ EOF
   info grpc "calls/s vs nginx" "${med[8]}"
   info grpc "p99 vs nginx" "${med[9]}"
 
-  read -r ngx_a ngx_b <<<"$("$grpc_py" "$work/grpc_cli.py" hold "$grpc_ngx_port" "$grpc_hold" "${grpc_ngx_pids[@]}")"
-  read -r slu_a slu_b <<<"$("$grpc_py" "$work/grpc_cli.py" hold "$grpc_slu_port" "$grpc_hold" "$grpc_slu_pid")"
+  read -r ngx_a ngx_b <<<"$("$grpc_py" "$repo/scripts/grpc-bench.py" hold "$grpc_ngx_port" "$grpc_hold" "${grpc_ngx_pids[@]}")"
+  read -r slu_a slu_b <<<"$("$grpc_py" "$repo/scripts/grpc-bench.py" hold "$grpc_slu_port" "$grpc_hold" "$grpc_slu_pid")"
   [[ -n $ngx_b && -n $slu_b ]] || die "grpc: the held calls failed"
   echo
   echo "== grpc streams (server-streaming calls held open after one message, 100 per client connection;" \
