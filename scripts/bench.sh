@@ -54,6 +54,22 @@
 #           its end as failed); cpu_us includes the CONNECTIONS handshakes at the start. p50 and p99
 #           come from h2load's per-request log (--log-file: the time from a request's start to the
 #           end of its response); h2load itself prints only their mean, sd and max.
+#   grpc    gRPC unary calls through grpc_pass, nginx (`listen … http2`, grpc_pass to an upstream block
+#           with `keepalive 128`) and sluice (`http2 = true`, grpc_pass), both with the pass limit, each
+#           its own process started for this scenario, in front of a python3-grpcio asyncio server
+#           (Debian's; generic raw-bytes handlers: a 100-byte answer to any call). h2load -c8 -m10
+#           over h2c POSTs one gRPC message (5-byte prefix, 100 bytes) with `content-type:
+#           application/grpc` and `te: trailers`; each run is a fixed number of calls (the slower
+#           warm-up's rate × SECONDS). Before any load one call through each proxy from a python
+#           gRPC client must end OK with the upstream's answer; in every run each call must be
+#           answered 2xx (h2load sees no trailers), counted by the upstream (it counts the calls it
+#           answered, all OK) and, through sluice, ended with grpc-status 0 in its metrics
+#           (sluice_grpc_calls_total{code="OK"}). Prints calls/s, p50/p99 and cpu_us per call as
+#           h2 does. Then memory per open stream: 500 server-streaming calls (the upstream sends one
+#           message, then holds the call) opened at once through each proxy from a python gRPC client,
+#           100 per connection, each one's first message read, 2 s idle: the growth of the proxy's
+#           resident memory (all its processes) per call; then 500 more while those stay open.
+#           The python upstream is the bottleneck (about 3 000–4 000 calls/s on these 2 cores).
 #   topkeys what the most-limited-keys sketch (`[admin] top_keys`) costs the reject path: two more
 #           sluice processes, the same configuration but for `top_keys` (10, the default, and 0: off),
 #           the reject flood against each in turn (the order swapped every round), on one key
@@ -82,21 +98,23 @@
 # per request, summed over all its runs (warm-ups included). Last, a summary: the medians of sluice's ratios against issue #17's targets, each "met" or "not
 # met" (pass: cpu ≤ 0.90× nginx, r/s ≥ 1.0×, p99 ≤ 1.0×; reject: cpu ≤ 0.80×, p99 ≤ 1.0×; many:
 # cpu ≤ 0.90×; idle: bytes ≤ nginx's, at the peak and further; h2: cpu ≤ nginx's; tls: handshakes/s
-# ≥ nginx's; topkeys: cpu ≤ 1.03× of sluice without the sketch), and the ratios against HAProxy and the others without a target.
+# ≥ nginx's; grpc: cpu per unary call ≤ nginx's (issue #45); topkeys: cpu ≤ 1.03× of sluice without the
+# sketch), and the ratios against HAProxy and the others without a target.
 # Only `logged` has an access log (emptied before each run); rejections are logged to a file.
-# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 17 minutes in all on
-# 2 cores (pass and tail 3 × 6 runs each; reject, many, logged, tls and h2 2 × 6 runs each; idle about 30 s;
-# instructions about 45 s), plus the release build. Machines here are shared and noisy: read the
+# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 19 minutes in all on
+# 2 cores (pass and tail 3 × 6 runs each; reject, many, logged, tls, h2 and grpc 2 × 6 runs each; idle about
+# 30 s; grpc's streams about 30 s; instructions about 45 s), plus the release build. Machines here are shared and noisy: read the
 # medians and ratios, not single runs (or the instruction counts).
 # --only SCENARIO runs one of them. Installs what is missing with apt-get (nginx, wrk, curl, haproxy,
-# nghttp2-client for h2load, openssl, python3, valgrind); the idle scenario needs `ulimit -n` ≥ 9000.
+# nghttp2-client for h2load, openssl, python3, valgrind, python3-grpcio); the idle scenario needs
+# `ulimit -n` ≥ 9000.
 set -euo pipefail
 export LC_ALL=C
 export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections in the idle measurement: as many descriptors as allowed.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-scenarios=(pass reject many logged tail idle tls h2 topkeys instructions)
+scenarios=(pass reject many logged tail idle tls h2 grpc topkeys instructions)
 duration=10 pairs=5 connections=64 threads=2 only="" requests=2000
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -136,6 +154,8 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v valgrind >/dev/null || need+=(valgrind)   # callgrind and callgrind_annotate
+# grpc: Debian's python3 with grpcio, as upstream and client
+{ wants grpc && ! /usr/bin/python3 -c 'import grpc' 2>/dev/null; } && need+=(python3-grpcio)
 if [[ ${#need[@]} -gt 0 ]]; then
   echo "installing ${need[*]}" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -846,6 +866,146 @@ if wants h2; then
   info h2 "p99 vs nginx" "${med[9]}"
 fi
 
+# --- grpc: unary calls through grpc_pass (sluice) and nginx's grpc_pass; memory per open stream -----------
+# Its own upstream and proxies, started here: scripts/grpc-bench.py's python3-grpcio asyncio server (run
+# by the python that has Debian's grpcio, not whichever python3 comes first in PATH), nginx with
+# grpc_pass to an upstream block with kept connections, sluice with the same limit_req and grpc_pass.
+grpc_py=/usr/bin/python3 grpc_connections=8 grpc_streams=10 grpc_hold=500
+# one gRPC message of 100 bytes: uncompressed, its length (big-endian, 4 bytes), the bytes
+printf '\0\0\0\0\144%0100d' 0 >"$work/grpc_req.bin"
+# grpc_slu_calls → sluice's gRPC calls so far: "all OK" (sluice_grpc_calls_total, every code and OK)
+grpc_slu_calls() {
+  curl -s "http://127.0.0.1:$grpc_admin_port/metrics" |
+    awk '/^sluice_grpc_calls_total\{/ { a += $2; if ($1 ~ /code="OK"/) ok += $2 } END { print a + 0, ok + 0 }'
+}
+# run_grpc PORT CALLS PIDS… → "calls_per_s p50 p99 cpu_us_per_call"; CALLS 0: a warm-up of SECONDS
+# that prints only its rate. A measured run must see every call answered 2xx by h2load, counted by
+# the upstream, and (sluice) ended grpc-status 0 in sluice's metrics.
+run_grpc() {
+  local port=$1 n=$2 t0 t1 out u0 u1 m0 m1
+  shift 2
+  local args=(-c"$grpc_connections" -m"$grpc_streams" -t"$threads" --log-file="$work/grpc.log"
+    -d "$work/grpc_req.bin" -H 'content-type: application/grpc' -H 'te: trailers')
+  if [[ $n -eq 0 ]]; then args+=(-D"$duration"); else args+=(-n"$n"); fi
+  u0="$("$grpc_py" "$repo/scripts/grpc-bench.py" count "$grpc_up_port")" m0="$(grpc_slu_calls)"
+  read -r t0 _ <<<"$(cpu_ticks "$@")"
+  out="$(h2load "${args[@]}" "http://127.0.0.1:$port/b.B/U" 2>&1)" || die "grpc: h2load failed: $out"
+  read -r t1 _ <<<"$(cpu_ticks "$@")"
+  u1="$("$grpc_py" "$repo/scripts/grpc-bench.py" count "$grpc_up_port")" m1="$(grpc_slu_calls)"
+  local rps
+  rps="$(awk '/^finished in/ { print $4 }' <<<"$out")"
+  if [[ $n -eq 0 ]]; then echo "$rps"; return; fi
+  awk -v n="$n" '/^requests:/ { ok = ($2 == n && $6 == n && $8 == n && $10 == 0 && $12 == 0 && $14 == 0) }
+    /^status codes:/ { st = ($3 == n && $5 == 0 && $7 == 0 && $9 == 0) }
+    END { exit !(ok && st) }' <<<"$out" || die "grpc: port $port: errors in a run of $n calls:
+$(grep -E '^(requests|status codes):' <<<"$out")"
+  [[ $((u1 - u0)) -eq $n ]] || die "grpc: port $port: the upstream answered $((u1 - u0)) of $n calls"
+  if [[ $port == "$grpc_slu_port" ]]; then
+    read -r a0 ok0 <<<"$m0"
+    read -r a1 ok1 <<<"$m1"
+    [[ $((a1 - a0)) -eq $n && $((ok1 - ok0)) -eq $n ]] ||
+      die "grpc: sluice ended $((a1 - a0)) of $n calls, $((ok1 - ok0)) with grpc-status 0"
+  fi
+  local lat
+  lat="$(awk '{ print $3 }' "$work/grpc.log" | sort -n |
+    awk '{ a[NR] = $1 } END { printf "%.3f %.3f", a[int(NR * 0.50 + 0.5)] / 1000, a[int(NR * 0.99 + 0.5)] / 1000 }')"
+  echo "$rps $lat $(cpu_us $((t1 - t0)) "$n")"
+}
+if wants grpc; then
+  grpc_up_port=$(free_port) grpc_ngx_port=$(free_port) grpc_slu_port=$(free_port) grpc_admin_port=$(free_port)
+  mkdir -p "$work/grpc-ngx"
+  {
+    nginx_common "$work/grpc-ngx"
+    echo "worker_processes auto;"
+    cat <<EOF
+http {
+$(nginx_temp "$work/grpc-ngx")
+  keepalive_requests 1000000;
+  limit_req_zone \$binary_remote_addr zone=pass:10m rate=1000000r/s;
+  upstream grpcup { server 127.0.0.1:$grpc_up_port; keepalive 128; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:$grpc_ngx_port http2;
+    location / { limit_req zone=pass burst=1000000 nodelay; grpc_pass grpc://grpcup; }
+  }
+}
+EOF
+  } >"$work/grpc-ngx/nginx.conf"
+  cat >"$work/grpc-sluice.toml" <<EOF
+[zones.pass]
+key = "\$binary_remote_addr"
+size = "10m"
+rate = "1000000r/s"
+[[servers]]
+listen = "127.0.0.1:$grpc_slu_port"
+http2 = true
+[[servers.locations]]
+path = "/"
+limit_req = { zone = "pass", burst = 1000000, nodelay = true }
+grpc_pass = "grpc://127.0.0.1:$grpc_up_port"
+[admin]
+listen = "127.0.0.1:$grpc_admin_port"
+EOF
+  "$grpc_py" "$repo/scripts/grpc-bench.py" serve "$grpc_up_port" 2>"$work/grpc-up.err" & pids+=($!)
+  nginx -p "$work/grpc-ngx/" -c "$work/grpc-ngx/nginx.conf" -e "$work/grpc-ngx/error.log" & pids+=($!)
+  grpc_ngx_master=$!
+  "$sluice_bin" --config "$work/grpc-sluice.toml" 2>"$work/grpc-sluice.err" & pids+=($!)
+  grpc_slu_pid=$!
+  # Before any load: one real gRPC call through each proxy ends OK with the upstream's answer.
+  for port in "$grpc_ngx_port" "$grpc_slu_port"; do
+    for try in $(seq 100); do
+      "$grpc_py" "$repo/scripts/grpc-bench.py" check "$port" 2>"$work/grpc-check.err" && break
+      [[ $try -eq 100 ]] && die "grpc: no gRPC call through port $port ends OK: $(tail -n 3 "$work/grpc-check.err")"
+      sleep 0.1
+    done
+  done
+  mapfile -t grpc_ngx_pids < <(echo "$grpc_ngx_master"; pgrep -P "$grpc_ngx_master")
+  n_warm="$(run_grpc "$grpc_ngx_port" 0 "${grpc_ngx_pids[@]}")"
+  s_warm="$(run_grpc "$grpc_slu_port" 0 "$grpc_slu_pid")"
+  # The same number of calls for both: what the slower one made in SECONDS in its warm-up.
+  grpc_n="$(awk -v a="$n_warm" -v b="$s_warm" -v d="$duration" -v q=$((grpc_connections * grpc_streams)) \
+    'BEGIN { r = (a < b ? a : b) * d; r = int(r / q) * q; print (r < q ? q : r) }')"
+  echo
+  echo "== grpc (unary calls, one 100-byte message each way: h2load -c$grpc_connections -m$grpc_streams" \
+    "-t$threads over h2c, $grpc_n calls a run; upstream python3-grpcio $("$grpc_py" -c 'import grpc; print(grpc.__version__)') asyncio)"
+  fmt='%-6s %10s %7s %7s %6s   %10s %7s %7s %6s   %6s %6s %6s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" pair "nginx c/s" p50ms p99ms cpu_us "sluice c/s" p50ms p99ms cpu_us "c/s x" "p99 x" "cpu x"
+  : >"$work/grpc.ratios"
+  for ((i = 1; i <= pairs; i++)); do
+    read -r n_rps n_p50 n_p99 n_cpu <<<"$(run_grpc "$grpc_ngx_port" "$grpc_n" "${grpc_ngx_pids[@]}")"
+    read -r s_rps s_p50 s_p99 s_cpu <<<"$(run_grpc "$grpc_slu_port" "$grpc_n" "$grpc_slu_pid")"
+    row=("$n_rps" "$n_p50" "$n_p99" "$n_cpu" "$s_rps" "$s_p50" "$s_p99" "$s_cpu"
+      "$(ratio "$s_rps" "$n_rps")" "$(ratio "$s_p99" "$n_p99")" "$(ratio "$s_cpu" "$n_cpu")")
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "${row[@]}"
+    echo "${row[*]}" >>"$work/grpc.ratios"
+  done
+  r="$work/grpc.ratios"
+  med=()
+  for c in $(seq 1 11); do med+=("$(col "$r" "$c")"); done
+  # shellcheck disable=SC2059
+  printf "$fmt" median "${med[@]}"
+  target grpc "cpu/unary call vs nginx" "${med[10]}" "<=" 1.00
+  info grpc "calls/s vs nginx" "${med[8]}"
+  info grpc "p99 vs nginx" "${med[9]}"
+
+  read -r ngx_a ngx_b <<<"$("$grpc_py" "$repo/scripts/grpc-bench.py" hold "$grpc_ngx_port" "$grpc_hold" "${grpc_ngx_pids[@]}")"
+  read -r slu_a slu_b <<<"$("$grpc_py" "$repo/scripts/grpc-bench.py" hold "$grpc_slu_port" "$grpc_hold" "$grpc_slu_pid")"
+  [[ -n $ngx_b && -n $slu_b ]] || die "grpc: the held calls failed"
+  echo
+  echo "== grpc streams (server-streaming calls held open after one message, 100 per client connection;" \
+    "resident memory per call)"
+  fmt='%-44s %8s %8s %8s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" "" nginx sluice "x nginx"
+  # shellcheck disable=SC2059
+  printf "$fmt" "bytes, first $grpc_hold (all at once: the peak)" "$ngx_a" "$slu_a" "$(ratio "$slu_a" "$ngx_a")"
+  # shellcheck disable=SC2059
+  printf "$fmt" "bytes, $grpc_hold more while those are open" "$ngx_b" "$slu_b" "$(ratio "$slu_b" "$ngx_b")"
+  info grpc "bytes/open stream, peak" "$(ratio "$slu_a" "$ngx_a")"
+  info grpc "bytes/open stream, further" "$(ratio "$slu_b" "$ngx_b")"
+fi
+
 # --- instructions: per request, under callgrind -------------------------------------------------------
 # ir_client PORT PATH COUNT: COUNT requests over one keep-alive connection, every one answered as the
 # scenario wants (pass 200; reject 429, but for the first: the bucket's one admission).
@@ -943,5 +1103,5 @@ if ls "$work"/split.* >/dev/null 2>&1; then
 fi
 
 echo
-echo "== summary (sluice's medians from the tables above against their targets: issue #17's; topkeys: issue #28's)"
+echo "== summary (sluice's medians from the tables above against their targets: issue #17's; topkeys: issue #28's; grpc: issue #45's)"
 cat "$work/summary"
