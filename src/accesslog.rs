@@ -162,6 +162,8 @@ pub struct Record {
     pub limit_conn_status: &'static str,
     /// `$limit_req_algorithm`: the algorithm of `zone`, `-` when none.
     pub limit_req_algorithm: &'static str,
+    /// `$grpc_status`: the code of a gRPC answer sluice made itself.
+    pub grpc_status: Option<u8>,
 }
 
 impl Record {
@@ -193,6 +195,7 @@ impl Record {
             upstream: Vec::new(),
             limit_conn_status: "",
             limit_req_algorithm: "-",
+            grpc_status: None,
         }
     }
 
@@ -232,6 +235,7 @@ impl Record {
             },
             connection: self.connection,
             limit_req_algorithm: self.limit_req_algorithm,
+            grpc_status: self.grpc_status,
         };
         let resp = ResponseVars {
             proxy_host: "",

@@ -85,6 +85,8 @@ mod tests;
 #[cfg(test)]
 mod tests_algorithms;
 #[cfg(test)]
+mod tests_grpc_answers;
+#[cfg(test)]
 mod tests_headers;
 #[cfg(test)]
 mod tests_tls;

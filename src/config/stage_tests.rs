@@ -104,7 +104,7 @@ fn unknown_keys_list_the_section_schema() {
     assert_eq!(
         e,
         [
-            "t.toml:6:1: unknown key \"listen\" in [[servers.locations]] (expected one of: path, proxy_pass, return, limit_req, limit_req_status, limit_req_log_level, limit_req_dry_run, limit_conn, limit_conn_status, limit_conn_log_level, limit_conn_dry_run, error_pages, access, proxy_connect_timeout, proxy_read_timeout, proxy_send_timeout, client_body_timeout, access_log, ratelimit_headers, client_max_body_size, proxy_request_buffering, client_body_buffer_size, client_body_temp_path, proxy_ssl_verify, proxy_ssl_trusted_certificate, proxy_ssl_server_name, proxy_ssl_name, proxy_ssl_certificate, proxy_ssl_certificate_key, proxy_ssl_protocols, proxy_set_header, add_header, proxy_hide_header, proxy_pass_header, proxy_next_upstream, proxy_next_upstream_tries, proxy_next_upstream_timeout)"
+            "t.toml:6:1: unknown key \"listen\" in [[servers.locations]] (expected one of: path, proxy_pass, grpc_pass, return, limit_req, limit_req_status, limit_req_log_level, limit_req_dry_run, limit_conn, limit_conn_status, limit_conn_log_level, limit_conn_dry_run, error_pages, access, proxy_connect_timeout, proxy_read_timeout, proxy_send_timeout, client_body_timeout, access_log, ratelimit_headers, grpc_errors, client_max_body_size, proxy_request_buffering, client_body_buffer_size, client_body_temp_path, proxy_ssl_verify, proxy_ssl_trusted_certificate, proxy_ssl_server_name, proxy_ssl_name, proxy_ssl_certificate, proxy_ssl_certificate_key, proxy_ssl_protocols, proxy_set_header, add_header, proxy_hide_header, proxy_pass_header, proxy_next_upstream, proxy_next_upstream_tries, proxy_next_upstream_timeout)"
         ]
     );
 }

@@ -64,6 +64,9 @@ pub enum Var {
     LimitConnStatus,
     /// The algorithm of the zone `$limit_req_zone` names (not nginx's).
     LimitReqAlgorithm,
+    /// The `grpc-status` in a response's head: a trailers-only gRPC
+    /// answer's (sluice's own or the upstream's), else empty (not nginx's).
+    GrpcStatus,
     /// `on` over TLS, else empty.
     Https,
     SslProtocol,
@@ -122,6 +125,7 @@ impl Var {
             "connection" => Var::ConnectionId,
             "limit_conn_status" => Var::LimitConnStatus,
             "limit_req_algorithm" => Var::LimitReqAlgorithm,
+            "grpc_status" => Var::GrpcStatus,
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "proxy_protocol_addr" => Var::ProxyProtocolAddr,
@@ -163,7 +167,8 @@ impl Var {
             | Var::Msec
             | Var::RemoteUser
             | Var::ConnectionId
-            | Var::LimitReqAlgorithm => Context::Log,
+            | Var::LimitReqAlgorithm
+            | Var::GrpcStatus => Context::Log,
             _ => Context::Key,
         }
     }
@@ -389,6 +394,8 @@ pub struct LogVars {
     pub connection: u64,
     /// `$limit_req_algorithm`: the deciding zone's algorithm, `-` when none.
     pub limit_req_algorithm: &'static str,
+    /// `$grpc_status`: the code of a gRPC answer sluice made.
+    pub grpc_status: Option<u8>,
 }
 
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
@@ -651,6 +658,11 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
         Var::Msec => push_secs(out, l.unix_ms),
         Var::ConnectionId => push_u64(out, l.connection),
         Var::LimitReqAlgorithm => out.extend_from_slice(l.limit_req_algorithm.as_bytes()),
+        Var::GrpcStatus => {
+            if let Some(c) = l.grpc_status {
+                push_u64(out, c.into());
+            }
+        }
         _ => {}
     }
 }
