@@ -164,6 +164,8 @@ pub struct Record {
     pub limit_req_algorithm: &'static str,
     /// `$upstream_trailer_NAME`: the trailers the response body ended with.
     pub upstream_trailers: Option<Box<http::HeaderMap>>,
+    /// `$grpc_status`: the code of a gRPC answer sluice made itself.
+    pub grpc_status: Option<u8>,
 }
 
 impl Record {
@@ -196,6 +198,7 @@ impl Record {
             limit_conn_status: "",
             limit_req_algorithm: "-",
             upstream_trailers: None,
+            grpc_status: None,
         }
     }
 
@@ -236,6 +239,7 @@ impl Record {
             connection: self.connection,
             limit_req_algorithm: self.limit_req_algorithm,
             upstream_trailers: self.upstream_trailers.clone(),
+            grpc_status: self.grpc_status,
         };
         let resp = ResponseVars {
             proxy_host: "",

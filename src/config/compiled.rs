@@ -174,6 +174,9 @@ pub(crate) struct Location {
     pub error_pages: Arc<ErrorPages>,
     /// `allow` and `deny`, checked after the limits.
     pub access: Arc<Vec<crate::access::Rule>>,
+    /// A `grpc_pass` location with `grpc_errors = "grpc"`: what sluice
+    /// answers a gRPC call itself is a trailers-only gRPC answer.
+    pub grpc_answers: bool,
     pub action: Action,
     /// For an `https://` `proxy_pass`: its `proxy_ssl_*` settings, made.
     pub upstream_tls: Option<Arc<crate::upstream::Tls>>,

@@ -88,6 +88,8 @@ mod tests_algorithms;
 #[cfg(test)]
 mod tests_grpc;
 #[cfg(test)]
+mod tests_grpc_answers;
+#[cfg(test)]
 mod tests_headers;
 #[cfg(test)]
 mod tests_tls;

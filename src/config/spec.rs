@@ -183,6 +183,9 @@ pub(crate) struct Level {
     /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
     pub access_log: Option<Option<String>>,
     pub ratelimit_headers: Option<RateLimitHeaders>,
+    /// `grpc_errors`: how a `grpc_pass` location answers what sluice
+    /// answers itself.
+    pub grpc_errors: Option<crate::respond::grpc::GrpcErrors>,
     /// `access`: nginx's `allow` and `deny` lines (a level with its own
     /// hides its parent's).
     pub access: Option<Arc<Vec<crate::access::Rule>>>,
@@ -280,6 +283,7 @@ impl Level {
             real_ip: self.real_ip.clone().or_else(|| parent.real_ip.clone()),
             access: self.access.clone().or_else(|| parent.access.clone()),
             ratelimit_headers: self.ratelimit_headers.or(parent.ratelimit_headers),
+            grpc_errors: self.grpc_errors.or(parent.grpc_errors),
             underscores_in_headers: self
                 .underscores_in_headers
                 .or(parent.underscores_in_headers),

@@ -208,9 +208,9 @@ impl ProxyError<'_> {
     pub(crate) fn respond(
         self,
         cx: &Ctx,
-        pages: &ErrorPages,
-        loc: Option<&Location>,
+        (pages, loc): (&ErrorPages, Option<&Location>),
         decided: Decided,
+        grpc: bool,
     ) -> Result<Response<Body>, CloseConnection> {
         if let ProxyError::Upstream { error, .. } = &self {
             // A failed TLS handshake is no connection, as a refused one.
@@ -228,6 +228,16 @@ impl ProxyError<'_> {
         if status == 499 {
             // Nobody to answer.
             return Err(CloseConnection { status });
+        }
+        if grpc {
+            // (Nothing is closed: a gRPC call is a stream of HTTP/2.)
+            return Ok(super::grpc::answer(
+                &self,
+                cx,
+                (pages, loc),
+                status,
+                decided,
+            ));
         }
         let mut resp = match (&self, loc) {
             (ProxyError::Limited { limit, wait_ms }, Some(loc)) => {
@@ -270,7 +280,7 @@ impl ProxyError<'_> {
 
     /// The problem `detail` of an answer that is not a `limit_req`
     /// rejection.
-    fn detail(&self, loc: Option<&Location>) -> String {
+    pub(super) fn detail(&self, loc: Option<&Location>) -> String {
         match self {
             ProxyError::InvalidPath => "The request path is invalid.".into(),
             ProxyError::PlainHttpOnHttps => "The plain HTTP request was sent to HTTPS port.".into(),
@@ -394,14 +404,7 @@ fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Respo
         // fields are added with the rest's, see `with_quota`).
         return loc.limits.rejection(limit).response(secs, false);
     }
-    let detail = match retry_after {
-        Some(s) => format!(
-            "{} (zone \"{zone}\"). Retry after {s} second{}.",
-            respond::describe_limit(l),
-            if s == 1 { "" } else { "s" }
-        ),
-        None => format!("The limit_req zone \"{zone}\" is full."),
-    };
+    let detail = limited_detail(loc, limit, retry_after);
     let violated = Some(zone);
     rejected(
         cx,
@@ -411,6 +414,21 @@ fn reject(cx: &Ctx, loc: &Location, limit: usize, wait_ms: Option<u64>) -> Respo
         detail,
         (retry_after, violated),
     )
+}
+
+/// What a rejection by limit `limit` says: the limit and the wait
+/// (`retry_after` seconds), or that its zone is full (none).
+pub(super) fn limited_detail(loc: &Location, limit: usize, retry_after: Option<u64>) -> String {
+    let l = loc.limits.limit(limit);
+    let zone = &*l.zone.name;
+    match retry_after {
+        Some(s) => format!(
+            "{} (zone \"{zone}\"). Retry after {s} second{}.",
+            respond::describe_limit(l),
+            if s == 1 { "" } else { "s" }
+        ),
+        None => format!("The limit_req zone \"{zone}\" is full."),
+    }
 }
 
 /// Whether a request body failed because its chunked framing broke nginx's

@@ -59,6 +59,7 @@ pub(crate) fn finish(
     match resp {
         Ok(resp) => {
             r.status = resp.status().as_u16();
+            r.grpc_status = grpc_status(&resp);
             // A tunnel's line is written when it closes.
             let Some(r) = super::tunnel::log_at_close(&resp, r) else {
                 return Ok(resp);
@@ -72,6 +73,12 @@ pub(crate) fn finish(
             Err(close)
         }
     }
+}
+
+/// `$grpc_status`: the code of a trailers-only answer (in its head).
+fn grpc_status(resp: &Response<Body>) -> Option<u8> {
+    let v = resp.headers().get(respond::grpc::GRPC_STATUS)?;
+    std::str::from_utf8(v.as_bytes()).ok()?.parse().ok()
 }
 
 /// What the limits decided, in the access record.

@@ -26,14 +26,17 @@ pub(crate) struct Limited<'a> {
 
 /// Apply `loc`'s limits to the request: decide, count, log, and delay a
 /// request the bucket delays. A rejection comes back as the error that
-/// answers it, with what was decided.
+/// answers it, with what was decided. A gRPC call's `deadline` shorter
+/// than its delay makes the delay a rejection ([`past_deadline`]).
 pub(crate) async fn limit_req<'l>(
     cx: &Ctx<'_>,
     loc: &'l Location,
     record: &mut Option<Record>,
+    deadline: Option<Duration>,
 ) -> Result<Limited<'l>, (ProxyError<'l>, Limited<'l>)> {
     let now = cx.env.clock.ms_at(cx.start);
     let outcome = limiter::decide(loc.limits.set(), now, |i| key(cx, loc, i)).await;
+    let outcome = past_deadline(outcome, deadline, cx.start);
     let status = LimitReqStatus::of(&outcome, loc.dry_run);
     let zone = match outcome {
         Outcome::Unlimited => None,
@@ -93,6 +96,36 @@ pub(crate) async fn limit_req<'l>(
         Some(e) if !loc.dry_run => Err((e, limited)),
         _ => Ok(limited),
     }
+}
+
+/// A gRPC call whose deadline would pass before its delay ends is
+/// rejected now, its wait the delay (the client's retry policy then waits
+/// that long; delayed, it would only have expired in the queue). It was
+/// charged, as nginx keeps the charge of a delayed request whose client
+/// leaves: the decision is made before the deadline is looked at, by
+/// every store alike (Redis's included).
+fn past_deadline(outcome: Outcome, deadline: Option<Duration>, start: Instant) -> Outcome {
+    let (
+        Outcome::Accepted {
+            delay_ms,
+            limit,
+            excess,
+            ..
+        },
+        Some(deadline),
+    ) = (outcome, deadline)
+    else {
+        return outcome;
+    };
+    let left = deadline.saturating_sub(crate::clock::since(start));
+    if delay_ms > 0 && Duration::from_millis(delay_ms) > left {
+        return Outcome::Rejected {
+            limit,
+            excess,
+            wait_ms: delay_ms,
+        };
+    }
+    outcome
 }
 
 /// A rejected or delayed request counts for its key in the deciding

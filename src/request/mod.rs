@@ -15,6 +15,7 @@ mod content;
 mod error;
 mod find;
 mod finish;
+mod grpc;
 mod limit;
 mod limit_conn;
 mod log;
@@ -172,13 +173,14 @@ pub(crate) async fn handle(
             return refuse(&cx, at, e, cx.record(&server.access_log), None);
         }
     };
-    let at = Scope::location(loc);
+    let at = Scope::location(loc, &head);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
     if let Err(e) = find::check_body_size(loc, &head.fields) {
         return refuse(&cx, at, e, record, None);
     }
-    let limited = match limit::limit_req(&cx, loc, &mut record).await {
+    let deadline = at.grpc.then(|| grpc::deadline(&head)).flatten();
+    let limited = match limit::limit_req(&cx, loc, &mut record, deadline).await {
         Ok(limited) => limited,
         Err((e, limited)) => return limited_answer(&cx, (at, loc), e, record, &limited),
     };
@@ -219,6 +221,8 @@ struct Scope<'a> {
     add: &'a [crate::headers::AddHeader],
     proxy_host: &'a str,
     decided: Decided<'a>,
+    /// A gRPC call answered in gRPC ([`grpc::answers`]).
+    grpc: bool,
 }
 
 impl<'a> Scope<'a> {
@@ -230,11 +234,12 @@ impl<'a> Scope<'a> {
             add: &server.add_headers,
             proxy_host: "",
             decided: UNDECIDED,
+            grpc: false,
         }
     }
 
-    /// In `loc`, before its limits decided.
-    fn location(loc: &'a crate::config::Location) -> Scope<'a> {
+    /// In `loc`, before its limits decided, for a request with `head`.
+    fn location(loc: &'a crate::config::Location, head: &RequestHead) -> Scope<'a> {
         Scope {
             pages: &loc.error_pages,
             loc: Some(loc),
@@ -244,6 +249,7 @@ impl<'a> Scope<'a> {
                 crate::config::Action::Return(_) => "",
             },
             decided: UNDECIDED,
+            grpc: grpc::answers(loc, head),
         }
     }
 
@@ -265,7 +271,8 @@ impl<'a> Scope<'a> {
 
 /// The answer to a request `limit_req` refused: the flood's answer,
 /// rendered ([`finish::rejected`]), when nothing configured changes it
-/// (444 and 499: nothing is answered); else as any other.
+/// (444 and 499: nothing is answered) and it is no gRPC answer; else as
+/// any other.
 fn limited_answer<'a>(
     cx: &Ctx,
     (at, loc): (Scope<'a>, &'a crate::config::Location),
@@ -277,7 +284,8 @@ fn limited_answer<'a>(
         ProxyError::Limited { limit, wait_ms }
             if !matches!(loc.limit_req_status, 444 | 499)
                 && !loc.error_pages.contains_key(&loc.limit_req_status)
-                && loc.headers.add.is_empty() =>
+                && loc.headers.add.is_empty()
+                && !at.grpc =>
         {
             let rejection = loc.limits.rejection(limit).clone();
             let secs = error::retry_after_secs(wait_ms);
@@ -312,7 +320,7 @@ fn answer<'a>(
     let decided = limited.map_or(at.decided, |l| l.decided);
     let at = Scope { decided, ..at };
     let resp = e
-        .respond(cx, at.pages, at.loc, decided)
+        .respond(cx, (at.pages, at.loc), decided, at.grpc)
         .map(|r| match (limited, at.loc) {
             (Some(l), Some(loc)) => with_quota(r, loc, &l.outcome),
             _ => r,

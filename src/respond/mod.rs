@@ -9,6 +9,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use std::collections::BTreeMap;
 
+pub mod grpc;
 mod rejection;
 pub use rejection::Rejection;
 /// `[error_pages.CODE]`: what to answer instead of a response with `CODE`.
@@ -19,6 +20,16 @@ pub struct ErrorPage {
     pub headers: Vec<(HeaderName, Template)>,
     /// `None`: the default body for that status.
     pub body: Option<Template>,
+    /// `grpc_status` and `grpc_message`: what a gRPC call answered `CODE`
+    /// by sluice gets (`None`: the code and message of the cause).
+    pub grpc: GrpcPage,
+}
+
+/// An error page's `grpc_status` and `grpc_message`.
+#[derive(Debug, Default, Clone)]
+pub struct GrpcPage {
+    pub status: Option<grpc::Code>,
+    pub message: Option<String>,
 }
 
 /// The error pages of a level, by the status they replace.
@@ -105,6 +116,7 @@ pub fn error_response(
                 status,
                 headers,
                 body: Some(body),
+                ..
             }),
             Some(req),
         ) => {

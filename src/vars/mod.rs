@@ -64,6 +64,9 @@ pub enum Var {
     LimitConnStatus,
     /// The algorithm of the zone `$limit_req_zone` names (not nginx's).
     LimitReqAlgorithm,
+    /// The `grpc-status` in a response's head: a trailers-only gRPC
+    /// answer's (sluice's own or the upstream's), else empty (not nginx's).
+    GrpcStatus,
     /// `on` over TLS, else empty.
     Https,
     SslProtocol,
@@ -125,6 +128,7 @@ impl Var {
             "connection" => Var::ConnectionId,
             "limit_conn_status" => Var::LimitConnStatus,
             "limit_req_algorithm" => Var::LimitReqAlgorithm,
+            "grpc_status" => Var::GrpcStatus,
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "proxy_protocol_addr" => Var::ProxyProtocolAddr,
@@ -170,7 +174,8 @@ impl Var {
             | Var::Msec
             | Var::RemoteUser
             | Var::ConnectionId
-            | Var::LimitReqAlgorithm => Context::Log,
+            | Var::LimitReqAlgorithm
+            | Var::GrpcStatus => Context::Log,
             _ => Context::Key,
         }
     }
@@ -398,6 +403,8 @@ pub struct LogVars {
     pub limit_req_algorithm: &'static str,
     /// The upstream's trailers, if its response had any.
     pub upstream_trailers: Option<Box<http::HeaderMap>>,
+    /// `$grpc_status`: the code of a gRPC answer sluice made.
+    pub grpc_status: Option<u8>,
 }
 
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
@@ -663,6 +670,11 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
         Var::UpstreamTrailer(name) => {
             if let Some(v) = l.upstream_trailers.as_ref().and_then(|t| t.get(name)) {
                 out.extend_from_slice(v.as_bytes());
+            }
+        }
+        Var::GrpcStatus => {
+            if let Some(c) = l.grpc_status {
+                push_u64(out, c.into());
             }
         }
         _ => {}

@@ -19,6 +19,8 @@
 //!   real clients (python3-h2, the `h2` crate, curl over TLS), old streams' frames, timeouts;
 //! - [`tls`]: HTTP/2 by ALPN on `ssl` listeners (curl, openssl s_client, h2load), `http2 =
 //!   false` offering HTTP/1.1 only, the burst against nginx's `listen … ssl http2`;
+//! - [`grpc_answers`]: what sluice answers gRPC calls itself on `grpc_pass` locations
+//!   (trailers-only, by cause, error pages, `grpc_errors = "http"`, `grpc-timeout`);
 //! - [`conformance`]: malformed and hostile requests (tests/it/h2/conformance.py writes their
 //!   frames) against nginx and sluice side by side: each stream's answer, the connection's,
 //!   and what the upstream received.
@@ -27,6 +29,7 @@ mod basics;
 mod client;
 mod conformance;
 mod floods;
+mod grpc_answers;
 mod limits;
 mod park;
 mod protections;

@@ -57,6 +57,7 @@ pub(super) fn location(
         conn_dry_run: eff.conn_dry_run.unwrap_or(false),
         error_pages: eff.error_pages.clone().unwrap_or_default(),
         access: eff.access.clone().unwrap_or_default(),
+        grpc_answers: grpc_answers(&eff, &l.action),
         action: l.action,
         upstream_tls,
         timeouts: UpstreamTimeouts {
@@ -75,6 +76,13 @@ pub(super) fn location(
         next_upstream: super::upstreams::next_upstream(&eff),
     };
     Ok((l.rule, location))
+}
+
+/// A `grpc_pass` location answers gRPC calls in gRPC unless `grpc_errors
+/// = "http"`.
+fn grpc_answers(eff: &Level, action: &Action) -> bool {
+    use crate::respond::grpc::GrpcErrors;
+    matches!(action, Action::Proxy(pp) if pp.grpc) && eff.grpc_errors != Some(GrpcErrors::Http)
 }
 
 fn conn_limits(eff: &Level, zones: &Zones) -> Vec<ConnLimit> {

@@ -50,6 +50,7 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("client_body_timeout", client_body_timeout),
         level_key!("access_log", access_log),
         level_key!("ratelimit_headers", ratelimit_headers),
+        level_key!("grpc_errors", grpc_errors),
         level_key!("client_max_body_size", client_max_body_size),
         level_key!("proxy_request_buffering", proxy_request_buffering),
         level_key!("client_body_buffer_size", client_body_buffer_size),
@@ -223,6 +224,19 @@ fn ratelimit_headers(cx: &mut Cx, k: &str, v: &Val, l: R) {
             None
         }
     };
+}
+
+/// `"grpc"` (trailers-only answers on `grpc_pass` locations) or `"http"`
+/// (nginx's own answers).
+fn grpc_errors(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    let Some(s) = cx.str(v, k) else { return };
+    match crate::respond::grpc::GrpcErrors::parse(s) {
+        Some(m) => l.level.grpc_errors = Some(m),
+        None => cx.err(
+            v.span(),
+            format!("invalid grpc_errors \"{s}\" (expected grpc or http)"),
+        ),
+    }
 }
 
 /// nginx's offset syntax (`1g` allowed); 0 = unlimited.
@@ -477,6 +491,17 @@ static ERROR_PAGE: Schema<ErrorPage> = Schema::plain(&[
         name: "body",
         read: |cx, k, v, p| p.body = cx.template(v, k, Context::Response),
     },
+    Key {
+        name: "grpc_status",
+        read: |cx, k, v, p| {
+            let n = cx.status(v, k, 0..=16);
+            p.grpc.status = n.and_then(|n| crate::respond::grpc::Code::from_u8(n as u8));
+        },
+    },
+    Key {
+        name: "grpc_message",
+        read: |cx, k, v, p| p.grpc.message = cx.str(v, k).map(str::to_string),
+    },
 ]);
 
 /// `[error_pages.CODE]` tables.
@@ -504,6 +529,7 @@ fn read_error_pages(cx: &mut Cx, k: &str, v: &Val) -> Option<ErrorPages> {
             status: code,
             headers: Vec::new(),
             body: None,
+            grpc: Default::default(),
         };
         ERROR_PAGE.read(cx, pt, &format!("[error_pages.{code}]"), &mut page);
         pages.insert(code, page);
