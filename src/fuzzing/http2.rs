@@ -325,7 +325,11 @@ fn run(rules: &HeadRules, input: &[u8], cuts: &[usize]) -> Run {
     for &n in cuts {
         i.input().extend_from_slice(&input[at..at + n]);
         at += n;
-        let r = i.process();
+        let mut r = i.process();
+        // (It stops after each RST_STREAM, as the server lets the stream go.)
+        while r.is_ok() && i.stopped() {
+            r = i.process();
+        }
         out.extend_from_slice(&i.output().split());
         refused.extend(i.take_refused().into_iter().map(|r| r.refusal.to_string()));
         notices.extend(i.take_notices().iter().map(ToString::to_string));

@@ -193,6 +193,10 @@ pub struct Inbound {
     /// Requests reset for a malformed head since last taken (each gets
     /// nginx's access-log line).
     resets: u32,
+    /// A client's RST_STREAM being passed on, those passed whole, stopped after one.
+    resetting: Option<u32>,
+    client_resets: Vec<u32>,
+    stopped: bool,
 }
 
 impl Inbound {
@@ -225,6 +229,9 @@ impl Inbound {
             deficit: 0,
             granted: 0,
             resets: 0,
+            resetting: None,
+            client_resets: Vec::new(),
+            stopped: false,
         }
     }
 
@@ -259,6 +266,17 @@ impl Inbound {
     /// call.
     pub fn take_resets(&mut self) -> u32 {
         std::mem::take(&mut self.resets)
+    }
+
+    /// The streams the client reset since the last call (see [`Inbound::stopped`]).
+    pub fn take_client_resets(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.client_resets)
+    }
+
+    /// Stopped after a client's RST_STREAM, for its stream to be let go
+    /// before hyper reads on: go on before reading more.
+    pub fn stopped(&self) -> bool {
+        self.stopped
     }
 
     pub fn take_notices(&mut self) -> Vec<Refusal> {
@@ -339,6 +357,7 @@ impl Inbound {
         if let Some(a) = &self.aborted {
             return Err(a.clone());
         }
+        self.stopped = false;
         let r = self.step();
         if let Err(a) = &r {
             self.aborted = Some(a.clone());
@@ -372,6 +391,9 @@ impl Inbound {
                     self.pass -= n;
                 }
                 continue;
+            }
+            if self.reset_passed() {
+                return Ok(());
             }
             let Some(head) = self.raw.get(..9) else {
                 return Ok(());
@@ -417,10 +439,18 @@ impl Inbound {
                 self.skip = len;
                 continue;
             }
+            self.resetting = (kind == RST_STREAM && stream != 0).then_some(stream);
             self.out.extend_from_slice(&self.raw[..9]);
             self.raw.advance(9);
             self.pass = len;
         }
+    }
+
+    /// A client's RST_STREAM is whole with hyper: what follows it waits.
+    fn reset_passed(&mut self) -> bool {
+        let passed = self.resetting.take().map(|s| self.client_resets.push(s));
+        self.stopped = passed.is_some();
+        self.stopped
     }
 
     /// The client's connection WINDOW_UPDATE, whole at the front of `raw`:

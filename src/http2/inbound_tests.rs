@@ -359,3 +359,27 @@ fn the_deficit_is_taken_from_the_clients_next_window_updates() {
     assert_eq!(i.deficit(), 0);
     assert_eq!(i.take_granted(), 60_005);
 }
+
+/// A client's RST_STREAM stops the reading once it is whole in the output
+/// (the server lets its stream go before hyper reads on); the frames after
+/// it come with the next call.
+#[test]
+fn a_clients_rst_stream_stops_the_reading_after_it() {
+    let mut i = inbound();
+    let get = |stream| frame(HEADERS, END_STREAM | END_HEADERS, stream, &block(GET));
+    let rst = frame(RST_STREAM, 0, 1, &8u32.to_be_bytes());
+    i.input().extend_from_slice(&get(1));
+    i.input().extend_from_slice(&rst[..11]);
+    i.process().unwrap();
+    assert!(i.take_client_resets().is_empty(), "not whole yet");
+    i.input().extend_from_slice(&rst[11..]);
+    i.input().extend_from_slice(&get(3));
+    i.process().unwrap();
+    assert_eq!(i.take_client_resets(), [1]);
+    assert!(i.stopped());
+    assert!(i.output().ends_with(&rst), "up to the reset");
+    i.output().clear();
+    i.process().unwrap();
+    assert!(!i.stopped());
+    assert_eq!(written(i.output())[0], (":method".into(), "GET".into()));
+}

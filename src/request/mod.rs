@@ -197,7 +197,7 @@ pub(crate) async fn handle(
         let e = ProxyError::Forbidden;
         return refuse(&cx, at, e, record, Some(&limited));
     }
-    let resp = match content::content(&cx, loc, (&head, body), path, &limited, &mut record).await {
+    let resp = match content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
             let resp = with_quota(resp, loc, &limited.outcome);
             let resp = finish(at.added(Ok(resp), &cx), record, limited.decided);
@@ -209,6 +209,45 @@ pub(crate) async fn handle(
     // dropped), as nginx releases them when the request is freed; a
     // tunnel's, for as long as it is open.
     resp.map(|r| Reply::Response(tunnel::hand_over(r, held, &conn.state, head.version)))
+}
+
+/// [`content::content`], with nginx's 499 in the access log if it is
+/// dropped before its answer ([`Unanswered`]).
+async fn content<'l>(
+    cx: &Ctx<'_>,
+    loc: &'l crate::config::Location,
+    (head, body): (&'l RequestHead, ClientBody),
+    path: &str,
+    limited: &limit::Limited<'_>,
+    record: &mut Option<Record>,
+) -> Result<Response<Body>, ProxyError<'l>> {
+    let mut pending = Unanswered {
+        record: record.take(),
+        cx,
+    };
+    let r = content::content(cx, loc, (head, body), path, limited, &mut pending.record).await;
+    *record = pending.record.take();
+    r
+}
+
+/// A request dropped in its content phase, before its answer: the client
+/// reset its stream or closed its connection while the upstream had it.
+/// nginx finalizes such a request with 499 (`NGX_HTTP_CLIENT_CLOSED_REQUEST`):
+/// its access line, nothing sent, and the count in the metrics.
+struct Unanswered<'a, 'b> {
+    record: Option<Record>,
+    cx: &'a Ctx<'b>,
+}
+
+impl Drop for Unanswered<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.record.take() {
+            let took = crate::clock::since(self.cx.start);
+            self.cx.env.metrics.response(499, took);
+            r.status = 499;
+            r.write(0);
+        }
+    }
 }
 
 /// Where a request is answered: the error pages, the location (once one

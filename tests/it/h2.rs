@@ -10,6 +10,8 @@
 //! - [`limits`]: the burst over one connection against nginx (statuses and delays), h2load,
 //!   a delayed stream not holding up another, limit_conn per stream, nginx-tests'
 //!   h2_limit_req.t cases in our own words, a client resetting a delayed stream;
+//! - [`reset`]: a client's RST_STREAM at each phase of a stream (nginx-tests' h2_limit_conn.t
+//!   among them): its request and `limit_conn` count let go at once, its upstream closed;
 //! - [`protections`]: advertised settings, header sizes, rapid reset, idle timeouts, a
 //!   graceful stop;
 //! - [`floods`]: floods of frames that serve no request (PING, SETTINGS, WINDOW_UPDATE,
@@ -34,6 +36,7 @@ mod limits;
 mod park;
 mod protections;
 mod raw;
+mod reset;
 mod tls;
 
 use std::net::SocketAddr;

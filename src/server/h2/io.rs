@@ -60,6 +60,9 @@ pub(super) struct H2Io<S> {
     replay: Option<Replay>,
     /// Last told to [`Streams::quiet`].
     quiet: bool,
+    /// Streams the client reset that sluice still has: hyper reads
+    /// nothing more until they are gone (see [`H2Io::poll_hyper_read`]).
+    resetting: Vec<u32>,
 }
 
 impl<S> H2Io<S> {
@@ -89,6 +92,7 @@ impl<S> H2Io<S> {
             waking: None,
             replay: None,
             quiet: false,
+            resetting: Vec::new(),
         }
     }
 
@@ -117,6 +121,7 @@ impl<S> H2Io<S> {
             waking: io.waking,
             replay: io.replay,
             quiet: io.quiet,
+            resetting: io.resetting,
         };
         (io.inner, Box::new(moved))
     }
@@ -367,7 +372,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
     /// Reads more of the client's bytes into the gate and moves them on;
     /// Ready(false) at the end of the stream.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
-        if !self.read_ahead.is_empty() {
+        if self.inbound.stopped() {
+            // What follows a client's RST_STREAM, already read.
+        } else if !self.read_ahead.is_empty() {
             let ahead = std::mem::take(&mut self.read_ahead);
             self.inbound.input().extend_from_slice(&ahead);
         } else {
@@ -398,6 +405,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
         }
         for _ in 0..self.inbound.take_resets() {
             super::stream::reset_logged(&self.shared, &self.conn);
+        }
+        for stream in self.inbound.take_client_resets() {
+            if self.streams.reset_by_client(stream) {
+                self.resetting.push(stream);
+            }
         }
         if let Err(abort) = r {
             self.condemned(&abort);
@@ -430,6 +442,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
             if self.waking.as_mut().is_some_and(Waking::hold_reads) {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
+            }
+            // hyper has the client's RST_STREAM: the frames after it (a
+            // new stream, judged by limit_conn) wait until the stream's
+            // request and body are dropped, and what they held with them.
+            if !self.resetting.is_empty() {
+                ready!(self.streams.poll_gone(cx, &mut self.resetting));
             }
             if !ready!(self.poll_fill(cx))? {
                 return Poll::Ready(Ok(()));

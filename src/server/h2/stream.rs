@@ -22,6 +22,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -54,6 +55,10 @@ pub(super) struct Streams {
     /// until their end is written to the client ([`Streams::written`]).
     holding: Mutex<Vec<(u32, Held)>>,
     holding_any: AtomicBool,
+    /// The streams whose request or response body sluice still has, by
+    /// id, and the connection's reads waiting for some of them to go
+    /// ([`Streams::poll_gone`]): the client reset them.
+    live: Mutex<(Vec<u32>, Option<Waker>)>,
     /// Since when the connection's socket has had nothing in flight (see
     /// [`super::io::H2Io`]): it may be parked.
     quiet_since: Mutex<Option<Instant>>,
@@ -78,6 +83,7 @@ impl Streams {
             refused: Mutex::new(Vec::new()),
             holding: Mutex::new(Vec::new()),
             holding_any: AtomicBool::new(false),
+            live: Mutex::new((Vec::new(), None)),
             quiet_since: Mutex::new(None),
             id,
             client,
@@ -206,6 +212,59 @@ impl Streams {
             .store(!holding.is_empty(), Ordering::Release);
     }
 
+    /// The client reset `stream` (its RST_STREAM is with hyper): what it
+    /// held until its end was written goes now, as nginx frees a request
+    /// its client reset. True if its request or body is still sluice's:
+    /// hyper drops it on the reset, from the stream's own task.
+    pub(super) fn reset_by_client(&self, stream: u32) -> bool {
+        self.written(stream);
+        self.live.lock().0.contains(&stream)
+    }
+
+    /// Ready once none of `streams` is still sluice's (what one held when
+    /// its body ended as it went is let go too); the waiting connection is
+    /// woken when one goes.
+    pub(super) fn poll_gone(&self, cx: &mut Context<'_>, streams: &mut Vec<u32>) -> Poll<()> {
+        let mut gone = Vec::new();
+        let pending = {
+            let mut live = self.live.lock();
+            streams.retain(|s| {
+                let still = live.0.contains(s);
+                if !still {
+                    gone.push(*s);
+                }
+                still
+            });
+            live.1 = (!streams.is_empty()).then(|| cx.waker().clone());
+            !streams.is_empty()
+        };
+        for s in gone {
+            self.written(s);
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    }
+
+    fn live(&self, stream: u32) {
+        self.live.lock().0.push(stream);
+    }
+
+    fn gone(&self, stream: u32) {
+        let waker = {
+            let mut live = self.live.lock();
+            if let Some(i) = live.0.iter().position(|s| *s == stream) {
+                live.0.swap_remove(i);
+            }
+            live.1.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
     /// Since when no stream got on while some waited for the client (a
     /// client that takes nothing for `send_timeout` is timed out, as on
     /// HTTP/1.1: nginx times out a stream its window holds up the same way).
@@ -253,6 +312,45 @@ impl Drop for Stream {
     }
 }
 
+/// A stream's id while sluice has its request or its response body: the
+/// connection's reads wait for it to go once the client reset the stream
+/// ([`Streams::poll_gone`]). The last field of what holds it, so that it
+/// goes after the rest (the request's counts, the upstream's connection).
+struct Live {
+    streams: Arc<Streams>,
+    id: u32,
+}
+
+impl Live {
+    fn new(streams: &Arc<Streams>, id: u32) -> Live {
+        streams.live(id);
+        Live {
+            streams: streams.clone(),
+            id,
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.streams.gone(self.id);
+    }
+}
+
+/// A stream's future, as hyper polls it: its request, then its [`Live`].
+pub(super) struct Serving {
+    fut: Pin<Box<dyn std::future::Future<Output = Answer> + Send>>,
+    _live: Option<Live>,
+}
+
+impl std::future::Future for Serving {
+    type Output = Answer;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        self.fut.as_mut().poll(cx)
+    }
+}
+
 /// A stream's response body: the stream stays open until it ends; an
 /// upstream body that broke off is logged (as on HTTP/1.1, where it ends
 /// the connection; here hyper resets the stream alone).
@@ -265,10 +363,11 @@ pub(super) type StreamBody = Watched<StreamEnd>;
 /// byte was sent, and not when hyper buffered the body: a client whose
 /// window holds the body up keeps its count.
 pub(super) struct StreamEnd {
-    stream: Stream,
     /// The request's counts and its stream's id: held by the streams with the
     /// connection when the body ends, until that end is written.
     held: Option<(u32, Held)>,
+    stream: Stream,
+    _live: Option<Live>,
 }
 
 impl Watch for StreamEnd {
@@ -335,17 +434,21 @@ pub(super) type Answer = Result<Response<StreamBody>, CloseConnection>;
 impl hyper::service::Service<Request<Incoming>> for H2Service {
     type Response = Response<StreamBody>;
     type Error = CloseConnection;
-    type Future = Pin<Box<dyn std::future::Future<Output = Answer> + Send>>;
+    type Future = Serving;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         self.streams.opened();
+        let id = stream_id(&mut req);
         let stream = Stream {
             streams: self.streams.clone(),
             answered: false,
             owed: false,
         };
         let (shared, conn) = (self.shared.clone(), self.conn.clone());
-        Box::pin(serve_stream(shared, conn, req, stream))
+        Serving {
+            fut: Box::pin(serve_stream(shared, conn, (req, id), stream)),
+            _live: id.map(|id| Live::new(&self.streams, id)),
+        }
     }
 }
 
@@ -355,11 +458,10 @@ impl hyper::service::Service<Request<Incoming>> for H2Service {
 async fn serve_stream(
     shared: Arc<Shared>,
     conn: Arc<Conn>,
-    mut req: Request<Incoming>,
+    (mut req, id): (Request<Incoming>, Option<u32>),
     mut stream: Stream,
 ) -> Answer {
     let start = crate::clock::now();
-    let id = stream_id(&mut req);
     let resp = if req.method().as_str() == stand_in::STAND_IN_METHOD {
         let token = req.uri().path().trim_start_matches('/').parse().ok();
         let refusal = token.and_then(|t| stream.streams.take_refused(t));
@@ -390,7 +492,13 @@ async fn serve_stream(
             .remove::<HeldUntilWritten>()
             .and_then(|h| h.0.lock().take());
         let held = id.zip(held);
-        r.map(|inner| Watched::new(inner, StreamEnd { stream, held }))
+        let live = id.map(|id| Live::new(&stream.streams, id));
+        let end = StreamEnd {
+            held,
+            stream,
+            _live: live,
+        };
+        r.map(|inner| Watched::new(inner, end))
     })
 }
 

@@ -82,7 +82,7 @@ pub use logs::{
     EXCESS_TOLERANCE, Event, LimitLine, assert_same_limit_lines, conn_lines, limit_lines,
 };
 pub use nginx::{Nginx, nginx_binary};
-pub use ports::Port;
+pub use ports::{Port, local_listener};
 pub use quiet::{Heavy, Timing, heavy, timing};
 pub use redis::{RedisServer, TlsFiles};
 pub use redis_cluster::{Node, RedisCluster, wait_for};
