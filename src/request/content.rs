@@ -137,6 +137,7 @@ async fn forward<'l>(
                 rewind: |s: &mut Slot| s.0.is_some(),
                 unbuffered: true,
                 take: Some(|s: &mut Slot| s.0.take().map(BodyExt::boxed_unsync)),
+                deadline: super::grpc::deadline(req).map(|d| cx.start + d),
             };
             next_upstream::send(cx, loc, pp, &head, target, &mut slot, how, tries).await
         }
@@ -148,6 +149,7 @@ async fn forward<'l>(
                         rewind,
                         unbuffered: false,
                         take: None,
+                        deadline: None,
                     };
                     next_upstream::send(cx, loc, pp, &head, target, &mut whole, how, tries).await
                 }
@@ -177,6 +179,7 @@ async fn forward<'l>(
                 rewind,
                 unbuffered: loc.request_buffering.is_none(),
                 take: None,
+                deadline: None,
             };
             next_upstream::send(cx, loc, pp, &head, target, &mut body, how, tries).await
         }

@@ -61,6 +61,22 @@ pub(super) struct How<B> {
     pub rewind: Rewind<B>,
     pub unbuffered: bool,
     pub take: Option<Take<B>>,
+    /// A gRPC call's deadline (its `grpc-timeout` from when it arrived):
+    /// no wait for the upstream outlives it.
+    pub deadline: Option<tokio::time::Instant>,
+}
+
+impl<B> How<B> {
+    /// `loc`'s timeouts, the read timeout cut to what is left of the
+    /// deadline.
+    fn timeouts(&self, loc: &Location) -> upstream::UpstreamTimeouts {
+        let mut t = loc.timeouts;
+        if let Some(d) = self.deadline {
+            let left = d.saturating_duration_since(crate::clock::now());
+            t.proxy_read = t.proxy_read.min(left);
+        }
+        t
+    }
 }
 
 /// The request to `pp`'s upstream (its group's servers in turn, or its
@@ -86,7 +102,8 @@ where
         let sent = match how.take {
             Some(take) => {
                 let body = || take(body);
-                upstream::send_http2(&pp.authority, None, tls, loc.timeouts, head, body).await
+                let timeouts = how.timeouts(loc);
+                upstream::send_http2(&pp.authority, None, tls, timeouts, head, body).await
             }
             None => upstream::send(&pp.authority, tls, loc.timeouts, head, &mut *body).await,
         };
@@ -178,7 +195,7 @@ where
             let peer = group.peer(lease.id());
             let start = crate::clock::now();
             let keep = group.keepalive();
-            let timeouts = self.loc.timeouts;
+            let timeouts = self.how.timeouts(self.loc);
             let sent = match self.how.take {
                 Some(take) => {
                     let body = || take(body);
