@@ -5,7 +5,8 @@
 //! then through sluice with the equivalent configuration, whose results must be nginx's — what
 //! the client saw (codes, messages, metadata, trailers, message counts and bytes) and what the
 //! upstream saw (`:authority`, metadata, the deadline, the messages, whether the call was
-//! cancelled).
+//! cancelled). The upstream, grpcio's own server, also refuses a call without `te: trailers`
+//! ("Missing :te header"), so every passing call shows the proxy sent it.
 //!
 //! # Layout
 //! - [`peers`]: the shared gRPC server (servers `a`, `b`, TLS `s`, and a dead port), the

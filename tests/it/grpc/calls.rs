@@ -1,7 +1,7 @@
 //! Calls that succeed: unary with metadata and trailers, the three streaming kinds message by
 //! message, 4 MB messages, a thousand concurrent calls over one channel.
 
-use super::peers::{Upstreams, client, seen_upstream, untimed};
+use super::peers::{Upstreams, client, seen_upstream, untimed, with_sluice_xff};
 use super::{nginx, nginx_location, sluice, sluice_location};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -104,7 +104,7 @@ async fn server_client_and_bidi_streams_flow_message_by_message() {
         );
         assert_eq!(
             seen_upstream(&o.1),
-            seen_upstream(&t.1),
+            with_sluice_xff(&seen_upstream(&t.1)),
             "call {i}, upstream: sluice, nginx"
         );
     }
@@ -196,7 +196,10 @@ async fn four_megabyte_messages_pass_both_ways() {
     let ours = client(s.addr(), "big", "big-sl", &[]).await;
     let our_seen = up.call("big-sl-1", LOG_WAIT).await;
     assert_eq!(untimed(&ours), untimed(&theirs), "client: sluice, nginx");
-    assert_eq!(seen_upstream(&our_seen), seen_upstream(&their_seen));
+    assert_eq!(
+        seen_upstream(&our_seen),
+        with_sluice_xff(&seen_upstream(&their_seen))
+    );
 }
 
 /// A thousand unary calls at once on one channel (one HTTP/2 connection to the proxy, more

@@ -3,7 +3,7 @@
 //! failures reach the client whole (status, message, custom trailing metadata, before any
 //! message and mid-stream); an unreachable upstream is `UNAVAILABLE`.
 
-use super::peers::{Upstreams, client, seen_upstream, untimed};
+use super::peers::{Upstreams, client, seen_upstream, untimed, with_sluice_xff};
 use super::{nginx, nginx_location, sluice, sluice_location};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -48,14 +48,17 @@ async fn a_cancelled_call_is_cancelled_upstream() {
     let s = sluice("", &[&sluice_location(&target, "")]);
     let (ours, our_unary, our_stream) = cancel(&up, s.addr(), "cancel-sl").await;
     assert_eq!(untimed(&ours), untimed(&theirs), "client: sluice, nginx");
-    assert_eq!(seen_upstream(&our_unary), seen_upstream(&their_unary));
+    assert_eq!(
+        seen_upstream(&our_unary),
+        with_sluice_xff(&seen_upstream(&their_unary))
+    );
     // How many messages left before the cancel arrived is a matter of timing.
     let unsent = |v: &Value| {
         let mut v = seen_upstream(v);
         v["sent"] = Value::Null;
         v
     };
-    assert_eq!(unsent(&our_stream), unsent(&their_stream));
+    assert_eq!(unsent(&our_stream), with_sluice_xff(&unsent(&their_stream)));
 }
 
 /// The deadline scenario (500 ms, a server that would answer after 10 s) through `addr`: the
@@ -93,7 +96,10 @@ async fn a_deadline_reaches_the_upstream_and_ends_the_call_there() {
     let s = sluice("", &[&sluice_location(&target, "")]);
     let (ours, our_line) = deadline(&up, s.addr(), "deadline-sl").await;
     assert_eq!(untimed(&ours), untimed(&theirs), "client: sluice, nginx");
-    assert_eq!(seen_upstream(&our_line), seen_upstream(&their_line));
+    assert_eq!(
+        seen_upstream(&our_line),
+        with_sluice_xff(&seen_upstream(&their_line))
+    );
 }
 
 /// The upstream fails a unary call before any message (`NOT_FOUND`, a message with non-ASCII
@@ -125,7 +131,11 @@ async fn failures_pass_through_with_status_message_and_trailers() {
     for n in 1..=2 {
         let o = up.call(&format!("fail-sl-{n}"), CANCEL_SEEN).await;
         let t = up.call(&format!("fail-ng-{n}"), CANCEL_SEEN).await;
-        assert_eq!(seen_upstream(&o), seen_upstream(&t), "call {n}: upstream");
+        assert_eq!(
+            seen_upstream(&o),
+            with_sluice_xff(&seen_upstream(&t)),
+            "call {n}: upstream"
+        );
     }
 }
 

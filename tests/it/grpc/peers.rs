@@ -213,3 +213,19 @@ pub fn untimed(v: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+/// nginx's upstream view `theirs` ([`seen_upstream`]) as sluice's upstream sees the same call
+/// through a location that sets no `X-Forwarded-For`: sluice appends one by default, for
+/// `grpc_pass` as for `proxy_pass` (its documented difference, config/nginx.md: "sluice sends
+/// X-Forwarded-For ($proxy_add_x_forwarded_for) to upstreams unless proxy_set_header sets it;
+/// nginx does not send it by default"). The client is 127.0.0.1.
+pub fn with_sluice_xff(theirs: &Value) -> Value {
+    let mut v = theirs.clone();
+    if let Some(md) = v["metadata"].as_array_mut() {
+        if !md.iter().any(|kv| kv[0] == "x-forwarded-for") {
+            md.push(serde_json::json!(["x-forwarded-for", "127.0.0.1"]));
+            md.sort_by(|x, y| x[0].as_str().cmp(&y[0].as_str()));
+        }
+    }
+    v
+}
