@@ -6,8 +6,9 @@
 #
 # Steps (each one runs, and each one is reported PASS or FAIL at the end; nothing is skipped):
 #   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk, curl, openssl,
-#      h2load (nghttp2-client), python3-websockets, python3-h2 and chromium (the dashboard's browser
-#      test, tests/it/admin_dashboard.rs) with apt-get (as root, or through sudo); cargo must already be there;
+#      h2load (nghttp2-client), python3-websockets, python3-h2, python3-grpcio (the gRPC server and
+#      client of tests/it/grpc.rs) and chromium (the dashboard's browser test,
+#      tests/it/admin_dashboard.rs) with apt-get (as root, or through sudo); cargo must already be there;
 #   2. cargo build --release;
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
 #      sluice themselves; the unit tests include the replay of the fuzz corpora, fuzz/corpus and
@@ -57,10 +58,11 @@ install_packages() {
   [[ -x /usr/bin/python3 ]]         || missing+=(python3)   # Debian's own: the tests run /usr/bin/python3
   /usr/bin/python3 -c 'import websockets' 2>/dev/null || missing+=(python3-websockets)   # the WebSocket client
   /usr/bin/python3 -c 'import hpack' 2>/dev/null || missing+=(python3-h2)   # HPACK for the HTTP/2 conformance client
+  /usr/bin/python3 -c 'import grpc' 2>/dev/null || missing+=(python3-grpcio)   # gRPC server and client (grpc_pass)
   command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
 
   if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "nginx, redis-server, wrk, curl, openssl, h2load, valgrind, haproxy, python3-websockets, python3-h2 and chromium are installed"
+    echo "nginx, redis-server, wrk, curl, openssl, h2load, valgrind, haproxy, python3-websockets, python3-h2, python3-grpcio and chromium are installed"
   else
     echo "missing: ${missing[*]}"
     if [[ $EUID -ne 0 ]]; then
@@ -99,6 +101,7 @@ install_packages() {
     || { echo "chromium is still missing after installation" >&2; return 1; }
   /usr/bin/python3 -c 'import websockets' || { echo "python3-websockets is still missing after installation" >&2; return 1; }
   /usr/bin/python3 -c 'import hpack' || { echo "python3-h2 is still missing after installation" >&2; return 1; }
+  /usr/bin/python3 -c 'import grpc' || { echo "python3-grpcio is still missing after installation" >&2; return 1; }
   echo "$(nginx -v 2>&1); $(redis-server --version | cut -d' ' -f1-3); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2); $(cargo --version)"
 }
 
