@@ -11,25 +11,24 @@ mod admin;
 pub mod grpc;
 mod http2;
 mod proxy_protocol;
+mod responses;
 mod upstreams;
 
 pub use admin::AdminResult;
 use admin::register_admin;
 use http2::Http2;
+use responses::{AtomicHistogram, StatusCounts};
 
 use crate::config::Config;
 use crate::limiter::{LimitReqStatus, Store};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
-};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The `Content-Type` of [`Metrics::render`]'s output.
@@ -132,6 +131,21 @@ pub struct Metrics {
     admin: Family<Outcome, Counter>,
 }
 
+/// Series that exist from the start, so that rate() sees their first
+/// increase.
+fn from_the_start(upstream_errors: &Family<Kind, Counter>, reloads: &Family<Outcome, Counter>) {
+    for kind in [
+        UpstreamError::Connect,
+        UpstreamError::Timeout,
+        UpstreamError::Other,
+    ] {
+        drop(upstream_errors.get_or_create(&Kind { kind: kind.label() }));
+    }
+    for result in ["ok", "failed"] {
+        drop(reloads.get_or_create(&Outcome { result }));
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -168,17 +182,7 @@ impl Metrics {
             "1 if the last reload succeeded (or none was tried), 0 if it failed",
             last_reload_ok.clone(),
         );
-        // Series that exist from the start, so that rate() sees their first increase.
-        for kind in [
-            UpstreamError::Connect,
-            UpstreamError::Timeout,
-            UpstreamError::Other,
-        ] {
-            drop(upstream_errors.get_or_create(&Kind { kind: kind.label() }));
-        }
-        for result in ["ok", "failed"] {
-            drop(reloads.get_or_create(&Outcome { result }));
-        }
+        from_the_start(&upstream_errors, &reloads);
         let connections = Gauge::default();
         registry.register(
             "sluice_connections_active",
@@ -330,101 +334,6 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &zones);
         let _ = prometheus_client::encoding::text::encode_eof(&mut out);
         out
-    }
-}
-
-/// Responses by status code: one atomic per code, so that counting a
-/// response never takes a lock.
-#[derive(Clone, Debug)]
-struct StatusCounts(Arc<[AtomicU64]>);
-
-impl Default for StatusCounts {
-    fn default() -> Self {
-        StatusCounts((100..1000).map(|_| AtomicU64::new(0)).collect())
-    }
-}
-
-impl StatusCounts {
-    fn inc(&self, status: u16) {
-        if let Some(c) = status
-            .checked_sub(100)
-            .and_then(|i| self.0.get(usize::from(i)))
-        {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Collector for StatusCounts {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut family = encoder.encode_descriptor(
-            "sluice_http_responses",
-            "Responses sent to clients by status code",
-            None,
-            ConstCounter::new(0u64).metric_type(),
-        )?;
-        for (i, c) in self.0.iter().enumerate() {
-            let n = c.load(Ordering::Relaxed);
-            if n > 0 {
-                let l = [("code", (i + 100).to_string())];
-                ConstCounter::new(n).encode(family.encode_family(&l)?)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Upper bounds of the request-duration buckets, in seconds.
-const BUCKETS: [f64; 12] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-];
-
-/// A histogram of durations kept in atomics (prometheus-client's takes a
-/// lock per observation): a count per bucket plus +Inf, and the sum in
-/// microseconds.
-#[derive(Clone, Debug, Default)]
-struct AtomicHistogram(Arc<HistogramCells>);
-
-#[derive(Debug, Default)]
-struct HistogramCells {
-    buckets: [AtomicU64; BUCKETS.len() + 1],
-    sum_us: AtomicU64,
-}
-
-impl AtomicHistogram {
-    fn observe(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        let i = BUCKETS
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(BUCKETS.len());
-        self.0.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.0
-            .sum_us
-            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
-    }
-}
-
-impl EncodeMetric for AtomicHistogram {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let counts: Vec<u64> = self
-            .0
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        let buckets: Vec<(f64, u64)> = BUCKETS
-            .iter()
-            .copied()
-            .chain([f64::INFINITY])
-            .zip(counts.iter().copied())
-            .collect();
-        let sum = self.0.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        encoder.encode_histogram::<NoLabelSet>(sum, counts.iter().sum(), &buckets, None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
     }
 }
 

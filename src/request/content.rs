@@ -142,7 +142,8 @@ async fn forward<'l>(
             next_upstream::send(cx, loc, pp, &head, target, &mut slot, how, tries).await
         }
         Some(b) if !hyper::body::Body::is_end_stream(&body) => {
-            match read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await {
+            let whole = read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await;
+            match whole {
                 Ok(mut whole) => {
                     let rewind: Rewind<_> = |w: &mut Buffered| w.rewind().is_ok();
                     let how = How {
@@ -153,22 +154,7 @@ async fn forward<'l>(
                     };
                     next_upstream::send(cx, loc, pp, &head, target, &mut whole, how, tries).await
                 }
-                Err(e) => {
-                    let error = match e {
-                        ReadError::Timeout => upstream::Error::ClientBodyTimeout,
-                        ReadError::Body(e) => upstream::Error::Body(e),
-                        ReadError::File(error) => {
-                            let dir = &b.temp_dir;
-                            return Err(Failed::Client(ProxyError::BodyFile { dir, error }));
-                        }
-                    };
-                    let authority = pp.authority.as_str();
-                    Err(Failure {
-                        error,
-                        authority,
-                        disabled: false,
-                    })
-                }
+                Err(e) => Err(unread(e, b, pp)?),
             }
         }
         _ => {
@@ -207,6 +193,28 @@ async fn forward<'l>(
         })),
         Err(f) => Err(classify(f)),
     }
+}
+
+/// A body that could not be read whole: the client's failure, as the
+/// upstream error it becomes; the temporary file's ends the request.
+fn unread<'l>(
+    e: ReadError,
+    b: &'l crate::config::RequestBuffering,
+    pp: &'l ProxyPass,
+) -> Result<Failure<'l>, Failed<'l>> {
+    let error = match e {
+        ReadError::Timeout => upstream::Error::ClientBodyTimeout,
+        ReadError::Body(e) => upstream::Error::Body(e),
+        ReadError::File(error) => {
+            let dir = &b.temp_dir;
+            return Err(Failed::Client(ProxyError::BodyFile { dir, error }));
+        }
+    };
+    Ok(Failure {
+        error,
+        authority: pp.authority.as_str(),
+        disabled: false,
+    })
 }
 
 /// A gRPC call's body until hyper's client takes it ([`How::take`]).
