@@ -14,6 +14,7 @@ mod client_contract;
 mod conformance;
 mod docs;
 mod grpc;
+mod grpc_hostile;
 mod h1diff;
 mod h2;
 mod import;
