@@ -128,48 +128,7 @@ async fn forward<'l>(
         proxy_host: pp.authority.as_str(),
         upgrade,
     };
-    let sent = match &loc.request_buffering {
-        // nginx's grpc module never buffers a body: a call streams both
-        // ways at once.
-        _ if pp.grpc => {
-            let mut slot = Slot(Some(body));
-            let how = How {
-                rewind: |s: &mut Slot| s.0.is_some(),
-                unbuffered: true,
-                take: Some(|s: &mut Slot| s.0.take().map(BodyExt::boxed_unsync)),
-                deadline: super::grpc::deadline(req).map(|d| cx.start + d),
-            };
-            next_upstream::send(cx, loc, pp, &head, target, &mut slot, how, tries).await
-        }
-        Some(b) if !hyper::body::Body::is_end_stream(&body) => {
-            let whole = read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await;
-            match whole {
-                Ok(mut whole) => {
-                    let rewind: Rewind<_> = |w: &mut Buffered| w.rewind().is_ok();
-                    let how = How {
-                        rewind,
-                        unbuffered: false,
-                        take: None,
-                        deadline: None,
-                    };
-                    next_upstream::send(cx, loc, pp, &head, target, &mut whole, how, tries).await
-                }
-                Err(e) => Err(unread(e, b, pp)?),
-            }
-        }
-        _ => {
-            let mut body = body;
-            // Without a body (or unbuffered, where it is never sent twice).
-            let rewind: Rewind<_> = |b: &mut LimitedBody| hyper::body::Body::is_end_stream(b);
-            let how = How {
-                rewind,
-                unbuffered: loc.request_buffering.is_none(),
-                take: None,
-                deadline: None,
-            };
-            next_upstream::send(cx, loc, pp, &head, target, &mut body, how, tries).await
-        }
-    };
+    let sent = send(cx, loc, pp, (req, &head), body, target, tries).await?;
     let resp = match sent {
         Ok(resp) if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS => {
             upstream::switched(resp.map(Leased::into_inner), upgrade.is_some()).map_err(|error| {
@@ -193,6 +152,63 @@ async fn forward<'l>(
         })),
         Err(f) => Err(classify(f)),
     }
+}
+
+/// The request to the upstream (its group's servers in turn), its body as
+/// the location says: streamed to an HTTP/2 upstream (gRPC), read whole
+/// first (`proxy_request_buffering`), or streamed.
+#[allow(clippy::too_many_arguments)]
+async fn send<'l>(
+    cx: &Ctx<'_>,
+    loc: &'l Location,
+    pp: &'l ProxyPass,
+    (req, head): (&RequestHead, &upstream::Head<'_>),
+    body: LimitedBody,
+    target: &str,
+    tries: &mut Vec<crate::vars::UpstreamTry>,
+) -> Result<Result<Response<Leased>, Failure<'l>>, Failed<'l>> {
+    Ok(match &loc.request_buffering {
+        // nginx's grpc module never buffers a body: a call streams both
+        // ways at once.
+        _ if pp.grpc => {
+            let mut slot = Slot(Some(body));
+            let how = How {
+                rewind: |s: &mut Slot| s.0.is_some(),
+                unbuffered: true,
+                take: Some(|s: &mut Slot| s.0.take().map(BodyExt::boxed_unsync)),
+                deadline: super::grpc::deadline(req).map(|d| cx.start + d),
+            };
+            next_upstream::send(cx, loc, pp, head, target, &mut slot, how, tries).await
+        }
+        Some(b) if !hyper::body::Body::is_end_stream(&body) => {
+            let whole = read_whole(body, b.in_memory, &b.temp_dir, loc.timeouts.client_body).await;
+            match whole {
+                Ok(mut whole) => {
+                    let rewind: Rewind<_> = |w: &mut Buffered| w.rewind().is_ok();
+                    let how = How {
+                        rewind,
+                        unbuffered: false,
+                        take: None,
+                        deadline: None,
+                    };
+                    next_upstream::send(cx, loc, pp, head, target, &mut whole, how, tries).await
+                }
+                Err(e) => Err(unread(e, b, pp)?),
+            }
+        }
+        _ => {
+            let mut body = body;
+            // Without a body (or unbuffered, where it is never sent twice).
+            let rewind: Rewind<_> = |b: &mut LimitedBody| hyper::body::Body::is_end_stream(b);
+            let how = How {
+                rewind,
+                unbuffered: loc.request_buffering.is_none(),
+                take: None,
+                deadline: None,
+            };
+            next_upstream::send(cx, loc, pp, head, target, &mut body, how, tries).await
+        }
+    })
 }
 
 /// A body that could not be read whole: the client's failure, as the

@@ -167,16 +167,19 @@ pub async fn send(
     };
     let (mut parts, body) = resp.into_parts();
     strip_hidden(&mut parts.headers, head.hidden);
+    // (A trailers-only answer has its status in the head: nothing to end.)
     let grpc = parts
         .headers
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+        && !parts.headers.contains_key("grpc-status");
     let body = Streamed {
         inner: body,
         read_timeout: timeouts.proxy_read,
         timer: None,
         grpc,
         done: false,
+        trailers: false,
         _streams: streams,
     };
     Ok(Response::from_parts(
@@ -326,6 +329,8 @@ pub(crate) struct Streamed {
     grpc: bool,
     /// It ended with such trailers.
     done: bool,
+    /// The upstream's trailers went by.
+    trailers: bool,
     _streams: Streams,
 }
 
@@ -341,6 +346,9 @@ pub enum StreamFailure {
     Closed(hyper::Error),
     #[error("upstream timed out (110: Connection timed out) while reading upstream")]
     TimedOut,
+    /// A gRPC call's body ended without trailers (no grpc-status).
+    #[error("upstream ended the call without a grpc-status while reading upstream")]
+    NoStatus,
 }
 
 /// The trailers that end a gRPC call whose upstream broke off:
@@ -380,8 +388,15 @@ impl Streamed {
                 Some(r) if r != h2::Reason::NO_ERROR => StreamFailure::Reset(e),
                 _ => StreamFailure::Closed(e),
             },
+            // A gRPC call's body that ended with no status (an upstream's
+            // RST_STREAM NO_ERROR reads as an end, as does END_STREAM on
+            // DATA) is a broken call.
+            Poll::Ready(None) if self.grpc && !self.trailers => StreamFailure::NoStatus,
             Poll::Ready(r) => {
                 self.timer = None;
+                if let Some(Ok(f)) = &r {
+                    self.trailers |= f.is_trailers();
+                }
                 return Poll::Ready(r.map(|f| f.map_err(BodyError::from)));
             }
             Poll::Pending => {
@@ -400,8 +415,10 @@ impl Streamed {
         Poll::Ready(Some(Ok(Frame::trailers(unavailable(&failure)))))
     }
 
+    /// (A gRPC call's body without its trailers yet is not over: polled
+    /// once more, it ends with UNAVAILABLE's.)
     pub(crate) fn is_end_stream(&self) -> bool {
-        self.done || self.inner.is_end_stream()
+        self.done || (self.inner.is_end_stream() && (self.trailers || !self.grpc))
     }
 
     pub(crate) fn size_hint(&self) -> SizeHint {

@@ -667,16 +667,7 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
         Var::Msec => push_secs(out, l.unix_ms),
         Var::ConnectionId => push_u64(out, l.connection),
         Var::LimitReqAlgorithm => out.extend_from_slice(l.limit_req_algorithm.as_bytes()),
-        Var::UpstreamTrailer(name) => {
-            if let Some(v) = l.upstream_trailers.as_ref().and_then(|t| t.get(name)) {
-                out.extend_from_slice(v.as_bytes());
-            }
-        }
-        Var::GrpcStatus => {
-            if let Some(c) = l.grpc_status {
-                push_u64(out, c.into());
-            }
-        }
+        Var::UpstreamTrailer(_) | Var::GrpcStatus => upstream::eval_grpc(v, l, out),
         _ => {}
     }
 }

@@ -42,3 +42,21 @@ pub(super) fn eval(v: &Var, tries: &[UpstreamTry], out: &mut Vec<u8>) {
         _ => push_tries(out, tries, |out, t| push_secs(out, t.ms)),
     }
 }
+
+/// `$upstream_trailer_NAME` (the upstream's trailers) and `$grpc_status`
+/// (the code of a gRPC answer).
+pub(super) fn eval_grpc(v: &Var, l: &super::LogVars, out: &mut Vec<u8>) {
+    match v {
+        Var::UpstreamTrailer(name) => {
+            if let Some(v) = l.upstream_trailers.as_ref().and_then(|t| t.get(name)) {
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+        Var::GrpcStatus => {
+            if let Some(c) = l.grpc_status {
+                push_u64(out, c.into());
+            }
+        }
+        _ => {}
+    }
+}
