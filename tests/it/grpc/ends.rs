@@ -175,3 +175,47 @@ async fn an_unreachable_upstream_is_unavailable() {
     };
     assert_eq!(codes(&ours), codes(&theirs), "sluice: {ours}");
 }
+
+/// What sluice adds to nginx's view of a call's end: `$upstream_trailer_NAME` puts the
+/// upstream's trailers in the access log (`grpc-status`, `grpc-message` and custom trailing
+/// metadata), and each call is counted by the status it ended with in `/metrics` and the
+/// status API, the upstream's failures included.
+#[tokio::test]
+async fn trailers_reach_the_log_and_calls_are_counted_by_status() {
+    let up = Upstreams::shared();
+    let target = format!("grpc://{}", up.a());
+    let top = "log_format = 'gs=$upstream_trailer_grpc_status gm=\"$upstream_trailer_grpc_message\" \
+               r=$upstream_trailer_x_reason st=$status'\naccess_log = \"stdout\"\n[admin]\n";
+    let s = sluice(top, &[&sluice_location(&target, "")]);
+    let ours = client(s.addr(), "fail", "count-sl", &[]).await;
+    assert_eq!(ours["unary"]["code"], "NOT_FOUND", "{ours}");
+    assert_eq!(ours["stream"]["code"], "ABORTED", "{ours}");
+    let ok = client(s.addr(), "unary", "count-ok", &[]).await;
+    assert_eq!(ok["code"], "OK", "{ok}");
+    let lines =
+        crate::support::eventually("three access lines", Duration::from_secs(5), async || {
+            let out = s.stdout();
+            (out.lines().filter(|l| l.contains(" st=")).count() >= 3).then_some(out)
+        })
+        .await;
+    assert!(
+        lines.contains("gs=10 gm=\"aborted at 3\" r=mid-stream st=200"),
+        "the streamed failure's trailers in the log: {lines}"
+    );
+    assert!(lines.contains("gs=0 "), "the OK call's status: {lines}");
+    let metrics = crate::support::get(s.admin_addr(), "/metrics").await;
+    let text = metrics.body_text();
+    for (code, n) in [
+        ("OK", 1),
+        ("ABORTED", 1),
+        ("NOT_FOUND", 1),
+        ("UNAVAILABLE", 0),
+    ] {
+        let line = format!("sluice_grpc_calls_total{{code=\"{code}\"}} {n}\n");
+        assert!(text.contains(&line), "{line} in: {text}");
+    }
+    let api = crate::support::get(s.admin_addr(), "/api/sluice/grpc").await;
+    let api: Value = serde_json::from_str(&api.body_text()).unwrap();
+    assert_eq!(api["calls"]["ABORTED"], 1, "{api}");
+    assert_eq!(api["calls"]["OK"], 1, "{api}");
+}
