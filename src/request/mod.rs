@@ -221,12 +221,14 @@ async fn content<'l>(
     limited: &limit::Limited<'_>,
     record: &mut Option<Record>,
 ) -> Result<Response<Body>, ProxyError<'l>> {
-    let mut pending = Unanswered {
-        record: record.take(),
+    let pending = Unanswered {
+        record,
         cx,
+        answered: false,
     };
-    let r = content::content(cx, loc, (head, body), path, limited, &mut pending.record).await;
-    *record = pending.record.take();
+    let r = content::content(cx, loc, (head, body), path, limited, pending.record).await;
+    let mut pending = pending;
+    pending.answered = true;
     r
 }
 
@@ -234,13 +236,19 @@ async fn content<'l>(
 /// reset its stream or closed its connection while the upstream had it.
 /// nginx finalizes such a request with 499 (`NGX_HTTP_CLIENT_CLOSED_REQUEST`):
 /// its access line, nothing sent, and the count in the metrics.
-struct Unanswered<'a, 'b> {
-    record: Option<Record>,
+struct Unanswered<'r, 'a, 'b> {
+    /// The request's (in place: a record is large, and moving it in and
+    /// out of the guard costs every request two copies).
+    record: &'r mut Option<Record>,
     cx: &'a Ctx<'b>,
+    answered: bool,
 }
 
-impl Drop for Unanswered<'_, '_> {
+impl Drop for Unanswered<'_, '_, '_> {
     fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
         if let Some(mut r) = self.record.take() {
             let took = crate::clock::since(self.cx.start);
             self.cx.env.metrics.response(499, took);

@@ -103,7 +103,17 @@ where
             Some(take) => {
                 let body = || take(body);
                 let timeouts = how.timeouts(loc);
-                upstream::send_http2(&pp.authority, None, tls, timeouts, head, body).await
+                // Boxed: HTTP/2's future is large, and inline it would grow
+                // every request's, HTTP/1.1's too (moved whole).
+                Box::pin(upstream::send_http2(
+                    &pp.authority,
+                    None,
+                    tls,
+                    timeouts,
+                    head,
+                    body,
+                ))
+                .await
             }
             None => upstream::send(&pp.authority, tls, loc.timeouts, head, &mut *body).await,
         };
@@ -199,7 +209,9 @@ where
             let sent = match self.how.take {
                 Some(take) => {
                     let body = || take(body);
-                    upstream::send_http2(&peer.authority, keep, tls, timeouts, head, body).await
+                    let sent =
+                        upstream::send_http2(&peer.authority, keep, tls, timeouts, head, body);
+                    Box::pin(sent).await
                 }
                 None => {
                     let body = &mut *body;
