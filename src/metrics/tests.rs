@@ -128,7 +128,7 @@ fn grpc_calls_count_by_code_and_unknown_beyond_16() {
 
 #[test]
 fn grpc_status_values_parse_as_numbers_only() {
-    use crate::metrics::grpc::parse_status;
+    use crate::respond::grpc::parse_status;
     assert_eq!(parse_status(b"0"), Some(0));
     assert_eq!(parse_status(b"14"), Some(14));
     for bad in [&b""[..], b" 1", b"-1", b"1a", b"9999999999"] {

@@ -6,7 +6,8 @@ use crate::body::Body;
 use crate::config::Location;
 use crate::headers::AddHeader;
 use crate::limiter::Outcome;
-use crate::metrics::grpc::{self, GrpcCalls};
+use crate::metrics::grpc::GrpcCalls;
+use crate::respond::grpc::{Code, GRPC_STATUS, parse_status};
 use crate::respond::{self, RateLimitHeaders, Rejection};
 use crate::upstream::UpstreamFields;
 use crate::vars::ResponseVars;
@@ -77,8 +78,8 @@ pub(crate) fn finish(
 
 /// `$grpc_status`: the code of a trailers-only answer (in its head).
 fn grpc_status(resp: &Response<Body>) -> Option<u8> {
-    let v = resp.headers().get(respond::grpc::GRPC_STATUS)?;
-    std::str::from_utf8(v.as_bytes()).ok()?.parse().ok()
+    let v = resp.headers().get(GRPC_STATUS)?;
+    u8::try_from(parse_status(v.as_bytes())?).ok()
 }
 
 /// What the limits decided, in the access record.
@@ -243,8 +244,8 @@ pub(crate) fn counted(
     let (Some(calls), Ok(r)) = (calls, &resp) else {
         return resp;
     };
-    let status = r.headers().get("grpc-status");
-    if let Some(code) = status.and_then(|v| grpc::parse_status(v.as_bytes())) {
+    let status = r.headers().get(GRPC_STATUS);
+    if let Some(code) = status.and_then(|v| parse_status(v.as_bytes())) {
         calls.count(code);
         return resp;
     }
@@ -267,8 +268,8 @@ struct Call {
 
 impl crate::body::Watch for Call {
     fn trailers(&mut self, trailers: &http::HeaderMap) {
-        let status = trailers.get("grpc-status");
-        self.code = status.and_then(|v| grpc::parse_status(v.as_bytes()));
+        let status = trailers.get(GRPC_STATUS);
+        self.code = status.and_then(|v| parse_status(v.as_bytes()));
     }
 
     fn ended(mut self) {
@@ -278,7 +279,7 @@ impl crate::body::Watch for Call {
     /// The upstream broke off (sluice's answer to the client is then
     /// UNAVAILABLE, or the upstream's reset).
     fn failed(mut self, _error: &crate::body::BodyError) {
-        self.code = self.code.or(Some(14));
+        self.code = self.code.or(Some(Code::Unavailable as u32));
     }
 }
 
@@ -286,7 +287,11 @@ impl Drop for Call {
     fn drop(&mut self) {
         // No status: the client left first (CANCELLED), or the answer had
         // none (UNKNOWN, as a gRPC client reads it).
-        let none = if self.ended { 2 } else { 1 };
-        self.calls.count(self.code.unwrap_or(none));
+        let none = if self.ended {
+            Code::Unknown
+        } else {
+            Code::Cancelled
+        };
+        self.calls.count(self.code.unwrap_or(none as u32));
     }
 }

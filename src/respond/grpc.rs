@@ -44,7 +44,8 @@ pub enum Code {
 }
 
 impl Code {
-    const ALL: [Code; 17] = [
+    /// Every code, by number.
+    pub const ALL: [Code; 17] = [
         Code::Ok,
         Code::Cancelled,
         Code::Unknown,
@@ -144,6 +145,15 @@ pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 pub const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 pub const GRPC_RETRY_PUSHBACK_MS: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// `grpc-status`'s value as a number: digits only (`None`: absent, empty,
+/// or anything else).
+pub fn parse_status(v: &[u8]) -> Option<u32> {
+    if v.is_empty() || v.len() > 9 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
 
 /// `grpc-message`'s encoding (gRPC over HTTP/2, "Percent-Encoded"): the
 /// UTF-8 bytes of `msg`, those outside space–`~` and `%` itself as `%XX`.

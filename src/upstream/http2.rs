@@ -25,6 +25,7 @@
 use super::pool::{Key, connect};
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
+use crate::respond::grpc::{Code, GRPC_MESSAGE, GRPC_STATUS, percent_encode};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, header};
 use http_body::{Body, Frame, SizeHint};
@@ -172,7 +173,7 @@ pub async fn send(
         .headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
-        && !parts.headers.contains_key("grpc-status");
+        && !parts.headers.contains_key(GRPC_STATUS);
     let body = Streamed {
         inner: body,
         read_timeout: timeouts.proxy_read,
@@ -357,19 +358,13 @@ pub enum StreamFailure {
 /// message.
 fn unavailable(failure: &StreamFailure) -> HeaderMap {
     let code = match failure {
-        StreamFailure::TimedOut => "4",
-        _ => "14",
+        StreamFailure::TimedOut => Code::DeadlineExceeded,
+        _ => Code::Unavailable,
     };
     let mut trailers = HeaderMap::with_capacity(2);
-    trailers.insert("grpc-status", HeaderValue::from_static(code));
-    // (grpc-message is percent-encoded: printable ASCII but `%` passes.)
-    let message: String = failure
-        .to_string()
-        .chars()
-        .filter(|c| (' '..='~').contains(c))
-        .collect();
-    if let Ok(v) = HeaderValue::from_str(&message.replace('%', "%25")) {
-        trailers.insert("grpc-message", v);
+    trailers.insert(GRPC_STATUS, HeaderValue::from(u16::from(code.as_u8())));
+    if let Ok(v) = HeaderValue::from_str(&percent_encode(&failure.to_string())) {
+        trailers.insert(GRPC_MESSAGE, v);
     }
     trailers
 }
