@@ -110,6 +110,7 @@ where
                     None,
                     tls,
                     timeouts,
+                    how.deadline,
                     head,
                     body,
                 ))
@@ -209,8 +210,16 @@ where
             let sent = match self.how.take {
                 Some(take) => {
                     let body = || take(body);
-                    let sent =
-                        upstream::send_http2(&peer.authority, keep, tls, timeouts, head, body);
+                    let deadline = self.how.deadline;
+                    let sent = upstream::send_http2(
+                        &peer.authority,
+                        keep,
+                        tls,
+                        timeouts,
+                        deadline,
+                        head,
+                        body,
+                    );
                     Box::pin(sent).await
                 }
                 None => {

@@ -23,6 +23,7 @@
 //! directions open at once: nothing is buffered whole).
 
 use super::pool::{Key, connect};
+use super::sending::{Expired, Progress, Waits, Watched};
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
 use crate::respond::grpc::{Code, GRPC_MESSAGE, GRPC_STATUS, percent_encode};
@@ -61,7 +62,7 @@ const MAX_HEADER_LIST: u32 = 64 * 1024;
 /// One kept connection: its handle, and the streams it carries now.
 struct Kept {
     key: Key,
-    send: SendRequest<Outgoing>,
+    send: SendRequest<Watched>,
     streams: Arc<AtomicUsize>,
     /// When its last stream ended (or it was made).
     idle_since: Instant,
@@ -75,7 +76,7 @@ thread_local! {
 /// A kept connection to `key` with room for one more stream, its count
 /// already taken for that stream; closed and long-idle ones are dropped on
 /// the way.
-fn checkout(key: &Key) -> Option<(SendRequest<Outgoing>, Streams)> {
+fn checkout(key: &Key) -> Option<(SendRequest<Watched>, Streams)> {
     let now = crate::clock::now();
     KEPT.with_borrow_mut(|kept| {
         kept.retain_mut(|k| {
@@ -112,13 +113,13 @@ impl Drop for Streams {
 /// A new connection to `key`: TCP (and TLS with ALPN `h2`) within
 /// `grpc_connect_timeout`, then HTTP/2's preface; its driver runs as a task
 /// of this worker.
-async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Outgoing>, Streams), Error> {
+async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Watched>, Streams), Error> {
     let conn = connect(key, timeout).await?;
     let io = TokioIo::new(conn.stream);
     let handshake = Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .max_header_list_size(MAX_HEADER_LIST)
-        .handshake::<_, Outgoing>(io);
+        .handshake::<_, Watched>(io);
     let (send, driver) = match tokio::time::timeout(timeout, handshake).await {
         Ok(Ok(made)) => made,
         Ok(Err(e)) => return Err(Error::Handshake(e.to_string())),
@@ -147,6 +148,7 @@ async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Outgoing>, St
 pub async fn send(
     key: Key,
     timeouts: UpstreamTimeouts,
+    deadline: Option<Instant>,
     head: &Head<'_>,
     body: impl FnOnce() -> Option<Outgoing>,
 ) -> Result<Response<super::UpstreamBody>, Error> {
@@ -155,17 +157,12 @@ pub async fn send(
         None => (open(&key, timeouts.proxy_connect).await?, true),
     };
     let scheme = if key.is_tls() { "https" } else { "http" };
-    let req = request(head, scheme, body().unwrap_or_else(empty))?;
-    let (resp, streams) = match tokio::time::timeout(
-        timeouts.proxy_read,
-        exchange(kept, fresh, req, &key, timeouts.proxy_connect),
-    )
-    .await
-    {
-        Ok(Ok(sent)) => sent,
-        Ok(Err(e)) => return Err(e),
-        Err(_) => return Err(Error::ReadTimeout),
-    };
+    let body = body().unwrap_or_else(empty);
+    let progress = Progress::new(body.is_end_stream());
+    let req = request(head, scheme, Watched::new(body, progress.clone()))?;
+    let exchange = exchange(kept, fresh, req, &key, timeouts.proxy_connect);
+    let (resp, streams) =
+        super::sending::response_head(exchange, &progress, &timeouts, deadline).await?;
     let (mut parts, body) = resp.into_parts();
     strip_hidden(&mut parts.headers, head.hidden);
     // (A trailers-only answer has its status in the head: nothing to end.)
@@ -176,8 +173,10 @@ pub async fn send(
         && !parts.headers.contains_key(GRPC_STATUS);
     let body = Streamed {
         inner: body,
-        read_timeout: timeouts.proxy_read,
-        timer: None,
+        timeouts,
+        progress,
+        waits: Waits::default(),
+        read_due: None,
         grpc,
         done: false,
         trailers: false,
@@ -193,9 +192,9 @@ pub async fn send(
 /// upstream had closed (GOAWAY, EOF) hands the request back unsent: it goes
 /// once more on a new connection, as nginx retries a cached one.
 async fn exchange(
-    (mut send, streams): (SendRequest<Outgoing>, Streams),
+    (mut send, streams): (SendRequest<Watched>, Streams),
     fresh: bool,
-    req: Request<Outgoing>,
+    req: Request<Watched>,
     key: &Key,
     connect_timeout: Duration,
 ) -> Result<(Response<Incoming>, Streams), Error> {
@@ -253,7 +252,7 @@ pub(crate) fn reason(e: &(dyn std::error::Error + 'static)) -> Option<h2::Reason
 /// The upstream request: `scheme://authority/path` (hyper writes the
 /// pseudo-header fields from it), the set headers, the client's fields
 /// less the connection's own.
-fn request(head: &Head<'_>, scheme: &str, body: Outgoing) -> Result<Request<Outgoing>, Error> {
+fn request(head: &Head<'_>, scheme: &str, body: Watched) -> Result<Request<Watched>, Error> {
     let mut headers = HeaderMap::with_capacity(16);
     let mut authority: Option<Vec<u8>> = None;
     head.proxy.each(head.vars, head.proxy_host, |name, value| {
@@ -317,12 +316,17 @@ fn strip_hidden(headers: &mut HeaderMap, hidden: &crate::headers::HiddenHeaders)
 }
 
 /// A response body from an HTTP/2 upstream: frames (and trailers) as they
-/// come, `grpc_read_timeout` between two of them. Dropped before its end,
-/// the stream is reset upstream (hyper sends RST_STREAM CANCEL).
+/// come, `grpc_read_timeout` between two of them, and `grpc_send_timeout`
+/// while the upstream takes nothing of a request body still going (a
+/// bidirectional call). Dropped before its end, the stream is reset
+/// upstream (hyper sends RST_STREAM CANCEL).
 pub(crate) struct Streamed {
     inner: Incoming,
-    read_timeout: Duration,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    timeouts: UpstreamTimeouts,
+    progress: Arc<Progress>,
+    waits: Waits,
+    /// When the current wait for a frame runs out.
+    read_due: Option<Instant>,
     /// The response is a gRPC call's (`application/grpc`): a connection
     /// that broke or timed out ends it with UNAVAILABLE or
     /// DEADLINE_EXCEEDED trailers, as a gRPC client understands it,
@@ -347,6 +351,8 @@ pub enum StreamFailure {
     Closed(hyper::Error),
     #[error("upstream timed out (110: Connection timed out) while reading upstream")]
     TimedOut,
+    #[error("upstream timed out (110: Connection timed out) while sending request to upstream")]
+    SendTimedOut,
     /// A gRPC call's body ended without trailers (no grpc-status).
     #[error("upstream ended the call without a grpc-status while reading upstream")]
     NoStatus,
@@ -358,7 +364,7 @@ pub enum StreamFailure {
 /// message.
 fn unavailable(failure: &StreamFailure) -> HeaderMap {
     let code = match failure {
-        StreamFailure::TimedOut => Code::DeadlineExceeded,
+        StreamFailure::TimedOut | StreamFailure::SendTimedOut => Code::DeadlineExceeded,
         _ => Code::Unavailable,
     };
     let mut trailers = HeaderMap::with_capacity(2);
@@ -388,21 +394,26 @@ impl Streamed {
             // DATA) is a broken call.
             Poll::Ready(None) if self.grpc && !self.trailers => StreamFailure::NoStatus,
             Poll::Ready(r) => {
-                self.timer = None;
+                self.read_due = None;
                 if let Some(Ok(f)) = &r {
                     self.trailers |= f.is_trailers();
                 }
                 return Poll::Ready(r.map(|f| f.map_err(BodyError::from)));
             }
             Poll::Pending => {
-                let timer = self
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(self.read_timeout)));
-                ready!(timer.as_mut().poll(cx));
-                StreamFailure::TimedOut
+                let read = self.timeouts.proxy_read;
+                let due = *self
+                    .read_due
+                    .get_or_insert_with(|| crate::clock::now() + read);
+                let send = self.timeouts.proxy_send;
+                let again = send.min(read);
+                match ready!(self.waits.poll(cx, &self.progress, send, again, Some(due))) {
+                    Expired::Read => StreamFailure::TimedOut,
+                    Expired::Send => StreamFailure::SendTimedOut,
+                }
             }
         };
-        self.timer = None;
+        self.read_due = None;
         if !self.grpc || matches!(failure, StreamFailure::Reset(_)) {
             return Poll::Ready(Some(Err(failure.into())));
         }
@@ -420,5 +431,3 @@ impl Streamed {
         self.inner.size_hint()
     }
 }
-
-use std::future::Future as _;

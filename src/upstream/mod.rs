@@ -33,6 +33,7 @@ mod http2;
 mod pool;
 mod request;
 mod response;
+mod sending;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -291,11 +292,12 @@ pub async fn send_http2(
     keepalive: Option<Keepalive>,
     tls: Option<&Arc<Tls>>,
     timeouts: UpstreamTimeouts,
+    deadline: Option<tokio::time::Instant>,
     head: &Head<'_>,
     body: impl FnOnce() -> Option<Outgoing>,
 ) -> Result<Response<UpstreamBody>, Error> {
     let key = Key::new(upstream, tls).kept(keepalive);
-    http2::send(key, timeouts, head, body).await
+    http2::send(key, timeouts, deadline, head, body).await
 }
 
 /// Writes the request (head already in `conn.write`) and reads the response

@@ -72,17 +72,23 @@ impl Hostile {
     }
 }
 
+/// The locations before `up`: path, read timeout, send timeout (seconds).
+const LOCATIONS: [(&str, u64, u64); 4] = [
+    ("hostile", 1, 60),
+    ("one", 5, 60),
+    ("zero", 5, 1),
+    ("deaf", 5, 1),
+];
+
 /// sluice (h2c) before `up`: `/hostile.H/` with a read timeout of 1 s, `/one.H/` (5 s),
-/// `/zero.H/` and `/deaf.H/` (1 s); request bodies up to 64 MB.
+/// `/zero.H/` and `/deaf.H/` (5 s, and a send timeout of 1 s); request bodies up to 64 MB.
 fn sluice(up: &Hostile) -> Sluice {
     let mut toml = String::from("client_max_body_size = \"64m\"\n[[servers]]\nhttp2 = true\n");
-    for (i, (name, read)) in [("hostile", 1), ("one", 5), ("zero", 1), ("deaf", 1)]
-        .iter()
-        .enumerate()
-    {
+    for (i, (name, read, send)) in LOCATIONS.iter().enumerate() {
         toml.push_str(&format!(
             "[[servers.locations]]\npath = \"/{name}.H/\"\n\
-             grpc_pass = \"grpc://127.0.0.1:{}\"\ngrpc_read_timeout = \"{read}s\"\n",
+             grpc_pass = \"grpc://127.0.0.1:{}\"\ngrpc_read_timeout = \"{read}s\"\n\
+             grpc_send_timeout = \"{send}s\"\n",
             up.port(i)
         ));
     }
@@ -92,12 +98,10 @@ fn sluice(up: &Hostile) -> Sluice {
 /// nginx 1.22 with the same locations as [`sluice`].
 fn nginx(up: &Hostile) -> Nginx {
     let mut conf = String::from("client_max_body_size 64m;\nserver {\n  listen http2;\n");
-    for (i, (name, read)) in [("hostile", 1), ("one", 5), ("zero", 1), ("deaf", 1)]
-        .iter()
-        .enumerate()
-    {
+    for (i, (name, read, send)) in LOCATIONS.iter().enumerate() {
         conf.push_str(&format!(
-            "  location /{name}.H/ {{ grpc_pass grpc://127.0.0.1:{}; grpc_read_timeout {read}s; }}\n",
+            "  location /{name}.H/ {{ grpc_pass grpc://127.0.0.1:{}; \
+             grpc_read_timeout {read}s; grpc_send_timeout {send}s; }}\n",
             up.port(i)
         ));
     }
@@ -318,7 +322,7 @@ fn usage(pid: u32) -> (u64, usize) {
 
 /// An upstream that never reads: with windows of 0 the request bodies never leave, with the
 /// largest windows and no reading they fill the socket; either way each of 20 uploads of 32 MiB
-/// at once is cut by the read timeout, and sluice holds a bounded part of them (flow control
+/// at once is cut by the send timeout, and sluice holds a bounded part of them (flow control
 /// stops the clients), not 640 MiB.
 #[tokio::test]
 async fn an_upstream_that_never_reads_bounds_memory() {
@@ -337,7 +341,7 @@ async fn an_upstream_that_never_reads_bounds_memory() {
         let max_ms = g["max_ms"].as_u64().unwrap_or(u64::MAX);
         assert!(
             !codes.contains_key("OK") && max_ms < DEADLINE_MS - 500,
-            "every upload cut by the read timeout, none hung: {g}\n{}",
+            "every upload cut by the send timeout, none hung: {g}\n{}",
             s.log()
         );
     }
@@ -346,6 +350,37 @@ async fn an_upstream_that_never_reads_bounds_memory() {
         "sluice's RSS went from {rss0} KiB to {rss1} KiB for 40 stalled uploads"
     );
     check(&s, &up, &[("ok", &["OK"])], 2000).await;
+}
+
+/// An upload the upstream takes nothing of (a window of 0), before its answer's head and
+/// after it: nginx and sluice both end the call after `grpc_send_timeout` (1 s), not the
+/// read timeout (5 s), and log it as a timeout "while sending request to upstream". (nginx's
+/// answers: its HTML 504 before the head, which a gRPC client reads as UNAVAILABLE, a reset
+/// (INTERNAL) after it; sluice's: DEADLINE_EXCEEDED both times.) An upload that does not
+/// stall is not cut by the send timeout: see grpc::ends.
+#[tokio::test]
+async fn a_stalled_upload_is_cut_by_the_send_timeout() {
+    let up = Hostile::start();
+    let (s, n) = (sluice(&up), nginx(&up));
+    let specs = ["upload:1:4:/zero.H/x", "upload:1:4:/zero.H/head"];
+    let (ours, theirs) = (calls(s.addr(), &specs).await, calls(n.addr(), &specs).await);
+    for (i, (spec, want)) in specs.iter().zip(["UNAVAILABLE", "INTERNAL"]).enumerate() {
+        let (a, b) = (&ours[i], &theirs[i]);
+        let only = |v: &Value, code: &str| {
+            v["codes"].as_object().map(|c| c.len()) == Some(1) && v["codes"][code] == 1
+        };
+        assert!(only(a, "DEADLINE_EXCEEDED"), "{spec}: {a}");
+        assert!(only(b, want), "{spec}: nginx {b}");
+        for (who, v) in [("sluice", a), ("nginx", b)] {
+            let ms = v["max_ms"].as_u64().unwrap_or(u64::MAX);
+            assert!((900..2500).contains(&ms), "{spec}: {who} took {ms} ms: {v}");
+        }
+    }
+    let sent = "upstream timed out (110: Connection timed out) while sending request to upstream";
+    assert_eq!(n.error_log().matches(sent).count(), 2, "{}", n.error_log());
+    // (sluice logs the first; the second ends with DEADLINE_EXCEEDED trailers, unlogged.)
+    let logged = s.log();
+    assert!(logged.contains(sent), "{logged}");
 }
 
 /// The worst cases, a hundred rounds: connections broken by the upstream, over-sized heads,

@@ -102,6 +102,31 @@ async fn a_deadline_reaches_the_upstream_and_ends_the_call_there() {
     );
 }
 
+/// A client stream that takes 1.5 s to send its four messages, through a location whose
+/// `grpc_read_timeout` is 1 s: nginx arms the read timeout for the response head only once the
+/// request is all sent (a long upload is not a silent upstream), and so does sluice. Both
+/// deliver the call whole.
+#[tokio::test]
+async fn a_client_stream_outlasting_the_read_timeout_completes() {
+    let up = Upstreams::shared();
+    let target = format!("grpc://{}", up.a());
+    let params = ["count=4", "gap=500", "size=100"];
+    let ng = nginx("", &[&nginx_location(&target, "grpc_read_timeout 1s;")]);
+    let theirs = client(ng.addr(), "client_stream", "slow-up-ng", &params).await;
+    let s = sluice(
+        "",
+        &[&sluice_location(&target, "grpc_read_timeout = \"1s\"\n")],
+    );
+    let ours = client(s.addr(), "client_stream", "slow-up-sl", &params).await;
+    assert_eq!(theirs["code"], "OK", "nginx: {theirs}");
+    assert_eq!(ours["code"], "OK", "sluice: {ours}\n{}", s.log());
+    assert_eq!(untimed(&ours), untimed(&theirs), "client: sluice, nginx");
+    assert!(
+        ours["ms"].as_u64().is_some_and(|ms| ms >= 1500),
+        "the upload took its 1.5 s: {ours}"
+    );
+}
+
 /// The upstream fails a unary call before any message (`NOT_FOUND`, a message with non-ASCII
 /// characters and `%`, which travel percent-encoded, text and binary trailing metadata), and a
 /// server stream after three messages (`ABORTED`): the client gets each status, message and

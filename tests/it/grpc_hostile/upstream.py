@@ -17,7 +17,7 @@ PROFILEs:
 - hostile: default settings, the CASES;
 - one: SETTINGS_MAX_CONCURRENT_STREAMS = 1; every stream is answered `ok` after 50 ms;
 - zero: SETTINGS_INITIAL_WINDOW_SIZE = 0 and no WINDOW_UPDATE ever: the request body never
-  moves; nothing is answered;
+  moves; nothing is answered, but a response head to a path ending in `/head`;
 - deaf: the largest windows (the peer may send 2^31-1 bytes), then after the first request's
   head nothing is read from the socket again (nor answered).
 """
@@ -171,6 +171,8 @@ class Conn:
         if self.profile == "deaf":
             return "deaf"
         if self.profile == "zero":
+            if path.endswith("/head"):
+                self.headers(stream, HEAD)
             return None
         if self.profile == "one":
             case = "slow_ok"
