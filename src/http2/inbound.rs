@@ -19,6 +19,8 @@
 //! serves one of 59); what is bounded is its bytes: [`Inbound::new`]'s
 //! `block_max`.
 
+pub use super::frames::goaway;
+use super::frames::{headers_fragment, write_headers};
 use super::hpack::{self, CompressionError, Decoder};
 use super::ledger::{self, Ledger, Replay};
 use super::request::{self, Limits, Verdict};
@@ -26,18 +28,16 @@ use crate::http1::{HeadRules, Refusal};
 use bytes::{Buf, BytesMut};
 
 const DATA: u8 = 0;
-const HEADERS: u8 = 1;
+pub(super) const HEADERS: u8 = 1;
 const PRIORITY: u8 = 2;
 pub const RST_STREAM: u8 = 3;
 pub const SETTINGS: u8 = 4;
 pub const PING: u8 = 6;
 pub const WINDOW_UPDATE: u8 = 8;
-const CONTINUATION: u8 = 9;
+pub(super) const CONTINUATION: u8 = 9;
 
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const PADDED: u8 = 0x8;
-const PRIORITY_FLAG: u8 = 0x20;
+pub(super) const END_STREAM: u8 = 0x1;
+pub(super) const END_HEADERS: u8 = 0x4;
 
 /// The client connection preface (RFC 9113 §3.4): passed on as it is
 /// (hyper checks it).
@@ -46,7 +46,7 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const STREAM_CLOSED: u32 = 0x5;
 /// The largest frame hyper accepts (`SETTINGS_MAX_FRAME_SIZE`, its
 /// default): the blocks written for it are cut to this.
-const FRAME_MAX: usize = 16 * 1024;
+pub(super) const FRAME_MAX: usize = 16 * 1024;
 
 /// Frames of each kind any connection may send.
 pub const BASE: u32 = 1000;
@@ -138,6 +138,9 @@ impl Abort {
 struct Block {
     stream: u32,
     end_stream: bool,
+    /// Its priority fields name its own stream (RFC 9113 §5.3.1: a stream
+    /// error, as nginx answers it).
+    self_dependent: bool,
     bytes: Vec<u8>,
 }
 
@@ -543,10 +546,17 @@ impl Inbound {
             if self.block.is_some() {
                 return Err(Abort::Protocol("a header block was interrupted"));
             }
-            let fragment = headers_fragment(flags, payload)?;
+            if stream % 2 == 0 {
+                // A stream only the server may open (or the connection's):
+                // RFC 9113 §5.1.1's connection error, as nginx's "client
+                // sent HEADERS frame with incorrect identifier".
+                return Err(Abort::Protocol("HEADERS frame with incorrect identifier"));
+            }
+            let (fragment, depends) = headers_fragment(flags, payload)?;
             self.block = Some(Block {
                 stream,
                 end_stream: flags & END_STREAM != 0,
+                self_dependent: depends == Some(stream),
                 bytes: Vec::with_capacity(fragment.len()),
             });
             if fragment.is_empty() && flags & END_HEADERS == 0 {
@@ -599,6 +609,12 @@ impl Inbound {
             self.last_stream = block.stream;
             self.opened = self.opened.saturating_add(1);
             self.ledger.opened(block.stream, block.end_stream);
+            if block.self_dependent {
+                // Reset before it is a request (nginx logs no access line).
+                let out = request::reset_block();
+                write_headers(&mut self.out, block.stream, block.end_stream, &out);
+                return Ok(());
+            }
             match request::judge(&decoded.fields, decoded.over, &self.rules, self.limits) {
                 Verdict::Accept {
                     block: mut b,
@@ -642,57 +658,6 @@ impl Inbound {
         write_headers(&mut self.out, block.stream, block.end_stream, &out);
         Ok(())
     }
-}
-
-/// A HEADERS frame's fragment: without its padding and priority fields.
-fn headers_fragment(flags: u8, payload: &[u8]) -> Result<&[u8], Abort> {
-    let mut p = payload;
-    let mut pad = 0;
-    if flags & PADDED != 0 {
-        let (&n, rest) = p.split_first().ok_or(Abort::Protocol("padding"))?;
-        pad = usize::from(n);
-        p = rest;
-    }
-    if flags & PRIORITY_FLAG != 0 {
-        p = p.get(5..).ok_or(Abort::Protocol("priority fields"))?;
-    }
-    if pad > p.len() {
-        return Err(Abort::Protocol("padding longer than the frame"));
-    }
-    Ok(&p[..p.len() - pad])
-}
-
-/// A header block as HEADERS (and CONTINUATION) frames of at most
-/// [`FRAME_MAX`] bytes.
-fn write_headers(out: &mut BytesMut, stream: u32, end_stream: bool, block: &[u8]) {
-    let mut chunks = block.chunks(FRAME_MAX).peekable();
-    let mut kind = HEADERS;
-    let mut flags = if end_stream { END_STREAM } else { 0 };
-    if chunks.peek().is_none() {
-        frame_head(out, 0, kind, flags | END_HEADERS, stream);
-        return;
-    }
-    while let Some(c) = chunks.next() {
-        let last = chunks.peek().is_none();
-        let f = if last { flags | END_HEADERS } else { flags };
-        frame_head(out, c.len(), kind, f, stream);
-        out.extend_from_slice(c);
-        kind = CONTINUATION;
-        flags = 0;
-    }
-}
-
-fn frame_head(out: &mut BytesMut, len: usize, kind: u8, flags: u8, stream: u32) {
-    out.extend_from_slice(&ledger::frame_head(len, kind, flags, stream));
-}
-
-/// `GOAWAY` for `abort`, naming the last stream the client opened.
-pub fn goaway(last_stream: u32, code: u32) -> [u8; 17] {
-    let mut f = [0u8; 17];
-    f[..5].copy_from_slice(&[0, 0, 8, 7, 0]);
-    f[9..13].copy_from_slice(&last_stream.to_be_bytes());
-    f[13..17].copy_from_slice(&code.to_be_bytes());
-    f
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@ use crate::http2::ledger;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = BytesMut::new();
-    frame_head(&mut out, payload.len(), kind, flags, stream);
+    out.extend_from_slice(&ledger::frame_head(payload.len(), kind, flags, stream));
     out.extend_from_slice(payload);
     out.to_vec()
 }
@@ -382,4 +382,67 @@ fn a_clients_rst_stream_stops_the_reading_after_it() {
     i.process().unwrap();
     assert!(!i.stopped());
     assert_eq!(written(i.output())[0], (":method".into(), "GET".into()));
+}
+
+/// HEADERS on a stream the client may not open (even: the server's; 0: the connection's) is a
+/// connection error (RFC 9113 §5.1.1), as nginx's "incorrect identifier".
+#[test]
+fn headers_on_an_even_stream_end_the_connection() {
+    for stream in [0, 2, 4] {
+        let mut i = inbound();
+        i.input().extend_from_slice(&frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            stream,
+            &block(GET),
+        ));
+        assert_eq!(
+            i.process(),
+            Err(Abort::Protocol("HEADERS frame with incorrect identifier")),
+            "stream {stream}"
+        );
+        assert!(i.output().is_empty(), "nothing of it reaches hyper");
+    }
+}
+
+/// A request whose priority fields name its own stream is reset (RFC 9113 §5.3.1), never a
+/// request: hyper gets the block that makes it reset the stream; the next stream is served.
+#[test]
+fn a_stream_depending_on_itself_is_reset_and_the_next_served() {
+    let mut i = inbound();
+    let mut payload = vec![0x80, 0, 0, 1, 15]; // exclusive, depends on 1, weight 16
+    payload.extend(block(GET));
+    i.input().extend_from_slice(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS | 0x20,
+        1,
+        &payload,
+    ));
+    i.process().unwrap();
+    let got = written(i.output());
+    assert!(
+        got.iter().any(|(n, v)| n == "connection" && v == "close"),
+        "{got:?}"
+    );
+    assert_eq!(
+        i.take_resets(),
+        0,
+        "no access-log line: it never was a request"
+    );
+    // Depending on another stream is fine.
+    let mut payload = vec![0, 0, 0, 1, 15];
+    payload.extend(block(GET));
+    i.input().extend_from_slice(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS | 0x20,
+        3,
+        &payload,
+    ));
+    i.process().unwrap();
+    let got = written(i.output());
+    assert!(
+        got.iter().any(|(n, v)| n == ":path" && v == "/a"),
+        "{got:?}"
+    );
+    assert!(!got.iter().any(|(n, _)| n == "connection"), "{got:?}");
 }

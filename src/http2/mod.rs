@@ -17,6 +17,7 @@
 //! hyper then reads only header blocks sluice wrote (plain literals, which
 //! never touch its HPACK table) and the client's other frames unchanged.
 
+mod frames;
 pub mod hpack;
 mod huffman;
 pub mod inbound;

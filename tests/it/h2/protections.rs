@@ -438,3 +438,60 @@ return = { status = 200, body = "ok\n" }
     assert!(n[0].contains("\"-\" 000 0 \"-\" \"-\""), "nginx: {n:?}");
     assert_eq!(s, n, "sluice's lines against nginx's");
 }
+
+/// Two stream-identifier rules of RFC 9113 that hyper alone did not see (the gate rewrites
+/// header blocks without their priority fields), the same frames to nginx and to sluice:
+/// - HEADERS on an even stream (one only the server may open) ends the connection with GOAWAY
+///   PROTOCOL_ERROR (§5.1.1), on both, and the stream after it is not served;
+/// - a request whose priority names its own stream is never served: RFC 9113 §5.3.1 makes it a
+///   stream error, which sluice answers (RST_STREAM PROTOCOL_ERROR, the next stream served);
+///   nginx 1.22 ends the whole connection (GOAWAY PROTOCOL_ERROR, "client sent HEADERS frame
+///   for stream 1 with incorrect dependency").
+#[tokio::test]
+async fn an_even_stream_and_a_self_dependency_are_refused() {
+    let sluice = sluice_h2("");
+    let nginx = nginx_h2("");
+    let get = raw::request_block("GET", "/", "h2.test", &[]);
+    let mut own = vec![0, 0, 0, 1, 15];
+    own.extend_from_slice(&get);
+    let self_dependent = raw::END_STREAM | raw::END_HEADERS | 0x20;
+    let next = raw::frame(raw::HEADERS, raw::END_STREAM | raw::END_HEADERS, 3, &get);
+    for (addr, is_nginx) in [(nginx.addr(), true), (sluice.addr(), false)] {
+        let mut c = Raw::connect(addr).await;
+        let mut frames = raw::frame(raw::HEADERS, raw::END_STREAM | raw::END_HEADERS, 2, &get);
+        frames.extend_from_slice(&next);
+        c.send(&frames).await;
+        let seen = all_frames(&mut c).await;
+        let goaway = seen.iter().find_map(raw::Frame::goaway_code);
+        assert_eq!(goaway, Some(1), "even stream, {addr}: {seen:?}");
+        assert!(!seen.iter().any(raw::Frame::is_200), "{addr}: {seen:?}");
+
+        let mut c = Raw::connect(addr).await;
+        let mut frames = raw::frame(raw::HEADERS, self_dependent, 1, &own);
+        frames.extend_from_slice(&next);
+        c.send(&frames).await;
+        let seen = all_frames(&mut c).await;
+        let served = |s: u32| seen.iter().any(|f| f.stream == s && f.is_200());
+        assert!(!served(1), "self-dependent, {addr}: {seen:?}");
+        if is_nginx {
+            let goaway = seen.iter().find_map(raw::Frame::goaway_code);
+            assert_eq!(goaway, Some(1), "nginx: {seen:?}");
+            continue;
+        }
+        let reset = seen
+            .iter()
+            .find(|f| f.stream == 1 && f.kind == raw::RST_STREAM);
+        let code = reset.map(|f| u32::from_be_bytes(f.payload[..4].try_into().unwrap()));
+        assert_eq!(code, Some(1), "sluice: {seen:?}");
+        assert!(served(3), "sluice: {seen:?}");
+    }
+}
+
+/// Every frame until the server closes or stays silent for a second.
+async fn all_frames(c: &mut Raw) -> Vec<raw::Frame> {
+    let mut seen = Vec::new();
+    while let Some(f) = c.next(Duration::from_secs(1)).await {
+        seen.push(f);
+    }
+    seen
+}
