@@ -10,9 +10,10 @@
 # the upstream group `backend` (a second sluice server answering `return 200`, and 127.0.0.1:9, where
 # nothing listens, so that it shows as unavailable), a limit_conn zone, and the admin listener. curl sends
 # requests from 127.0.0.2 … 127.0.0.7 (`--interface`; all of 127.0.0.0/8 is local on Linux), and keeps
-# sending while headless Chromium (`chromium`, Debian's package; window 1280×900) shows http://ADMIN/
-# for $SECONDS_SHOWN seconds (default 7) of real time, so that the page's rates are those of real
-# traffic, then takes the screenshot through the DevTools protocol (Page.captureScreenshot).
+# sending while headless Chromium (`chromium`, Debian's package; a window of $WINDOW, default 1280,900)
+# shows http://ADMIN/ for $SECONDS_SHOWN seconds (default 7) of real time, so that the page's rates
+# are those of real traffic, then takes the screenshot through the DevTools protocol
+# (Page.captureScreenshot).
 # (`chromium --screenshot` alone needs --virtual-time-budget to let the page poll, and in virtual time
 # the rates come out near 0.) Prints the path of the PNG.
 # Needs curl, chromium, and python3 with websockets (python3-websockets, which scripts/test.sh installs).
@@ -26,6 +27,8 @@ browser="$(command -v chromium || command -v chromium-browser || true)"
 [[ -n $browser ]] || { echo "dashboard-screenshot.sh: chromium is not installed (apt-get install chromium)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "dashboard-screenshot.sh: curl is not installed" >&2; exit 1; }
 
+window="${WINDOW:-1280,900}"
+[[ $window =~ ^[0-9]+,[0-9]+$ ]] || { echo "dashboard-screenshot.sh: WINDOW is WIDTH,HEIGHT, not $window" >&2; exit 1; }
 dir="$(mktemp -d -t sluice-dashboard.XXXXXX)"
 out="$(realpath -m "${1:-$dir/dashboard.png}")"
 sluice="$repo/target/release/sluice"
@@ -112,14 +115,15 @@ pids=()
 sleep 1
 
 "$browser" --headless=new --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$dir/profile" \
-  --window-size=1280,900 --remote-debugging-port=0 "http://127.0.0.1:$admin/" >"$dir/chromium.log" 2>&1 &
+  --window-size="$window" --remote-debugging-port=0 "http://127.0.0.1:$admin/" >"$dir/chromium.log" 2>&1 &
 pids+=($!)
 # The DevTools port Chromium chose, the page's socket, a wait in real time, the screenshot.
-/usr/bin/python3 - "$dir/profile" "$out" "${SECONDS_SHOWN:-7}" <<'PY' || { cat "$dir/chromium.log" >&2; exit 1; }
+/usr/bin/python3 - "$dir/profile" "$out" "${SECONDS_SHOWN:-7}" "$window" <<'PY' || { cat "$dir/chromium.log" >&2; exit 1; }
 import asyncio, base64, json, pathlib, sys, time, urllib.request
 import websockets
 
 profile, out, shown = sys.argv[1], sys.argv[2], float(sys.argv[3])
+width, height = (int(n) for n in sys.argv[4].split(","))
 port_file = pathlib.Path(profile, "DevToolsActivePort")
 for _ in range(200):
     if port_file.exists() and port_file.read_text().strip():
@@ -133,9 +137,9 @@ url = next(p["webSocketDebuggerUrl"] for p in pages if p["type"] == "page")
 
 async def shoot():
     async with websockets.connect(url, max_size=None) as ws:
-        # The page's own area 1280×900 (the window's size includes none of a browser's chrome here,
+        # The page's own area the window's size (which includes none of a browser's chrome here,
         # but a headless window may still be given less).
-        size = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+        size = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
         await ws.send(json.dumps({"id": 0, "method": "Emulation.setDeviceMetricsOverride", "params": size}))
         await asyncio.sleep(shown)
         await ws.send(json.dumps({"id": 1, "method": "Page.captureScreenshot", "params": {"format": "png"}}))

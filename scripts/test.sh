@@ -8,8 +8,12 @@
 #   1. system packages: installs what is missing of nginx (nginx-light), redis-server, wrk, curl, openssl,
 #      h2load (nghttp2-client), python3-websockets, python3-h2, python3-grpcio (the gRPC server and
 #      client of tests/it/grpc.rs) and chromium (the dashboard's browser test,
-#      tests/it/admin_dashboard.rs) with apt-get (as root, or through sudo); cargo must already be there;
-#   2. cargo build --release;
+#      tests/it/admin_dashboard.rs), systemd (systemd-analyze, for the unit) and dpkg-dev (dpkg-shlibdeps,
+#      for the Debian package's dependencies) with apt-get (as root, or through sudo); cargo must already be
+#      there; then cargo-deb (`cargo install cargo-deb --locked`, a few minutes once), which
+#      tests/it/packaging.rs builds the Debian package with (scripts/deb.sh);
+#   2. cargo build --release --locked (Cargo.lock current, as `cargo install --locked --path .` and
+#      config/Dockerfile need it);
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
 #      sluice themselves; the unit tests include the replay of the fuzz corpora, fuzz/corpus and
 #      fuzz/regressions, through src/fuzzing/);
@@ -55,6 +59,8 @@ install_packages() {
   command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)   # the dashboard, in a real browser
   command -v valgrind     >/dev/null || missing+=(valgrind)   # callgrind, for the instruction budget
   command -v haproxy      >/dev/null || missing+=(haproxy)    # bench.sh starts all three proxies
+  command -v systemd-analyze >/dev/null || missing+=(systemd)   # verifies config/sluice.service
+  command -v dpkg-shlibdeps  >/dev/null || missing+=(dpkg-dev)  # the .deb's Depends (cargo-deb)
   [[ -x /usr/bin/python3 ]]         || missing+=(python3)   # Debian's own: the tests run /usr/bin/python3
   /usr/bin/python3 -c 'import websockets' 2>/dev/null || missing+=(python3-websockets)   # the WebSocket client
   /usr/bin/python3 -c 'import hpack' 2>/dev/null || missing+=(python3-h2)   # HPACK for the HTTP/2 conformance client
@@ -62,7 +68,7 @@ install_packages() {
   command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
 
   if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "nginx, redis-server, wrk, curl, openssl, h2load, valgrind, haproxy, python3-websockets, python3-h2, python3-grpcio and chromium are installed"
+    echo "nginx, redis-server, wrk, curl, openssl, h2load, valgrind, haproxy, systemd, dpkg-dev, python3-websockets, python3-h2, python3-grpcio and chromium are installed"
   else
     echo "missing: ${missing[*]}"
     if [[ $EUID -ne 0 ]]; then
@@ -93,8 +99,14 @@ install_packages() {
     [[ $rc -eq 0 ]] || { echo "apt-get install ${pkgs[*]} failed (exit $rc)" >&2; return 1; }
   fi
 
+  # The Debian package's builder (scripts/deb.sh), from crates.io.
+  if ! command -v cargo-deb >/dev/null; then
+    echo "installing cargo-deb (cargo install cargo-deb --locked)"
+    cargo install cargo-deb --locked --version '^3' --quiet
+  fi
+
   local tool
-  for tool in nginx redis-server wrk curl openssl h2load valgrind haproxy; do
+  for tool in nginx redis-server wrk curl openssl h2load valgrind haproxy systemd-analyze dpkg-shlibdeps cargo-deb; do
     command -v "$tool" >/dev/null || { echo "$tool is still missing after installation" >&2; return 1; }
   done
   command -v chromium >/dev/null || command -v chromium-browser >/dev/null \
@@ -106,7 +118,7 @@ install_packages() {
 }
 
 build() {
-  cargo build --release
+  cargo build --release --locked
 }
 
 unit_and_integration_tests() {
@@ -212,7 +224,7 @@ run_step() {
 }
 
 run_step "system packages (nginx, redis-server, wrk, curl, chromium, valgrind)" install_packages
-run_step "cargo build --release" build
+run_step "cargo build --release --locked" build
 run_step "cargo test --release" unit_and_integration_tests
 run_step "scripts/compare-nginx.sh --check" compare_with_nginx
 run_step "sluice check: broken config exits 1 with FILE:LINE:COL" check_rejects_broken_config

@@ -8,9 +8,9 @@ use crate::support::{
     InProcess, Reply, Sluice, Timing, assert_expected, burst, client, expect, timing,
 };
 
-/// sluice with the shipped example, config/sluice.toml (the seed article's configuration), its two
-/// ports (7060 and the built-in upstream on 7070) moved to reserved ones; and the guard that
-/// keeps heavy tests away while its latencies are checked.
+/// sluice with the shipped example, config/sluice.toml (the seed article's configuration), its
+/// ports (7060, the built-in upstream on 7070, the admin listener on 9090) moved to reserved ones;
+/// and the guard that keeps heavy tests away while its latencies are checked.
 fn start_article() -> (InProcess, Timing) {
     let timing = timing();
     let shipped = include_str!("../../config/sluice.toml");
@@ -18,6 +18,7 @@ fn start_article() -> (InProcess, Timing) {
     let sluice = Sluice::builder(shipped)
         .relocate("127.0.0.1:7060")
         .relocate("127.0.0.1:7070")
+        .relocate("127.0.0.1:9090")
         .in_process();
     (sluice, timing)
 }

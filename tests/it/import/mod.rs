@@ -72,6 +72,7 @@ async fn the_imported_seed_answers_the_burst_as_the_example() {
     let example = Sluice::builder(include_str!("../../../config/sluice.toml"))
         .relocate("127.0.0.1:7060")
         .relocate("127.0.0.1:7070")
+        .relocate("127.0.0.1:9090")
         .in_process();
     let table: [(&str, Vec<(u16, u64)>); 4] = [
         ("/plain", expect(&[(200, &[0]), (429, &[0; 9])])),
