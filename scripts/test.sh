@@ -11,7 +11,8 @@
 #      tests/it/admin_dashboard.rs), systemd (systemd-analyze, for the unit) and dpkg-dev (dpkg-shlibdeps,
 #      for the Debian package's dependencies) with apt-get (as root, or through sudo); cargo must already be
 #      there; then cargo-deb (`cargo install cargo-deb --locked`, a few minutes once), which
-#      tests/it/packaging.rs builds the Debian package with (scripts/deb.sh);
+#      tests/it/packaging.rs builds the Debian package with (scripts/deb.sh); and aioquic (the HTTP/3
+#      client of tests/it/h3.rs, from the Python registry) in target/py-aioquic, a venv (python3-venv);
 #   2. cargo build --release --locked (Cargo.lock current, as `cargo install --locked --path .` and
 #      config/Dockerfile need it);
 #   3. cargo test --release (unit tests and the integration tests, which start nginx, redis and
@@ -65,6 +66,7 @@ install_packages() {
   /usr/bin/python3 -c 'import websockets' 2>/dev/null || missing+=(python3-websockets)   # the WebSocket client
   /usr/bin/python3 -c 'import hpack' 2>/dev/null || missing+=(python3-h2)   # HPACK for the HTTP/2 conformance client
   /usr/bin/python3 -c 'import grpc' 2>/dev/null || missing+=(python3-grpcio)   # gRPC server and client (grpc_pass)
+  /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)   # the venv for aioquic (HTTP/3)
   command -v cargo        >/dev/null || { echo "cargo is not installed: install the Rust toolchain first" >&2; return 1; }
 
   if [[ ${#missing[@]} -eq 0 ]]; then
@@ -114,6 +116,15 @@ install_packages() {
   /usr/bin/python3 -c 'import websockets' || { echo "python3-websockets is still missing after installation" >&2; return 1; }
   /usr/bin/python3 -c 'import hpack' || { echo "python3-h2 is still missing after installation" >&2; return 1; }
   /usr/bin/python3 -c 'import grpc' || { echo "python3-grpcio is still missing after installation" >&2; return 1; }
+  # aioquic (QUIC and HTTP/3, the HTTP/3 tests' client, tests/it/h3.rs) is not packaged by Debian:
+  # from the Python registry, in a venv of its own under target/.
+  if ! target/py-aioquic/bin/python -c 'import aioquic' 2>/dev/null; then
+    mkdir -p target
+    /usr/bin/python3 -m venv target/py-aioquic || { echo "python3 -m venv target/py-aioquic failed" >&2; return 1; }
+    target/py-aioquic/bin/pip install --quiet 'aioquic>=1.2,<2' \
+      || { echo "pip install aioquic failed" >&2; return 1; }
+  fi
+  target/py-aioquic/bin/python -c 'import aioquic' || { echo "aioquic is still missing after installation" >&2; return 1; }
   echo "$(nginx -v 2>&1); $(redis-server --version | cut -d' ' -f1-3); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2); $(cargo --version)"
 }
 

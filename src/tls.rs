@@ -222,6 +222,33 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// The one cipher suite HTTP/3 connections use: TLS 1.3's mandatory one
+/// (RFC 8446 §9.1, so every QUIC client has it), named as `$ssl_cipher`
+/// reports it; quinn does not tell which suite a connection settled.
+pub const QUIC_CIPHER: &str = "TLS13_AES_128_GCM_SHA256";
+
+/// The rustls configuration of a `quic` listener: TLS 1.3 with
+/// [`QUIC_CIPHER`] only, ALPN `h3`, no 0-RTT, and the certificate that
+/// `resolver` chooses by the ClientHello's name (the servers of the
+/// address, as on TCP).
+pub fn quic_server_config(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> Result<ServerConfig, String> {
+    let mut provider = (*provider()).clone();
+    provider
+        .cipher_suites
+        .retain(|s| s.suite() == rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.max_early_data_size = 0;
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(10_000);
+    Ok(config)
+}
+
 /// The leaf certificate's notAfter (Unix seconds), read from its DER.
 pub fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
     // Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version

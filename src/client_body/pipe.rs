@@ -161,10 +161,12 @@ impl Drop for PipeBody {
 }
 
 /// A request's body however its connection reads it: hyper's (HTTP/2),
-/// or sluice's own HTTP/1.1 loop's.
+/// sluice's own HTTP/1.1 loop's, or another protocol's stream (HTTP/3's,
+/// boxed: only its connections know its type).
 pub enum ClientBody {
     Hyper(hyper::body::Incoming),
     Pipe(PipeBody),
+    Stream(Pin<Box<dyn Body<Data = Bytes, Error = BodyError> + Send>>),
     /// No body (no `Content-Length`, or 0, and not chunked).
     Empty,
 }
@@ -182,6 +184,7 @@ impl Body for ClientBody {
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(|e| Box::new(e) as BodyError))),
             ClientBody::Pipe(b) => Pin::new(b).poll_frame(cx),
+            ClientBody::Stream(b) => b.as_mut().poll_frame(cx),
             ClientBody::Empty => Poll::Ready(None),
         }
     }
@@ -190,6 +193,7 @@ impl Body for ClientBody {
         match self {
             ClientBody::Hyper(b) => b.is_end_stream(),
             ClientBody::Pipe(b) => b.is_end_stream(),
+            ClientBody::Stream(b) => b.is_end_stream(),
             ClientBody::Empty => true,
         }
     }
@@ -198,6 +202,7 @@ impl Body for ClientBody {
         match self {
             ClientBody::Hyper(b) => b.size_hint(),
             ClientBody::Pipe(b) => b.size_hint(),
+            ClientBody::Stream(b) => b.size_hint(),
             ClientBody::Empty => SizeHint::with_exact(0),
         }
     }

@@ -25,6 +25,8 @@ pub(crate) struct Address {
     /// Every connection begins with a PROXY protocol header
     /// (`listen … proxy_protocol`).
     pub proxy_protocol: bool,
+    /// HTTP/3 on UDP at the same address (a server on it said `quic`).
+    pub quic: bool,
     pub servers: Vec<Arc<ServerBlock>>,
     default: usize,
     exact: HashMap<String, usize>,
@@ -38,10 +40,10 @@ pub(crate) struct Address {
 impl Address {
     /// The address of `servers` (in file order, at least one), each with
     /// its names and whether it is `default_server`; `(ssl,
-    /// proxy_protocol)` as its servers' `listen`s merge them.
+    /// proxy_protocol, quic)` as its servers' `listen`s merge them.
     pub(super) fn new(
         listen: SocketAddr,
-        (ssl, proxy_protocol): (bool, bool),
+        (ssl, proxy_protocol, quic): (bool, bool, bool),
         servers: Vec<(Arc<ServerBlock>, Vec<ServerName>, bool)>,
     ) -> Address {
         let default = servers.iter().position(|s| s.2).unwrap_or(0);
@@ -50,6 +52,7 @@ impl Address {
             ssl,
             http2: servers.get(default).is_some_and(|s| s.0.http2),
             proxy_protocol,
+            quic,
             servers: Vec::new(),
             default,
             exact: HashMap::new(),
@@ -173,7 +176,11 @@ mod tests {
                 )
             })
             .collect();
-        Address::new("127.0.0.1:1".parse().unwrap(), (false, false), servers)
+        Address::new(
+            "127.0.0.1:1".parse().unwrap(),
+            (false, false, false),
+            servers,
+        )
     }
 
     fn found(a: &Address, host: &str) -> Option<String> {

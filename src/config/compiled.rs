@@ -124,6 +124,11 @@ pub(crate) struct ServerBlock {
     pub name: String,
     /// HTTP/2: offered by ALPN with TLS, with prior knowledge without.
     pub http2: bool,
+    /// `http3`: requests over its `quic` listen are served (else its QUIC
+    /// connections are closed after the handshake).
+    pub http3: bool,
+    /// `quic_retry`: a QUIC client proves its address with a Retry first.
+    pub quic_retry: bool,
     /// Its certificate and TLS settings, on an `ssl` address.
     pub tls: Option<ServerTls>,
     pub locations: Locations,

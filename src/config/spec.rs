@@ -320,6 +320,10 @@ pub(crate) struct ServerSpec {
     pub tls: Option<TlsSpec>,
     /// `http2 = true | false` (unset: on for `ssl`, else the listen flag).
     pub http2: Option<bool>,
+    /// `http3 = true | false` (unset: on, as nginx's `http3`).
+    pub http3: bool,
+    /// `quic_retry = true | false` (unset: off, as nginx's).
+    pub quic_retry: bool,
     /// The server's `proxy_pass`: where its locations without one of their
     /// own forward, and its implicit `location /`.
     pub proxy_pass: Option<ProxyPass>,

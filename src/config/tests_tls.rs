@@ -55,7 +55,7 @@ fn listen_flags_and_names_are_read() {
 #[test]
 fn every_tls_mistake_is_reported_at_once() {
     let text = [
-        // an unknown flag.
+        // quic with TCP's flags.
         server("127.0.0.1:1 ssl quic", CERT),
         // a bad wildcard, a bad protocol.
         server(
@@ -87,7 +87,7 @@ fn every_tls_mistake_is_reported_at_once() {
     .concat();
     let e = errors(&text);
     let want = [
-        "t.toml:2:10: invalid parameter \"quic\" in listen",
+        "t.toml:2:10: \"quic\" goes alone with the address",
         "t.toml:10:15: invalid server name or wildcard \"a.*.test\"",
         "t.toml:13:17: \"TLSv1.1\" is not supported: sluice speaks TLSv1.2 and TLSv1.3",
         "t.toml:19:19: \"ssl_certificate\" needs \"ssl_certificate_key\"",
@@ -101,4 +101,53 @@ fn every_tls_mistake_is_reported_at_once() {
         assert!(e.iter().any(|l| l.starts_with(w)), "no {w:?} in {e:#?}");
     }
     assert_eq!(e.len(), want.len(), "{e:#?}");
+}
+
+/// A server with a `listen` list (written as TOML, not quoted).
+fn listed(listens: &str, extra: &str) -> String {
+    format!(
+        "[[servers]]\nlisten = {listens}\n{extra}\n[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200 }}\n"
+    )
+}
+
+#[test]
+fn a_quic_listen_goes_beside_its_tcp_one() {
+    let spec = ok(&[
+        listed(
+            "[\"127.0.0.1:1 ssl http2\", \"127.0.0.1:1 quic default_server\"]",
+            &format!("{CERT}\nquic_retry = true"),
+        ),
+        listed("[\"127.0.0.1:2\"]", "http3 = false"),
+    ]
+    .concat());
+    let [q, plain] = &spec.servers[..] else {
+        panic!("two servers")
+    };
+    assert!(q.options.quic && q.options.ssl && q.options.http2 && q.options.default_server);
+    assert!(q.quic_retry && q.http3);
+    assert!(!plain.options.quic && !plain.quic_retry && !plain.http3);
+    let text = [
+        // quic alone, without its TCP listen.
+        listed("[\"127.0.0.1:1 quic\"]", CERT),
+        // on another address than the TCP one.
+        listed("[\"127.0.0.1:2 ssl\", \"127.0.0.1:3 quic\"]", CERT),
+        // beside a plain TCP listen.
+        listed("[\"127.0.0.1:4\", \"127.0.0.1:4 quic\"]", ""),
+        // two TCP addresses.
+        listed("[\"127.0.0.1:5\", \"127.0.0.1:6\"]", ""),
+        // not a string.
+        listed("[\"127.0.0.1:7 ssl\", 7]", CERT),
+    ]
+    .concat();
+    let e = errors(&text);
+    let want = [
+        "t.toml:2:10: a \"quic\" listen needs its TCP listen with \"ssl\" beside it",
+        "t.toml:9:10: the \"quic\" listen must be the TCP listen's address (127.0.0.1:2)",
+        "t.toml:16:10: a \"quic\" listen needs the TCP listen to say \"ssl\"",
+        "t.toml:22:10: a server listens on one TCP address",
+        "t.toml:28:30: \"listen\" must be a string, found an integer",
+    ];
+    for w in want {
+        assert!(e.iter().any(|l| l.starts_with(w)), "{w:?} in {e:#?}");
+    }
 }

@@ -371,6 +371,8 @@ fn server(mut s: ServerDraft, zones: &Zones, d: &mut Diagnostics) -> Option<(Ser
             names: s.names,
             tls: tls.unwrap_or(None),
             http2: s.http2,
+            http3: s.http3.unwrap_or(true),
+            quic_retry: s.quic_retry.unwrap_or(false),
             proxy_pass,
             level,
             locations,

@@ -107,9 +107,13 @@ pub(crate) struct Listen {
     /// `proxy_protocol`: every connection begins with a PROXY protocol
     /// header (before TLS, before HTTP/2's preface).
     pub proxy_protocol: bool,
+    /// `quic`: HTTP/3 on UDP at the same address, beside its TCP `ssl`
+    /// listen (a second `listen` entry, as nginx's second `listen` line).
+    pub quic: bool,
 }
 
-/// `listen = "ADDR [ssl] [http2] [proxy_protocol] [default_server]"`.
+/// `listen = "ADDR [ssl] [http2] [proxy_protocol] [default_server]"`, or
+/// `"ADDR quic [default_server]"` for HTTP/3 on UDP.
 pub(crate) fn parse_listen_flags(s: &str) -> Result<Listen, String> {
     let mut words = s.split_ascii_whitespace();
     let addr = parse_listen(words.next().unwrap_or(""))?;
@@ -119,22 +123,63 @@ pub(crate) fn parse_listen_flags(s: &str) -> Result<Listen, String> {
         http2: false,
         default_server: false,
         proxy_protocol: false,
+        quic: false,
     };
     for w in words {
         let flag = match w {
             "ssl" => &mut l.ssl,
+            "quic" => &mut l.quic,
             "http2" => &mut l.http2,
             "default_server" | "default" => &mut l.default_server,
             "proxy_protocol" => &mut l.proxy_protocol,
             _ => {
                 return Err(format!(
-                    "invalid parameter \"{w}\" in listen (expected \"ssl\", \"http2\", \"proxy_protocol\" or \"default_server\")"
+                    "invalid parameter \"{w}\" in listen (expected \"ssl\", \"http2\", \"quic\", \"proxy_protocol\" or \"default_server\")"
                 ));
             }
         };
         *flag = true;
     }
+    if l.quic && (l.ssl || l.http2 || l.proxy_protocol) {
+        return Err(
+            "\"quic\" goes alone with the address (listen = [\"ADDR ssl\", \"ADDR quic\"]): QUIC is always TLS, HTTP/3 and without a PROXY protocol header"
+                .into(),
+        );
+    }
     Ok(l)
+}
+
+/// A server's `listen` entries (a string, or an array as nginx's several
+/// `listen` lines): one TCP listen, and at most one `quic` beside it on
+/// the same address. Different addresses need their own `[[servers]]`.
+pub(crate) fn merge_listens(entries: &[Listen]) -> Result<Listen, String> {
+    let tcp: Vec<&Listen> = entries.iter().filter(|l| !l.quic).collect();
+    let quic: Vec<&Listen> = entries.iter().filter(|l| l.quic).collect();
+    let [tcp] = tcp[..] else {
+        return Err(match tcp.len() {
+            0 => "a \"quic\" listen needs its TCP listen with \"ssl\" beside it: listen = [\"ADDR ssl\", \"ADDR quic\"]".into(),
+            _ => "a server listens on one TCP address: give another address its own [[servers]] block".into(),
+        });
+    };
+    let mut merged = *tcp;
+    match quic[..] {
+        [] => {}
+        [q] if q.addr != tcp.addr => {
+            return Err(format!(
+                "the \"quic\" listen must be the TCP listen's address ({}), as nginx's `listen 443 ssl; listen 443 quic;`",
+                tcp.addr
+            ));
+        }
+        [_] if !tcp.ssl => {
+            return Err("a \"quic\" listen needs the TCP listen to say \"ssl\" (the certificates are shared)".into());
+        }
+        [q] => {
+            merged.quic = true;
+            merged.default_server |= q.default_server;
+        }
+        _ => return Err("a server has at most one \"quic\" listen".into()),
+    }
+    Ok(merged)
 }
 
 /// One of a server's `server_name`s, as nginx matches them.

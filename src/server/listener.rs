@@ -21,6 +21,8 @@ pub(crate) enum Kind {
     Proxy,
     /// `[admin]`: `/metrics` and `/healthz`.
     Admin,
+    /// A `quic` listen: HTTP/3 on UDP at a server's address.
+    Quic,
 }
 
 /// A bound listener and, once serving, its accept loop.
@@ -34,6 +36,8 @@ pub(crate) struct Listener {
 
 pub(crate) enum ListenerState {
     Bound(std::net::TcpListener),
+    /// A `quic` listener's UDP socket, not yet served.
+    BoundUdp(std::net::UdpSocket),
     /// Accepting, one loop per worker; send the drain deadline to stop.
     Accepting {
         stops: Vec<oneshot::Sender<StopAccepting>>,
@@ -44,6 +48,15 @@ pub(crate) enum ListenerState {
 
 impl Listener {
     pub(crate) async fn bind(kind: Kind, addr: SocketAddr) -> std::io::Result<Listener> {
+        if kind == Kind::Quic {
+            let socket = super::h3::bind(addr)?;
+            return Ok(Listener {
+                kind,
+                configured: addr,
+                local: socket.local_addr()?,
+                state: ListenerState::BoundUdp(socket),
+            });
+        }
         let l = listen(addr)?;
         Ok(Listener {
             kind,
@@ -56,13 +69,17 @@ impl Listener {
     /// Start accepting: for a server, on every worker (each with its own
     /// copy of the socket); the admin listener on the current runtime.
     pub(crate) fn start(&mut self, shared: &Arc<Shared>) {
-        let ListenerState::Bound(l) = std::mem::replace(&mut self.state, ListenerState::Stopped)
-        else {
-            return;
+        let l = match std::mem::replace(&mut self.state, ListenerState::Stopped) {
+            ListenerState::Bound(l) => l,
+            ListenerState::BoundUdp(socket) => {
+                self.state = super::h3::start(shared, self.configured, socket);
+                return;
+            }
+            _ => return,
         };
         let here = [tokio::runtime::Handle::current()];
         let runtimes: &[tokio::runtime::Handle] = match self.kind {
-            Kind::Proxy => &shared.workers.handles,
+            Kind::Proxy | Kind::Quic => &shared.workers.handles,
             Kind::Admin => &here,
         };
         let (mut stops, mut tasks) = (Vec::new(), Vec::new());
@@ -183,7 +200,7 @@ pub(crate) async fn accept_loop(
                 // Closed at once: nothing was allocated for it.
                 None => continue,
             },
-            Kind::Admin => None,
+            Kind::Admin | Kind::Quic => None,
         };
         let _ = stream.set_nodelay(true);
         match (kind, slot) {
@@ -194,7 +211,7 @@ pub(crate) async fn accept_loop(
                 remote,
                 slot,
             ),
-            (Kind::Proxy, None) => {}
+            (Kind::Proxy | Kind::Quic, _) => {}
             (Kind::Admin, _) => serve_admin(&shared, &graceful, stream, remote.ip()),
         }
     };

@@ -5,6 +5,7 @@
 //! - [`listener`]: the listening sockets and their accept loops;
 //! - [`conn`]: one client connection, from its first byte to its close;
 //! - [`h2`]: HTTP/2 on a client connection, each stream a request;
+//! - [`h3`]: HTTP/3 on a `quic` listener, each stream a request;
 //! - [`idle`]: idle keep-alive connections, parked without a task;
 //! - [`io`]: the client socket read through the head gate, with nginx's
 //!   timeouts;
@@ -18,6 +19,7 @@ mod admin;
 mod conn;
 pub(crate) mod h1;
 mod h2;
+mod h3;
 mod idle;
 pub(crate) mod io;
 mod listener;
@@ -121,13 +123,12 @@ impl Server {
 
     /// [`Server::bind`] with `workers` worker threads (0: the default).
     pub async fn bind_with_workers(config: Config, workers: usize) -> Result<Server, ServerError> {
-        let mut listeners = Vec::new();
+        let mut listeners: Vec<Listener> = Vec::new();
         for (kind, addr) in wanted(&config) {
-            listeners.push(
-                Listener::bind(kind, addr)
-                    .await
-                    .map_err(ServerError::Bind)?,
-            );
+            let at = udp_beside(&listeners, kind, addr);
+            let mut l = Listener::bind(kind, at).await.map_err(ServerError::Bind)?;
+            l.configured = addr;
+            listeners.push(l);
         }
         Ok(Server {
             shared: Shared::new(config, workers).map_err(ServerError::Workers)?,
@@ -231,7 +232,10 @@ impl Server {
                 .any(|l| l.kind == kind && l.configured == addr)
             {
                 // Dropping `added` on error closes what was bound so far.
-                added.push(Listener::bind(kind, addr).await?);
+                let at = udp_beside(self.listeners.iter().chain(&added), kind, addr);
+                let mut l = Listener::bind(kind, at).await?;
+                l.configured = addr;
+                added.push(l);
             }
         }
         let summary = reconfigured(&old, &new);
@@ -280,7 +284,7 @@ impl Server {
             ),
         );
         let mut proxies = Vec::new();
-        for l in self.listeners.iter_mut().filter(|l| l.kind == Kind::Proxy) {
+        for l in self.listeners.iter_mut().filter(|l| l.kind != Kind::Admin) {
             proxies.extend(l.stop(deadline).await);
         }
         for t in proxies {
@@ -327,11 +331,33 @@ fn reconfigured(old: &Config, new: &Config) -> String {
     )
 }
 
+/// Where a `quic` listener binds: its address, or with port 0 (tests) the
+/// port its TCP listen got, so that both share one port as configured.
+fn udp_beside<'a>(
+    bound: impl IntoIterator<Item = &'a Listener>,
+    kind: Kind,
+    addr: SocketAddr,
+) -> SocketAddr {
+    if kind != Kind::Quic || addr.port() != 0 {
+        return addr;
+    }
+    bound
+        .into_iter()
+        .find(|l| l.kind == Kind::Proxy && l.configured == addr)
+        .map_or(addr, |l| SocketAddr::new(addr.ip(), l.local.port()))
+}
+
 /// The listeners a configuration asks for.
 pub(crate) fn wanted(rt: &Config) -> Vec<(Kind, SocketAddr)> {
     rt.addresses
         .iter()
         .map(|a| (Kind::Proxy, a.listen))
+        .chain(
+            rt.addresses
+                .iter()
+                .filter(|a| a.quic)
+                .map(|a| (Kind::Quic, a.listen)),
+        )
         .chain(rt.ops.admin.as_ref().map(|a| (Kind::Admin, a.listen)))
         .collect()
 }

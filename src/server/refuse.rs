@@ -1,11 +1,14 @@
 //! The answer to a request head nginx refuses (see [`crate::http1`]).
 
+use super::Shared;
 use super::io::TimedIo;
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
 use crate::config::ServerBlock;
 use crate::conn_state::Conn;
 use crate::errlog::{self, Severity};
+use crate::http1::Refusal;
+use crate::respond::ErrorPages;
 use crate::respond::{self, Made};
 use crate::vars::{RequestVars, Tables, UserVars};
 use http::{Response, Uri, header};
@@ -178,4 +181,61 @@ pub(crate) async fn serialize(resp: Response<Body>) -> (Vec<u8>, u64) {
     out.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
     out.extend_from_slice(&body);
     (out, body.len() as u64)
+}
+
+/// The access-log line nginx writes for a stream it reset over a
+/// malformed head: no request (`"-"`), status `000`, nothing sent.
+pub(super) fn reset_logged(shared: &Shared, conn: &Conn) {
+    let config = shared.config();
+    let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
+    if let Some(log) = server.and_then(|s| s.access_log.as_ref()) {
+        let reset = Refusal {
+            status: 0,
+            reason: "",
+            detail: None,
+            request_line: None,
+            in_headers: true,
+            fields: None,
+        };
+        let name = server.map_or("", |s| s.name.as_str());
+        let client = (conn, name);
+        access_refused(log, &reset, client, &config.vars, crate::clock::now(), 0);
+    }
+}
+
+/// The answer to a stream whose head the gate refused
+/// ([`crate::http2::request`]; HTTP/2 and HTTP/3): nginx's info line, the
+/// default server's error page, an access-log line, as for a refused
+/// HTTP/1.1 head.
+pub(super) fn refused_stream(
+    shared: &Shared,
+    conn: &Conn,
+    refusal: Option<Refusal>,
+    start: Instant,
+) -> Response<Body> {
+    let refusal = refusal.unwrap_or(Refusal {
+        status: 400,
+        reason: "client sent invalid request",
+        detail: None,
+        request_line: None,
+        in_headers: true,
+        fields: None,
+    });
+    let config = shared.config();
+    let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
+    let name = server.map_or("", |s| s.name.as_str());
+    let client = (conn, name);
+    log_refusal(&refusal, conn.id, conn.remote.ip(), name);
+    let no_pages = ErrorPages::default();
+    let pages = server.map_or(&no_pages, |s| &*s.error_pages);
+    let resp = refused_response(pages, &refusal);
+    if let Some(log) = server.and_then(|s| s.access_log.as_ref()) {
+        let len = hyper::body::Body::size_hint(resp.body())
+            .exact()
+            .unwrap_or(0);
+        access_refused(log, &refusal, client, &config.vars, start, len);
+    }
+    resp
 }

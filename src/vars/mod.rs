@@ -495,6 +495,7 @@ pub fn version_str(v: Version) -> &'static str {
         Version::HTTP_09 => "HTTP/0.9",
         Version::HTTP_10 => "HTTP/1.0",
         Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_3 => "HTTP/3.0",
         _ => "HTTP/1.1",
     }
 }

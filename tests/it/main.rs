@@ -18,6 +18,7 @@ mod grpc;
 mod grpc_hostile;
 mod h1diff;
 mod h2;
+mod h3;
 mod import;
 mod layout;
 mod limit_conn;

@@ -39,6 +39,8 @@ pub(super) fn server(
     Ok(Arc::new(ServerBlock {
         name: s.server_name,
         http2,
+        http3: s.http3,
+        quic_retry: s.quic_retry,
         tls,
         locations,
         client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),
@@ -89,11 +91,12 @@ pub(super) fn addresses(
             let on: Vec<_> = servers.iter().filter(|s| s.0 == listen).collect();
             let ssl = on.iter().any(|s| s.3.ssl);
             let proxy_protocol = on.iter().any(|s| s.3.proxy_protocol);
+            let quic = on.iter().any(|s| s.3.quic);
             let group: Vec<_> = on
                 .iter()
                 .map(|(_, s, names, o)| (s.clone(), names.clone(), o.default_server))
                 .collect();
-            Address::new(listen, (ssl, proxy_protocol), group)
+            Address::new(listen, (ssl, proxy_protocol, quic), group)
         })
         .collect()
 }

@@ -13,6 +13,7 @@ use super::redis::{FileRef, file};
 use crate::respond::ReturnSpec;
 use crate::vars::Context;
 use std::ops::Range;
+use toml::de::DeValue;
 
 /// A `[[servers]]` table as read.
 #[derive(Default)]
@@ -36,6 +37,9 @@ pub(in crate::config) struct ServerDraft {
     pub certificate: Option<Result<crate::tls::Certificate, Reported>>,
     /// `http2 = true | false`.
     pub http2: Option<bool>,
+    /// `http3 = true | false` and `quic_retry = true | false`.
+    pub http3: Option<bool>,
+    pub quic_retry: Option<bool>,
     pub proxy_pass: Option<Result<ProxyPass, Reported>>,
     /// Where `proxy_pass` was written.
     pub proxy_pass_span: Option<Range<usize>>,
@@ -81,14 +85,7 @@ static SERVER: Schema<ServerDraft> = Schema {
     own: &[
         Key {
             name: "listen",
-            read: |cx, k, v, s| {
-                s.listen = cx.str(v, k).and_then(|a| {
-                    values::parse_listen_flags(a)
-                        .map_err(|e| cx.err(v.span(), e))
-                        .ok()
-                        .map(|a| (a, v.span()))
-                })
-            },
+            read: |cx, k, v, s| s.listen = read_listens(cx, k, v).map(|a| (a, v.span())),
         },
         Key {
             name: "server_name",
@@ -127,6 +124,14 @@ static SERVER: Schema<ServerDraft> = Schema {
         Key {
             name: "http2",
             read: |cx, k, v, s| s.http2 = cx.bool(v, k),
+        },
+        Key {
+            name: "http3",
+            read: |cx, k, v, s| s.http3 = cx.bool(v, k),
+        },
+        Key {
+            name: "quic_retry",
+            read: |cx, k, v, s| s.quic_retry = cx.bool(v, k),
         },
         Key {
             name: "proxy_pass",
@@ -362,4 +367,27 @@ fn read_return(cx: &mut Cx, k: &str, v: &Val) -> Result<ReturnSpec, Reported> {
         body: r.body?,
         headers: r.headers,
     })
+}
+
+/// `listen`: one string, or an array of them (nginx's `listen` lines),
+/// merged by [`values::merge_listens`]; each entry's error at the entry.
+fn read_listens(cx: &mut Cx<'_>, k: &str, v: &Val) -> Option<Listen> {
+    let items: Vec<&Val> = match v.get_ref() {
+        DeValue::Array(items) => items.iter().collect(),
+        _ => vec![v],
+    };
+    let mut entries = Vec::new();
+    for item in items {
+        let text = cx.str(item, k)?;
+        match values::parse_listen_flags(text) {
+            Ok(l) => entries.push(l),
+            Err(e) => {
+                cx.err(item.span(), e);
+                return None;
+            }
+        }
+    }
+    values::merge_listens(&entries)
+        .map_err(|e| cx.err(v.span(), e))
+        .ok()
 }

@@ -404,7 +404,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H2Io<S> {
             refuse::log_refusal(&line, s.id, s.client, "");
         }
         for _ in 0..self.inbound.take_resets() {
-            super::stream::reset_logged(&self.shared, &self.conn);
+            refuse::reset_logged(&self.shared, &self.conn);
         }
         for stream in self.inbound.take_client_resets() {
             if self.streams.reset_by_client(stream) {

@@ -4,7 +4,7 @@
 
 use super::super::Shared;
 use super::CANCELLED_MAX;
-use crate::body::{Body, BodyError, Watch, Watched};
+use crate::body::{BodyError, Watch, Watched};
 use crate::client_body::ClientBody;
 use crate::conn_state::{Conn, ConnState};
 use crate::connlimit::{Held, HeldUntilWritten};
@@ -13,7 +13,6 @@ use crate::http1::Refusal;
 use crate::http2::inbound::Refused;
 use crate::http2::request as stand_in;
 use crate::request::{self, CloseConnection};
-use crate::respond::ErrorPages;
 use crate::server::refuse;
 use http::{HeaderValue, Request, Response, header};
 use hyper::body::Incoming;
@@ -465,7 +464,7 @@ async fn serve_stream(
     let resp = if req.method().as_str() == stand_in::STAND_IN_METHOD {
         let token = req.uri().path().trim_start_matches('/').parse().ok();
         let refusal = token.and_then(|t| stream.streams.take_refused(t));
-        Ok(refused(&shared, &conn, refusal, start))
+        Ok(refuse::refused_stream(&shared, &conn, refusal, start))
     } else {
         as_http1(&mut req);
         let (head, body) = req.into_parts();
@@ -539,60 +538,4 @@ fn as_http1(req: &mut Request<Incoming>) {
             headers.insert(header::COOKIE, v);
         }
     }
-}
-
-/// The answer to a request the gate refused ([`crate::http2::request`]):
-/// nginx's info line, the default server's error page, an access-log line,
-/// as for a refused HTTP/1.1 head.
-/// The access-log line nginx writes for a stream it reset over a
-/// malformed head: no request (`"-"`), status `000`, nothing sent.
-pub(super) fn reset_logged(shared: &Shared, conn: &Conn) {
-    let config = shared.config();
-    let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
-    let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
-    if let Some(log) = server.and_then(|s| s.access_log.as_ref()) {
-        let reset = Refusal {
-            status: 0,
-            reason: "",
-            detail: None,
-            request_line: None,
-            in_headers: true,
-            fields: None,
-        };
-        let name = server.map_or("", |s| s.name.as_str());
-        let client = (conn, name);
-        refuse::access_refused(log, &reset, client, &config.vars, crate::clock::now(), 0);
-    }
-}
-
-fn refused(
-    shared: &Shared,
-    conn: &Conn,
-    refusal: Option<Refusal>,
-    start: Instant,
-) -> Response<Body> {
-    let refusal = refusal.unwrap_or(Refusal {
-        status: 400,
-        reason: "client sent invalid request",
-        detail: None,
-        request_line: None,
-        in_headers: true,
-        fields: None,
-    });
-    let config = shared.config();
-    let sni = conn.tls.as_ref().and_then(|t| t.server_name.as_deref());
-    let server = config.address(conn.listen).map(|a| a.server_for(None, sni));
-    let name = server.map_or("", |s| s.name.as_str());
-    let client = (conn, name);
-    refuse::log_refusal(&refusal, conn.id, conn.remote.ip(), name);
-    let no_pages = ErrorPages::default();
-    let pages = server.map_or(&no_pages, |s| &*s.error_pages);
-    let resp = refuse::refused_response(pages, &refusal);
-    if let Some(log) = server.and_then(|s| s.access_log.as_ref()) {
-        let len = hyper::body::Body::size_hint(resp.body())
-            .exact()
-            .unwrap_or(0);
-        refuse::access_refused(log, &refusal, client, &config.vars, start, len);
-    }
-    resp
 }

@@ -1,0 +1,347 @@
+//! HTTP/3 to clients: `listen = ["ADDR ssl", "ADDR quic"]` opens a UDP
+//! socket on the TCP listen's address, served by quinn (QUIC) and h3
+//! (HTTP/3 framing, QPACK). Each request stream goes through the same gate
+//! as an HTTP/2 head (and so HTTP/1.1's rules) and then through
+//! [`crate::request::handle`], exactly as a request over TCP: its limits,
+//! delays, logs and metrics ([`stream`]).
+//!
+//! What a connection obeys, with nginx's defaults:
+//! - the handshake: TLS 1.3 only, ALPN `h3`, the certificate of the server
+//!   the SNI name chooses among the address's servers (the configuration
+//!   generation current at the handshake, as on TCP), within the default
+//!   server's `client_header_timeout`; no 0-RTT;
+//! - 128 concurrent request streams (`http3_max_concurrent_streams`) and
+//!   3 unidirectional ones (control and QPACK's two), as QUIC stream
+//!   credit: a client cannot open more, there is nothing to refuse;
+//! - idle: `keepalive_timeout` of the default server, as QUIC's idle
+//!   timeout (nginx's `quic` uses `keepalive_timeout` the same way);
+//! - `quic_retry`: a client whose address is not yet validated gets a
+//!   Retry first (its Initial costs no handshake work);
+//! - a stop (SIGTERM, or a reload that drops the listen) sends GOAWAY and
+//!   lets the open streams finish within `shutdown_timeout`.
+//!
+//! One worker serves a listener's QUIC endpoint (QUIC's connection ids
+//! route datagrams to connections; spreading them over workers needs a
+//! socket per worker and id-aware steering, not done yet).
+
+mod body;
+mod stream;
+
+use super::Shared;
+use super::listener::{ListenerState, StopAccepting, worker_slot};
+use crate::conn_state::{ClientTimeouts, Conn, ConnState};
+use crate::errlog::{self, Severity};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+/// `http3_max_concurrent_streams`' default.
+const MAX_STREAMS: u32 = 128;
+
+/// A `quic` listener's socket, bound (`SO_REUSEADDR` is TCP's; a UDP
+/// socket on a port another process holds fails here, before a reload
+/// switches).
+pub(super) fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let socket = std::net::UdpSocket::bind(addr).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("bind() to {addr} (udp) failed ({e})"))
+    })?;
+    socket.set_nonblocking(true)?;
+    Ok(socket)
+}
+
+/// Serve `socket` on the first worker; the state to stop it by.
+pub(super) fn start(
+    shared: &Arc<Shared>,
+    configured: SocketAddr,
+    socket: std::net::UdpSocket,
+) -> ListenerState {
+    let (stop, stopped) = oneshot::channel();
+    let Some(rt) = shared.workers.handles.first() else {
+        return ListenerState::Stopped;
+    };
+    let shared = shared.clone();
+    let task = rt.spawn(async move {
+        match endpoint(&shared, configured, socket) {
+            Ok(e) => serve(shared, configured, e, stopped).await,
+            Err(e) => errlog::emit(
+                Severity::Alert,
+                format_args!("quic listener on {configured} failed ({e})"),
+            ),
+        }
+    });
+    ListenerState::Accepting {
+        stops: vec![stop],
+        tasks: vec![task],
+    }
+}
+
+/// The certificate of the server a ClientHello's name chooses, read from
+/// the configuration current at that handshake.
+struct Certificates {
+    env: Arc<crate::request::Env>,
+    listen: SocketAddr,
+}
+
+impl std::fmt::Debug for Certificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Certificates({})", self.listen)
+    }
+}
+
+impl ResolvesServerCert for Certificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let config = self.env.config();
+        let address = config.address(self.listen)?;
+        let server = address.server_for(None, hello.server_name());
+        server.tls.as_ref()?.config.cert_resolver.resolve(hello)
+    }
+}
+
+fn endpoint(
+    shared: &Arc<Shared>,
+    configured: SocketAddr,
+    socket: std::net::UdpSocket,
+) -> std::io::Result<quinn::Endpoint> {
+    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    let certs = Arc::new(Certificates {
+        env: shared.env.clone(),
+        listen: configured,
+    });
+    let tls = crate::tls::quic_server_config(certs).map_err(invalid)?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let idle = shared
+        .config()
+        .address(configured)
+        .map_or(crate::config::DEFAULT_KEEPALIVE_TIMEOUT, |a| {
+            a.default_server().keepalive_timeout
+        });
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(MAX_STREAMS.into())
+        .max_concurrent_uni_streams(3u32.into())
+        .max_idle_timeout(quinn::IdleTimeout::try_from(idle.max(Duration::from_secs(1))).ok());
+    server.transport_config(Arc::new(transport));
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(server),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+}
+
+/// Accepts connections until told to stop; then GOAWAY to each, and the
+/// endpoint closed once they are done or `shutdown_timeout` passed.
+async fn serve(
+    shared: Arc<Shared>,
+    configured: SocketAddr,
+    endpoint: quinn::Endpoint,
+    mut stop: oneshot::Receiver<StopAccepting>,
+) {
+    let (stop_clients, stopping) = watch::channel(false);
+    let (deadline, closed) = loop {
+        let incoming = tokio::select! {
+            s = &mut stop => break match s {
+                Ok(s) => (s.deadline, Some(s.closed)),
+                Err(_) => (Instant::now(), None),
+            },
+            i = endpoint.accept() => i,
+        };
+        let Some(incoming) = incoming else {
+            break (Instant::now(), None);
+        };
+        let retry = shared
+            .config()
+            .address(configured)
+            .is_some_and(|a| a.default_server().quic_retry);
+        if retry && !incoming.remote_address_validated() {
+            let _ = incoming.retry();
+            continue;
+        }
+        let Some(slot) = worker_slot(&shared) else {
+            incoming.refuse();
+            continue;
+        };
+        let (shared, stopping) = (shared.clone(), stopping.clone());
+        tokio::spawn(crate::clock::Fresh::new(async move {
+            connection(&shared, configured, incoming, stopping).await;
+            drop(slot);
+        }));
+    };
+    // New handshakes are refused from here on.
+    endpoint.set_server_config(None);
+    if let Some(closed) = closed {
+        let _ = closed.send(());
+    }
+    let _ = stop_clients.send(true);
+    drop(stopping);
+    let drained = async {
+        stop_clients.closed().await;
+        endpoint.wait_idle().await;
+    };
+    let _ = tokio::time::timeout_at(deadline, drained).await;
+    endpoint.close(0u32.into(), b"");
+}
+
+/// One QUIC connection: its handshake, then its request streams, each in
+/// its own task, until the client closes it, it idles out, or a stop.
+async fn connection(
+    shared: &Arc<Shared>,
+    configured: SocketAddr,
+    incoming: quinn::Incoming,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
+    shared.env.metrics.connection_opened();
+    let remote = incoming.remote_address();
+    if let Some(conn) = handshake(shared, configured, incoming, (id, remote)).await {
+        requests(shared, conn, &mut stopping).await;
+    }
+    shared.env.metrics.connection_closed();
+}
+
+/// The handshake, within the default server's `client_header_timeout`;
+/// failures are one info line and a counter, as on TCP.
+async fn handshake(
+    shared: &Shared,
+    configured: SocketAddr,
+    incoming: quinn::Incoming,
+    (id, remote): (u64, SocketAddr),
+) -> Option<(Arc<Conn>, quinn::Connection)> {
+    let config = shared.config();
+    let address = config.address(configured)?;
+    let default = address.default_server();
+    let deadline = crate::clock::now() + default.client_header_timeout;
+    let failed = |what: &dyn std::fmt::Display, result: &'static str| {
+        shared.env.metrics.tls_handshake(result);
+        errlog::emit(
+            Severity::Info,
+            format_args!(
+                "*{id} {what} while SSL handshaking, client: {}, server: {configured}",
+                remote.ip()
+            ),
+        );
+    };
+    let connecting = match incoming.accept() {
+        Ok(c) => c,
+        Err(e) => {
+            failed(&e, "failed");
+            return None;
+        }
+    };
+    let quic = match tokio::time::timeout_at(deadline, connecting).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            failed(&e, "failed");
+            return None;
+        }
+        Err(_) => {
+            failed(&"client timed out (110: Connection timed out)", "timeout");
+            return None;
+        }
+    };
+    shared.env.metrics.tls_handshake("ok");
+    let sni = quic
+        .handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.server_name)
+        .map(Box::<str>::from);
+    let server = address.server_for(None, sni.as_deref());
+    if !server.http3 {
+        // `http3 = false`: the handshake was QUIC's; no requests here.
+        quic.close(quinn::VarInt::from_u32(0x100), b"");
+        return None;
+    }
+    let timeouts = ClientTimeouts {
+        client_header: server.client_header_timeout,
+        keepalive: server.keepalive_timeout,
+        send: server.send_timeout,
+    };
+    let conn = Conn {
+        id,
+        remote,
+        local: configured,
+        proxy: None,
+        listen: configured,
+        state: ConnState::until(timeouts, deadline),
+        tls: Some(Arc::new(crate::tls::Session {
+            protocol: crate::tls::Protocol::Tls13,
+            server_name: sni,
+            cipher: crate::tls::QUIC_CIPHER,
+            h2: false,
+        })),
+        plain_on_https: false,
+    };
+    Some((Arc::new(conn), quic))
+}
+
+/// The connection's request streams, each served in its own task; a stop
+/// sends GOAWAY and lets those open finish.
+async fn requests(
+    shared: &Arc<Shared>,
+    (conn, quic): (Arc<Conn>, quinn::Connection),
+    stopping: &mut watch::Receiver<bool>,
+) {
+    let config = shared.config();
+    let rules = config
+        .address(conn.listen)
+        .map(|a| {
+            a.server_for(
+                None,
+                conn.tls.as_ref().and_then(|t| t.server_name.as_deref()),
+            )
+        })
+        .map_or_else(crate::http1::HeadRules::default, |s| s.head_rules);
+    drop(config);
+    let limits = crate::http2::request::Limits::of(&rules);
+    let built = h3::server::builder()
+        .max_field_section_size(limits.list as u64)
+        .build::<_, bytes::Bytes>(h3_quinn::Connection::new(quic))
+        .await;
+    let Ok(mut h3c) = built else {
+        return;
+    };
+    let mut stopped = *stopping.borrow();
+    loop {
+        let accepted = tokio::select! {
+            _ = stopping.changed(), if !stopped => {
+                stopped = true;
+                // GOAWAY: the streams open go on, no new one is taken.
+                let _ = h3c.shutdown(0).await;
+                continue;
+            }
+            a = h3c.accept() => a,
+        };
+        match accepted {
+            Ok(Some(resolver)) => {
+                let (shared, conn) = (shared.clone(), conn.clone());
+                tokio::spawn(crate::clock::Fresh::new(stream::serve(
+                    shared, conn, resolver, rules,
+                )));
+            }
+            Ok(None) => break,
+            Err(e) => {
+                // The client's close or an idle timeout end it quietly;
+                // sluice's own closes over a protocol error are logged.
+                let local = matches!(e, h3::error::ConnectionError::Local { .. });
+                if local && !e.is_h3_no_error() {
+                    errlog::emit(
+                        Severity::Info,
+                        format_args!(
+                            "*{} {e} while reading client request, client: {}",
+                            conn.id,
+                            conn.remote.ip()
+                        ),
+                    );
+                }
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! One HTTP/3 request stream: its head (QPACK-decoded by h3, which resets
+//! a malformed one with `H3_MESSAGE_ERROR`: an uppercase or invalid name,
+//! an unknown pseudo-header) judged by the HTTP/2 gate — HTTP/1.1's rules,
+//! nginx's statuses — then [`crate::request::handle`], then the response
+//! written on the stream, each write within `send_timeout`.
+
+use super::body::QuicBody;
+use super::{Conn, Shared};
+use crate::body::Body;
+use crate::client_body::ClientBody;
+use crate::http1::HeadRules;
+use crate::http2::hpack::{self, Field};
+use crate::http2::request::{self as gate, Limits, Verdict};
+use crate::server::refuse;
+use bytes::Bytes;
+use h3::error::Code;
+use h3::server::{RequestResolver, RequestStream};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, header};
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Send = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+
+/// Serves one request stream to its end.
+pub(super) async fn serve(
+    shared: Arc<Shared>,
+    conn: Arc<Conn>,
+    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
+    rules: HeadRules,
+) {
+    let start = crate::clock::now();
+    let (req, stream) = match resolver.resolve_request().await {
+        Ok(r) => r,
+        Err(e) => {
+            // h3 has reset it (or answered 431): no request to log but
+            // nginx's line for a reset head.
+            if !e.is_h3_no_error() && !matches!(e, h3::error::StreamError::RemoteTerminate { .. }) {
+                refuse::reset_logged(&shared, &conn);
+            }
+            return;
+        }
+    };
+    let (mut send, recv) = stream.split();
+    let send_timeout = conn.state.timeouts.send;
+    let Some(head) = admitted(&shared, &conn, &req, rules, &mut send, start).await else {
+        return;
+    };
+    let declared = head
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let malformed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let body = match QuicBody::of(recv, declared, malformed.clone()) {
+        Some(b) => ClientBody::Stream(Box::pin(b)),
+        None => ClientBody::Empty,
+    };
+    let req = (head.into(), body);
+    let env = shared.env.clone();
+    let resp = crate::request::handle(env, conn, req, start).await;
+    let status = resp.as_ref().map_or_else(|c| c.status, |r| r.status());
+    shared
+        .env
+        .metrics
+        .response(status, crate::clock::since(start));
+    match resp {
+        Ok(reply) => {
+            let mut resp = reply.into_response();
+            crate::upstream::into_header_map(&mut resp);
+            let _ = respond(&mut send, resp, send_timeout).await;
+        }
+        // A body other than its Content-Length (RFC 9114 §4.1.2: malformed;
+        // the upstream never got it whole); nginx's 444, or a client gone:
+        // the stream ends without a word.
+        Err(_) if malformed.load(std::sync::atomic::Ordering::Relaxed) => {
+            send.stop_stream(Code::H3_MESSAGE_ERROR)
+        }
+        Err(_) => send.stop_stream(Code::H3_REQUEST_CANCELLED),
+    }
+}
+
+/// The head the gate lets through, or `None` once the stream got its
+/// refusal (nginx's status) or its reset.
+async fn admitted(
+    shared: &Shared,
+    conn: &Conn,
+    req: &Request<()>,
+    rules: HeadRules,
+    send: &mut Send,
+    start: tokio::time::Instant,
+) -> Option<http::request::Parts> {
+    let fields = fields_of(req);
+    match gate::judge(&fields, false, &rules, Limits::of(&rules)) {
+        Verdict::Accept { block, dropped } => {
+            for name in dropped {
+                let line = crate::http1::Refusal {
+                    status: 400,
+                    reason: "client sent invalid header",
+                    detail: Some(name),
+                    request_line: None,
+                    in_headers: true,
+                    fields: None,
+                };
+                refuse::log_refusal(&line, conn.id, conn.remote.ip(), "");
+            }
+            let head = canonical(&block);
+            if head.is_none() {
+                send.stop_stream(Code::H3_MESSAGE_ERROR);
+            }
+            head
+        }
+        Verdict::Refuse(r) => {
+            let r = with_h3_line(r);
+            let resp = refuse::refused_stream(shared, conn, Some(r), start);
+            let status = resp.status().as_u16();
+            shared
+                .env
+                .metrics
+                .response(status, crate::clock::since(start));
+            let _ = respond(send, resp, conn.state.timeouts.send).await;
+            None
+        }
+        Verdict::Reset(why) => {
+            if let Some(r) = why {
+                refuse::log_refusal(&with_h3_line(r), conn.id, conn.remote.ip(), "");
+            }
+            refuse::reset_logged(shared, conn);
+            send.stop_stream(Code::H3_MESSAGE_ERROR);
+            None
+        }
+    }
+}
+
+/// The request's fields as the gate reads them: the four pseudo-headers
+/// (as h3 parsed them), then the fields in their map's order.
+fn fields_of(req: &Request<()>) -> Vec<Field> {
+    let mut out = Vec::with_capacity(req.headers().len() + 4);
+    let mut push = |name: &[u8], value: &[u8]| {
+        out.push(Field {
+            name: name.to_vec(),
+            value: value.to_vec(),
+        })
+    };
+    push(b":method", req.method().as_str().as_bytes());
+    if let Some(s) = req.uri().scheme_str() {
+        push(b":scheme", s.as_bytes());
+    }
+    if let Some(a) = req.uri().authority() {
+        push(b":authority", a.as_str().as_bytes());
+    }
+    if let Some(p) = req.uri().path_and_query() {
+        push(b":path", p.as_str().as_bytes());
+    }
+    for (name, value) in req.headers() {
+        push(name.as_str().as_bytes(), value.as_bytes());
+    }
+    out
+}
+
+/// The head the gate let through (its canonical block), as the request
+/// `request::handle` reads: `Host` among the fields, and the cookies
+/// HTTP/3 clients send one per field one `Cookie` again, joined by `"; "`
+/// (RFC 9114 §4.2.1, as nginx joins them).
+fn canonical(block: &[u8]) -> Option<http::request::Parts> {
+    let decoded = hpack::Decoder::new().decode(block, usize::MAX).ok()?;
+    let mut method = None;
+    let mut path = None;
+    let mut headers = HeaderMap::with_capacity(decoded.fields.len());
+    let mut cookie: Vec<u8> = Vec::new();
+    for f in decoded.fields {
+        match f.name.as_slice() {
+            b":method" => method = Some(Method::from_bytes(&f.value).ok()?),
+            b":path" => path = Some(f.value),
+            b":scheme" => {}
+            b"cookie" => {
+                if !cookie.is_empty() {
+                    cookie.extend_from_slice(b"; ");
+                }
+                cookie.extend_from_slice(&f.value);
+            }
+            name => {
+                let name = HeaderName::from_bytes(name).ok()?;
+                headers.append(name, HeaderValue::from_bytes(&f.value).ok()?);
+            }
+        }
+    }
+    if !cookie.is_empty() {
+        headers.insert(header::COOKIE, HeaderValue::from_bytes(&cookie).ok()?);
+    }
+    let uri = http::Uri::from_maybe_shared(Bytes::from(path?)).ok()?;
+    let mut req = Request::new(());
+    *req.method_mut() = method?;
+    *req.uri_mut() = uri;
+    *req.version_mut() = http::Version::HTTP_3;
+    *req.headers_mut() = headers;
+    Some(req.into_parts().0)
+}
+
+/// A refusal's request line says `HTTP/3.0` (the gate writes HTTP/2's).
+fn with_h3_line(mut r: crate::http1::Refusal) -> crate::http1::Refusal {
+    if let Some(line) = r.request_line.as_mut() {
+        if line.ends_with(b" HTTP/2.0") {
+            let n = line.len();
+            line[n - 3..].copy_from_slice(b"3.0");
+        }
+    }
+    r
+}
+
+/// Why a response stopped before its end.
+#[derive(Debug)]
+enum Stopped {
+    /// The client took nothing for `send_timeout`.
+    TimedOut,
+    /// The stream or connection failed (the client reset it, or left).
+    Stream,
+    /// The response body failed (the upstream broke off).
+    Body,
+}
+
+/// Writes `resp` on the stream: the head without HTTP/1.1's
+/// connection-specific fields (RFC 9114 §4.2), a `Date` and the length
+/// when known (as hyper adds them for HTTP/2), then its data and trailers.
+/// The counts the response holds are let go once it was all written.
+async fn respond(send: &mut Send, resp: Response<Body>, timeout: Duration) -> Result<(), Stopped> {
+    let (mut parts, mut body) = resp.into_parts();
+    let held = parts
+        .extensions
+        .remove::<crate::connlimit::HeldUntilWritten>();
+    for name in [
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        header::TE,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+    ] {
+        parts.headers.remove(name);
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        let date = crate::fmt::Timestamp::from_secs(crate::clock::coarse_unix_secs()).http_date();
+        if let Ok(v) = HeaderValue::from_str(&date) {
+            parts.headers.insert(header::DATE, v);
+        }
+    }
+    let bodiless = parts.status.is_informational()
+        || parts.status == http::StatusCode::NO_CONTENT
+        || parts.status == http::StatusCode::NOT_MODIFIED;
+    if !bodiless && !parts.headers.contains_key(header::CONTENT_LENGTH) {
+        if let Some(n) = hyper::body::Body::size_hint(&body).exact() {
+            parts.headers.insert(header::CONTENT_LENGTH, n.into());
+        }
+    }
+    within(timeout, send.send_response(Response::from_parts(parts, ()))).await?;
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(_) => {
+                send.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Err(Stopped::Body);
+            }
+        };
+        match frame.into_data() {
+            Ok(data) if !data.is_empty() => within(timeout, send.send_data(data)).await?,
+            Ok(_) => {}
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    within(timeout, send.send_trailers(trailers)).await?;
+                }
+            }
+        }
+    }
+    within(timeout, send.finish()).await?;
+    drop(held);
+    Ok(())
+}
+
+/// One write, within `send_timeout`.
+async fn within<F>(timeout: Duration, write: F) -> Result<(), Stopped>
+where
+    F: std::future::Future<Output = Result<(), h3::error::StreamError>>,
+{
+    match tokio::time::timeout(timeout, write).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(Stopped::Stream),
+        Err(_) => Err(Stopped::TimedOut),
+    }
+}

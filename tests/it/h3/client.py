@@ -1,0 +1,143 @@
+"""HTTP/3 client for sluice's tests, on aioquic (a maintained QUIC and HTTP/3 stack).
+
+Usage: client.py HOST:PORT [--sni NAME] [--ca FILE] [--bind IP] [--spec FILE|-]
+
+The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC connection:
+  {"method": "GET", "path": "/x", "headers": [["name", "value"], ...], "body": "text",
+   "at": seconds after the first (optional, default 0: all at once), "raw": true (optional:
+   send the header list exactly as given, pseudo-headers included, without adding any)}
+Prints one JSON line per request, in the spec's order:
+  {"status": 200, "headers": [[n, v], ...], "body": "...", "ms": elapsed since sent,
+   "reset": null | error code of a stream reset}
+and a last line {"connection": "closed" | "open", "error": code or null, "retried": whether
+the server sent a Retry first}; or only {"connection": "failed", "error": why} when the
+handshake did not complete.
+"""
+
+import argparse
+import asyncio
+import json
+import socket
+import ssl
+import sys
+import time
+
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+from aioquic.quic.events import ConnectionTerminated, StreamReset
+
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.http = H3Connection(self._quic)
+        self.streams = {}
+        self.closed = None
+
+    def request(self, method, authority, path, headers, body, raw):
+        sid = self._quic.get_next_available_stream_id()
+        if raw:
+            fields = [(n.encode(), v.encode()) for n, v in headers]
+        else:
+            fields = [(b":method", method.encode()), (b":scheme", b"https"),
+                      (b":authority", authority.encode()), (b":path", path.encode())]
+            fields += [(n.encode(), v.encode()) for n, v in headers]
+        self.http.send_headers(sid, fields, end_stream=not body)
+        if body:
+            self.http.send_data(sid, body.encode(), end_stream=True)
+        done = self._loop.create_future()
+        self.streams[sid] = {"status": None, "headers": [], "body": b"", "reset": None,
+                             "sent": time.monotonic(), "done": done}
+        self.transmit()
+        return done
+
+    def quic_event_received(self, event):
+        if isinstance(event, StreamReset) and event.stream_id in self.streams:
+            s = self.streams[event.stream_id]
+            s["reset"] = event.error_code
+            self.finish(s)
+        if isinstance(event, ConnectionTerminated):
+            self.closed = event.error_code
+            for s in self.streams.values():
+                self.finish(s)
+        for h in self.http.handle_event(event):
+            s = self.streams.get(h.stream_id)
+            if s is None:
+                continue
+            if isinstance(h, HeadersReceived):
+                for n, v in h.headers:
+                    if n == b":status":
+                        if s["status"] is None:
+                            s["status"] = int(v)
+                    else:
+                        s["headers"].append([n.decode(), v.decode()])
+            elif isinstance(h, DataReceived):
+                s["body"] += h.data
+            if h.stream_ended:
+                self.finish(s)
+
+    def finish(self, s):
+        if not s["done"].done():
+            s["ms"] = round((time.monotonic() - s["sent"]) * 1000, 1)
+            s["done"].set_result(None)
+
+
+async def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("addr")
+    p.add_argument("--sni", default="localhost")
+    p.add_argument("--ca")
+    p.add_argument("--bind")
+    p.add_argument("--spec", default="-")
+    p.add_argument("--timeout", type=float, default=10)
+    a = p.parse_args()
+    spec = json.load(sys.stdin if a.spec == "-" else open(a.spec))
+    host, port = a.addr.rsplit(":", 1)
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=a.sni)
+    if a.ca:
+        config.load_verify_locations(a.ca)
+    else:
+        config.verify_mode = ssl.CERT_NONE
+    # Our own socket (aioquic's connect binds only "::"): from --bind, so that tests can be
+    # different clients (127.0.0.2, 127.0.0.3 ...).
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((a.bind or "127.0.0.1", 0))
+    quic = QuicConnection(configuration=config)
+    _, client = await loop.create_datagram_endpoint(lambda: Client(quic), sock=sock)
+    client.connect((host, int(port)))
+    try:
+        await asyncio.wait_for(client.wait_connected(), a.timeout)
+    except (asyncio.TimeoutError, ConnectionError) as e:
+        print(json.dumps({"connection": "failed", "error": str(e) or type(e).__name__}))
+        return
+    if True:
+        start = time.monotonic()
+        waits = []
+        for r in spec:
+            delay = r.get("at", 0) - (time.monotonic() - start)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            waits.append(client.request(r.get("method", "GET"), f"{a.sni}:{port}",
+                                        r.get("path", "/"), r.get("headers", []),
+                                        r.get("body", ""), r.get("raw", False)))
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), a.timeout)
+        except asyncio.TimeoutError:
+            pass
+        for sid in sorted(client.streams):
+            s = client.streams[sid]
+            print(json.dumps({"status": s["status"], "headers": s["headers"],
+                              "body": s["body"].decode("utf-8", "replace"),
+                              "ms": s.get("ms"), "reset": s["reset"]}))
+        print(json.dumps({"connection": "closed" if client.closed is not None else "open",
+                          "error": client.closed,
+                          "retried": quic._retry_source_connection_id is not None}))
+        client.close()
+        await client.wait_closed()
+
+
+asyncio.run(main())
