@@ -431,3 +431,73 @@ async fn reload_keeps_the_socket_and_a_stop_lets_streams_finish() {
         "stopped"
     );
 }
+
+/// The SPKI hash Chromium trusts a certificate by (`--ignore-certificate-errors-spki-list`).
+fn spki_hash(cert: &std::path::Path) -> String {
+    let script = format!(
+        "openssl x509 -pubkey -noout -in '{}' | openssl pkey -pubin -outform der \
+         | openssl dgst -sha256 -binary | base64",
+        cert.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("openssl");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The page at `url` as headless Chromium has it, forced onto QUIC for `origin` and trusting
+/// `cert` by its key.
+async fn chromium_over_quic(origin: &str, cert: &std::path::Path, url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let run = tokio::process::Command::new("chromium")
+        .args(["--headless=new", "--no-sandbox", "--disable-gpu"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--origin-to-force-quic-on={origin}"))
+        .arg(format!("--ignore-certificate-errors-spki-list={}", spki_hash(cert)))
+        .arg("--host-resolver-rules=MAP h3.test 127.0.0.1")
+        .args(["--virtual-time-budget=3000", "--dump-dom", url])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("chromium within 60 s")
+        .expect("chromium runs (scripts/test.sh installs Debian's chromium)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn chromium_loads_a_page_and_the_dashboard_over_quic() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    // The admin listener's dashboard, proxied through the quic listen: the browser's page and
+    // its API calls all go over HTTP/3.
+    const ADMIN: &str = "127.0.0.1:7454";
+    let body = format!(
+        "access_log = \"access.log\"\n\
+         [[servers.locations]]\npath = \"= /proto\"\n\
+         return = {{ status = 200, body = \"<html><body><p id=\\\"p\\\">$server_protocol</p></body></html>\", \
+         headers = {{ \"Content-Type\" = \"text/html\" }} }}\n\
+         [[servers.locations]]\npath = \"/\"\nlimit_req = {{ zone = \"z\", burst = 50, nodelay = true }}\n\
+         proxy_pass = \"http://{ADMIN}\"\n"
+    );
+    let zone = "[zones.z]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\n";
+    let toml = format!(
+        "{zone}[admin]\nlisten = \"{ADMIN}\"\n{}",
+        server("h3.test", &leaf, "", &body)
+    );
+    let s = Sluice::builder(&toml).relocate(ADDR).relocate(ADMIN).start();
+    let port = s.addr().port();
+    let origin = format!("h3.test:{port}");
+    let dom = chromium_over_quic(&origin, &leaf.chain, &format!("https://{origin}/proto")).await;
+    assert!(dom.contains("<p id=\"p\">HTTP/3.0</p>"), "{dom}");
+    let dom = chromium_over_quic(&origin, &leaf.chain, &format!("https://{origin}/")).await;
+    // The page read the status API (through sluice, over QUIC) and shows zone z.
+    assert!(dom.contains("data-polls=\"") && dom.contains("id=\"lr-z-rate\""), "{dom}");
+    let log = s.wait_lines("access.log", 3).await;
+    let h3_lines = log.lines().filter(|l| l.contains(" HTTP/3.0\" 200 ")).count();
+    assert!(h3_lines >= 3, "the page and its API calls over HTTP/3: {log}");
+    assert!(log.contains("\"GET /proto HTTP/3.0\" 200"), "{log}");
+    assert!(log.contains("HeadlessChrome"), "{log}");
+}
