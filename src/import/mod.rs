@@ -360,6 +360,8 @@ mod tests_pages;
 #[cfg(test)]
 mod tests_proxy;
 #[cfg(test)]
+mod tests_quic;
+#[cfg(test)]
 mod tests_read;
 #[cfg(test)]
 mod tests_shape;

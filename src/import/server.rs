@@ -61,6 +61,8 @@ pub(super) struct Named {
 pub(super) struct ServerAcc {
     /// `listen`: the address with sluice's flags, and the comment.
     pub(super) listens: Vec<(String, bool, String)>,
+    /// `listen … quic`: the address (it goes beside the TCP listen on it).
+    pub(super) quic: Vec<String>,
     pub(super) names: Option<(String, String)>,
     pub(super) level: Level,
     pub(super) tls: Level,
@@ -124,6 +126,8 @@ pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         "ssl_certificate" => "ssl_certificate",
         "ssl_certificate_key" => "ssl_certificate_key",
         "ssl_protocols" => "ssl_protocols",
+        "http3" => "http3",
+        "quic_retry" => "quic_retry",
         _ => "http2",
     };
     if lv.has(key) {
@@ -136,7 +140,7 @@ pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
             Some(p) => Value::Str(p),
             None => return,
         },
-        "http2" => match values::flag(d.arg(0)) {
+        "http2" | "http3" | "quic_retry" => match values::flag(d.arg(0)) {
             Ok(b) => Value::Bool(b),
             Err(e) => return cx.report(Kind::NotTranslated, d, e),
         },
@@ -163,9 +167,12 @@ pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
         match c.name.as_str() {
             "listen" => listen(cx, &mut s, c),
             "server_name" => server_name(cx, &mut s, c),
-            "ssl_certificate" | "ssl_certificate_key" | "ssl_protocols" | "http2" => {
-                server_key(cx, &mut s.tls, c)
-            }
+            "ssl_certificate"
+            | "ssl_certificate_key"
+            | "ssl_protocols"
+            | "http2"
+            | "http3"
+            | "quic_retry" => server_key(cx, &mut s.tls, c),
             "location" => location(cx, &mut s, c, None),
             "return" => {
                 if let Some(r) = ret(cx, c) {
@@ -193,11 +200,14 @@ pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
     }
     let had_listen = d.children().iter().any(|c| c.name == "listen");
     if had_listen && s.listens.is_empty() {
-        cx.report(
-            Kind::NotTranslated,
-            d,
-            "no listen sluice can use: the server is left out",
-        );
+        let why = match s.quic.first() {
+            Some(q) => format!(
+                "listen {q} quic alone: sluice's quic listen goes beside a TCP listen with ssl on \
+                 the same address; the server is left out"
+            ),
+            None => "no listen sluice can use: the server is left out".into(),
+        };
+        cx.report(Kind::NotTranslated, d, why);
         return Vec::new();
     }
     emit(cx, out, d, s)
@@ -208,6 +218,9 @@ fn listen(cx: &mut Cx, s: &mut ServerAcc, d: &Directive) {
         Ok(a) => a,
         Err(why) => return cx.report(Kind::NotTranslated, d, why),
     };
+    if d.args.iter().skip(1).any(|a| a == "quic") {
+        return quic_listen(cx, s, d, addr);
+    }
     let mut flags = String::new();
     let mut ssl = false;
     let mut left = Vec::new();
@@ -228,6 +241,24 @@ fn listen(cx: &mut Cx, s: &mut ServerAcc, d: &Directive) {
         cx.report(Kind::Partial, d, why);
     }
     s.listens.push((format!("{addr}{flags}"), ssl, comment(d)));
+}
+
+/// nginx 1.25's `listen … quic`: beside the server's TCP listen on the
+/// same address (see [`copies`]); `reuseport` and the rest are socket
+/// options sluice does not set.
+fn quic_listen(cx: &mut Cx, s: &mut ServerAcc, d: &Directive, addr: String) {
+    let left: Vec<&str> = d
+        .args
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .filter(|p| !matches!(*p, "quic" | "default_server" | "default"))
+        .collect();
+    if !left.is_empty() {
+        let why = format!("{}: socket options sluice does not set", left.join(" "));
+        cx.report(Kind::Partial, d, why);
+    }
+    s.quic.push(addr);
 }
 
 fn server_name(cx: &mut Cx, s: &mut ServerAcc, d: &Directive) {
@@ -513,6 +544,7 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
     } else {
         s.listens.clone()
     };
+    quic_alone(cx, d, s, &listens);
     let several = listens.len() > 1;
     let mut tables = Vec::new();
     let own: Vec<String> = listens
@@ -548,7 +580,12 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
         let tls_addr = cx.tls_addrs.contains(&bare);
         let mut head = Table::default();
         let (addr, c) = address_flags(cx, &bare, addr, c);
-        head.set("listen", Value::Str(addr), vec![c]);
+        let listen = if s.quic.contains(&bare) && tls_addr {
+            Value::Array(vec![Value::Str(addr), Value::Str(format!("{bare} quic"))])
+        } else {
+            Value::Str(addr)
+        };
+        head.set("listen", listen, vec![c]);
         let mut tls = s.tls.clone();
         for item in &out.server_defaults.items {
             if !tls.has(item.key) {
@@ -570,6 +607,20 @@ fn copies(cx: &mut Cx, out: &Out, d: &Directive, s: &ServerAcc, base: Table) -> 
         tables.push(t);
     }
     tables
+}
+
+/// A `quic` listen with no TCP `ssl` listen of the server on its address.
+fn quic_alone(cx: &mut Cx, d: &Directive, s: &ServerAcc, listens: &[(String, bool, String)]) {
+    for q in &s.quic {
+        let beside = cx.tls_addrs.contains(q)
+            && listens.iter().any(|(a, ..)| a.split(' ').next() == Some(q));
+        if !beside {
+            let why = format!(
+                "listen {q} quic: sluice's quic listen goes beside the server's TCP listen with ssl on {q}"
+            );
+            cx.report(Kind::NotTranslated, d, why);
+        }
+    }
 }
 
 /// `listen` and its comment with the flags another server's `listen` on

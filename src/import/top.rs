@@ -184,9 +184,12 @@ fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directiv
             "upstream" => upstream::upstream(cx, out, d),
             "log_format" => log_format(out, d),
             "error_log" => error_log(cx, out, d),
-            "ssl_certificate" | "ssl_certificate_key" | "ssl_protocols" | "http2" => {
-                server::server_key(cx, &mut out.server_defaults, d)
-            }
+            "ssl_certificate"
+            | "ssl_certificate_key"
+            | "ssl_protocols"
+            | "http2"
+            | "http3"
+            | "quic_retry" => server::server_key(cx, &mut out.server_defaults, d),
             _ => {
                 if !level::directive(cx, &mut out.http, d, Ctx::Http) {
                     other(cx, d);
