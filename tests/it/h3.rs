@@ -454,7 +454,10 @@ async fn chromium_over_quic(origin: &str, cert: &std::path::Path, url: &str) -> 
         .args(["--headless=new", "--no-sandbox", "--disable-gpu"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--origin-to-force-quic-on={origin}"))
-        .arg(format!("--ignore-certificate-errors-spki-list={}", spki_hash(cert)))
+        .arg(format!(
+            "--ignore-certificate-errors-spki-list={}",
+            spki_hash(cert)
+        ))
         .arg("--host-resolver-rules=MAP h3.test 127.0.0.1")
         .args(["--virtual-time-budget=3000", "--dump-dom", url])
         .stdin(std::process::Stdio::null())
@@ -487,17 +490,96 @@ async fn chromium_loads_a_page_and_the_dashboard_over_quic() {
         "{zone}[admin]\nlisten = \"{ADMIN}\"\n{}",
         server("h3.test", &leaf, "", &body)
     );
-    let s = Sluice::builder(&toml).relocate(ADDR).relocate(ADMIN).start();
+    let s = Sluice::builder(&toml)
+        .relocate(ADDR)
+        .relocate(ADMIN)
+        .start();
     let port = s.addr().port();
     let origin = format!("h3.test:{port}");
     let dom = chromium_over_quic(&origin, &leaf.chain, &format!("https://{origin}/proto")).await;
     assert!(dom.contains("<p id=\"p\">HTTP/3.0</p>"), "{dom}");
     let dom = chromium_over_quic(&origin, &leaf.chain, &format!("https://{origin}/")).await;
     // The page read the status API (through sluice, over QUIC) and shows zone z.
-    assert!(dom.contains("data-polls=\"") && dom.contains("id=\"lr-z-rate\""), "{dom}");
+    assert!(
+        dom.contains("data-polls=\"") && dom.contains("id=\"lr-z-rate\""),
+        "{dom}"
+    );
     let log = s.wait_lines("access.log", 3).await;
-    let h3_lines = log.lines().filter(|l| l.contains(" HTTP/3.0\" 200 ")).count();
-    assert!(h3_lines >= 3, "the page and its API calls over HTTP/3: {log}");
+    let h3_lines = log
+        .lines()
+        .filter(|l| l.contains(" HTTP/3.0\" 200 "))
+        .count();
+    assert!(
+        h3_lines >= 3,
+        "the page and its API calls over HTTP/3: {log}"
+    );
     assert!(log.contains("\"GET /proto HTTP/3.0\" 200"), "{log}");
     assert!(log.contains("HeadlessChrome"), "{log}");
+}
+
+/// The cases of nginx's h3_limit_req.t (nginx's test suite), against sluice: a body that
+/// comes after the head, or long after it, or with it, or as an empty DATA frame, reaches the
+/// upstream whole across limit_req's delay; a stream reset while delayed is logged 499 and
+/// never forwarded.
+#[tokio::test]
+async fn nginx_h3_limit_req_cases() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let up = Upstream::answering(crate::support::Answer::Body, 200);
+    let zone = "log_format = \"$status $request\"\n\
+                [zones.req]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\n";
+    let body = format!(
+        "access_log = \"access.log\"\n\
+         [[servers.locations]]\npath = \"/\"\nlimit_req = {{ zone = \"req\", burst = 2 }}\n\
+         proxy_pass = \"http://{}\"\n",
+        up.addr
+    );
+    let s = start(&format!("{zone}{}", server("h3.test", &leaf, "", &body)));
+    let later = |at: f64, data: &str| serde_json::json!({"at": at, "data": data});
+    let spec = serde_json::json!([
+        {"path": "/a", "later": later(0.0, "TEST")},
+        {"path": "/b", "later": later(1.1, "TEST")},
+        {"path": "/c", "body": "TEST2"},
+    ]);
+    let got = h3(s.addr(), "h3.test", &ca, client(9), spec).await;
+    let bodies: Vec<_> = got[..3]
+        .iter()
+        .map(|g| (status(g), g["body"].clone()))
+        .collect();
+    let want = [
+        (Some(200), "TEST"),
+        (Some(200), "TEST"),
+        (Some(200), "TEST2"),
+    ];
+    for (g, w) in bodies.iter().zip(want) {
+        assert_eq!((g.0, g.1.as_str()), (w.0, Some(w.1)), "{got:?}");
+    }
+    let ms = |g: &Value| g["ms"].as_f64().unwrap_or(0.0);
+    assert!(ms(&got[2]) >= 1900.0, "the third waits its turn: {got:?}");
+    let spec = serde_json::json!([
+        {"path": "/d", "later": later(0.2, "")},
+        {"path": "/e", "reset_at": 0.4},
+        {"path": "/f"},
+    ]);
+    let hits = up.hits();
+    let got = h3(s.addr(), "h3.test", &ca, client(10), spec).await;
+    assert_eq!(
+        (status(&got[0]), got[0]["body"].as_str()),
+        (Some(200), Some("")),
+        "{got:?}"
+    );
+    assert_eq!(got[1]["reset"], "sent");
+    assert_eq!(status(&got[2]), Some(200), "{got:?}");
+    assert_eq!(
+        up.hits() - hits,
+        2,
+        "the reset request never reached the upstream"
+    );
+    let log = s.wait_lines("access.log", 6).await;
+    assert!(log.contains("499 GET /e HTTP/3.0"), "{log}");
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with("200 ")).count(),
+        5,
+        "{log}"
+    );
 }

@@ -51,13 +51,24 @@ pub(super) async fn serve(
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse().ok());
     let malformed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let body = match QuicBody::of(recv, declared, malformed.clone()) {
+    let body = QuicBody::of(recv, declared, malformed.clone());
+    let watch = body.as_ref().map(QuicBody::watch);
+    let body = match body {
         Some(b) => ClientBody::Stream(Box::pin(b)),
         None => ClientBody::Empty,
     };
     let req = (head.into(), body);
     let env = shared.env.clone();
-    let resp = crate::request::handle(env, conn, req, start).await;
+    let handled = crate::request::handle(env, conn, req, start);
+    let resp = match watch {
+        // A client that resets its stream while the request is delayed:
+        // the request is dropped (logged 499 by its guard), not forwarded.
+        Some(w) => tokio::select! {
+            r = handled => r,
+            () = w.reset() => return,
+        },
+        None => handled.await,
+    };
     let status = resp.as_ref().map_or_else(|c| c.status, |r| r.status());
     shared
         .env

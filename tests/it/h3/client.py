@@ -5,7 +5,10 @@ Usage: client.py HOST:PORT [--sni NAME] [--ca FILE] [--bind IP] [--spec FILE|-]
 The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC connection:
   {"method": "GET", "path": "/x", "headers": [["name", "value"], ...], "body": "text",
    "at": seconds after the first (optional, default 0: all at once), "raw": true (optional:
-   send the header list exactly as given, pseudo-headers included, without adding any)}
+   send the header list exactly as given, pseudo-headers included, without adding any),
+   "later": {"at": seconds, "data": "text"} (optional: the stream stays open after the head
+   and "body", and this DATA ends it that long after), "reset_at": seconds (optional: the
+   stream is reset with H3_REQUEST_CANCELLED that long after; its "reset" is then "sent")}
 Prints one JSON line per request, in the spec's order:
   {"status": 200, "headers": [[n, v], ...], "body": "...", "ms": elapsed since sent,
    "reset": null | error code of a stream reset}
@@ -37,7 +40,7 @@ class Client(QuicConnectionProtocol):
         self.streams = {}
         self.closed = None
 
-    def request(self, method, authority, path, headers, body, raw):
+    def request(self, method, authority, path, headers, body, raw, later=None, reset_at=None):
         sid = self._quic.get_next_available_stream_id()
         if raw:
             fields = [(n.encode(), v.encode()) for n, v in headers]
@@ -45,14 +48,30 @@ class Client(QuicConnectionProtocol):
             fields = [(b":method", method.encode()), (b":scheme", b"https"),
                       (b":authority", authority.encode()), (b":path", path.encode())]
             fields += [(n.encode(), v.encode()) for n, v in headers]
-        self.http.send_headers(sid, fields, end_stream=not body)
+        held = later is not None or reset_at is not None
+        self.http.send_headers(sid, fields, end_stream=not body and not held)
         if body:
-            self.http.send_data(sid, body.encode(), end_stream=True)
+            self.http.send_data(sid, body.encode(), end_stream=not held)
+        if later is not None:
+            self._loop.call_later(later["at"], self.send_later, sid, later["data"].encode())
+        if reset_at is not None:
+            self._loop.call_later(reset_at, self.reset, sid)
         done = self._loop.create_future()
         self.streams[sid] = {"status": None, "headers": [], "body": b"", "reset": None,
                              "sent": time.monotonic(), "done": done}
         self.transmit()
         return done
+
+    def send_later(self, sid, data):
+        self.http.send_data(sid, data, end_stream=True)
+        self.transmit()
+
+    def reset(self, sid):
+        # H3_REQUEST_CANCELLED, as nginx's h3_limit_req.t resets a delayed request.
+        self._quic.reset_stream(sid, 0x010C)
+        self.streams[sid]["reset"] = "sent"
+        self.finish(self.streams[sid])
+        self.transmit()
 
     def quic_event_received(self, event):
         if isinstance(event, StreamReset) and event.stream_id in self.streams:
@@ -123,7 +142,8 @@ async def main():
                 await asyncio.sleep(delay)
             waits.append(client.request(r.get("method", "GET"), f"{a.sni}:{port}",
                                         r.get("path", "/"), r.get("headers", []),
-                                        r.get("body", ""), r.get("raw", False)))
+                                        r.get("body", ""), r.get("raw", False),
+                                        r.get("later"), r.get("reset_at")))
         try:
             await asyncio.wait_for(asyncio.gather(*waits), a.timeout)
         except asyncio.TimeoutError:
