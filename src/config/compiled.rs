@@ -199,6 +199,8 @@ pub(crate) struct Location {
     /// `proxy_next_upstream`, `proxy_next_upstream_tries`,
     /// `proxy_next_upstream_timeout`.
     pub next_upstream: crate::upstream::group::NextUpstream,
+    /// `gzip` and the rest: how its responses are compressed (`None`: off).
+    pub compress: Option<Arc<crate::compress::Compression>>,
 }
 
 impl Location {

@@ -20,6 +20,7 @@
 mod address;
 mod compile;
 mod compiled;
+mod compress;
 mod error;
 mod files;
 mod grpc;

@@ -27,7 +27,7 @@ pub use find::normalize_path;
 pub use finish::{Rejected, Reply};
 
 use self::error::{Decided, ProxyError, UNDECIDED, plain_status};
-use self::finish::{counted, finish, with_added, with_quota};
+use self::finish::{compressed, counted, finish, with_added, with_quota};
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -200,7 +200,8 @@ pub(crate) async fn handle(
     let resp = match content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
             let resp = with_quota(resp, loc, &limited.outcome);
-            let resp = finish(at.added(Ok(resp), &cx), record, limited.decided);
+            let resp = compressed(at.added(Ok(resp), &cx), Some(loc), &cx, &mut record);
+            let resp = finish(resp, record, limited.decided);
             counted(resp, at.grpc_calls(&cx))
         }
         Err(e) => answer(&cx, at, e, record, Some(&limited)),
@@ -361,7 +362,7 @@ fn answer<'a>(
     cx: &Ctx,
     at: Scope<'a>,
     e: ProxyError<'a>,
-    record: Option<crate::accesslog::Record>,
+    mut record: Option<crate::accesslog::Record>,
     limited: Option<&limit::Limited<'a>>,
 ) -> Result<Response<Body>, CloseConnection> {
     let decided = limited.map_or(at.decided, |l| l.decided);
@@ -372,8 +373,6 @@ fn answer<'a>(
             (Some(l), Some(loc)) => with_quota(r, loc, &l.outcome),
             _ => r,
         });
-    counted(
-        finish(at.added(resp, cx), record, decided),
-        at.grpc_calls(cx),
-    )
+    let resp = compressed(at.added(resp, cx), at.loc, cx, &mut record);
+    counted(finish(resp, record, decided), at.grpc_calls(cx))
 }
