@@ -87,6 +87,8 @@ mod tests;
 #[cfg(test)]
 mod tests_algorithms;
 #[cfg(test)]
+mod tests_compress;
+#[cfg(test)]
 mod tests_grpc;
 #[cfg(test)]
 mod tests_grpc_answers;
