@@ -142,6 +142,9 @@ pub(crate) struct ServerBlock {
     pub head_rules: crate::http1::HeadRules,
     /// `add_header` for answers made before a location is known.
     pub add_headers: Arc<[crate::headers::AddHeader]>,
+    /// The server's compression, for what it answers before a location is
+    /// found (`None`: off).
+    pub compress: Option<Arc<crate::compress::Compression>>,
 }
 
 /// A server's TLS, as its handshakes use it.

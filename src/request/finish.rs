@@ -48,15 +48,15 @@ pub(crate) fn with_added(
     Ok(r)
 }
 
-/// The response compressed as `loc` says (nginx's gzip filter, after
+/// The response compressed as `c` says (nginx's gzip filter, after
 /// `add_header`, before the log): its `$gzip_ratio` goes to the record.
 pub(crate) fn compressed(
     resp: Result<Response<Body>, CloseConnection>,
-    loc: Option<&Location>,
+    c: Option<&crate::compress::Compression>,
     cx: &super::Ctx,
     record: &mut Option<Record>,
 ) -> Result<Response<Body>, CloseConnection> {
-    let (Ok(r), Some(c)) = (&resp, loc.and_then(|l| l.compress.as_deref())) else {
+    let (Ok(r), Some(c)) = (&resp, c) else {
         return resp;
     };
     // A tunnel's bytes are no body to compress.

@@ -200,7 +200,7 @@ pub(crate) async fn handle(
     let resp = match content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
             let resp = with_quota(resp, loc, &limited.outcome);
-            let resp = compressed(at.added(Ok(resp), &cx), Some(loc), &cx, &mut record);
+            let resp = compressed(at.added(Ok(resp), &cx), at.compress, &cx, &mut record);
             let resp = finish(resp, record, limited.decided);
             counted(resp, at.grpc_calls(&cx))
         }
@@ -271,6 +271,8 @@ struct Scope<'a> {
     decided: Decided<'a>,
     /// A gRPC call answered in gRPC ([`grpc::answers`]).
     grpc: bool,
+    /// How its responses are compressed (`None`: not).
+    compress: Option<&'a crate::compress::Compression>,
 }
 
 impl<'a> Scope<'a> {
@@ -283,6 +285,7 @@ impl<'a> Scope<'a> {
             proxy_host: "",
             decided: UNDECIDED,
             grpc: false,
+            compress: server.compress.as_deref(),
         }
     }
 
@@ -298,6 +301,7 @@ impl<'a> Scope<'a> {
             },
             decided: UNDECIDED,
             grpc: grpc::answers(loc, head),
+            compress: loc.compress.as_deref(),
         }
     }
 
@@ -373,6 +377,6 @@ fn answer<'a>(
             (Some(l), Some(loc)) => with_quota(r, loc, &l.outcome),
             _ => r,
         });
-    let resp = compressed(at.added(resp, cx), at.loc, cx, &mut record);
+    let resp = compressed(at.added(resp, cx), at.compress, cx, &mut record);
     counted(finish(resp, record, decided), at.grpc_calls(cx))
 }

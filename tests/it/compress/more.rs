@@ -243,3 +243,24 @@ async fn zstd_and_brotli_by_the_clients_preference() {
         assert_eq!(decoded(&r), upstream::body(70000), "{ae}");
     }
 }
+
+/// What a server answers before any location is found (here nginx's 404 for a path no location
+/// matches) goes through the server's settings too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_own_answer_is_compressed_by_its_settings() {
+    let sluice = Sluice::start(
+        "gzip = true\ngzip_types = \"application/problem+json\"\ngzip_min_length = 10\n\
+         [[servers]]\n[[servers.locations]]\npath = \"/only\"\nreturn = { status = 200 }\n",
+    );
+    let f = [("Accept-Encoding", "gzip")];
+    let r = request(sluice.addr(), client(2), "GET", "/elsewhere", &f).await;
+    assert_eq!(
+        (r.status, r.header("content-encoding")),
+        (404, Some("gzip"))
+    );
+    assert!(
+        String::from_utf8(decoded(&r))
+            .unwrap()
+            .contains("\"status\":404")
+    );
+}
