@@ -194,16 +194,13 @@ impl Encoded {
     }
 }
 
+/// A body that fails at once with `e`.
 fn failed(e: std::io::Error) -> Body {
     let e: BodyError = Box::new(e);
-    http_body_util::StreamBody::new(futures_stream(e)).boxed()
+    http_body_util::StreamBody::new(OneError(Some(e))).boxed()
 }
 
 /// A stream of one error.
-fn futures_stream(e: BodyError) -> OneError {
-    OneError(Some(e))
-}
-
 struct OneError(Option<BodyError>);
 
 impl futures_core::Stream for OneError {
