@@ -7,7 +7,7 @@
 //!
 //! # Layout
 //! - this file: the two servers' configurations and the HTTP/1.x differential;
-//! - [`more`]: streaming, HTTP/2, `$gzip_ratio`, zstd and brotli;
+//! - [`more`]: streaming, a slow client, HTTP/2, `$gzip_ratio`, zstd and brotli, server level;
 //! - [`upstream`]: the upstream that answers what each request's `X-Up-*` fields ask.
 
 mod more;

@@ -1,5 +1,6 @@
-//! Beyond the decision: a streamed response compressed as it arrives, HTTP/2's framing beside
-//! nginx's, `$gzip_ratio` beside nginx's, and zstd and brotli chosen by the client.
+//! Beyond the decision: a streamed response compressed as it arrives, a slow client that never
+//! makes sluice hold a response, HTTP/2's framing beside nginx's, `$gzip_ratio` beside nginx's,
+//! zstd and brotli chosen by the client, and a server's own answers.
 
 use super::{decoded, nginx_conf, sluice_conf, upstream};
 use crate::support::{Nginx, Reply, Sluice, client, connect, request};
@@ -262,5 +263,50 @@ async fn a_servers_own_answer_is_compressed_by_its_settings() {
         String::from_utf8(decoded(&r))
             .unwrap()
             .contains("\"status\":404")
+    );
+}
+
+/// The resident memory of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap();
+    kb.trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+/// A client that does not read: sluice stops reading the upstream once the sockets are full, so
+/// a 24 MB response that does not compress never sits in its memory; read later, it is whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_never_makes_sluice_hold_the_response() {
+    let up = upstream::start();
+    let sluice = Sluice::start(&sluice_conf(up.addr));
+    let len = 24 << 20;
+    let mut conn = connect(sluice.addr(), client(2)).await;
+    let before = rss(sluice.pid());
+    let req = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nX-Up-Type: text/html\r\n\
+         X-Up-Len: {len}\r\nX-Up-Noise: 1\r\nConnection: close\r\n\r\n"
+    );
+    conn.write_all(req.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let held = rss(sluice.pid()).saturating_sub(before);
+    let mut all = Vec::new();
+    conn.read_to_end(&mut all).await.unwrap();
+    let reply = Reply::parse(&all).unwrap();
+    assert_eq!(reply.header("content-encoding"), Some("gzip"));
+    assert!(
+        decoded(&reply) == upstream::noise(len),
+        "the body decodes to the upstream's"
+    );
+    assert!(
+        held < 8 << 20,
+        "sluice grew by {held} bytes while the client did not read"
     );
 }

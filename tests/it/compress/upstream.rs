@@ -5,7 +5,8 @@
 //!   (the body's bytes, from [`body`]);
 //! - `X-Up-Chunked: 1`: the body chunked, with no `Content-Length`;
 //! - `X-Up-Header: Name: value` (repeatable): a field of the answer;
-//! - `X-Up-Pieces: N` and `X-Up-Gap: MS`: the body chunked in N pieces, MS apart (a stream).
+//! - `X-Up-Pieces: N` and `X-Up-Gap: MS`: the body chunked in N pieces, MS apart (a stream);
+//! - `X-Up-Noise: 1`: the body from [`noise`], which does not compress.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,6 +27,19 @@ pub fn body(n: usize) -> Vec<u8> {
     }
     out.truncate(n);
     out
+}
+
+/// `n` bytes that do not compress (xorshift), the same each time.
+pub fn noise(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
 
 pub struct Up {
@@ -97,7 +111,11 @@ async fn answer<S: tokio::io::AsyncWrite + tokio::io::AsyncRead + Unpin>(
     if bodyless {
         return Ok(());
     }
-    let data = body(len);
+    let data = if req.header("x-up-noise") == Some("1") {
+        noise(len)
+    } else {
+        body(len)
+    };
     if !chunked {
         return conn.write_all(&data).await;
     }
