@@ -1,4 +1,5 @@
-//! The end of a request: its quota headers and its access record.
+//! The end of a request: its quota headers, its compression (nginx's gzip
+//! filter, [`crate::compress`]) and its access record.
 
 use super::error::{CloseConnection, Decided, retry_after_secs};
 use crate::accesslog::{LoggedBody, Record};

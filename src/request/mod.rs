@@ -1,7 +1,7 @@
 //! One request's life, in nginx's phases: [`find`] (server, realip, the
 //! normalised path, the location), [`limit`] (limit_req: keys, decision,
 //! delay, its log lines) and [`limit_conn`], [`content`] (`return` or the
-//! upstream), [`finish`] (quota headers, the access record). Everything that
+//! upstream), [`finish`] (quota headers, compression, the access record). Everything that
 //! ends a request early is an [`error::ProxyError`], mapped to its status,
 //! log line and response in one place ([`error`]); [`log`] writes nginx's
 //! error-log lines about a request. An upgrade request the upstream answers
