@@ -20,6 +20,9 @@
 #   reject  every request answered 429 (1r/m, no burst); nginx and sluice (HAProxy has no limit_req)
 #   many    100 000 distinct keys, from a header a wrk Lua script sets (a zone keyed on $http_x_client)
 #   logged  the pass path with an access log: nginx's `combined` format, to a file (as most run)
+#   gzip    CPU per compressed response: /gzip, a 32 KB text page from the upstream, compressed by
+#           both at the same level (`gzip_comp_level 1`, nginx's default; wrk sends `Accept-Encoding:
+#           gzip`), no limits; nginx and sluice (issue #48: target <= 1.0x)
 #   tail    what the pass p99 follows (issue #31 item 3): nginx on /pass, the same nginx on /passburn
 #           (/pass with a map of 60 regular expressions evaluated per request: the same work plus
 #           about 15 % more user time, nothing else changed) and sluice on /pass, in turn. Prints
@@ -114,7 +117,7 @@ export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections in the idle measurement: as many descriptors as allowed.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-scenarios=(pass reject many logged tail idle tls h2 grpc topkeys instructions)
+scenarios=(pass reject many logged gzip tail idle tls h2 grpc topkeys instructions)
 duration=10 pairs=5 connections=64 threads=2 only="" requests=2000
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -224,13 +227,22 @@ EOF
 # --- the static upstream -----------------------------------------------------------------------
 mkdir -p "$work/up/html"
 printf 'ok\n' >"$work/up/html/ok.txt"
+# gzip: 32 KB of text that compresses as pages do (about 3:1 at level 1).
+python3 -c 'import random
+r = random.Random(48)
+words = ["".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 9))) for _ in range(400)]
+out = []
+while sum(map(len, out)) < 32768:
+    out.append(" ".join(r.choice(words) for _ in range(12)) + "\n")
+print("".join(out)[:32768], end="")' >"$work/up/html/page.txt"
 {
   nginx_common "$work/up"
   echo "worker_processes 1;"
   echo "http {"
   nginx_temp "$work/up"
   echo "  keepalive_requests 1000000;"
-  echo "  server { listen 127.0.0.1:$up_port; root $work/up/html; location / { try_files /ok.txt =404; } }"
+  echo "  server { listen 127.0.0.1:$up_port; root $work/up/html; location / { try_files /ok.txt =404; }"
+  echo "    location = /gzip { try_files /page.txt =404; } }"
   echo "}"
 } >"$work/up/nginx.conf"
 
@@ -271,6 +283,7 @@ $(burn_map)
     location /reject { limit_req zone=reject; proxy_pass http://up; }
     location /many   { limit_req zone=many burst=100 nodelay; proxy_pass http://up; }
     location /idle   { return 200 "ok\n"; }
+    location /gzip   { gzip on; gzip_types text/plain; gzip_comp_level 1; proxy_pass http://up; }
     location /logged {
       limit_req zone=pass burst=1000000 nodelay; proxy_pass http://up;
       access_log $1/access.log combined;
@@ -352,6 +365,11 @@ limit_req = { zone = "many", burst = 100, nodelay = true }
 path = "/idle"
 return = { status = 200, body = "ok\n" }
 [[servers.locations]]
+path = "/gzip"
+gzip = true
+gzip_types = ["text/plain"]
+gzip_comp_level = 1
+[[servers.locations]]
 path = "/logged"
 limit_req = { zone = "pass", burst = 1000000, nodelay = true }
 access_log = "$work/access.log"
@@ -409,6 +427,15 @@ for port in "$ngx_tls_port" "$slu_tls_port"; do
   status="$(printf 'GET /idle HTTP/1.0\r\n\r\n' | openssl s_client -quiet -connect "127.0.0.1:$port" 2>/dev/null | head -n 1 || true)"
   [[ $status == "HTTP/1."?" 200 "* ]] || die "s_time's request on port $port is answered: ${status:-nothing}"
 done
+
+# gzip: both compress /gzip for a client that asks (and the same bytes come back).
+for port in "$ngx_port" "$slu_port"; do
+  enc="$(curl -s -o "$work/gzip.$port" -w '%header{content-encoding}' -H 'Accept-Encoding: gzip' \
+    "http://127.0.0.1:$port/gzip" || true)"
+  [[ $enc == gzip ]] || die "port $port: /gzip is not compressed (${enc:-no Content-Encoding})"
+  gzip -dc <"$work/gzip.$port" | cmp -s - "$work/up/html/page.txt" || die "port $port: /gzip is not the page"
+done
+echo 'wrk.headers["Accept-Encoding"] = "gzip"' >"$work/gzip.lua"
 
 # nginx: the master and its workers (the workers are the master's children, all there once it answers).
 ngx_procs() { echo "$ngx_master"; pgrep -P "$ngx_master"; }
@@ -533,10 +560,11 @@ if wants pass; then
 fi
 
 # --- reject, many, logged: nginx and sluice -------------------------------------------------------
-for scenario in reject many logged; do
+for scenario in reject many logged gzip; do
   wants "$scenario" || continue
   script=""
   [[ $scenario == many ]] && script="$work/many.lua"
+  [[ $scenario == gzip ]] && script="$work/gzip.lua"
   mapfile -t ngx_pids < <(ngx_procs)
   # Warm up both (connections, zone states, caches).
   run "$ngx_port" "/$scenario" "$script" "${ngx_pids[@]}" >/dev/null
@@ -565,6 +593,7 @@ for scenario in reject many logged; do
       target reject "p99 vs nginx" "$(col "$r" 10)" "<=" 1.00 ;;
     many) target many "cpu/request vs nginx" "$(col "$r" 11)" "<=" 0.90 ;;
     logged) info logged "cpu/request vs nginx" "$(col "$r" 11)" ;;
+    gzip) target gzip "cpu/compressed response vs nginx" "$(col "$r" 11)" "<=" 1.00 ;;
   esac
 done
 
@@ -1086,7 +1115,7 @@ if ls "$work"/split.* >/dev/null 2>&1; then
   echo "== where the CPU goes (user and kernel time per request, summed over every run of the scenario)"
   printf '%-11s %-11s %9s %9s %9s %6s\n' scenario system user_us kernel_us total_us user%
   rows=()
-  for scenario in pass reject many logged; do
+  for scenario in pass reject many logged gzip; do
     for sys in nginx:$ngx_port haproxy:$hap_port sluice:$slu_port; do rows+=("$scenario:$sys"); done
   done
   if wants topkeys; then

@@ -166,6 +166,8 @@ pub struct Record {
     pub upstream_trailers: Option<Box<http::HeaderMap>>,
     /// `$grpc_status`: the code of a gRPC answer sluice made itself.
     pub grpc_status: Option<u8>,
+    /// `$gzip_ratio`: filled by the compressed body as it ends.
+    pub gzip_ratio: Option<std::sync::Arc<crate::compress::Ratio>>,
 }
 
 impl Record {
@@ -199,6 +201,7 @@ impl Record {
             limit_req_algorithm: "-",
             upstream_trailers: None,
             grpc_status: None,
+            gzip_ratio: None,
         }
     }
 
@@ -240,6 +243,7 @@ impl Record {
             limit_req_algorithm: self.limit_req_algorithm,
             upstream_trailers: self.upstream_trailers.clone(),
             grpc_status: self.grpc_status,
+            gzip_ratio: self.gzip_ratio.as_ref().map(|r| r.get()),
         };
         let resp = ResponseVars {
             proxy_host: "",

@@ -30,7 +30,8 @@
 //!   (requests in flight per key) and `worker_connections`; [`upstream`]:
 //!   sluice's own HTTP/1.1 client with kept-alive connections per worker;
 //!   [`client_body`]: a request body cut at `client_max_body_size` and read
-//!   whole before it is forwarded (nginx's `proxy_request_buffering`).
+//!   whole before it is forwarded (nginx's `proxy_request_buffering`);
+//!   [`compress`]: nginx's gzip filter, and zstd and brotli beside it.
 //! - [`respond`]: responses sluice makes itself (error pages,
 //!   problem+json); [`conn_state`]: one client connection's state, shared by its
 //!   reader and its requests.
@@ -59,6 +60,7 @@ pub(crate) mod body;
 pub mod check;
 pub(crate) mod client_body;
 pub(crate) mod clock;
+pub(crate) mod compress;
 pub mod config;
 pub(crate) mod conn_state;
 pub(crate) mod connlimit;

@@ -147,6 +147,9 @@ pub(crate) struct ServerBlock {
     pub head_rules: crate::http1::HeadRules,
     /// `add_header` for answers made before a location is known.
     pub add_headers: Arc<[crate::headers::AddHeader]>,
+    /// The server's compression, for what it answers before a location is
+    /// found (`None`: off).
+    pub compress: Option<Arc<crate::compress::Compression>>,
 }
 
 /// A server's TLS, as its handshakes use it.
@@ -204,6 +207,8 @@ pub(crate) struct Location {
     /// `proxy_next_upstream`, `proxy_next_upstream_tries`,
     /// `proxy_next_upstream_timeout`.
     pub next_upstream: crate::upstream::group::NextUpstream,
+    /// `gzip` and the rest: how its responses are compressed (`None`: off).
+    pub compress: Option<Arc<crate::compress::Compression>>,
 }
 
 impl Location {

@@ -20,6 +20,7 @@
 mod address;
 mod compile;
 mod compiled;
+mod compress;
 mod error;
 mod files;
 mod grpc;
@@ -85,6 +86,8 @@ mod stage_tests;
 mod tests;
 #[cfg(test)]
 mod tests_algorithms;
+#[cfg(test)]
+mod tests_compress;
 #[cfg(test)]
 mod tests_grpc;
 #[cfg(test)]

@@ -209,6 +209,8 @@ pub(crate) struct Level {
     pub headers: HeaderLevel,
     /// The `grpc_*` keys, for `grpc_pass` locations (see [`super::grpc`]).
     pub grpc: super::grpc::GrpcLevel,
+    /// `gzip`, `gzip_*`, `compress` (see [`super::compress`]).
+    pub compress: super::compress::CompressLevel,
 }
 
 /// The header directives of a level, each inherited on its own (a level
@@ -303,6 +305,7 @@ impl Level {
                 .proxy_next_upstream_timeout
                 .or(parent.proxy_next_upstream_timeout),
             grpc: self.grpc.inherit(&parent.grpc),
+            compress: self.compress.inherit(&parent.compress),
         }
     }
 }

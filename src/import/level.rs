@@ -249,7 +249,7 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
         "default_type" if d.args.len() == 1 => {
             one_key(cx, lv, d, "default_type", Value::str(d.arg(0)))
         }
-        _ => return false,
+        _ => return super::compress::directive(cx, lv, d),
     }
     true
 }

@@ -11,6 +11,7 @@
 //!    the text names) and a translation that does not pass is an internal
 //!    error, never output.
 
+mod compress;
 mod doc;
 mod headers;
 mod level;
@@ -351,6 +352,8 @@ fn same(a: &Path, b: &Path) -> bool {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compress;
 #[cfg(test)]
 mod tests_grpc;
 #[cfg(test)]

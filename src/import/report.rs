@@ -215,7 +215,11 @@ pub fn why_not(name: &str) -> &'static str {
 /// Why, for the directives of a module, by their prefix.
 fn family(name: &str) -> &'static str {
     match name {
-        n if n.starts_with("gzip") || n.starts_with("brotli") => "sluice does not compress",
+        "gzip_static" => "sluice serves no files (it compresses responses: gzip)",
+        n if n.starts_with("gzip") => "sluice keeps zlib's own window and memory settings",
+        n if n.starts_with("brotli") || n.starts_with("zstd") => {
+            "a third-party module: sluice's `compress` (with `gzip_types`) and `*_comp_level`"
+        }
         n if n.starts_with("proxy_cache") || n.starts_with("proxy_no_cache") => {
             "sluice does not cache"
         }

@@ -407,7 +407,7 @@ fn logs_formats_and_paths() {
     let o = run_with(
         &http(
             "log_format main escape=json '{\"addr\":\"$remote_addr\",'
-                                         '\"gz\":\"$gzip_ratio\"}';
+                                         '\"gz\":\"$pipe\"}';
              access_log logs/access.log main buffer=32k;
              server { listen 127.0.0.1:8080; access_log off;
                       location / { access_log /dev/stdout; return 200; } }",
@@ -428,7 +428,7 @@ fn logs_formats_and_paths() {
     );
     assert_eq!(o.server(0)["access_log"].as_str(), Some("off"));
     assert_eq!(o.location(0, 0)["access_log"].as_str(), Some("stdout"));
-    assert!(o.report("log_format main").why.contains("$gzip_ratio"));
+    assert!(o.report("log_format main").why.contains("$pipe"));
     assert_eq!(o.report("access_log logs/access.log").kind, Kind::Partial);
     // Without a format, nginx writes combined: so does the translation.
     let o = run(&http(
@@ -514,7 +514,7 @@ fn other_modules_and_process_directives_are_listed() {
     let o = run(
         "user nginx; worker_processes auto; load_module modules/x.so;
          events { worker_connections 1024; use epoll; }
-         http { sendfile on; gzip on; include mime.types;
+         http { sendfile on; gzip_static on; include mime.types;
                 server { listen 127.0.0.1:8080;
                   location / { if ($request_method = POST) { return 405; } rewrite ^/a /b; return 200; } } }",
     );
@@ -525,7 +525,7 @@ fn other_modules_and_process_directives_are_listed() {
         ("load_module", Kind::NotTranslated),
         ("use epoll", Kind::Ignored),
         ("sendfile", Kind::Ignored),
-        ("gzip", Kind::NotTranslated),
+        ("gzip_static", Kind::NotTranslated),
         ("include mime.types", Kind::Ignored),
         ("if", Kind::NotTranslated),
         ("rewrite", Kind::NotTranslated),

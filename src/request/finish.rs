@@ -1,4 +1,5 @@
-//! The end of a request: its quota headers and its access record.
+//! The end of a request: its quota headers, its compression (nginx's gzip
+//! filter, [`crate::compress`]) and its access record.
 
 use super::error::{CloseConnection, Decided, retry_after_secs};
 use crate::accesslog::{LoggedBody, Record};
@@ -46,6 +47,40 @@ pub(crate) fn with_added(
     };
     crate::headers::add(r.headers_mut(), list, &cx.vars, &made);
     Ok(r)
+}
+
+/// The response compressed as `c` says (nginx's gzip filter, after
+/// `add_header`, before the log): its `$gzip_ratio` goes to the record.
+pub(crate) fn compressed(
+    resp: Result<Response<Body>, CloseConnection>,
+    c: Option<&crate::compress::Compression>,
+    cx: &super::Ctx,
+    record: &mut Option<Record>,
+) -> Result<Response<Body>, CloseConnection> {
+    let (Ok(r), Some(c)) = (&resp, c) else {
+        return resp;
+    };
+    // A tunnel's bytes are no body to compress.
+    if r.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+        return resp;
+    }
+    let v = &cx.vars;
+    let h = v.headers;
+    let asked = crate::compress::Asked {
+        accept_encoding: h.get(&header::ACCEPT_ENCODING),
+        user_agent: h.get(&header::USER_AGENT),
+        via: h.contains(&header::VIA),
+        authorization: h.contains(&header::AUTHORIZATION),
+        http10: v.version < http::Version::HTTP_11,
+    };
+    let head = v.method == http::Method::HEAD;
+    resp.map(|r| {
+        let (r, ratio) = crate::compress::apply(r, c, &asked, head);
+        if let (Some(rec), Some(ratio)) = (record.as_mut(), ratio) {
+            rec.gzip_ratio = Some(ratio);
+        }
+        r
+    })
 }
 
 /// The request's access-log record gets the response's status and writes

@@ -1,7 +1,7 @@
 //! One request's life, in nginx's phases: [`find`] (server, realip, the
 //! normalised path, the location), [`limit`] (limit_req: keys, decision,
 //! delay, its log lines) and [`limit_conn`], [`content`] (`return` or the
-//! upstream), [`finish`] (quota headers, the access record). Everything that
+//! upstream), [`finish`] (quota headers, compression, the access record). Everything that
 //! ends a request early is an [`error::ProxyError`], mapped to its status,
 //! log line and response in one place ([`error`]); [`log`] writes nginx's
 //! error-log lines about a request. An upgrade request the upstream answers
@@ -27,7 +27,7 @@ pub use find::normalize_path;
 pub use finish::{Rejected, Reply};
 
 use self::error::{Decided, ProxyError, UNDECIDED, plain_status};
-use self::finish::{counted, finish, with_added, with_quota};
+use self::finish::{compressed, counted, finish, with_added, with_quota};
 use crate::accesslog::{AccessLog, Record};
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -200,7 +200,8 @@ pub(crate) async fn handle(
     let resp = match content(&cx, loc, (&head, body), path, &limited, &mut record).await {
         Ok(resp) => {
             let resp = with_quota(resp, loc, &limited.outcome);
-            let resp = finish(at.added(Ok(resp), &cx), record, limited.decided);
+            let resp = compressed(at.added(Ok(resp), &cx), at.compress, &cx, &mut record);
+            let resp = finish(resp, record, limited.decided);
             counted(resp, at.grpc_calls(&cx))
         }
         Err(e) => answer(&cx, at, e, record, Some(&limited)),
@@ -270,6 +271,8 @@ struct Scope<'a> {
     decided: Decided<'a>,
     /// A gRPC call answered in gRPC ([`grpc::answers`]).
     grpc: bool,
+    /// How its responses are compressed (`None`: not).
+    compress: Option<&'a crate::compress::Compression>,
 }
 
 impl<'a> Scope<'a> {
@@ -282,6 +285,7 @@ impl<'a> Scope<'a> {
             proxy_host: "",
             decided: UNDECIDED,
             grpc: false,
+            compress: server.compress.as_deref(),
         }
     }
 
@@ -297,6 +301,7 @@ impl<'a> Scope<'a> {
             },
             decided: UNDECIDED,
             grpc: grpc::answers(loc, head),
+            compress: loc.compress.as_deref(),
         }
     }
 
@@ -361,7 +366,7 @@ fn answer<'a>(
     cx: &Ctx,
     at: Scope<'a>,
     e: ProxyError<'a>,
-    record: Option<crate::accesslog::Record>,
+    mut record: Option<crate::accesslog::Record>,
     limited: Option<&limit::Limited<'a>>,
 ) -> Result<Response<Body>, CloseConnection> {
     let decided = limited.map_or(at.decided, |l| l.decided);
@@ -372,8 +377,6 @@ fn answer<'a>(
             (Some(l), Some(loc)) => with_quota(r, loc, &l.outcome),
             _ => r,
         });
-    counted(
-        finish(at.added(resp, cx), record, decided),
-        at.grpc_calls(cx),
-    )
+    let resp = compressed(at.added(resp, cx), at.compress, cx, &mut record);
+    counted(finish(resp, record, decided), at.grpc_calls(cx))
 }

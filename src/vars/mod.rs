@@ -5,6 +5,7 @@
 //! typo in a variable name is a configuration error with its column, and a
 //! request only walks a short list of parts.
 
+mod escape;
 pub mod geo;
 pub mod map;
 mod parse;
@@ -15,9 +16,10 @@ pub use parse::Names;
 pub use upstream::UpstreamTry;
 pub use user::{Def, Tables, UserVars};
 
-use crate::fmt::{Timestamp, push_excess, push_fmt, push_ip, push_u64};
+use crate::fmt::{Timestamp, push_excess, push_ip, push_u64};
 use crate::http1::Fields;
 use crate::limiter::LimitReqStatus;
+use escape::escape_tail;
 use http::{HeaderName, Method, Uri, Version};
 use std::net::{IpAddr, SocketAddr};
 
@@ -67,6 +69,8 @@ pub enum Var {
     /// The `grpc-status` in a response's head: a trailers-only gRPC
     /// answer's (sluice's own or the upstream's), else empty (not nginx's).
     GrpcStatus,
+    /// nginx's `$gzip_ratio`: in and out of the compressor (`-`: none).
+    GzipRatio,
     /// `on` over TLS, else empty.
     Https,
     SslProtocol,
@@ -129,6 +133,7 @@ impl Var {
             "limit_conn_status" => Var::LimitConnStatus,
             "limit_req_algorithm" => Var::LimitReqAlgorithm,
             "grpc_status" => Var::GrpcStatus,
+            "gzip_ratio" => Var::GzipRatio,
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "proxy_protocol_addr" => Var::ProxyProtocolAddr,
@@ -175,7 +180,8 @@ impl Var {
             | Var::RemoteUser
             | Var::ConnectionId
             | Var::LimitReqAlgorithm
-            | Var::GrpcStatus => Context::Log,
+            | Var::GrpcStatus
+            | Var::GzipRatio => Context::Log,
             _ => Context::Key,
         }
     }
@@ -321,33 +327,6 @@ impl Template {
     }
 }
 
-/// Escape `out[from..]` in place, as nginx's `ngx_http_log_escape` (default)
-/// or `ngx_escape_json` (json).
-fn escape_tail(out: &mut Vec<u8>, from: usize, escape: LogEscape) {
-    let needs = |b: u8| match escape {
-        LogEscape::Default => crate::fmt::log_escapes(b),
-        _ => b == b'"' || b == b'\\' || b < 0x20,
-    };
-    if !out[from..].iter().any(|&b| needs(b)) {
-        return;
-    }
-    let value = out.split_off(from);
-    for b in value {
-        match (escape, b) {
-            (LogEscape::Json, b'"') => out.extend_from_slice(b"\\\""),
-            (LogEscape::Json, b'\\') => out.extend_from_slice(b"\\\\"),
-            (LogEscape::Json, b'\n') => out.extend_from_slice(b"\\n"),
-            (LogEscape::Json, b'\r') => out.extend_from_slice(b"\\r"),
-            (LogEscape::Json, b'\t') => out.extend_from_slice(b"\\t"),
-            (LogEscape::Json, 0x08) => out.extend_from_slice(b"\\b"),
-            (LogEscape::Json, 0x0c) => out.extend_from_slice(b"\\f"),
-            (LogEscape::Json, b) if b < 0x20 => push_fmt(out, format_args!("\\u{b:04x}")),
-            (LogEscape::Default, b) => crate::fmt::push_log_escaped(out, b),
-            (_, b) => out.push(b),
-        }
-    }
-}
-
 /// What a request offers to variables.
 pub struct RequestVars<'a> {
     pub remote: SocketAddr,
@@ -405,6 +384,8 @@ pub struct LogVars {
     pub upstream_trailers: Option<Box<http::HeaderMap>>,
     /// `$grpc_status`: the code of a gRPC answer sluice made.
     pub grpc_status: Option<u8>,
+    /// `$gzip_ratio`'s bytes in and out, once a compressed body ended.
+    pub gzip_ratio: Option<(u64, u64)>,
 }
 
 /// Milliseconds as nginx's seconds with three decimals (`0.012`): the
@@ -668,7 +649,9 @@ fn eval_log_var(v: &Var, l: &LogVars, out: &mut Vec<u8>) {
         Var::Msec => push_secs(out, l.unix_ms),
         Var::ConnectionId => push_u64(out, l.connection),
         Var::LimitReqAlgorithm => out.extend_from_slice(l.limit_req_algorithm.as_bytes()),
-        Var::UpstreamTrailer(_) | Var::GrpcStatus => upstream::eval_grpc(v, l, out),
+        Var::UpstreamTrailer(_) | Var::GrpcStatus | Var::GzipRatio => {
+            upstream::eval_grpc(v, l, out)
+        }
         _ => {}
     }
 }

@@ -96,3 +96,18 @@ fn proxy_protocol_variables_are_empty_without_a_header() {
         "2001:db8::7|51234|198.51.100.1|443"
     );
 }
+
+/// `$gzip_ratio` as nginx prints it: two decimals, rounded half up.
+#[test]
+fn gzip_ratio_has_two_rounded_decimals() {
+    for ((zin, zout), want) in [
+        ((2125, 1000), "2.13"),
+        ((1000, 1000), "1.00"),
+        ((19995, 2000), "10.00"),
+        ((3, 7), "0.43"),
+    ] {
+        let mut out = Vec::new();
+        super::upstream::push_ratio(&mut out, zin, zout);
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+}

@@ -43,8 +43,8 @@ pub(super) fn eval(v: &Var, tries: &[UpstreamTry], out: &mut Vec<u8>) {
     }
 }
 
-/// `$upstream_trailer_NAME` (the upstream's trailers) and `$grpc_status`
-/// (the code of a gRPC answer).
+/// `$upstream_trailer_NAME` (the upstream's trailers), `$grpc_status`
+/// (the code of a gRPC answer) and `$gzip_ratio`.
 pub(super) fn eval_grpc(v: &Var, l: &super::LogVars, out: &mut Vec<u8>) {
     match v {
         Var::UpstreamTrailer(name) => {
@@ -57,6 +57,30 @@ pub(super) fn eval_grpc(v: &Var, l: &super::LogVars, out: &mut Vec<u8>) {
                 push_u64(out, c.into());
             }
         }
+        Var::GzipRatio => {
+            if let Some((zin, zout)) = l.gzip_ratio.filter(|r| r.1 > 0) {
+                push_ratio(out, zin, zout);
+            }
+        }
         _ => {}
     }
+}
+
+/// nginx's `$gzip_ratio`: `in / out` with two decimals, rounded half up
+/// (`ngx_http_gzip_ratio_variable`).
+pub(super) fn push_ratio(out: &mut Vec<u8>, zin: u64, zout: u64) {
+    let (mut int, mut frac) = (zin / zout, (zin * 100 / zout) % 100);
+    if (zin * 1000 / zout) % 10 > 4 {
+        frac += 1;
+        if frac > 99 {
+            int += 1;
+            frac = 0;
+        }
+    }
+    push_u64(out, int);
+    out.push(b'.');
+    if frac < 10 {
+        out.push(b'0');
+    }
+    push_u64(out, frac);
 }

@@ -11,6 +11,7 @@ mod admin_dashboard;
 mod admin_top;
 mod article;
 mod client_contract;
+mod compress;
 mod conformance;
 mod docs;
 mod first_run;

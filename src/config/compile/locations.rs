@@ -74,6 +74,7 @@ pub(super) fn location(
         headers: super::super::compiled::Headers::of(&eff.headers, grpc),
         group,
         next_upstream: super::upstreams::next_upstream(&eff),
+        compress: eff.compress.compile(),
     };
     Ok((l.rule, location))
 }

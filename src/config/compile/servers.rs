@@ -51,6 +51,7 @@ pub(super) fn server(
         real_ip: level.real_ip.clone(),
         head_rules: head_rules(&level),
         add_headers: super::super::compiled::Headers::of(&level.headers, false).add,
+        compress: level.compress.compile(),
     }))
 }
 

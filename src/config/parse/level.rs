@@ -92,6 +92,18 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("grpc_next_upstream", proxy_next_upstream),
         level_key!("grpc_next_upstream_tries", proxy_next_upstream_tries),
         level_key!("grpc_next_upstream_timeout", proxy_next_upstream_timeout),
+        level_key!("gzip", super::compress::gzip),
+        level_key!("gzip_types", super::compress::gzip_types),
+        level_key!("gzip_min_length", super::compress::gzip_min_length),
+        level_key!("gzip_proxied", super::compress::gzip_proxied),
+        level_key!("gzip_vary", super::compress::gzip_vary),
+        level_key!("gzip_disable", super::compress::gzip_disable),
+        level_key!("gzip_http_version", super::compress::gzip_http_version),
+        level_key!("gzip_comp_level", super::compress::gzip_comp_level),
+        level_key!("gzip_buffers", super::compress::gzip_buffers),
+        level_key!("compress", super::compress::compress),
+        level_key!("zstd_comp_level", super::compress::zstd_comp_level),
+        level_key!("brotli_comp_level", super::compress::brotli_comp_level),
     ];
 }
 

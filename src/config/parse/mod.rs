@@ -21,6 +21,7 @@ macro_rules! level_key {
     };
 }
 
+mod compress;
 mod headers;
 pub(super) mod level;
 pub(super) mod limits;
