@@ -131,7 +131,18 @@ impl<'a> Ctx<'a> {
 }
 
 /// Serve one request: find → limit_req → limit_conn → content → finish.
+/// Its error-log lines go to its server's `error_log`, then its location's
+/// ([`crate::errlog::scope`]).
 pub(crate) async fn handle(
+    env: Arc<Env>,
+    conn: Arc<Conn>,
+    req: (RequestHead, ClientBody),
+    start: Instant,
+) -> Result<Reply, CloseConnection> {
+    crate::errlog::scope(handle_logged(env, conn, req, start)).await
+}
+
+async fn handle_logged(
     env: Arc<Env>,
     conn: Arc<Conn>,
     (head, body): (RequestHead, ClientBody),
@@ -155,7 +166,9 @@ pub(crate) async fn handle(
         .then(|| Arc::new(crate::vars::UserVars::new(config.vars.clone(), remote)));
     let at = (path.as_deref().unwrap_or(""), remote);
     let vars = find::request_vars(&conn, server, &head, at, user.as_ref());
+    crate::errlog::set_request_log(&server.error_log);
     let cx = Ctx::new(&env, &conn, vars, start);
+    log::debug_request(&cx);
     let at_server = Scope::server(server);
     if conn.plain_on_https {
         let record = cx.record(&server.access_log);
@@ -173,6 +186,8 @@ pub(crate) async fn handle(
             return refuse(&cx, at, e, cx.record(&server.access_log), None);
         }
     };
+    crate::errlog::set_request_log(&loc.error_log);
+    log::debug_location(&cx, loc);
     let at = Scope::location(loc, &head);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);

@@ -173,6 +173,8 @@ impl Server {
         load: impl Fn() -> Result<Spec, LoadError> + Send + Sync + 'static,
     ) {
         self.start_all();
+        // The configuration's `error_log` is the process's from now on.
+        errlog::set_main(self.shared.config().error_log.clone());
         let load = Arc::new(load);
         while let Some(cmd) = commands.recv().await {
             match cmd {
@@ -236,8 +238,9 @@ impl Server {
         }
         let summary = reconfigured(&old, &new);
         let drain = Instant::now() + new.shutdown_timeout();
-        errlog::set_level(new.ops.error_log_level.unwrap_or(Severity::Info));
+        let main_log = new.error_log.clone();
         self.shared.env.switch(Arc::new(new));
+        errlog::set_main(main_log);
 
         for mut l in added {
             l.start(&self.shared);

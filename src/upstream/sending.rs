@@ -296,9 +296,17 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_read_timeout_starts_when_all_is_sent() {
         // Pieces taken, the client slow, then all sent at 9.5 s: read 5 s later.
-        let moves = [(1000, CLIENT), (2900, UPSTREAM), (4000, CLIENT), (9500, SENT)];
+        let moves = [
+            (1000, CLIENT),
+            (2900, UPSTREAM),
+            (4000, CLIENT),
+            (9500, SENT),
+        ];
         let (e, ms) = head_wait(&moves, None).await;
-        assert!(matches!(e, Error::ReadTimeout) && ms == 14_500, "{e:?} at {ms}");
+        assert!(
+            matches!(e, Error::ReadTimeout) && ms == 14_500,
+            "{e:?} at {ms}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -314,9 +322,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_deadline_is_over_both() {
         let (e, ms) = head_wait(&[(0, CLIENT)], Some(7_000)).await;
-        assert!(matches!(e, Error::ReadTimeout) && ms == 7000, "{e:?} at {ms}");
+        assert!(
+            matches!(e, Error::ReadTimeout) && ms == 7000,
+            "{e:?} at {ms}"
+        );
         let (e, ms) = head_wait(&[(100, SENT)], Some(2_000)).await;
-        assert!(matches!(e, Error::ReadTimeout) && ms == 2000, "{e:?} at {ms}");
+        assert!(
+            matches!(e, Error::ReadTimeout) && ms == 2000,
+            "{e:?} at {ms}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
