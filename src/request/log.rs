@@ -99,9 +99,19 @@ fn debug(conn: &Conn, msg: impl FnOnce(&mut Vec<u8>)) {
     });
 }
 
+/// The request is in `loc`: its lines go to the location's `error_log`
+/// from now on, starting with the debug lines about the request (in the
+/// location's log, unlike nginx's, so that a location's `debug` shows the
+/// requests it chases).
+pub(crate) fn at_location(cx: &super::Ctx, loc: &crate::config::Location) {
+    errlog::set_request_log(&loc.error_log);
+    debug_request(cx, loc);
+}
+
 /// With `error_log … debug`: the request as it arrived, in nginx's words
-/// (`http request line`, `http uri`, `http args`, `http header`).
-pub(crate) fn debug_request(cx: &super::Ctx) {
+/// (`http request line`, `http uri`, `http args`, `http header`), and the
+/// location chosen (`using configuration`).
+fn debug_request(cx: &super::Ctx, loc: &crate::config::Location) {
     if !errlog::enabled(Severity::Debug) {
         return;
     }
@@ -135,11 +145,6 @@ pub(crate) fn debug_request(cx: &super::Ctx) {
     debug(cx.conn, |out| {
         errlog::push_fmt(out, format_args!("http server: \"{}\"", v.server_name));
     });
-}
-
-/// With `error_log … debug`: the location chosen (nginx's `using
-/// configuration`).
-pub(crate) fn debug_location(cx: &super::Ctx, loc: &crate::config::Location) {
     debug(cx.conn, |out| {
         errlog::push_fmt(out, format_args!("using configuration \"{}\"", loc.path));
     });

@@ -103,7 +103,15 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(env: &'a Env, conn: &'a Conn, vars: RequestVars<'a>, start: Instant) -> Ctx<'a> {
+    /// The request's context in `server`: its error-log lines go to the
+    /// server's `error_log` from now on.
+    fn new(
+        env: &'a Env,
+        conn: &'a Conn,
+        (vars, server): (RequestVars<'a>, &crate::config::ServerBlock),
+        start: Instant,
+    ) -> Ctx<'a> {
+        crate::errlog::set_request_log(&server.error_log);
         Ctx {
             env,
             conn,
@@ -166,9 +174,7 @@ async fn handle_logged(
         .then(|| Arc::new(crate::vars::UserVars::new(config.vars.clone(), remote)));
     let at = (path.as_deref().unwrap_or(""), remote);
     let vars = find::request_vars(&conn, server, &head, at, user.as_ref());
-    crate::errlog::set_request_log(&server.error_log);
-    let cx = Ctx::new(&env, &conn, vars, start);
-    log::debug_request(&cx);
+    let cx = Ctx::new(&env, &conn, (vars, server), start);
     let at_server = Scope::server(server);
     if conn.plain_on_https {
         let record = cx.record(&server.access_log);
@@ -186,8 +192,7 @@ async fn handle_logged(
             return refuse(&cx, at, e, cx.record(&server.access_log), None);
         }
     };
-    crate::errlog::set_request_log(&loc.error_log);
-    log::debug_location(&cx, loc);
+    log::at_location(&cx, loc);
     let at = Scope::location(loc, &head);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);

@@ -173,8 +173,6 @@ impl Server {
         load: impl Fn() -> Result<Spec, LoadError> + Send + Sync + 'static,
     ) {
         self.start_all();
-        // The configuration's `error_log` is the process's from now on.
-        errlog::set_main(self.shared.config().error_log.clone());
         let load = Arc::new(load);
         while let Some(cmd) = commands.recv().await {
             match cmd {

@@ -13,6 +13,7 @@ mod article;
 mod client_contract;
 mod conformance;
 mod docs;
+mod error_log;
 mod grpc;
 mod grpc_hostile;
 mod h1diff;
