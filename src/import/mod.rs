@@ -16,6 +16,7 @@ mod headers;
 mod level;
 mod lex;
 mod limits;
+mod logs;
 mod pages;
 mod pass;
 mod report;
@@ -355,6 +356,8 @@ mod tests;
 mod tests_grpc;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_logs;
 #[cfg(test)]
 mod tests_pages;
 #[cfg(test)]
