@@ -34,7 +34,7 @@ use tracing_subscriber::registry::LookupSpan;
 pub mod syslog;
 mod target;
 
-pub use target::{Dest, ErrorLog, Sink, Sinks, TargetSpec, stderr as stderr_sink};
+pub use target::{Dest, ErrorLog, Sink, Sinks, TargetSpec};
 
 /// nginx's eight severities, least severe first. One enum for the lines
 /// sluice writes and for the levels a configuration names
@@ -201,12 +201,6 @@ pub async fn scope<F: std::future::Future>(fut: F) -> F::Output {
 /// server's, then its location's). No effect outside [`scope`].
 pub fn set_request_log(log: &std::sync::Arc<ErrorLog>) {
     let _ = REQUEST_LOG.try_with(|slot| *slot.borrow_mut() = Some(log.clone()));
-}
-
-/// Whole lines to stderr, batched with the error log's own (the access log
-/// on stderr goes here, so the two keep their order).
-pub fn write_lines_with(lines: impl FnOnce(&mut Vec<u8>)) {
-    crate::batch::write_with(&stderr_sink(), lines);
 }
 
 /// `YYYY/MM/DD HH:MM:SS [level] PID#TID: `. The prefix is formatted once a

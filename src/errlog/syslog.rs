@@ -299,7 +299,7 @@ impl Peer {
         let mut state = self.state.lock();
         for msg in frames(bytes) {
             let sent = match &*state {
-                Socket::Udp(s) => s.send(msg).map(drop),
+                Socket::Udp(s) => udp_send(s, msg),
                 Socket::Unix(s) => s.send(msg).map(drop),
                 Socket::Unconnected { .. } => Err(std::io::ErrorKind::NotConnected.into()),
             };
@@ -336,6 +336,16 @@ impl Peer {
         if let Server::Unix(path) = &self.server {
             *self.state.lock() = unix(path).unwrap_or(Socket::Unconnected { next_try: 0 });
         }
+    }
+}
+
+/// A UDP send. A refusal is the ICMP answer to an earlier datagram (the
+/// port had no server then), reported by this send instead of sending: it
+/// is tried once more, so that a server that came back gets this line.
+fn udp_send(s: &std::net::UdpSocket, msg: &[u8]) -> std::io::Result<()> {
+    match s.send(msg) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => s.send(msg).map(drop),
+        r => r.map(drop),
     }
 }
 

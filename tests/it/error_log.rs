@@ -348,8 +348,14 @@ async fn a_stuck_syslog_server_drops_lines_and_counts_them() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.sock");
     let reader = UnixDatagram::bind(&path).unwrap();
+    // A UDP port nobody listens on (yet).
+    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let toml = format!(
-        "access_log = \"syslog:server=unix:{}\"\n[admin]\n[[servers]]\n[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200 }}\n",
+        "access_log = \"syslog:server=unix:{}\"\n[admin]\n[[servers]]\n[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200 }}\n\
+         [[servers.locations]]\npath = \"/udp\"\nreturn = {{ status = 200 }}\naccess_log = \"syslog:server={udp_port},tag=udp\"\n",
         path.display()
     );
     let s = Sluice::start(&toml);
@@ -398,6 +404,24 @@ async fn a_stuck_syslog_server_drops_lines_and_counts_them() {
     drop(reader);
     std::fs::remove_file(&path).unwrap();
     assert_eq!(get(a, "/gone").await.status, 200);
+    // UDP to a port nobody listens on: refused (ICMP), and once a server is there, received
+    // (nginx's syslog.t, "send error - recover").
+    for _ in 0..3 {
+        assert_eq!(get(a, "/udp").await.status, 200);
+    }
+    let server = std::net::UdpSocket::bind(udp_port).unwrap();
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(get(a, "/udp").await.status, 200);
+    let n = server
+        .recv(&mut buf)
+        .expect("a datagram once a server listens");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        msg.contains(" udp: 127.0.0.1 - - [") && msg.contains("GET /udp"),
+        "{msg}"
+    );
 }
 
 /// The host name a syslog header carries: the kernel's, lower-cased (as nginx sends it).
