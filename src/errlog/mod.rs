@@ -119,10 +119,11 @@ impl Severity {
     }
 }
 
-/// Set when lines go straight to standard error (no `RUST_LOG`): a
-/// rejection's line is then formatted into a reused buffer without
+/// Set when lines go straight to their `error_log` targets (no
+/// `RUST_LOG`): a rejection's line is then formatted into the batch without
 /// `tracing`'s dispatch — at 100 000 rejections a second, the line cost
-/// more than the rest of the rejection.
+/// more than the rest of the rejection. With `RUST_LOG`, every line goes
+/// through `tracing` to stderr, filtered by it, whatever `error_log` says.
 static DIRECT: AtomicBool = AtomicBool::new(false);
 
 /// Emit one error-log line at an nginx severity.
@@ -365,8 +366,9 @@ pub fn unix_ms() -> u64 {
     crate::clock::unix_ms()
 }
 
-/// The least severe line written (`error_log_level`), as a rank of
-/// [`rank`]; changed at run time by [`set_level`].
+/// The least severe line the process's log writes (the top level's
+/// `error_log`), as a rank of [`rank`]: other crates' events below it are
+/// turned away before they are formatted; changed by [`set_main`].
 static THRESHOLD: AtomicU8 = AtomicU8::new(1);
 
 /// An event's nginx severity as a number: debug 0, info 1, notice 2, warn 3,
@@ -466,7 +468,7 @@ impl<S> Filter<S> for Threshold {
 
 /// Set the least severe line written (nginx's `error_log … LEVEL`). No
 /// effect when `RUST_LOG` is set: the environment wins.
-pub fn set_level(level: Severity) {
+fn set_level(level: Severity) {
     let before = THRESHOLD.swap(level.rank(), Ordering::Relaxed);
     if before != level.rank() {
         // (Threshold's max_level_hint changed: tracing's global level is
@@ -486,7 +488,7 @@ pub fn init() {
 pub fn init_at(level: Severity) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    set_level(level);
+    set_main(std::sync::Arc::new(ErrorLog::stderr(level)));
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(|| RawStderr)
         .event_format(NginxFormat);
