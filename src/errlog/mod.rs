@@ -143,12 +143,19 @@ pub fn emit(sev: Severity, msg: fmt::Arguments<'_>) {
     }
 }
 
+/// Set once a log writes debug lines (a configuration named `debug`
+/// somewhere): until then a debug line costs a request one load.
+static DEBUG_SOMEWHERE: AtomicBool = AtomicBool::new(false);
+
 /// Emit one error-log line whose message `write` appends to the buffer.
 pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
     if !DIRECT.load(Ordering::Relaxed) {
         let mut msg = Vec::new();
         write(&mut msg);
         return emit(sev, format_args!("{}", String::from_utf8_lossy(&msg)));
+    }
+    if sev == Severity::Debug && !DEBUG_SOMEWHERE.load(Ordering::Relaxed) {
+        return;
     }
     // In one pass, into the batch (see `batch::write_with`), of the
     // request's log or the process's.
@@ -160,6 +167,9 @@ pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
 pub fn enabled(sev: Severity) -> bool {
     if !DIRECT.load(Ordering::Relaxed) {
         return sev.rank() >= THRESHOLD.load(Ordering::Relaxed);
+    }
+    if sev == Severity::Debug && !DEBUG_SOMEWHERE.load(Ordering::Relaxed) {
+        return false;
     }
     with_log(|log| log.wants(sev))
 }

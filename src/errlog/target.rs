@@ -238,6 +238,9 @@ impl ErrorLog {
 
     fn of(targets: Vec<Target>) -> ErrorLog {
         let min = targets.iter().map(|t| t.level).min();
+        if min == Some(Severity::Debug) {
+            super::DEBUG_SOMEWHERE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         ErrorLog {
             min: min.unwrap_or(Severity::Emerg),
             targets,
