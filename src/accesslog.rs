@@ -12,11 +12,7 @@ use crate::limiter::LimitReqStatus;
 use crate::vars::{LogVars, RequestVars, ResponseVars, Template, Var};
 use http::{Method, Uri, Version};
 
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// nginx's `combined` format followed by the request time and the limiting
@@ -27,84 +23,15 @@ pub const DEFAULT_FORMAT: &str = "$remote_addr - $remote_user [$time_local] \"$r
 /// object per request, the same fields as [`DEFAULT_FORMAT`] plus the zone.
 pub const DEFAULT_JSON_FORMAT: &str = r#"{"time":"$time_iso8601","remote_addr":"$remote_addr","request":"$request","status":$status,"body_bytes_sent":$body_bytes_sent,"request_time":$request_time,"upstream_response_time":"$upstream_response_time","http_referer":"$http_referer","http_user_agent":"$http_user_agent","limit_req_status":"$limit_req_status","limit_req_zone":"$limit_req_zone"}"#;
 
-/// Where lines go.
-pub enum Sink {
-    Stdout,
-    Stderr,
-    File {
-        path: PathBuf,
-        file: Mutex<std::fs::File>,
-    },
-}
-
-impl Sink {
-    fn open(path: &Path) -> std::io::Result<std::fs::File> {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-    }
-
-    /// Reopen the file (after log rotation).
-    pub fn reopen(&self) -> std::io::Result<()> {
-        if let Sink::File { path, file } = self {
-            *file.lock() = Sink::open(path)?;
-        }
-        Ok(())
-    }
-}
-
-impl crate::batch::Output for Sink {
-    fn write_out(&self, lines: &[u8]) {
-        // One write per batch of whole lines: lines from several threads
-        // never interleave.
-        let _ = match self {
-            Sink::Stdout => std::io::stdout().lock().write_all(lines),
-            Sink::Stderr => std::io::stderr().lock().write_all(lines),
-            Sink::File { file, .. } => file.lock().write_all(lines),
-        };
-    }
-}
-
-/// The sinks of one configuration, one per distinct target, so that several
-/// locations logging to one file share it.
-#[derive(Default)]
-pub struct Sinks(HashMap<String, Arc<Sink>>);
-
-impl Sinks {
-    /// The sink for `target` (`"stdout"`, `"stderr"` or a path), opening it
-    /// if needed; sinks of `previous` are reused.
-    pub fn get(&mut self, target: &str, previous: Option<&Sinks>) -> std::io::Result<Arc<Sink>> {
-        if let Some(s) = self.0.get(target) {
-            return Ok(s.clone());
-        }
-        let sink = match previous.and_then(|p| p.0.get(target)) {
-            Some(s) => s.clone(),
-            None => Arc::new(match target {
-                "stdout" => Sink::Stdout,
-                "stderr" => Sink::Stderr,
-                path => Sink::File {
-                    path: PathBuf::from(path),
-                    file: Mutex::new(Sink::open(Path::new(path))?),
-                },
-            }),
-        };
-        self.0.insert(target.to_string(), sink.clone());
-        Ok(sink)
-    }
-
-    pub fn reopen_all(&self) -> std::io::Result<()> {
-        for s in self.0.values() {
-            s.reopen()?;
-        }
-        Ok(())
-    }
-}
+/// Where lines go (shared with the error log, which owns the type).
+pub use crate::errlog::{Sink, Sinks};
 
 /// An access log of a location: where, and in which format.
 pub struct AccessLog {
     pub sink: Arc<Sink>,
     pub format: Arc<Template>,
+    /// `syslog:…`: each line is a syslog message with this header.
+    syslog: Option<crate::errlog::syslog::Params>,
     /// Which clocks the format needs, decided once.
     clocks: Clocks,
 }
@@ -120,7 +47,11 @@ struct Clocks {
 }
 
 impl AccessLog {
-    pub fn new(sink: Arc<Sink>, format: Arc<Template>) -> AccessLog {
+    pub fn new(
+        sink: Arc<Sink>,
+        format: Arc<Template>,
+        syslog: Option<crate::errlog::syslog::Params>,
+    ) -> AccessLog {
         let clocks = Clocks {
             elapsed: format.uses(|v| matches!(v, Var::RequestTime)),
             wall_ms: format.uses(|v| matches!(v, Var::Msec)),
@@ -129,6 +60,7 @@ impl AccessLog {
         AccessLog {
             sink,
             format,
+            syslog,
             clocks,
         }
     }
@@ -257,14 +189,19 @@ impl Record {
         // Formatted into the worker's batch (see crate::batch); nginx writes
         // each line. On stderr, in one batch with the error log's lines, in
         // order.
-        let line = |line: &mut Vec<u8>| {
-            self.log.format.eval(&req, Some(&resp), line);
-            line.push(b'\n');
-        };
-        match &*self.log.sink {
-            Sink::Stderr => crate::errlog::write_lines_with(line),
-            _ => crate::batch::write_with(&self.log.sink, line),
-        }
+        // (The stderr sink is the error log's: one batch, in order.)
+        crate::batch::write_with(&self.log.sink, |line| match &self.log.syslog {
+            // nginx sends the line without its newline, after the header.
+            Some(p) => crate::errlog::syslog::push_frame(line, |out| {
+                let now = crate::errlog::Timestamp::coarse_now();
+                p.push_header(out, p.severity, &now);
+                self.log.format.eval(&req, Some(&resp), out);
+            }),
+            None => {
+                self.log.format.eval(&req, Some(&resp), line);
+                line.push(b'\n');
+            }
+        });
     }
 }
 

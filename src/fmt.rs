@@ -164,6 +164,25 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// RFC 3164's `TIMESTAMP` as nginx sends it to syslog: `Dec  7 12:29:38`
+    /// (the day padded with a space).
+    pub fn push_syslog(&self, out: &mut Vec<u8>) {
+        let (_, m, d) = civil_from_days((self.0 / 86_400) as i64);
+        let rem = self.0 % 86_400;
+        push_fmt(
+            out,
+            format_args!(
+                "{} {d:2} {:02}:{:02}:{:02}",
+                MONTHS[m as usize - 1],
+                rem / 3600,
+                rem / 60 % 60,
+                rem % 60
+            ),
+        );
+    }
+}
+
 /// The error log's date: `2026/11/30 18:14:20`.
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

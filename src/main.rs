@@ -330,6 +330,8 @@ fn run(path: PathBuf) -> ExitCode {
 
 fn serve(path: PathBuf, spec: config::Spec) -> anyhow::Result<()> {
     let runtime = Config::compile(spec, None)?;
+    // From here on the process's lines go where `error_log` says.
+    sluice::errlog::set_main(runtime.error_log.clone());
     // Signals, reloads and the admin listener; client connections are served
     // by the proxy's own worker threads (one per CPU).
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -78,8 +78,11 @@ pub struct Config {
     pub(crate) servers: Vec<Arc<ServerBlock>>,
     /// The listening addresses and their servers.
     pub(crate) addresses: Vec<super::address::Address>,
-    /// Access-log files, kept open across reloads.
+    /// Log files and syslog sockets (both logs'), kept open across reloads.
     pub sinks: Sinks,
+    /// The top level's `error_log`: the process's lines, and those of
+    /// requests whose server and location have none of their own.
+    pub error_log: Arc<crate::errlog::ErrorLog>,
     /// Process-level settings (pid file, watch, admin listener, …).
     pub ops: OpsSpec,
     /// The `[redis]` backend, when a zone uses it.
@@ -140,6 +143,8 @@ pub(crate) struct ServerBlock {
     /// Error pages for answers made before a location is known (400, 404).
     pub error_pages: Arc<ErrorPages>,
     pub access_log: Option<Arc<AccessLog>>,
+    /// `error_log`: the lines about its requests until a location is found.
+    pub error_log: Arc<crate::errlog::ErrorLog>,
     /// Whose word to take for the client address.
     pub real_ip: Option<Arc<crate::realip::RealIp>>,
     /// What a request head may be (`underscores_in_headers`,
@@ -197,6 +202,8 @@ pub(crate) struct Location {
     /// `client_body_temp_path`: see [`crate::client_body`].
     pub request_buffering: Option<RequestBuffering>,
     pub access_log: Option<Arc<AccessLog>>,
+    /// `error_log`: the lines about its requests.
+    pub error_log: Arc<crate::errlog::ErrorLog>,
     /// `proxy_set_header` with sluice's defaults, `add_header`, and the
     /// upstream's fields the client does not get.
     pub headers: Headers,
@@ -416,6 +423,12 @@ pub enum CompileError {
         zone: String,
         new: String,
         old: String,
+    },
+    #[error("error_log \"{target}\": {source}")]
+    ErrorLog {
+        target: String,
+        #[source]
+        source: std::io::Error,
     },
     #[error("open() \"{path}\" failed ({source})")]
     AccessLog {

@@ -95,6 +95,8 @@ mod tests_grpc_answers;
 #[cfg(test)]
 mod tests_headers;
 #[cfg(test)]
+mod tests_logs;
+#[cfg(test)]
 mod tests_tls;
 #[cfg(test)]
 mod tests_upstream_tls;

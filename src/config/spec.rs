@@ -182,6 +182,9 @@ pub(crate) struct Level {
     pub client_body_temp_path: Option<Arc<std::path::PathBuf>>,
     /// `access_log`: `Some(None)` is `"off"`; else `"stdout"`, `"stderr"` or a path.
     pub access_log: Option<Option<String>>,
+    /// `error_log`: nginx's list of targets (a level with its own replaces
+    /// its parent's).
+    pub error_log: Option<Arc<Vec<crate::errlog::TargetSpec>>>,
     pub ratelimit_headers: Option<RateLimitHeaders>,
     /// `grpc_errors`: how a `grpc_pass` location answers what sluice
     /// answers itself.
@@ -282,6 +285,7 @@ impl Level {
                 .access_log
                 .clone()
                 .or_else(|| parent.access_log.clone()),
+            error_log: self.error_log.clone().or_else(|| parent.error_log.clone()),
             real_ip: self.real_ip.clone().or_else(|| parent.real_ip.clone()),
             access: self.access.clone().or_else(|| parent.access.clone()),
             ratelimit_headers: self.ratelimit_headers.or(parent.ratelimit_headers),

@@ -63,10 +63,6 @@ impl Table {
         });
     }
 
-    pub fn has(&self, key: &str) -> bool {
-        self.entries.iter().any(|e| e.key == key)
-    }
-
     /// The sub-table `name`, made if missing.
     pub fn sub(&mut self, name: &str) -> &mut Table {
         let i = match self.subs.iter().position(|(n, _)| n == name) {

@@ -49,6 +49,7 @@ pub struct Level {
 /// Keys that several directives of one level make into a list.
 const LISTS: &[&str] = &[
     "access",
+    "error_log",
     "limit_req",
     "limit_conn",
     "add_header",
@@ -233,6 +234,7 @@ pub fn directive(cx: &mut Cx, lv: &mut Level, d: &Directive, ctx: Ctx) -> bool {
         "proxy_ssl_name" | "grpc_ssl_name" => ssl_name(cx, lv, d),
         "proxy_ssl_protocols" | "grpc_ssl_protocols" => protocols(cx, lv, d, name),
         "access_log" => access_log(cx, lv, d),
+        "error_log" => super::logs::error_log(cx, lv, d),
         "proxy_set_header" | "grpc_set_header" => headers::proxy_set_header(cx, lv, d),
         "add_header" => headers::add_header(cx, lv, d),
         "expires" => headers::expires(cx, lv, d),
@@ -505,14 +507,15 @@ fn access_log(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         "off" => "off".to_string(),
         "/dev/stdout" => "stdout".to_string(),
         "/dev/stderr" => "stderr".to_string(),
-        p if p.starts_with("syslog:") || p.starts_with("memory:") => {
-            cx.report(
-                Kind::NotTranslated,
-                d,
-                "sluice logs to files, stdout or stderr",
-            );
+        p if p.starts_with("memory:") => {
+            let why = "sluice logs to files, stdout, stderr or syslog";
+            cx.report(Kind::NotTranslated, d, why);
             return;
         }
+        p if p.starts_with("syslog:") => match super::logs::syslog(cx, d, &p[7..]) {
+            Some(v) => v,
+            None => return,
+        },
         p => cx.path(p),
     };
     if value != "off" {

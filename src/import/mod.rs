@@ -17,6 +17,7 @@ mod headers;
 mod level;
 mod lex;
 mod limits;
+mod logs;
 mod pages;
 mod pass;
 mod report;
@@ -358,6 +359,8 @@ mod tests_compress;
 mod tests_grpc;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_logs;
 #[cfg(test)]
 mod tests_pages;
 #[cfg(test)]

@@ -180,7 +180,6 @@ pub fn why_not(name: &str) -> &'static str {
         "limit_except" => "sluice has no per-method blocks",
         "sub_filter" | "sub_filter_once" | "sub_filter_types" | "charset" | "source_charset"
         | "ssi" | "addition_types" => "sluice does not change response bodies",
-        "error_log" => "sluice has one error log, the process's (error_log_level at the top)",
         "stub_status" => "sluice's metrics are Prometheus, on [admin] listen",
         "return" => "sluice's return is a location's",
         "load_module" => "sluice has no dynamic modules",

@@ -607,27 +607,34 @@ fn ipv6_beside_ipv4_on_one_port() {
 }
 
 #[test]
-fn deny_all_is_a_403_and_error_log_anywhere_is_the_process_level() {
+fn deny_all_is_a_403_and_error_log_is_translated_at_each_level() {
     let o = run("error_log stderr warn; events {}
          http { error_log /var/log/e.log;
                 server { listen 127.0.0.1:8080; error_log /var/log/s.log;
+                  error_log syslog:server=unix:/dev/log,facility=local1 notice;
                   location /admin { allow 10.0.0.0/8; deny all; return 200; }
-                  location ~ /\\.ht { deny all; } } }");
-    assert_eq!(o.toml["error_log_level"].as_str(), Some("warn"));
+                  location ~ /\\.ht { deny all; error_log syslog:server=10.0.0.1:5140,tag=ht debug; } } }");
+    assert_eq!(o.toml["error_log"].as_str(), Some("/var/log/e.log error"));
+    assert!(o.toml.get("error_log_level").is_none());
+    assert_eq!(
+        o.server(0)["error_log"].to_string(),
+        "[\"/var/log/s.log error\", \"syslog:server=unix:/dev/log,facility=local1,tag=nginx notice\"]"
+    );
+    assert_eq!(
+        o.location(0, 1)["error_log"].as_str(),
+        Some("syslog:server=10.0.0.1:5140,tag=ht debug")
+    );
     assert_eq!(o.location(0, 1)["return"].to_string(), "{ status = 403 }");
     assert_eq!(
         o.location(0, 0)["access"].to_string(),
         "[\"allow 10.0.0.0/8\", \"deny all\"]",
         "beside allow"
     );
+    // The main context's line is the process's; the http block's is kept.
     assert!(
-        o.report("error_log /var/log/e.log")
+        o.report("error_log stderr warn")
             .why
-            .contains("one error log")
-    );
-    assert_eq!(
-        o.report("error_log /var/log/s.log").kind,
-        Kind::NotTranslated
+            .contains("the http block's is kept")
     );
     // Reports come in file order.
     let lines: Vec<u32> = o.reports.iter().map(|r| r.line_number()).collect();

@@ -20,7 +20,7 @@ const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $
 /// What the main context and `http` make, before rendering.
 #[derive(Default)]
 pub struct Out {
-    /// Top-level keys from the main context: pid_file, error_log_level, …
+    /// Top-level keys from the main context: pid_file, worker_connections, …
     pub ops: Table,
     pub http: Level,
     /// http-level `ssl_*` and `http2`, which each server inherits.
@@ -31,6 +31,8 @@ pub struct Out {
     pub servers: Vec<Table>,
     /// `map` and `geo`.
     pub vars: super::vars::Vars,
+    /// The main context's `error_log` lines (see [`super::logs::top_error_log`]).
+    pub main_error_log: Vec<Directive>,
     /// `log_format` NAME → (escape, text, the directive).
     pub formats: Vec<(String, Option<String>, String, Directive)>,
 }
@@ -53,6 +55,8 @@ pub fn translate(cx: &mut Cx, tree: &Tree) -> Result<String, String> {
     for d in &tree.directives {
         main_directive(cx, &mut out, d);
     }
+    let main_errors = std::mem::take(&mut out.main_error_log);
+    super::logs::top_error_log(cx, &main_errors, &mut out.http);
     if let Some(f) = cx.fatal.take() {
         return Err(f);
     }
@@ -120,7 +124,7 @@ fn main_directive(cx: &mut Cx, out: &mut Out, d: &Directive) {
                 .set("shutdown_timeout", Value::Str(t), vec![comment(d)]),
             Err(e) => cx.report(Kind::NotTranslated, d, e),
         },
-        "error_log" => error_log(cx, out, d),
+        "error_log" => out.main_error_log.push(d.clone()),
         _ => other(cx, d),
     }
 }
@@ -130,34 +134,6 @@ pub fn other(cx: &mut Cx, d: &Directive) {
     match report::ignored(&d.name) {
         Some(why) => cx.report(Kind::Ignored, d, why),
         None => cx.report(Kind::NotTranslated, d, report::why_not(&d.name)),
-    }
-}
-
-/// `error_log FILE [LEVEL]`: the level (sluice writes nginx's lines to
-/// stderr).
-fn error_log(cx: &mut Cx, out: &mut Out, d: &Directive) {
-    let level = d.args.get(1).map_or("error", String::as_str);
-    let (sluice, note) = match level {
-        "debug" => ("info", Some("debug is info in sluice")),
-        "info" | "notice" | "warn" | "error" => (level, None),
-        "crit" | "alert" | "emerg" => ("error", Some("sluice's least verbose level is error")),
-        _ => {
-            cx.report(Kind::NotTranslated, d, "invalid level");
-            return;
-        }
-    };
-    if out.ops.has("error_log_level") {
-        cx.report(Kind::NotTranslated, d, "sluice has one error log");
-        return;
-    }
-    out.ops
-        .set("error_log_level", Value::str(sluice), vec![comment(d)]);
-    let mut why = String::from("the level is translated; sluice writes its error log to stderr");
-    if let Some(n) = note {
-        why = format!("{why}; {n}");
-    }
-    if d.arg(0) != "stderr" || note.is_some() {
-        cx.report(Kind::Partial, d, why);
     }
 }
 
@@ -183,7 +159,6 @@ fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directiv
             "limit_req_zone" | "limit_conn_zone" => {}
             "upstream" => upstream::upstream(cx, out, d),
             "log_format" => log_format(out, d),
-            "error_log" => error_log(cx, out, d),
             "ssl_certificate"
             | "ssl_certificate_key"
             | "ssl_protocols"

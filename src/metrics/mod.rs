@@ -12,6 +12,7 @@ pub mod grpc;
 mod http2;
 mod proxy_protocol;
 mod responses;
+mod syslog;
 mod upstreams;
 
 pub use admin::AdminResult;
@@ -331,6 +332,7 @@ impl Metrics {
         zones.register_collector(Box::new(Zones::of(rt)));
         zones.register_collector(Box::new(ConnZones::of(rt)));
         zones.register_collector(Box::new(upstreams::Upstreams::of(rt)));
+        zones.register_collector(Box::new(syslog::SyslogMessages));
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &zones);
         let _ = prometheus_client::encoding::text::encode_eof(&mut out);
         out

@@ -49,6 +49,12 @@ pub(crate) async fn limit_req<'l>(
         z.counts.record(s);
     }
     note_top(cx, loc, &outcome, now);
+    if let (Some(z), Some(s)) = (zone, status) {
+        super::log::debug_step(
+            cx.conn,
+            format_args!("limit_req: {} by zone \"{}\"", s.as_str(), z.name),
+        );
+    }
     let limited = Limited {
         outcome,
         decided: Decided {

@@ -88,3 +88,69 @@ pub(crate) fn log_req(
         push_req_line(out, conn, vars, |out| errlog::push_fmt(out, msg))
     });
 }
+
+/// `*CONN ` then `msg`: nginx's debug lines carry no request context.
+fn debug(conn: &Conn, msg: impl FnOnce(&mut Vec<u8>)) {
+    errlog::emit_with(Severity::Debug, |out| {
+        out.push(b'*');
+        errlog::push_u64(out, conn.id);
+        out.push(b' ');
+        msg(out);
+    });
+}
+
+/// The request is in `loc`: its lines go to the location's `error_log`
+/// from now on, starting with the debug lines about the request (in the
+/// location's log, unlike nginx's, so that a location's `debug` shows the
+/// requests it chases).
+pub(crate) fn at_location(cx: &super::Ctx, loc: &crate::config::Location) {
+    errlog::set_request_log(&loc.error_log);
+    debug_request(cx, loc);
+}
+
+/// With `error_log … debug`: the request as it arrived, in nginx's words
+/// (`http request line`, `http uri`, `http args`, `http header`), and the
+/// location chosen (`using configuration`).
+fn debug_request(cx: &super::Ctx, loc: &crate::config::Location) {
+    if !errlog::enabled(Severity::Debug) {
+        return;
+    }
+    let v = &cx.vars;
+    debug(cx.conn, |out| {
+        out.extend_from_slice(b"http request line: \"");
+        out.extend_from_slice(v.method.as_str().as_bytes());
+        out.push(b' ');
+        let target = v.uri.path_and_query().map_or("/", |p| p.as_str());
+        out.extend_from_slice(target.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(crate::vars::version_str(v.version).as_bytes());
+        out.push(b'"');
+    });
+    debug(cx.conn, |out| {
+        errlog::push_fmt(out, format_args!("http uri: \"{}\"", v.path));
+    });
+    debug(cx.conn, |out| {
+        errlog::push_fmt(
+            out,
+            format_args!("http args: \"{}\"", v.uri.query().unwrap_or("")),
+        );
+    });
+    if let Some(h) = v.headers.get(&header::HOST) {
+        debug(cx.conn, |out| {
+            out.extend_from_slice(b"http header: \"Host: ");
+            out.extend_from_slice(h);
+            out.push(b'"');
+        });
+    }
+    debug(cx.conn, |out| {
+        errlog::push_fmt(out, format_args!("http server: \"{}\"", v.server_name));
+    });
+    debug(cx.conn, |out| {
+        errlog::push_fmt(out, format_args!("using configuration \"{}\"", loc.path));
+    });
+}
+
+/// With `error_log … debug`: any step of a request, `*CONN what`.
+pub(crate) fn debug_step(conn: &Conn, what: std::fmt::Arguments<'_>) {
+    debug(conn, |out| errlog::push_fmt(out, what));
+}

@@ -103,7 +103,15 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    fn new(env: &'a Env, conn: &'a Conn, vars: RequestVars<'a>, start: Instant) -> Ctx<'a> {
+    /// The request's context in `server`: its error-log lines go to the
+    /// server's `error_log` from now on.
+    fn new(
+        env: &'a Env,
+        conn: &'a Conn,
+        (vars, server): (RequestVars<'a>, &crate::config::ServerBlock),
+        start: Instant,
+    ) -> Ctx<'a> {
+        crate::errlog::set_request_log(&server.error_log);
         Ctx {
             env,
             conn,
@@ -131,7 +139,18 @@ impl<'a> Ctx<'a> {
 }
 
 /// Serve one request: find → limit_req → limit_conn → content → finish.
+/// Its error-log lines go to its server's `error_log`, then its location's
+/// ([`crate::errlog::scope`]).
 pub(crate) async fn handle(
+    env: Arc<Env>,
+    conn: Arc<Conn>,
+    req: (RequestHead, ClientBody),
+    start: Instant,
+) -> Result<Reply, CloseConnection> {
+    crate::errlog::scope(handle_logged(env, conn, req, start)).await
+}
+
+async fn handle_logged(
     env: Arc<Env>,
     conn: Arc<Conn>,
     (head, body): (RequestHead, ClientBody),
@@ -155,7 +174,7 @@ pub(crate) async fn handle(
         .then(|| Arc::new(crate::vars::UserVars::new(config.vars.clone(), remote)));
     let at = (path.as_deref().unwrap_or(""), remote);
     let vars = find::request_vars(&conn, server, &head, at, user.as_ref());
-    let cx = Ctx::new(&env, &conn, vars, start);
+    let cx = Ctx::new(&env, &conn, (vars, server), start);
     let at_server = Scope::server(server);
     if conn.plain_on_https {
         let record = cx.record(&server.access_log);
@@ -173,6 +192,7 @@ pub(crate) async fn handle(
             return refuse(&cx, at, e, cx.record(&server.access_log), None);
         }
     };
+    log::at_location(&cx, loc);
     let at = Scope::location(loc, &head);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);

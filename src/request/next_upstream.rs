@@ -98,6 +98,10 @@ where
 {
     let tls = loc.upstream_tls.as_ref();
     let Some(group) = &loc.group else {
+        super::log::debug_step(
+            cx.conn,
+            format_args!("http upstream request: \"{target}\" to {}", pp.authority),
+        );
         let start = crate::clock::now();
         let sent = match how.take {
             Some(take) => {
@@ -204,6 +208,15 @@ where
                 });
             };
             let peer = group.peer(lease.id());
+            super::log::debug_step(
+                self.cx.conn,
+                format_args!(
+                    "http upstream request: \"{}\" to {} ({})",
+                    self.target,
+                    peer.name,
+                    group.name()
+                ),
+            );
             let start = crate::clock::now();
             let keep = group.keepalive();
             let timeouts = self.how.timeouts(self.loc);

@@ -240,8 +240,9 @@ impl Server {
         }
         let summary = reconfigured(&old, &new);
         let drain = Instant::now() + new.shutdown_timeout();
-        errlog::set_level(new.ops.error_log_level.unwrap_or(Severity::Info));
+        let main_log = new.error_log.clone();
         self.shared.env.switch(Arc::new(new));
+        errlog::set_main(main_log);
 
         for mut l in added {
             l.start(&self.shared);

@@ -14,6 +14,7 @@ mod client_contract;
 mod compress;
 mod conformance;
 mod docs;
+mod error_log;
 mod first_run;
 mod grpc;
 mod grpc_hostile;

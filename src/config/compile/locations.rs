@@ -71,6 +71,7 @@ pub(super) fn location(
             .client_max_body_size
             .unwrap_or(DEFAULT_CLIENT_MAX_BODY_SIZE),
         access_log: logs.open(&eff.access_log)?,
+        error_log: logs.error_log(&eff.error_log)?,
         headers: super::super::compiled::Headers::of(&eff.headers, grpc),
         group,
         next_upstream: super::upstreams::next_upstream(&eff),

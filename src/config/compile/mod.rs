@@ -39,7 +39,9 @@ impl Config {
         let widest = zones::widest_bursts(&spec);
         let req = zones::zones(spec.zones, previous, redis.as_ref(), top_keys, &widest)?;
         let conn = zones::conn_zones(spec.conn_zones, previous)?;
-        let mut logs = logs::AccessLogs::new(spec.log_format, spec.ops.log_escape, previous)?;
+        let top_errors = (&spec.http.error_log, spec.ops.error_log_level);
+        let format = (spec.log_format, spec.ops.log_escape);
+        let mut logs = logs::AccessLogs::new(format, top_errors, previous)?;
         let tls = super::upstream_tls::ClientConfigs::default();
         let groups = upstreams::groups(spec.upstreams, previous)?;
         let zones = Zones {
@@ -61,6 +63,7 @@ impl Config {
             conn_zones: conn,
             servers,
             addresses,
+            error_log: logs.main_error_log(),
             sinks: logs.into_sinks(),
             ops: spec.ops,
             redis,

@@ -48,6 +48,7 @@ pub(super) fn server(
         send_timeout: level.send_timeout.unwrap_or(DEFAULT_TIMEOUT),
         error_pages: level.error_pages.clone().unwrap_or_default(),
         access_log: logs.open(&level.access_log)?,
+        error_log: logs.error_log(&level.error_log)?,
         real_ip: level.real_ip.clone(),
         head_rules: head_rules(&level),
         add_headers: super::super::compiled::Headers::of(&level.headers, false).add,

@@ -49,6 +49,7 @@ pub(in crate::config) trait Leveled: Sized + 'static {
         level_key!("proxy_send_timeout", proxy_send_timeout),
         level_key!("client_body_timeout", client_body_timeout),
         level_key!("access_log", access_log),
+        level_key!("error_log", error_log),
         level_key!("ratelimit_headers", ratelimit_headers),
         level_key!("grpc_errors", grpc_errors),
         level_key!("client_max_body_size", client_max_body_size),
@@ -210,16 +211,43 @@ fn client_body_timeout(cx: &mut Cx, k: &str, v: &Val, l: R) {
     l.level.client_body_timeout = cx.duration(v, k);
 }
 
-/// `"off"`, `"stdout"`, `"stderr"` or a path.
+/// `"off"`, `"stdout"`, `"stderr"`, `"syslog:…"` or a path.
 fn access_log(cx: &mut Cx, k: &str, v: &Val, l: R) {
     match cx.str(v, k) {
         Some("") => cx.err(
             v.span(),
-            "\"access_log\" must be \"off\", \"stdout\", \"stderr\" or a file path",
+            "\"access_log\" must be \"off\", \"stdout\", \"stderr\", \"syslog:…\" or a file path",
         ),
+        Some(s) if s.starts_with("syslog:") => {
+            match crate::errlog::syslog::Params::parse(&s["syslog:".len()..]) {
+                Ok(_) => l.level.access_log = Some(Some(s.to_string())),
+                Err(e) => cx.err(v.span(), format!("\"access_log\": {e}")),
+            }
+        }
         Some(s) => l.level.access_log = Some((s != "off").then(|| s.to_string())),
         None => {}
     }
+}
+
+/// nginx's `error_log` arguments, `"TARGET [LEVEL]"`, or a list of them.
+fn error_log(cx: &mut Cx, k: &str, v: &Val, l: R) {
+    let items: Vec<&Val> = match v.get_ref() {
+        toml::de::DeValue::Array(items) => items.iter().collect(),
+        _ => vec![v],
+    };
+    if items.is_empty() {
+        return cx.err(v.span(), "\"error_log\" must name at least one target");
+    }
+    let mut targets = Vec::new();
+    for item in items {
+        if let Some(s) = cx.str(item, k) {
+            match crate::errlog::TargetSpec::parse(s) {
+                Ok(t) => targets.push(t),
+                Err(e) => cx.err(item.span(), format!("\"error_log\": {e}")),
+            }
+        }
+    }
+    l.level.error_log = Some(Arc::new(targets));
 }
 
 fn ratelimit_headers(cx: &mut Cx, k: &str, v: &Val, l: R) {

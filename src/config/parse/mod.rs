@@ -209,6 +209,16 @@ pub(super) fn parse(file: &str, text: &str, d: &mut Diagnostics) -> Option<Draft
         },
     };
     TOP.read(&mut cx, doc, "the top level", &mut top);
+    // `error_log_level` is `error_log = "stderr LEVEL"` for short: both at
+    // once would say two things of one log.
+    let both = top.draft.ops.error_log_level.is_some() && top.draft.http.level.error_log.is_some();
+    if let (true, Some(v)) = (both, doc.get("error_log_level")) {
+        cx.err(
+            v.span(),
+            "\"error_log_level\" and \"error_log\" both set at the top level: \
+             give the level in \"error_log\" (e.g. \"stderr info\")",
+        );
+    }
     Some(top.draft)
 }
 

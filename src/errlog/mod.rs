@@ -7,6 +7,12 @@
 //! 2026/11/30 18:14:20 [error] 4323#4323: *18 limiting requests, excess: 5.998 by zone "z_b5", client: 127.0.0.1, server: , request: "GET /b5 HTTP/1.1", host: "x"
 //! ```
 //!
+//! Where lines go is nginx's `error_log` ([`target`]): files, stderr and
+//! [`syslog`], each from its own level up. The top level's list is the
+//! process's log ([`set_main`]); a server's or location's own list takes
+//! the lines about the requests it serves ([`scope`], [`set_request_log`]),
+//! as nginx's `error_log` inside `server` and `location`.
+//!
 //! nginx has levels tracing lacks (`notice`, `alert`); an event carries its
 //! nginx level in its target (`nginx::notice`), and [`NginxFormat`] prints
 //! it. Filtering still works with `RUST_LOG` (notice and info are tracing's
@@ -24,6 +30,11 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::{Filter, Layer as _};
 use tracing_subscriber::registry::LookupSpan;
+
+pub mod syslog;
+mod target;
+
+pub use target::{Dest, ErrorLog, Sink, Sinks, TargetSpec};
 
 /// nginx's eight severities, least severe first. One enum for the lines
 /// sluice writes and for the levels a configuration names
@@ -90,6 +101,11 @@ impl Severity {
         }
     }
 
+    /// RFC 5424's number of the severity: emerg 0 … debug 7.
+    pub fn syslog(self) -> u8 {
+        7 - self as u8
+    }
+
     /// As [`rank`] numbers events: crit, alert and emerg share the top.
     fn rank(self) -> u8 {
         match self {
@@ -103,10 +119,11 @@ impl Severity {
     }
 }
 
-/// Set when lines go straight to standard error (no `RUST_LOG`): a
-/// rejection's line is then formatted into a reused buffer without
+/// Set when lines go straight to their `error_log` targets (no
+/// `RUST_LOG`): a rejection's line is then formatted into the batch without
 /// `tracing`'s dispatch — at 100 000 rejections a second, the line cost
-/// more than the rest of the rejection.
+/// more than the rest of the rejection. With `RUST_LOG`, every line goes
+/// through `tracing` to stderr, filtered by it, whatever `error_log` says.
 static DIRECT: AtomicBool = AtomicBool::new(false);
 
 /// Emit one error-log line at an nginx severity.
@@ -126,6 +143,10 @@ pub fn emit(sev: Severity, msg: fmt::Arguments<'_>) {
     }
 }
 
+/// Set once a log writes debug lines (a configuration named `debug`
+/// somewhere): until then a debug line costs a request one load.
+static DEBUG_SOMEWHERE: AtomicBool = AtomicBool::new(false);
+
 /// Emit one error-log line whose message `write` appends to the buffer.
 pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
     if !DIRECT.load(Ordering::Relaxed) {
@@ -133,34 +154,65 @@ pub fn emit_with(sev: Severity, write: impl FnOnce(&mut Vec<u8>)) {
         write(&mut msg);
         return emit(sev, format_args!("{}", String::from_utf8_lossy(&msg)));
     }
-    if sev.rank() < THRESHOLD.load(Ordering::Relaxed) {
+    if sev == Severity::Debug && !DEBUG_SOMEWHERE.load(Ordering::Relaxed) {
         return;
     }
-    // In one pass, into the batch (see `batch::write_with`).
-    crate::batch::write_with(&STDERR_OUT, |line| {
-        push_prefix(line, sev.name());
-        write(line);
-        line.push(b'\n');
-    });
+    // In one pass, into the batch (see `batch::write_with`), of the
+    // request's log or the process's.
+    with_log(|log| log.write(sev, |line| push_prefix(line, sev.name()), write));
 }
 
-/// Whole lines to stderr, batched with the error log's own (the access log
-/// on stderr goes here, so the two keep their order).
-pub fn write_lines_with(lines: impl FnOnce(&mut Vec<u8>)) {
-    crate::batch::write_with(&STDERR_OUT, lines);
+/// Whether a line of `sev` would be written here (a request's log, or the
+/// process's): a debug line that takes work to gather asks first.
+pub fn enabled(sev: Severity) -> bool {
+    if !DIRECT.load(Ordering::Relaxed) {
+        return sev.rank() >= THRESHOLD.load(Ordering::Relaxed);
+    }
+    if sev == Severity::Debug && !DEBUG_SOMEWHERE.load(Ordering::Relaxed) {
+        return false;
+    }
+    with_log(|log| log.wants(sev))
 }
 
-/// fd 2, as a destination of batched lines.
-struct StderrOut;
-
-impl crate::batch::Output for StderrOut {
-    fn write_out(&self, bytes: &[u8]) {
-        let _ = std::io::Write::write_all(&mut RawStderr, bytes);
+/// Runs `f` on the log of the request being served on this task, or else
+/// the process's.
+fn with_log<R>(f: impl FnOnce(&ErrorLog) -> R) -> R {
+    match REQUEST_LOG.try_with(|slot| slot.borrow().clone()) {
+        Ok(Some(log)) => f(&log),
+        _ => f(&MAIN.load()),
     }
 }
 
-static STDERR_OUT: std::sync::LazyLock<std::sync::Arc<StderrOut>> =
-    std::sync::LazyLock::new(|| std::sync::Arc::new(StderrOut));
+/// The process's error log: the top level's `error_log` (stderr at `info`
+/// until a configuration says otherwise).
+static MAIN: std::sync::LazyLock<arc_swap::ArcSwap<ErrorLog>> =
+    std::sync::LazyLock::new(|| arc_swap::ArcSwap::from_pointee(ErrorLog::stderr(Severity::Info)));
+
+/// From now on, the process's lines (and those of requests whose server
+/// and location have no `error_log` of their own) go to `log`.
+pub fn set_main(log: std::sync::Arc<ErrorLog>) {
+    set_level(log.min());
+    MAIN.store(log);
+}
+
+tokio::task_local! {
+    /// The error log of the request this task serves, once its server or
+    /// location is known.
+    static REQUEST_LOG: std::cell::RefCell<Option<std::sync::Arc<ErrorLog>>>;
+}
+
+/// Runs `fut` as a request's task: its lines go to the log
+/// [`set_request_log`] names (the process's until then), also while it is
+/// dropped (a client gone while delayed: the 499 line).
+pub async fn scope<F: std::future::Future>(fut: F) -> F::Output {
+    REQUEST_LOG.scope(std::cell::RefCell::new(None), fut).await
+}
+
+/// The lines of the request this task serves go to `log` from now on (its
+/// server's, then its location's). No effect outside [`scope`].
+pub fn set_request_log(log: &std::sync::Arc<ErrorLog>) {
+    let _ = REQUEST_LOG.try_with(|slot| *slot.borrow_mut() = Some(log.clone()));
+}
 
 /// `YYYY/MM/DD HH:MM:SS [level] PID#TID: `. The prefix is formatted once a
 /// second (and level) per thread, from the coarse clock (nginx too prints a
@@ -273,7 +325,7 @@ impl tracing::field::Visit for Fields<'_, '_> {
 /// are formatted whole first, and a write of a line to a file or pipe is
 /// not interleaved with another thread's (as nginx's workers write their
 /// error log). `std::io::Stderr` serialises writers through a mutex.
-struct RawStderr;
+pub(crate) struct RawStderr;
 
 impl std::io::Write for RawStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -324,8 +376,9 @@ pub fn unix_ms() -> u64 {
     crate::clock::unix_ms()
 }
 
-/// The least severe line written (`error_log_level`), as a rank of
-/// [`rank`]; changed at run time by [`set_level`].
+/// The least severe line the process's log writes (the top level's
+/// `error_log`), as a rank of [`rank`]: other crates' events below it are
+/// turned away before they are formatted; changed by [`set_main`].
 static THRESHOLD: AtomicU8 = AtomicU8::new(1);
 
 /// An event's nginx severity as a number: debug 0, info 1, notice 2, warn 3,
@@ -344,6 +397,50 @@ fn rank(meta: &Metadata<'_>) -> u8 {
             tracing::Level::INFO => 1,
             _ => 0,
         },
+    }
+}
+
+/// An event's nginx severity (see [`rank`]).
+fn severity(meta: &Metadata<'_>) -> Severity {
+    match meta.target().strip_prefix("nginx::") {
+        Some(l) => Severity::from_name(l).unwrap_or(Severity::Error),
+        None => match *meta.level() {
+            tracing::Level::ERROR => Severity::Error,
+            tracing::Level::WARN => Severity::Warn,
+            tracing::Level::INFO => Severity::Info,
+            _ => Severity::Debug,
+        },
+    }
+}
+
+/// `tracing`'s lines (other crates' events, formatted by [`NginxFormat`])
+/// into the process's error log, at the event's severity.
+struct ToMain;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for ToMain {
+    type Writer = MainWriter;
+
+    fn make_writer(&'a self) -> MainWriter {
+        MainWriter(Severity::Info)
+    }
+
+    fn make_writer_for(&'a self, meta: &Metadata<'_>) -> MainWriter {
+        MainWriter(severity(meta))
+    }
+}
+
+/// One formatted event (one `write_all` of a whole line) at a severity.
+struct MainWriter(Severity);
+
+impl std::io::Write for MainWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let line = buf.strip_suffix(b"\n").unwrap_or(buf);
+        MAIN.load().write_formatted(self.0, line);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -381,7 +478,7 @@ impl<S> Filter<S> for Threshold {
 
 /// Set the least severe line written (nginx's `error_log … LEVEL`). No
 /// effect when `RUST_LOG` is set: the environment wins.
-pub fn set_level(level: Severity) {
+fn set_level(level: Severity) {
     let before = THRESHOLD.swap(level.rank(), Ordering::Relaxed);
     if before != level.rank() {
         // (Threshold's max_level_hint changed: tracing's global level is
@@ -401,7 +498,7 @@ pub fn init() {
 pub fn init_at(level: Severity) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    set_level(level);
+    set_main(std::sync::Arc::new(ErrorLog::stderr(level)));
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(|| RawStderr)
         .event_format(NginxFormat);
@@ -410,6 +507,10 @@ pub fn init_at(level: Severity) {
             .with(layer.with_filter(env))
             .try_init(),
         Err(_) => {
+            // Other crates' events go to the process's log, at their level.
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(ToMain)
+                .event_format(NginxFormat);
             let installed = tracing_subscriber::registry()
                 .with(layer.with_filter(Threshold))
                 .try_init();
