@@ -83,6 +83,10 @@ pub struct Config {
     /// The top level's `error_log`: the process's lines, and those of
     /// requests whose server and location have none of their own.
     pub error_log: Arc<crate::errlog::ErrorLog>,
+    /// No server or location has an `error_log` of its own: every
+    /// request's lines go to the top level's, and requests need no scope
+    /// of their own for them ([`crate::errlog::scope`]).
+    pub(crate) one_error_log: bool,
     /// Process-level settings (pid file, watch, admin listener, …).
     pub ops: OpsSpec,
     /// The `[redis]` backend, when a zone uses it.

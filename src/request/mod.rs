@@ -147,7 +147,13 @@ pub(crate) async fn handle(
     req: (RequestHead, ClientBody),
     start: Instant,
 ) -> Result<Reply, CloseConnection> {
-    crate::errlog::scope(handle_logged(env, conn, req, start)).await
+    // (A scope costs every poll of the request a task-local swap: only
+    // where some server or location logs elsewhere than the top level.)
+    if env.config().one_error_log {
+        handle_logged(env, conn, req, start).await
+    } else {
+        crate::errlog::scope(handle_logged(env, conn, req, start)).await
+    }
 }
 
 async fn handle_logged(

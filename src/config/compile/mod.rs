@@ -57,13 +57,20 @@ impl Config {
             named.push((listen, server, names, options));
         }
         let addresses = servers::addresses(&named);
-        let servers = named.into_iter().map(|(_, s, _, _)| s).collect();
+        let servers: Vec<Arc<super::compiled::ServerBlock>> =
+            named.into_iter().map(|(_, s, _, _)| s).collect();
+        let main = logs.main_error_log();
+        let one_error_log = servers.iter().all(|s| {
+            Arc::ptr_eq(&s.error_log, &main)
+                && s.locations.iter().all(|l| Arc::ptr_eq(&l.error_log, &main))
+        });
         Ok(Config {
             zones: req,
             conn_zones: conn,
             servers,
             addresses,
-            error_log: logs.main_error_log(),
+            error_log: main,
+            one_error_log,
             sinks: logs.into_sinks(),
             ops: spec.ops,
             redis,
