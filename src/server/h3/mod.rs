@@ -27,6 +27,9 @@
 mod body;
 mod stream;
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use self::stream::{Head, fields_of, head};
+
 use super::Shared;
 use super::listener::{ListenerState, StopAccepting, worker_slot};
 use crate::conn_state::{ClientTimeouts, Conn, ConnState};
