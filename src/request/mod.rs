@@ -218,18 +218,29 @@ async fn handle_logged(
         return refuse(&cx, at, e, record, Some(&limited));
     }
     let resp = match content(&cx, loc, (&head, body), path, &limited, &mut record).await {
-        Ok(resp) => {
-            let resp = with_quota(resp, loc, &limited.outcome);
-            let resp = compressed(at.added(Ok(resp), &cx), at.compress, &cx, &mut record);
-            let resp = finish(resp, record, limited.decided);
-            counted(resp, at.grpc_calls(&cx))
-        }
+        Ok(resp) => answered(&cx, (at, loc), resp, record, &limited),
         Err(e) => answer(&cx, at, e, record, Some(&limited)),
     };
     // The counts are held until the response body has been sent (or
     // dropped), as nginx releases them when the request is freed; a
     // tunnel's, for as long as it is open.
     resp.map(|r| Reply::Response(tunnel::hand_over(r, held, &conn.state, head.version)))
+}
+
+/// A content phase's response as the client gets it: the quota fields,
+/// `add_header`, compression, the access record handed to its body, and
+/// the gRPC call counted.
+fn answered(
+    cx: &Ctx<'_>,
+    (at, loc): (Scope<'_>, &crate::config::Location),
+    resp: Response<Body>,
+    mut record: Option<Record>,
+    limited: &limit::Limited<'_>,
+) -> Result<Response<Body>, CloseConnection> {
+    let resp = with_quota(resp, loc, &limited.outcome);
+    let resp = compressed(at.added(Ok(resp), cx), at.compress, cx, &mut record);
+    let resp = finish(resp, record, limited.decided);
+    counted(resp, at.grpc_calls(cx))
 }
 
 /// [`content::content`], with nginx's 499 in the access log if it is
