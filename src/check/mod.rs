@@ -291,6 +291,41 @@ fn location(s: &mut String, spec: &Spec, loc: &LocationSpec, eff: &Level) {
         let text: Vec<String> = rules.iter().map(|r| r.to_string()).collect();
         let _ = writeln!(s, "    access: {}", text.join("; "));
     }
+    if let Some(c) = eff.compress.compile() {
+        compression(s, &c);
+    }
+}
+
+/// Where compression is on: the codings with their levels, and what is
+/// compressed (nginx's `gzip_types`, `gzip_min_length`).
+fn compression(s: &mut String, c: &crate::compress::Compression) {
+    let codings: Vec<String> = c
+        .codings
+        .iter()
+        .map(|k| match k {
+            crate::compress::Coding::Gzip => format!("gzip {}", c.gzip_level),
+            crate::compress::Coding::Zstd => format!("zstd {}", c.zstd_level),
+            crate::compress::Coding::Br => format!("br {}", c.brotli_level),
+        })
+        .collect();
+    let types = match &c.types {
+        crate::compress::Types::Any => "*".to_string(),
+        crate::compress::Types::List(l) => std::iter::once("text/html".to_string())
+            .chain(
+                l.iter()
+                    .filter(|t| t.as_slice() != b"text/html")
+                    .map(|t| String::from_utf8_lossy(t).into_owned()),
+            )
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let _ = writeln!(
+        s,
+        "    compress {} (types {types}; min_length {}{})",
+        codings.join(", "),
+        c.min_length,
+        if c.vary { "; vary" } else { "" }
+    );
 }
 
 /// `[maps]` and `[geos]`: each variable, what it matches and how many

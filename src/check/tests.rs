@@ -292,3 +292,23 @@ fn a_quic_listen_is_shown_and_warned_about_without_alt_svc() {
     assert!(!told.contains("Alt-Svc:"), "{told}");
     assert!(!told.contains("warning"), "{told}");
 }
+
+#[test]
+fn compression_is_shown_where_it_is_on() {
+    let text = "gzip = true\ngzip_types = [\"application/json\"]\ngzip_vary = true\n\
+                [[servers]]\nlisten = \"127.0.0.1:8080\"\n\
+                [[servers.locations]]\npath = \"/api/\"\ncompress = [\"zstd\", \"gzip\"]\ngzip_comp_level = 5\nreturn = { status = 200 }\n\
+                [[servers.locations]]\npath = \"/raw/\"\ngzip = false\nreturn = { status = 200 }\n";
+    let out = summary("t.toml", &crate::config::parse_str("t.toml", text).unwrap());
+    assert!(
+        out.contains(
+            "    compress zstd 1, gzip 5 (types text/html application/json; min_length 20; vary)"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("    compress ").count(),
+        1,
+        "not where gzip = false:\n{out}"
+    );
+}

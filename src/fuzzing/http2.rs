@@ -80,7 +80,7 @@ const VALUES: &[&[u8]] = &[
 
 /// Up to 24 fields, each: a name (from [`NAMES`] or the input's bytes), a
 /// value (from [`VALUES`] or the input's bytes, some long).
-fn fields(r: &mut Reader<'_>) -> Vec<Field> {
+pub(super) fn fields(r: &mut Reader<'_>) -> Vec<Field> {
     let n = r.u8() % 25;
     let mut out = Vec::with_capacity(usize::from(n));
     for _ in 0..n {

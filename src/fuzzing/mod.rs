@@ -13,7 +13,7 @@
 //! An error is never a finding (most inputs are garbage); a panic is, and
 //! so is a broken invariant, asserted with `assert!` so that libFuzzer
 //! records the input.//!
-//! One file per target: `config`, `upstream`, `http1`, `h1loop`, `http2`,
+//! One file per target: `config`, `upstream`, `http1`, `h1loop`, `http2`, `http3`,
 //! `limiter`, `algorithms`, `proxy_protocol`, each
 //! opening with what its input is and what it checks; this file holds
 //! what they share (the input [`Reader`], the [`pieces`] a connection
@@ -24,6 +24,7 @@ mod config;
 mod h1loop;
 mod http1;
 mod http2;
+mod http3;
 mod limiter;
 mod proxy_protocol;
 mod upstream;
@@ -33,6 +34,7 @@ pub use config::config;
 pub use h1loop::h1loop;
 pub use http1::http1;
 pub use http2::http2;
+pub use http3::http3;
 pub use limiter::limiter;
 pub use proxy_protocol::proxy_protocol;
 pub use upstream::upstream;
@@ -48,6 +50,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("limiter", limiter),
     ("http1", http1),
     ("http2", http2),
+    ("http3", http3),
     ("h1loop", h1loop),
     ("algorithms", algorithms),
     ("proxy_protocol", proxy_protocol),

@@ -28,6 +28,9 @@ mod refuse;
 mod tls;
 mod workers;
 
+/// The HTTP/3 head path, for the `http3` fuzz target.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use self::h3::{Head as H3Head, fields_of as h3_fields, head as h3_head};
 use self::listener::{Kind, Listener};
 use self::workers::Workers;
 use crate::config::{CompileError, Config, LoadError, Spec};

@@ -583,3 +583,19 @@ async fn nginx_h3_limit_req_cases() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn a_migrated_connection_is_counted_by_its_new_address() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let body =
+        "[[servers.locations]]\npath = \"/\"\nreturn = { status = 200, body = \"$remote_addr\" }\n";
+    let s = start(&server("h3.test", &leaf, "", body));
+    let spec = serde_json::json!([
+        {"path": "/before"},
+        {"path": "/after", "at": 0.3, "rebind": "127.0.0.12"},
+    ]);
+    let got = h3(s.addr(), "h3.test", &ca, client(11), spec).await;
+    assert_eq!(got[0]["body"].as_str(), Some("127.0.0.11"), "{got:?}");
+    assert_eq!(got[1]["body"].as_str(), Some("127.0.0.12"), "{got:?}");
+}

@@ -27,6 +27,9 @@
 mod body;
 mod stream;
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use self::stream::{Head, fields_of, head};
+
 use super::Shared;
 use super::listener::{ListenerState, StopAccepting, worker_slot};
 use crate::conn_state::{ClientTimeouts, Conn, ConnState};
@@ -281,6 +284,27 @@ async fn handshake(
     Some((Arc::new(conn), quic))
 }
 
+/// The connection as a new stream sees it: a client that migrated (QUIC
+/// moves a connection to a new address once the path is validated) is
+/// the address its requests now come from, as nginx's streams take the
+/// connection's current address.
+fn from_where(conn: &Arc<Conn>, quic: &quinn::Connection) -> Arc<Conn> {
+    let now = quic.remote_address();
+    if now == conn.remote {
+        return conn.clone();
+    }
+    Arc::new(Conn {
+        id: conn.id,
+        remote: now,
+        local: conn.local,
+        proxy: None,
+        listen: conn.listen,
+        state: conn.state.clone(),
+        tls: conn.tls.clone(),
+        plain_on_https: false,
+    })
+}
+
 /// The connection's request streams, each served in its own task; a stop
 /// sends GOAWAY and lets those open finish.
 async fn requests(
@@ -302,7 +326,7 @@ async fn requests(
     let limits = crate::http2::request::Limits::of(&rules);
     let built = h3::server::builder()
         .max_field_section_size(limits.list as u64)
-        .build::<_, bytes::Bytes>(h3_quinn::Connection::new(quic))
+        .build::<_, bytes::Bytes>(h3_quinn::Connection::new(quic.clone()))
         .await;
     let Ok(mut h3c) = built else {
         return;
@@ -320,7 +344,7 @@ async fn requests(
         };
         match accepted {
             Ok(Some(resolver)) => {
-                let (shared, conn) = (shared.clone(), conn.clone());
+                let (shared, conn) = (shared.clone(), from_where(&conn, &quic));
                 tokio::spawn(crate::clock::Fresh::new(stream::serve(
                     shared, conn, resolver, rules,
                 )));

@@ -90,6 +90,34 @@ pub(super) async fn serve(
     }
 }
 
+/// What becomes of an HTTP/3 request head: the gate's verdict, with an
+/// accepted head as the request `request::handle` reads.
+#[derive(Debug)]
+pub(crate) enum Head {
+    /// The canonical head, and the names of fields dropped as invalid
+    /// (`ignore_invalid_headers`), which nginx logs.
+    Accept(http::request::Parts, Vec<Vec<u8>>),
+    /// nginx's answer (a status and its log line).
+    Refuse(crate::http1::Refusal),
+    /// Malformed: the stream is reset with `H3_MESSAGE_ERROR`.
+    Reset(Option<crate::http1::Refusal>),
+}
+
+/// Judges a head as h3 handed it over: its fields through the HTTP/2 gate
+/// (HTTP/1.1's rules), an accepted one made the request again from the
+/// gate's canonical block. Pure: the `http3` fuzz target checks it.
+pub(crate) fn head(req: &Request<()>, rules: &HeadRules) -> Head {
+    let fields = fields_of(req);
+    match gate::judge(&fields, false, rules, Limits::of(rules)) {
+        Verdict::Accept { block, dropped } => match canonical(&block) {
+            Some(parts) => Head::Accept(parts, dropped),
+            None => Head::Reset(None),
+        },
+        Verdict::Refuse(r) => Head::Refuse(with_h3_line(r)),
+        Verdict::Reset(why) => Head::Reset(why.map(with_h3_line)),
+    }
+}
+
 /// The head the gate lets through, or `None` once the stream got its
 /// refusal (nginx's status) or its reset.
 async fn admitted(
@@ -100,9 +128,8 @@ async fn admitted(
     send: &mut Send,
     start: tokio::time::Instant,
 ) -> Option<http::request::Parts> {
-    let fields = fields_of(req);
-    match gate::judge(&fields, false, &rules, Limits::of(&rules)) {
-        Verdict::Accept { block, dropped } => {
+    match head(req, &rules) {
+        Head::Accept(parts, dropped) => {
             for name in dropped {
                 let line = crate::http1::Refusal {
                     status: 400,
@@ -114,14 +141,9 @@ async fn admitted(
                 };
                 refuse::log_refusal(&line, conn.id, conn.remote.ip(), "");
             }
-            let head = canonical(&block);
-            if head.is_none() {
-                send.stop_stream(Code::H3_MESSAGE_ERROR);
-            }
-            head
+            Some(parts)
         }
-        Verdict::Refuse(r) => {
-            let r = with_h3_line(r);
+        Head::Refuse(r) => {
             let resp = refuse::refused_stream(shared, conn, Some(r), start);
             let status = resp.status().as_u16();
             shared
@@ -131,9 +153,9 @@ async fn admitted(
             let _ = respond(send, resp, conn.state.timeouts.send).await;
             None
         }
-        Verdict::Reset(why) => {
+        Head::Reset(why) => {
             if let Some(r) = why {
-                refuse::log_refusal(&with_h3_line(r), conn.id, conn.remote.ip(), "");
+                refuse::log_refusal(&r, conn.id, conn.remote.ip(), "");
             }
             refuse::reset_logged(shared, conn);
             send.stop_stream(Code::H3_MESSAGE_ERROR);
@@ -144,7 +166,7 @@ async fn admitted(
 
 /// The request's fields as the gate reads them: the four pseudo-headers
 /// (as h3 parsed them), then the fields in their map's order.
-fn fields_of(req: &Request<()>) -> Vec<Field> {
+pub(crate) fn fields_of(req: &Request<()>) -> Vec<Field> {
     let mut out = Vec::with_capacity(req.headers().len() + 4);
     let mut push = |name: &[u8], value: &[u8]| {
         out.push(Field {

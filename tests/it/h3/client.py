@@ -8,7 +8,8 @@ The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC 
    send the header list exactly as given, pseudo-headers included, without adding any),
    "later": {"at": seconds, "data": "text"} (optional: the stream stays open after the head
    and "body", and this DATA ends it that long after), "reset_at": seconds (optional: the
-   stream is reset with H3_REQUEST_CANCELLED that long after; its "reset" is then "sent")}
+   stream is reset with H3_REQUEST_CANCELLED that long after; its "reset" is then "sent"),
+   "rebind": "IP" (optional: before this request the connection moves to a new socket on IP)}
 Prints one JSON line per request, in the spec's order:
   {"status": 200, "headers": [[n, v], ...], "body": "...", "ms": elapsed since sent,
    "reset": null | error code of a stream reset}
@@ -140,6 +141,15 @@ async def main():
             delay = r.get("at", 0) - (time.monotonic() - start)
             if delay > 0:
                 await asyncio.sleep(delay)
+            if "rebind" in r:
+                # The client moves to another address: a new socket, the same connection
+                # (QUIC migration; the server validates the new path).
+                moved = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                moved.bind((r["rebind"], 0))
+                await loop.create_datagram_endpoint(lambda: client, sock=moved)
+                client._quic.change_connection_id()
+                client.transmit()
+                await asyncio.sleep(0.3)
             waits.append(client.request(r.get("method", "GET"), f"{a.sni}:{port}",
                                         r.get("path", "/"), r.get("headers", []),
                                         r.get("body", ""), r.get("raw", False),
