@@ -48,6 +48,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 pub fn read(head: crate::http1::Head) -> Option<phases::RequestHead> {
     request::read(head).map(|e| e.head)
 }
+pub(crate) use response::date_value;
 #[cfg(any(test, feature = "fuzzing"))]
 pub use response::{Asked, Framing, Length, encode};
 

@@ -389,6 +389,14 @@ thread_local! {
     static DATE: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
 }
 
+/// The current `Date` value as a header value (HTTP/3's responses), from
+/// the same once-a-second cache as [`date`].
+pub(crate) fn date_value() -> http::HeaderValue {
+    let mut v = Vec::with_capacity(29);
+    date(&mut v);
+    http::HeaderValue::from_bytes(&v).unwrap_or(http::HeaderValue::from_static(""))
+}
+
 /// Appends the current `Date` value.
 fn date(dst: &mut Vec<u8>) {
     let now = crate::clock::coarse_unix_secs();

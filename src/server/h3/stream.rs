@@ -271,10 +271,9 @@ async fn respond(send: &mut Send, resp: Response<Body>, timeout: Duration) -> Re
         parts.headers.remove(name);
     }
     if !parts.headers.contains_key(header::DATE) {
-        let date = crate::fmt::Timestamp::from_secs(crate::clock::coarse_unix_secs()).http_date();
-        if let Ok(v) = HeaderValue::from_str(&date) {
-            parts.headers.insert(header::DATE, v);
-        }
+        parts
+            .headers
+            .insert(header::DATE, crate::server::h1::date_value());
     }
     let bodiless = parts.status.is_informational()
         || parts.status == http::StatusCode::NO_CONTENT
