@@ -161,6 +161,17 @@ pub(crate) struct ServerBlock {
     pub compress: Option<Arc<crate::compress::Compression>>,
 }
 
+impl ServerBlock {
+    /// The timeouts its client connections obey.
+    pub(crate) fn client_timeouts(&self) -> crate::conn_state::ClientTimeouts {
+        crate::conn_state::ClientTimeouts {
+            client_header: self.client_header_timeout,
+            keepalive: self.keepalive_timeout,
+            send: self.send_timeout,
+        }
+    }
+}
+
 /// A server's TLS, as its handshakes use it.
 pub(crate) struct ServerTls {
     /// Its certificate, protocols and ALPN.

@@ -62,11 +62,7 @@ impl ServerSide {
             };
         };
         ServerSide {
-            timeouts: ClientTimeouts {
-                client_header: s.client_header_timeout,
-                keepalive: s.keepalive_timeout,
-                send: s.send_timeout,
-            },
+            timeouts: s.client_timeouts(),
             name: s.name.clone(),
             head_rules: s.head_rules,
             http2,

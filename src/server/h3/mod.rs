@@ -32,7 +32,7 @@ pub(crate) use self::stream::{Head, fields_of, head};
 
 use super::Shared;
 use super::listener::{ListenerState, StopAccepting, worker_slot};
-use crate::conn_state::{ClientTimeouts, Conn, ConnState};
+use crate::conn_state::{Conn, ConnState};
 use crate::errlog::{self, Severity};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -261,11 +261,7 @@ async fn handshake(
         quic.close(quinn::VarInt::from_u32(0x100), b"");
         return None;
     }
-    let timeouts = ClientTimeouts {
-        client_header: server.client_header_timeout,
-        keepalive: server.keepalive_timeout,
-        send: server.send_timeout,
-    };
+    let timeouts = server.client_timeouts();
     let conn = Conn {
         id,
         remote,
