@@ -620,14 +620,8 @@ impl Inbound {
                     block: mut b,
                     dropped,
                 } => {
-                    self.notices.extend(dropped.into_iter().map(|name| Refusal {
-                        status: 400,
-                        reason: "client sent invalid header",
-                        detail: Some(name),
-                        request_line: None,
-                        in_headers: true,
-                        fields: None,
-                    }));
+                    self.notices
+                        .extend(dropped.into_iter().map(request::dropped_notice));
                     let mut id = itoa::Buffer::new();
                     hpack::encode(
                         &mut b,

@@ -31,6 +31,20 @@ pub enum Verdict {
     Reset(Option<Refusal>),
 }
 
+/// nginx's info line for a field the gate dropped as invalid
+/// (`ignore_invalid_headers`): one per name of [`Verdict::Accept`]'s
+/// `dropped`, for HTTP/2 and HTTP/3 alike.
+pub fn dropped_notice(name: Vec<u8>) -> Refusal {
+    Refusal {
+        status: 400,
+        reason: "client sent invalid header",
+        detail: Some(name),
+        request_line: None,
+        in_headers: true,
+        fields: None,
+    }
+}
+
 /// The sizes a head is held to, from `large_client_header_buffers`.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {

@@ -131,14 +131,7 @@ async fn admitted(
     match head(req, &rules) {
         Head::Accept(parts, dropped) => {
             for name in dropped {
-                let line = crate::http1::Refusal {
-                    status: 400,
-                    reason: "client sent invalid header",
-                    detail: Some(name),
-                    request_line: None,
-                    in_headers: true,
-                    fields: None,
-                };
+                let line = gate::dropped_notice(name);
                 refuse::log_refusal(&line, conn.id, conn.remote.ip(), "");
             }
             Some(parts)
