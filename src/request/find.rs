@@ -73,6 +73,7 @@ pub(crate) fn location<'a>(
 
 /// nginx's `$uri`: percent-decoded, `//` merged, `.` and `..` resolved.
 /// `None` when `..` climbs above the root or the path is not absolute.
+#[inline]
 pub fn normalize_path(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
     if !raw.starts_with('/') {
         return None;
