@@ -116,6 +116,8 @@ impl Completed {
 /// How an early connection's handshake ended.
 pub(super) enum Ended {
     Completed,
+    /// sluice closed it first (`http3 = false`, a stop): nothing to say.
+    Closed,
     Failed(quinn::ConnectionError),
     TimedOut,
 }
@@ -135,6 +137,7 @@ pub(super) async fn complete(
         return Ended::TimedOut;
     }
     match quic.close_reason() {
+        Some(quinn::ConnectionError::LocallyClosed) => Ended::Closed,
         Some(e) => Ended::Failed(e),
         None => {
             flag.store(true, Ordering::Release);

@@ -237,7 +237,10 @@ async fn handshake(
     let (quinn_config, early) = configs.of(address);
     let connecting = match incoming.accept_with(quinn_config) {
         Ok(c) => c,
-        Err(e) => return report.failed(&e),
+        Err(e) => {
+            report.failed(&e);
+            return None;
+        }
     };
     let (quic, completed) = if early {
         from_first_flight(connecting, deadline, report).await?
@@ -285,15 +288,15 @@ struct Report {
 }
 
 impl Report {
-    fn failed<T>(&self, what: &dyn std::fmt::Display) -> Option<T> {
-        self.line(what, "failed")
+    fn failed(&self, what: &dyn std::fmt::Display) {
+        self.line(what, "failed");
     }
 
-    fn timed_out<T>(&self) -> Option<T> {
-        self.line(&"client timed out (110: Connection timed out)", "timeout")
+    fn timed_out(&self) {
+        self.line(&"client timed out (110: Connection timed out)", "timeout");
     }
 
-    fn line<T>(&self, what: &dyn std::fmt::Display, result: &'static str) -> Option<T> {
+    fn line(&self, what: &dyn std::fmt::Display, result: &'static str) {
         self.shared.env.metrics.tls_handshake(result);
         errlog::emit(
             Severity::Info,
@@ -304,7 +307,6 @@ impl Report {
                 self.configured
             ),
         );
-        None
     }
 
     fn completed(&self) {
@@ -323,8 +325,14 @@ async fn completed(
             report.completed();
             Some((quic, early::Completed::already()))
         }
-        Ok(Err(e)) => report.failed(&e),
-        Err(_) => report.timed_out(),
+        Ok(Err(e)) => {
+            report.failed(&e);
+            None
+        }
+        Err(_) => {
+            report.timed_out();
+            None
+        }
     }
 }
 
@@ -339,8 +347,14 @@ async fn from_first_flight(
 ) -> Option<(quinn::Connection, early::Completed)> {
     match tokio::time::timeout_at(deadline, connecting.handshake_data()).await {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return report.failed(&e),
-        Err(_) => return report.timed_out(),
+        Ok(Err(e)) => {
+            report.failed(&e);
+            return None;
+        }
+        Err(_) => {
+            report.timed_out();
+            return None;
+        }
     }
     let (quic, accepted) = match connecting.into_0rtt() {
         Ok(started) => started,
@@ -352,8 +366,9 @@ async fn from_first_flight(
     tokio::spawn(crate::clock::Fresh::new(async move {
         match early::complete(watched, accepted, deadline, flag).await {
             early::Ended::Completed => report.completed(),
-            early::Ended::Failed(e) => report.failed::<()>(&e).unwrap_or(()),
-            early::Ended::TimedOut => report.timed_out::<()>().unwrap_or(()),
+            early::Ended::Closed => {}
+            early::Ended::Failed(e) => report.failed(&e),
+            early::Ended::TimedOut => report.timed_out(),
         }
     }));
     Some((quic, completed))

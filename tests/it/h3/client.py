@@ -88,6 +88,9 @@ class Client(QuicConnectionProtocol):
         done = self._loop.create_future()
         self.streams[sid] = {"status": None, "headers": [], "body": b"", "reset": None,
                              "sent": time.monotonic(), "done": done}
+        if self.closed is not None:
+            # The connection is gone: nothing will come of it.
+            self.finish(self.streams[sid])
         self.transmit()
         return done
 
@@ -207,7 +210,7 @@ async def main():
             await asyncio.wait_for(asyncio.gather(*waits), a.timeout)
         except asyncio.TimeoutError:
             pass
-        if a.ticket:
+        if a.ticket and client.closed is None:
             try:
                 await asyncio.wait_for(asyncio.shield(got_ticket), 2)
             except asyncio.TimeoutError:

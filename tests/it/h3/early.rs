@@ -194,7 +194,12 @@ async fn without_ssl_early_data_a_0rtt_attempt_is_refused_and_served_after_the_h
         .await;
     let hits = up.hits();
     let got = run(s.addr(), &ca, 21, early, &args(&ticket, 0.3)).await;
-    assert_eq!(connection(&got)["early_data"], false, "refused: {got:?}");
+    let last = connection(&got);
+    assert_eq!(
+        (&last["resumed"], &last["early_data"]),
+        (&json!(true), &json!(false)),
+        "the session resumed, its 0-RTT refused: {got:?}"
+    );
     for (i, line) in ["GET /g HTTP/1.1\r\n", "POST /p HTTP/1.1\r\n"]
         .iter()
         .enumerate()
@@ -274,5 +279,48 @@ async fn a_ticket_resumes_once_and_a_server_without_ssl_early_data_answers_early
     assert_eq!(
         got[0]["body"], "a ",
         "sent again after the handshake: {got:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_early_connection_whose_handshake_never_completes_is_closed_in_time() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let body = "[[servers.locations]]\npath = \"/\"\n\
+                return = { status = 200, body = \"early=$ssl_early_data\" }\n";
+    let keys = "ssl_early_data = true\nclient_header_timeout = \"1s\"";
+    let toml = format!(
+        "error_log = \"stderr info\"\n{}",
+        server("h3.test", &leaf, keys, body)
+    );
+    let s = start(&toml);
+    let dir = tempfile::tempdir().unwrap();
+    let ticket = dir.path().join("ticket");
+    run(
+        s.addr(),
+        &ca,
+        23,
+        json!([{"path": "/"}]),
+        &args(&ticket, 0.0),
+    )
+    .await;
+    let mark = s.log_mark();
+    // A first flight whose sender does not finish the handshake (as a replay never can): its
+    // GET is answered, and the connection closed once client_header_timeout has passed: when
+    // the client speaks again, it hears so (until then, sluice may not send it more than
+    // three times what it received: RFC 9000 §8.1).
+    let spec = json!([{"path": "/", "early": true}, {"path": "/later", "at": 3.0}]);
+    let got = run(s.addr(), &ca, 23, spec, &args(&ticket, 2.5)).await;
+    assert_eq!(got[0]["body"], "early=1", "{got:?}");
+    assert_eq!(status(&got[1]), None, "{got:?}");
+    assert_eq!(connection(&got)["connection"], "closed", "{got:?}");
+    let log = s
+        .wait_log_after(mark, |l| l.contains("while SSL handshaking"))
+        .await;
+    assert!(
+        log.contains(
+            "client timed out (110: Connection timed out) while SSL handshaking, client: 127.0.0.23"
+        ),
+        "{log}"
     );
 }
