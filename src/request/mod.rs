@@ -212,6 +212,9 @@ pub(crate) async fn handle(
     let at = Scope::location(loc, &head);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
+    if find::too_early(&conn, server, &head.method) {
+        return refuse(&cx, at, ProxyError::TooEarly, record, None);
+    }
     if let Err(e) = find::check_body_size(loc, &head.fields) {
         return refuse(&cx, at, e, record, None);
     }

@@ -5,6 +5,7 @@
 //! written on the stream, each write within `send_timeout`.
 
 use super::body::QuicBody;
+use super::early::Completed;
 use super::{Conn, Shared};
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -25,12 +26,15 @@ type Send = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 /// Serves one request stream to its end.
 pub(super) async fn serve(
     shared: Arc<Shared>,
-    conn: Arc<Conn>,
+    (conn, handshake): (Arc<Conn>, Completed),
     resolver: RequestResolver<h3_quinn::Connection, Bytes>,
     rules: HeadRules,
 ) {
     let start = crate::clock::now();
-    let (req, stream) = match resolver.resolve_request().await {
+    let resolved = resolver.resolve_request().await;
+    // A head that came before the handshake completed is early data.
+    let conn = handshake.conn_now(conn);
+    let (req, stream) = match resolved {
         Ok(r) => r,
         Err(e) => {
             // h3 has reset it (or answered 431): no request to log but
