@@ -162,14 +162,10 @@ pub(crate) async fn handle(
     start: Instant,
 ) -> Result<Reply, CloseConnection> {
     let config = env.config();
-    // A scope costs every poll of the request a task-local swap: only
-    // where some server or location logs elsewhere than the top level,
-    // the request served again inside one, boxed (so that this future,
-    // which HTTP/1.1 writes into a box in place and HTTP/2 and HTTP/3 move
-    // into one per stream, is one request's, with no copy of its
-    // arguments in a wrapper).
+    // A scope costs every poll a task-local swap: only where some log is
+    // not the top level's, served again inside one, boxed (this future
+    // stays one request's, with no wrapper copying its arguments).
     if !config.one_error_log && !crate::errlog::in_scope() {
-        drop(config);
         let again = handle(env, conn, (head, body), start);
         return Box::pin(crate::errlog::scope(again)).await;
     }
@@ -199,14 +195,7 @@ pub(crate) async fn handle(
     }
     let loc = match find::location(server, path.as_deref()) {
         Ok(loc) => loc,
-        Err(e) => {
-            // (The redirect is the location's answer: its add_header apply.)
-            let at = match &e {
-                ProxyError::AddSlash { add, .. } => Scope { add, ..at_server },
-                _ => at_server,
-            };
-            return refuse(&cx, at, e, cx.record(&server.access_log), None);
-        }
+        Err(e) => return unfound(&cx, (at_server, server), e),
     };
     log::at_location(&cx, loc);
     let at = Scope::location(loc, &head);
@@ -244,6 +233,20 @@ pub(crate) async fn handle(
     // dropped), as nginx releases them when the request is freed; a
     // tunnel's, for as long as it is open.
     resp.map(|r| Reply::Response(tunnel::hand_over(r, held, &conn.state, head.version)))
+}
+
+/// The answer to a request no location serves (or nginx's redirect to
+/// the location's name with its slash, whose `add_header` apply).
+fn unfound<'a>(
+    cx: &Ctx,
+    (at, server): (Scope<'a>, &'a crate::config::ServerBlock),
+    e: ProxyError<'a>,
+) -> Result<Reply, CloseConnection> {
+    let at = match &e {
+        ProxyError::AddSlash { add, .. } => Scope { add, ..at },
+        _ => at,
+    };
+    refuse(cx, at, e, cx.record(&server.access_log), None)
 }
 
 /// A content phase's response as the client gets it: the quota fields,
