@@ -25,6 +25,9 @@
 //! socket per worker and id-aware steering, not done yet).
 
 mod body;
+mod floods;
+mod framing;
+mod guarded;
 mod stream;
 
 #[cfg(any(test, feature = "fuzzing"))]
@@ -320,9 +323,15 @@ async fn requests(
         .map_or_else(crate::http1::HeadRules::default, |s| s.head_rules);
     drop(config);
     let limits = crate::http2::request::Limits::of(&rules);
+    let guard = floods::Guard::new(
+        (conn.id, conn.remote.ip()),
+        quic.clone(),
+        shared.env.clone(),
+        MAX_STREAMS,
+    );
     let built = h3::server::builder()
         .max_field_section_size(limits.list as u64)
-        .build::<_, bytes::Bytes>(h3_quinn::Connection::new(quic.clone()))
+        .build::<_, bytes::Bytes>(guarded::Guarded::new(quic.clone(), guard.clone()))
         .await;
     let Ok(mut h3c) = built else {
         return;
@@ -342,23 +351,25 @@ async fn requests(
             Ok(Some(resolver)) => {
                 let (shared, conn) = (shared.clone(), from_where(&conn, &quic));
                 tokio::spawn(crate::clock::Fresh::new(stream::serve(
-                    shared, conn, resolver, rules,
+                    shared,
+                    (conn, guard.clone()),
+                    resolver,
+                    rules,
                 )));
             }
             Ok(None) => break,
             Err(e) => {
                 // The client's close or an idle timeout end it quietly;
-                // sluice's own closes over a protocol error are logged.
-                let local = matches!(e, h3::error::ConnectionError::Local { .. });
-                if local && !e.is_h3_no_error() {
-                    errlog::emit(
-                        Severity::Info,
-                        format_args!(
-                            "*{} {e} while reading client request, client: {}",
-                            conn.id,
-                            conn.remote.ip()
-                        ),
-                    );
+                // h3's closes over a protocol error are logged and
+                // counted (the guard's own were, when it closed).
+                if let h3::error::ConnectionError::Local {
+                    error: h3::error::LocalError::Application { code, reason, .. },
+                    ..
+                } = &e
+                {
+                    if !e.is_h3_no_error() {
+                        guard.h3_closed(*code, reason);
+                    }
                 }
                 break;
             }

@@ -5,6 +5,8 @@
 //! written on the stream, each write within `send_timeout`.
 
 use super::body::QuicBody;
+use super::floods::{Guard, Outcome};
+use super::guarded::Guarded;
 use super::{Conn, Shared};
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -22,29 +24,43 @@ use std::time::Duration;
 
 type Send = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 
-/// Serves one request stream to its end.
+/// Serves one request stream to its end, and tells the connection's guard
+/// how it ended (streams the client resets before their answer are
+/// bounded: rapid reset).
 pub(super) async fn serve(
     shared: Arc<Shared>,
-    conn: Arc<Conn>,
-    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
+    (conn, guard): (Arc<Conn>, Arc<Guard>),
+    resolver: RequestResolver<Guarded, Bytes>,
     rules: HeadRules,
 ) {
+    let outcome = answer(shared, conn, resolver, rules).await;
+    guard.ended(outcome);
+}
+
+async fn answer(
+    shared: Arc<Shared>,
+    conn: Arc<Conn>,
+    resolver: RequestResolver<Guarded, Bytes>,
+    rules: HeadRules,
+) -> Outcome {
     let start = crate::clock::now();
     let (req, stream) = match resolver.resolve_request().await {
         Ok(r) => r,
+        Err(h3::error::StreamError::RemoteTerminate { .. }) => return Outcome::Cancelled,
         Err(e) => {
             // h3 has reset it (or answered 431): no request to log but
             // nginx's line for a reset head.
-            if !e.is_h3_no_error() && !matches!(e, h3::error::StreamError::RemoteTerminate { .. }) {
+            if !e.is_h3_no_error() {
                 refuse::reset_logged(&shared, &conn);
             }
-            return;
+            return Outcome::Other;
         }
     };
     let (mut send, recv) = stream.split();
     let send_timeout = conn.state.timeouts.send;
-    let Some(head) = admitted(&shared, &conn, &req, rules, &mut send, start).await else {
-        return;
+    let head = match admitted(&shared, &conn, &req, rules, &mut send, start).await {
+        Ok(head) => head,
+        Err(outcome) => return outcome,
     };
     let declared = head
         .headers
@@ -65,7 +81,7 @@ pub(super) async fn serve(
         // the request is dropped (logged 499 by its guard), not forwarded.
         Some(w) => tokio::select! {
             r = handled => r,
-            () = w.reset() => return,
+            () = w.reset() => return Outcome::Cancelled,
         },
         None => handled.await,
     };
@@ -78,15 +94,22 @@ pub(super) async fn serve(
         Ok(reply) => {
             let mut resp = reply.into_response();
             crate::upstream::into_header_map(&mut resp);
-            let _ = respond(&mut send, resp, send_timeout).await;
+            Outcome::of(respond(&mut send, resp, send_timeout).await)
         }
         // A body other than its Content-Length (RFC 9114 §4.1.2: malformed;
         // the upstream never got it whole); nginx's 444, or a client gone:
         // the stream ends without a word.
         Err(_) if malformed.load(std::sync::atomic::Ordering::Relaxed) => {
-            send.stop_stream(Code::H3_MESSAGE_ERROR)
+            send.stop_stream(Code::H3_MESSAGE_ERROR);
+            Outcome::Other
         }
-        Err(_) => send.stop_stream(Code::H3_REQUEST_CANCELLED),
+        Err(c) => {
+            send.stop_stream(Code::H3_REQUEST_CANCELLED);
+            match c.status {
+                499 => Outcome::Cancelled,
+                _ => Outcome::Other,
+            }
+        }
     }
 }
 
@@ -118,8 +141,8 @@ pub(crate) fn head(req: &Request<()>, rules: &HeadRules) -> Head {
     }
 }
 
-/// The head the gate lets through, or `None` once the stream got its
-/// refusal (nginx's status) or its reset.
+/// The head the gate lets through, or how the stream ended once it got
+/// its refusal (nginx's status) or its reset.
 async fn admitted(
     shared: &Shared,
     conn: &Conn,
@@ -127,14 +150,14 @@ async fn admitted(
     rules: HeadRules,
     send: &mut Send,
     start: tokio::time::Instant,
-) -> Option<http::request::Parts> {
+) -> Result<http::request::Parts, Outcome> {
     match head(req, &rules) {
         Head::Accept(parts, dropped) => {
             for name in dropped {
                 let line = gate::dropped_notice(name);
                 refuse::log_refusal(&line, conn.id, conn.remote.ip(), "");
             }
-            Some(parts)
+            Ok(parts)
         }
         Head::Refuse(r) => {
             let resp = refuse::refused_stream(shared, conn, Some(r), start);
@@ -143,8 +166,9 @@ async fn admitted(
                 .env
                 .metrics
                 .response(status, crate::clock::since(start));
-            let _ = respond(send, resp, conn.state.timeouts.send).await;
-            None
+            Err(Outcome::of(
+                respond(send, resp, conn.state.timeouts.send).await,
+            ))
         }
         Head::Reset(why) => {
             if let Some(r) = why {
@@ -152,7 +176,7 @@ async fn admitted(
             }
             refuse::reset_logged(shared, conn);
             send.stop_stream(Code::H3_MESSAGE_ERROR);
-            None
+            Err(Outcome::Other)
         }
     }
 }
@@ -231,6 +255,18 @@ fn with_h3_line(mut r: crate::http1::Refusal) -> crate::http1::Refusal {
         }
     }
     r
+}
+
+impl Outcome {
+    /// A response written whole was answered; one the client stopped
+    /// taking (or reset the stream under) was cancelled.
+    fn of(written: Result<(), Stopped>) -> Outcome {
+        match written {
+            Ok(()) => Outcome::Answered,
+            Err(Stopped::Stream) => Outcome::Cancelled,
+            Err(_) => Outcome::Other,
+        }
+    }
 }
 
 /// Why a response stopped before its end.
