@@ -28,10 +28,14 @@ KIND N times (or once), and waits for the server to close the connection. KIND i
   decoder_increment an "Insert Count Increment" of 1 on the QPACK decoder stream
   dynamic_ref       a request whose header block refers to the dynamic table
   none              nothing more (the connection is closed by the client after 0.5 s)
+A polite kind, which must never be cut:
+  data_64           a POST to PATH whose body is N DATA frames of 64 bytes each
+  empty_between     a POST to PATH of "abc", an empty DATA frame, "def" (RFC 9114 allows it)
 Prints one JSON line: {"first": status of GET /, "sent": what was handed to QUIC before the
 close was seen, "connection": "closed" | "open", "error": the close's error code or null,
 "reason": its reason phrase, "stream_error": whether the server reset the stream the abuse was
-on, "ms": from the start of KIND to the close}.
+on, "answer": the status of the request KIND made (if it made one and it was answered), "ms":
+from the start of KIND to the close}.
 """
 
 import argparse
@@ -112,6 +116,7 @@ class Client(QuicConnectionProtocol):
         self.answers = {}
         self.closed = None
         self.closed_at = None
+        self.abuse_stream = None
 
     def get(self, authority, path):
         sid = self._quic.get_next_available_stream_id()
@@ -121,6 +126,11 @@ class Client(QuicConnectionProtocol):
         self.answers[sid] = {"status": None, "done": self._loop.create_future()}
         self.transmit()
         return self.answers[sid]["done"]
+
+    def expect(self, sid):
+        """The answer to stream `sid` is awaited and reported."""
+        self.answers[sid] = {"status": None, "done": self._loop.create_future()}
+        self.abuse_stream = sid
 
     def quic_event_received(self, event):
         if isinstance(event, ConnectionTerminated):
@@ -172,6 +182,17 @@ def steps(kind, c, authority, path, n):
     if kind == "empty_data":
         sid = upload(1_000_000)
         return [lambda: quic.send_stream_data(sid, encode_frame(0x0, b""))] * n
+    if kind == "data_64":
+        sid = upload(64 * n)
+        c.expect(sid)
+        return [lambda i=i: quic.send_stream_data(sid, encode_frame(0x0, b"y" * 64), end_stream=i == n - 1)
+                for i in range(n)]
+    if kind == "empty_between":
+        sid = upload(6)
+        c.expect(sid)
+        return [lambda: quic.send_stream_data(sid, encode_frame(0x0, b"abc")),
+                lambda: quic.send_stream_data(sid, encode_frame(0x0, b"")),
+                lambda: quic.send_stream_data(sid, encode_frame(0x0, b"def"), end_stream=True)]
     if kind == "small_data":
         sid = upload(n)
         return [lambda i=i: quic.send_stream_data(sid, encode_frame(0x0, b"x"), end_stream=i == n - 1)
@@ -271,7 +292,10 @@ async def main():
     c.transmit()
     deadline = start + a.timeout
     wait_for = 0.5 if a.kind == "none" else a.timeout
+    answered = c.answers[c.abuse_stream]["done"] if c.abuse_stream is not None else None
     while c.closed is None and time.monotonic() < min(deadline, start + wait_for):
+        if answered is not None and answered.done():
+            break
         await asyncio.sleep(0.01)
         c.transmit()
     closed = c.closed
@@ -282,6 +306,7 @@ async def main():
         "error": closed.error_code if closed is not None else None,
         "reason": closed.reason_phrase if closed is not None else None,
         "stream_error": stream_error,
+        "answer": c.answers[c.abuse_stream]["status"] if c.abuse_stream is not None else None,
         "ms": round(((c.closed_at or time.monotonic()) - start) * 1000, 1),
     }))
     c.close()
