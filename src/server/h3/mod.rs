@@ -12,7 +12,9 @@
 //!   server's `client_header_timeout`; no 0-RTT;
 //! - 128 concurrent request streams (`http3_max_concurrent_streams`) and
 //!   3 unidirectional ones (control and QPACK's two), as QUIC stream
-//!   credit: a client cannot open more, there is nothing to refuse;
+//!   credit: a client cannot open more at once; how many come and go,
+//!   and every frame that serves no request, is counted by a guard that
+//!   reads each stream on its way to h3 ([`guarded`], [`floods`]);
 //! - idle: `keepalive_timeout` of the default server, as QUIC's idle
 //!   timeout (nginx's `quic` uses `keepalive_timeout` the same way);
 //! - `quic_retry`: a client whose address is not yet validated gets a
