@@ -331,6 +331,8 @@ pub(crate) struct ServerSpec {
     pub http3: bool,
     /// `quic_retry = true | false` (unset: off, as nginx's).
     pub quic_retry: bool,
+    /// `quic_gso`, `http3_max_concurrent_streams`, `http3_stream_buffer_size`.
+    pub quic: super::compiled::QuicTuning,
     /// The server's `proxy_pass`: where its locations without one of their
     /// own forward, and its implicit `location /`.
     pub proxy_pass: Option<ProxyPass>,

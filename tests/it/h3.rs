@@ -6,6 +6,7 @@
 //! chooses the certificate; `quic_retry`, `http3 = false`, reload and graceful stop.
 
 mod floods;
+mod tuning;
 
 use crate::support::{KeyKind, Leaf, Sluice, TestCa, Upstream, client};
 use serde_json::Value;

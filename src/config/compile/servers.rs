@@ -41,6 +41,7 @@ pub(super) fn server(
         http2,
         http3: s.http3,
         quic_retry: s.quic_retry,
+        quic: s.quic,
         tls,
         locations,
         client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),

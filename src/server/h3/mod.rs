@@ -31,6 +31,7 @@ mod floods;
 mod framing;
 mod guarded;
 mod stream;
+mod transport;
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use self::stream::{Head, fields_of, head};
@@ -44,12 +45,9 @@ use rustls::sign::CertifiedKey;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
-
-/// `http3_max_concurrent_streams`' default.
-const MAX_STREAMS: u32 = 128;
+use transport::{Transport, Transports};
 
 /// A `quic` listener's socket, bound (`SO_REUSEADDR` is TCP's; a UDP
 /// socket on a port another process holds fails here, before a reload
@@ -75,7 +73,7 @@ pub(super) fn start(
     let shared = shared.clone();
     let task = rt.spawn(async move {
         match endpoint(&shared, configured, socket) {
-            Ok(e) => serve(shared, configured, e, stopped).await,
+            Ok((e, transports)) => serve(shared, configured, (e, transports), stopped).await,
             Err(e) => errlog::emit(
                 Severity::Alert,
                 format_args!("quic listener on {configured} failed ({e})"),
@@ -114,7 +112,7 @@ fn endpoint(
     shared: &Arc<Shared>,
     configured: SocketAddr,
     socket: std::net::UdpSocket,
-) -> std::io::Result<quinn::Endpoint> {
+) -> std::io::Result<(quinn::Endpoint, Transports)> {
     let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
     let certs = Arc::new(Certificates {
         env: shared.env.clone(),
@@ -123,25 +121,15 @@ fn endpoint(
     let tls = crate::tls::quic_server_config(certs).map_err(invalid)?;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| invalid(e.to_string()))?;
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let idle = shared
-        .config()
-        .address(configured)
-        .map_or(crate::config::DEFAULT_KEEPALIVE_TIMEOUT, |a| {
-            a.default_server().keepalive_timeout
-        });
-    let mut transport = quinn::TransportConfig::default();
-    transport
-        .max_concurrent_bidi_streams(MAX_STREAMS.into())
-        .max_concurrent_uni_streams(3u32.into())
-        .max_idle_timeout(quinn::IdleTimeout::try_from(idle.max(Duration::from_secs(1))).ok());
-    server.transport_config(Arc::new(transport));
-    quinn::Endpoint::new(
+    let mut transports = Transports::new(Arc::new(crypto));
+    let (server, _) = transports.for_now(shared, configured);
+    let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
-        Some(server),
+        Some(server.as_ref().clone()),
         socket,
         Arc::new(quinn::TokioRuntime),
-    )
+    )?;
+    Ok((endpoint, transports))
 }
 
 /// Accepts connections until told to stop; then GOAWAY to each, and the
@@ -149,7 +137,7 @@ fn endpoint(
 async fn serve(
     shared: Arc<Shared>,
     configured: SocketAddr,
-    endpoint: quinn::Endpoint,
+    (endpoint, mut transports): (quinn::Endpoint, Transports),
     mut stop: oneshot::Receiver<StopAccepting>,
 ) {
     let (stop_clients, stopping) = watch::channel(false);
@@ -176,9 +164,10 @@ async fn serve(
             incoming.refuse();
             continue;
         };
+        let transport = transports.for_now(&shared, configured);
         let (shared, stopping) = (shared.clone(), stopping.clone());
         tokio::spawn(crate::clock::Fresh::new(async move {
-            connection(&shared, configured, incoming, stopping).await;
+            connection(&shared, (configured, transport), incoming, stopping).await;
             drop(slot);
         }));
     };
@@ -201,15 +190,17 @@ async fn serve(
 /// its own task, until the client closes it, it idles out, or a stop.
 async fn connection(
     shared: &Arc<Shared>,
-    configured: SocketAddr,
+    (configured, (server, transport)): (SocketAddr, (Arc<quinn::ServerConfig>, Transport)),
     incoming: quinn::Incoming,
     mut stopping: watch::Receiver<bool>,
 ) {
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     shared.env.metrics.connection_opened();
     let remote = incoming.remote_address();
-    if let Some(conn) = handshake(shared, configured, incoming, (id, remote)).await {
-        requests(shared, conn, &mut stopping).await;
+    let accepted = (incoming, server);
+    if let Some(conn) = handshake(shared, configured, accepted, (id, remote)).await {
+        let max_streams = transport.tuning.max_concurrent_streams;
+        requests(shared, conn, max_streams, &mut stopping).await;
     }
     shared.env.metrics.connection_closed();
 }
@@ -219,7 +210,7 @@ async fn connection(
 async fn handshake(
     shared: &Shared,
     configured: SocketAddr,
-    incoming: quinn::Incoming,
+    (incoming, server): (quinn::Incoming, Arc<quinn::ServerConfig>),
     (id, remote): (u64, SocketAddr),
 ) -> Option<(Arc<Conn>, quinn::Connection)> {
     let config = shared.config();
@@ -236,7 +227,7 @@ async fn handshake(
             ),
         );
     };
-    let connecting = match incoming.accept() {
+    let connecting = match incoming.accept_with(server) {
         Ok(c) => c,
         Err(e) => {
             failed(&e, "failed");
@@ -311,6 +302,7 @@ fn from_where(conn: &Arc<Conn>, quic: &quinn::Connection) -> Arc<Conn> {
 async fn requests(
     shared: &Arc<Shared>,
     (conn, quic): (Arc<Conn>, quinn::Connection),
+    max_streams: u32,
     stopping: &mut watch::Receiver<bool>,
 ) {
     let config = shared.config();
@@ -329,7 +321,7 @@ async fn requests(
         (conn.id, conn.remote.ip()),
         quic.clone(),
         shared.env.clone(),
-        MAX_STREAMS,
+        max_streams,
     );
     let built = h3::server::builder()
         .max_field_section_size(limits.list as u64)
