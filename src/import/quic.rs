@@ -15,6 +15,13 @@ pub(super) fn quic_key(cx: &mut Cx, lv: &mut Level, d: &Directive, key: &'static
     if !level::arity(cx, d, 1) {
         return;
     }
+    if lv.has(key) {
+        return cx.report(
+            Kind::NotTranslated,
+            d,
+            format!("\"{key}\" directive is duplicate"),
+        );
+    }
     let arg = d.arg(0);
     let value = match key {
         "quic_gso" | "http3_hq" => match values::flag(arg) {
