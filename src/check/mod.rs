@@ -250,16 +250,26 @@ fn early_data(s: &mut String, srv: &ServerSpec) {
     };
 }
 
-/// A `quic` listen: HTTP/3, Retry and 0-RTT on or off, and a warning when no
-/// `add_header Alt-Svc` tells browsers of it (they find HTTP/3 only so).
+/// A `quic` listen: HTTP/3, Retry, 0-RTT and GSO on or off, its streams
+/// and their buffer, and a warning when no `add_header Alt-Svc` tells
+/// browsers of it (they find HTTP/3 only so).
 fn quic(s: &mut String, srv: &ServerSpec, level: &Level) {
+    let on = |b: bool| if b { "on" } else { "off" };
+    let buffer = srv.quic.stream_buffer_size;
+    let buffer = match buffer % 1024 {
+        0 if buffer % (1 << 20) == 0 => format!("{}m", buffer >> 20),
+        0 => format!("{}k", buffer >> 10),
+        _ => buffer.to_string(),
+    };
     let _ = writeln!(
         s,
-        "  quic {} (udp) http3 {} quic_retry {} ssl_early_data {}",
+        "  quic {} (udp) http3 {} quic_retry {} ssl_early_data {} quic_gso {} streams {} stream_buffer {buffer}",
         srv.listen,
-        if srv.http3 { "on" } else { "off" },
-        if srv.quic_retry { "on" } else { "off" },
-        if srv.ssl_early_data { "on" } else { "off" }
+        on(srv.http3),
+        on(srv.quic_retry),
+        on(srv.ssl_early_data),
+        on(srv.quic.gso),
+        srv.quic.max_concurrent_streams,
     );
     let advertised = |l: &Level| {
         l.headers

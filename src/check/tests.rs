@@ -277,8 +277,18 @@ fn a_quic_listen_is_shown_and_warned_about_without_alt_svc() {
     };
     let bare = out("");
     assert!(
-        bare.contains("  quic 127.0.0.1:8443 (udp) http3 on quic_retry on"),
+        bare.contains(
+            "  quic 127.0.0.1:8443 (udp) http3 on quic_retry on ssl_early_data off quic_gso off \
+             streams 128 stream_buffer 64k\n"
+        ),
         "{bare}"
+    );
+    let tuned = out(
+        "quic_gso = true\nhttp3_max_concurrent_streams = 2\nhttp3_stream_buffer_size = \"1m\"\n",
+    );
+    assert!(
+        tuned.contains("quic_retry on ssl_early_data off quic_gso on streams 2 stream_buffer 1m\n"),
+        "{tuned}"
     );
     assert!(
         bare.contains(

@@ -124,6 +124,36 @@ impl Config {
     }
 }
 
+/// A server's QUIC tuning, with nginx 1.25's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QuicTuning {
+    /// `quic_gso`: segmentation offload (several UDP datagrams handed to
+    /// the kernel in one call; off by default, as nginx's).
+    pub gso: bool,
+    /// `http3_max_concurrent_streams`: request streams open at once, as
+    /// QUIC stream credit.
+    pub max_concurrent_streams: u32,
+    /// `http3_stream_buffer_size`: each stream's flow-control window (what
+    /// a client may send ahead of sluice's reading, and what sluice holds
+    /// of a response the client has not acknowledged).
+    pub stream_buffer_size: u64,
+}
+
+impl QuicTuning {
+    pub(crate) const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
+    pub(crate) const DEFAULT_STREAM_BUFFER_SIZE: u64 = 64 * 1024;
+}
+
+impl Default for QuicTuning {
+    fn default() -> QuicTuning {
+        QuicTuning {
+            gso: false,
+            max_concurrent_streams: QuicTuning::DEFAULT_MAX_CONCURRENT_STREAMS,
+            stream_buffer_size: QuicTuning::DEFAULT_STREAM_BUFFER_SIZE,
+        }
+    }
+}
+
 /// One `[[servers]]` block (nginx's `server {}`), compiled; the proxy that
 /// serves them is [`crate::server::Server`].
 pub(crate) struct ServerBlock {
@@ -140,6 +170,9 @@ pub(crate) struct ServerBlock {
     /// handshake completed, are served when their method is safe (else
     /// 425); off, every such request gets 425.
     pub ssl_early_data: bool,
+    /// `quic_gso` and the `http3_*` tuning of its QUIC connections (the
+    /// default server's, for an address's connections).
+    pub quic: QuicTuning,
     /// Its certificate and TLS settings, on an `ssl` address.
     pub tls: Option<ServerTls>,
     pub locations: Locations,

@@ -333,6 +333,8 @@ pub(crate) struct ServerSpec {
     pub quic_retry: bool,
     /// `ssl_early_data = true | false` (unset: off, as nginx's).
     pub ssl_early_data: bool,
+    /// `quic_gso`, `http3_max_concurrent_streams`, `http3_stream_buffer_size`.
+    pub quic: super::compiled::QuicTuning,
     /// The server's `proxy_pass`: where its locations without one of their
     /// own forward, and its implicit `location /`.
     pub proxy_pass: Option<ProxyPass>,

@@ -171,3 +171,54 @@ fn ssl_early_data_is_a_server_flag() {
         "{e:#?}"
     );
 }
+
+#[test]
+fn quic_tuning_has_nginx_defaults_and_bounds() {
+    let quic = "[\"127.0.0.1:1 ssl\", \"127.0.0.1:1 quic\"]";
+    let tuned = format!(
+        "{CERT}\nquic_gso = true\nhttp3_max_concurrent_streams = 2\n\
+         http3_stream_buffer_size = \"1m\"\nhttp3_hq = false"
+    );
+    let spec = ok(&[
+        listed(quic, CERT),
+        listed("[\"127.0.0.1:2 ssl\", \"127.0.0.1:2 quic\"]", &tuned),
+    ]
+    .concat());
+    let [plain, q] = &spec.servers[..] else {
+        panic!("two servers")
+    };
+    let nginx = crate::config::QuicTuning {
+        gso: false,
+        max_concurrent_streams: 128,
+        stream_buffer_size: 64 * 1024,
+    };
+    assert_eq!(plain.quic, nginx);
+    let want = crate::config::QuicTuning {
+        gso: true,
+        max_concurrent_streams: 2,
+        stream_buffer_size: 1 << 20,
+    };
+    assert_eq!(q.quic, want);
+    let on = |port: u16, key: &str| {
+        let listens = format!("[\"127.0.0.1:{port} ssl\", \"127.0.0.1:{port} quic\"]");
+        listed(&listens, &format!("{CERT}\n{key}"))
+    };
+    let text = [
+        on(3, "http3_max_concurrent_streams = 0"),
+        on(4, "http3_stream_buffer_size = \"512\""),
+        on(5, "http3_hq = true"),
+        on(6, "quic_gso = \"on\""),
+    ]
+    .concat();
+    let e = errors(&text);
+    let want = [
+        "\"http3_max_concurrent_streams\": value must be between 1 and 65535",
+        "\"http3_stream_buffer_size\": invalid size \"512\"",
+        "\"http3_hq\": sluice serves HTTP/3 (ALPN h3) only, not hq-interop",
+        "\"quic_gso\" must be true or false",
+    ];
+    for w in want {
+        assert!(e.iter().any(|l| l.contains(w)), "{w:?} in {e:#?}");
+    }
+    assert_eq!(e.len(), want.len(), "{e:#?}");
+}

@@ -20,6 +20,7 @@ mod limits;
 mod logs;
 mod pages;
 mod pass;
+mod quic;
 mod report;
 mod server;
 mod shape;

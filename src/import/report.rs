@@ -236,7 +236,7 @@ fn family(name: &str) -> &'static str {
         n if n.starts_with("proxy_") => "not among sluice's proxy settings",
         n if n.starts_with("add_trailer") => "sluice adds no trailers",
         n if n.starts_with("http3_") || n.starts_with("quic_") => {
-            "sluice's HTTP/3 settings are fixed (128 streams, no hq, no GSO, its own keys)"
+            "sluice has quic_gso, http3_max_concurrent_streams and http3_stream_buffer_size, not this"
         }
         _ => "no equivalent in sluice",
     }

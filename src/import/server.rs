@@ -119,19 +119,30 @@ pub fn addresses(servers: &[&Directive]) -> [Vec<String>; 3] {
     [tls, pp, all]
 }
 
+/// The server keys http may set for every server, as nginx names them.
+pub const SERVER_KEYS: [&str; 11] = [
+    "ssl_certificate",
+    "ssl_certificate_key",
+    "ssl_protocols",
+    "http2",
+    "http3",
+    "quic_retry",
+    "ssl_early_data",
+    "quic_gso",
+    "http3_hq",
+    "http3_max_concurrent_streams",
+    "http3_stream_buffer_size",
+];
+
 /// `ssl_certificate`, `ssl_certificate_key`, `ssl_protocols`, `http2`,
-/// `http3`, `quic_retry`, `ssl_early_data`: a server's keys, which http may
-/// set for every server.
+/// `ssl_early_data` and HTTP/3's: a server's keys, which http may set for every server.
 pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
-    let key: &'static str = match d.name.as_str() {
-        "ssl_certificate" => "ssl_certificate",
-        "ssl_certificate_key" => "ssl_certificate_key",
-        "ssl_protocols" => "ssl_protocols",
-        "http3" => "http3",
-        "quic_retry" => "quic_retry",
-        "ssl_early_data" => "ssl_early_data",
-        _ => "http2",
+    let Some(key) = SERVER_KEYS.iter().copied().find(|k| *k == d.name) else {
+        return;
     };
+    if key.starts_with("http3_") || key == "quic_gso" {
+        return super::quic::quic_key(cx, lv, d, key);
+    }
     if lv.has(key) {
         let why = "sluice has one certificate per server (no RSA beside ECDSA)";
         cx.report(Kind::NotTranslated, d, why);
@@ -174,13 +185,7 @@ pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
         match c.name.as_str() {
             "listen" => listen(cx, &mut s, c),
             "server_name" => server_name(cx, &mut s, c),
-            "ssl_certificate"
-            | "ssl_certificate_key"
-            | "ssl_protocols"
-            | "http2"
-            | "http3"
-            | "quic_retry"
-            | "ssl_early_data" => server_key(cx, &mut s.tls, c),
+            name if SERVER_KEYS.contains(&name) => server_key(cx, &mut s.tls, c),
             "location" => location(cx, &mut s, c, None),
             "return" => {
                 if let Some(r) = ret(cx, c) {

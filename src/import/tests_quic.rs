@@ -1,5 +1,6 @@
 //! nginx 1.25's HTTP/3: `listen … quic` beside the TCP listen, `http3`,
-//! `quic_retry`, and the `http3_*`/`quic_*` settings sluice keeps fixed.
+//! `quic_retry`, `quic_gso`, the `http3_*` tuning, and what sluice has not
+//! (`http3_hq on`, `quic_host_key`).
 
 use super::Kind;
 use super::tests::{http, run};
@@ -8,7 +9,8 @@ use super::tests::{http, run};
 fn a_quic_listen_joins_its_tcp_listen_and_http3_keys_follow() {
     let o = run(&http(
         "server { listen 443 ssl; listen 443 quic reuseport; http3 on; quic_retry on;
-                  http3_max_concurrent_streams 64; quic_gso on;
+                  http3_max_concurrent_streams 64; quic_gso on; http3_stream_buffer_size 1m;
+                  http3_hq off; quic_host_key /etc/nginx/quic.key;
                   ssl_certificate /etc/ssl/site.pem; ssl_certificate_key /etc/ssl/site.key;
                   add_header Alt-Svc 'h3=\":443\"; ma=86400';
                   location / { return 200 ok; } }
@@ -22,15 +24,16 @@ fn a_quic_listen_joins_its_tcp_listen_and_http3_keys_follow() {
     assert_eq!(o.server(0)["quic_retry"].as_bool(), Some(true));
     assert_eq!(o.report("listen 443 quic").kind, Kind::Partial);
     assert!(o.report("listen 443 quic").why.contains("reuseport"));
-    for fixed in ["http3_max_concurrent_streams", "quic_gso"] {
-        let r = o.report(fixed);
-        assert_eq!(r.kind, Kind::NotTranslated, "{fixed}");
-        assert!(
-            r.why.contains("HTTP/3 settings are fixed"),
-            "{fixed}: {}",
-            r.why
-        );
-    }
+    assert_eq!(o.server(0)["quic_gso"].as_bool(), Some(true));
+    assert_eq!(
+        o.server(0)["http3_max_concurrent_streams"].as_integer(),
+        Some(64)
+    );
+    assert_eq!(o.server(0)["http3_stream_buffer_size"].as_str(), Some("1m"));
+    assert_eq!(o.server(0)["http3_hq"].as_bool(), Some(false));
+    let r = o.report("quic_host_key");
+    assert_eq!(r.kind, Kind::NotTranslated);
+    assert!(r.why.contains("sluice has quic_gso"), "{}", r.why);
     // A quic listen alone has no TCP listen to go beside.
     let alone = o
         .reports
@@ -72,5 +75,24 @@ fn ssl_early_data_becomes_the_server_key_said_to_apply_to_quic_only() {
         "{}",
         o.text
     );
+    crate::config::parse_str("t.toml", &o.text).unwrap_or_else(|e| panic!("{e}\n{}", o.text));
+}
+
+#[test]
+fn http3_keys_at_the_http_level_reach_every_server_and_hq_is_refused() {
+    let o = run(&http(
+        "http3_max_concurrent_streams 8; quic_gso on; http3_hq on;
+         server { listen 443 ssl; listen 443 quic; ssl_certificate /etc/ssl/site.pem;
+                  ssl_certificate_key /etc/ssl/site.key; location / { return 204; } }",
+    ));
+    assert_eq!(
+        o.server(0)["http3_max_concurrent_streams"].as_integer(),
+        Some(8)
+    );
+    assert_eq!(o.server(0)["quic_gso"].as_bool(), Some(true));
+    assert!(o.server(0).get("http3_hq").is_none(), "{}", o.text);
+    let r = o.report("http3_hq");
+    assert_eq!(r.kind, Kind::NotTranslated);
+    assert!(r.why.contains("hq-interop"), "{}", r.why);
     crate::config::parse_str("t.toml", &o.text).unwrap_or_else(|e| panic!("{e}\n{}", o.text));
 }

@@ -159,13 +159,9 @@ fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directiv
             "limit_req_zone" | "limit_conn_zone" => {}
             "upstream" => upstream::upstream(cx, out, d),
             "log_format" => log_format(out, d),
-            "ssl_certificate"
-            | "ssl_certificate_key"
-            | "ssl_protocols"
-            | "http2"
-            | "http3"
-            | "quic_retry"
-            | "ssl_early_data" => server::server_key(cx, &mut out.server_defaults, d),
+            name if server::SERVER_KEYS.contains(&name) => {
+                server::server_key(cx, &mut out.server_defaults, d)
+            }
             _ => {
                 if !level::directive(cx, &mut out.http, d, Ctx::Http) {
                     other(cx, d);

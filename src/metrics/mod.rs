@@ -10,6 +10,7 @@
 mod admin;
 pub mod grpc;
 mod http2;
+mod http3;
 mod proxy_protocol;
 mod responses;
 mod syslog;
@@ -18,6 +19,7 @@ mod upstreams;
 pub use admin::AdminResult;
 use admin::register_admin;
 use http2::Http2;
+use http3::Http3;
 use responses::{AtomicHistogram, StatusCounts};
 
 use crate::config::Config;
@@ -125,6 +127,8 @@ pub struct Metrics {
     tunnels: Tunnels,
     /// HTTP/2 floods and parked connections.
     http2: Http2,
+    /// HTTP/3 floods and protocol errors.
+    http3: Http3,
     proxy_headers: proxy_protocol::ProxyHeaders,
     /// gRPC calls by the status they ended with.
     grpc: grpc::GrpcCalls,
@@ -211,6 +215,7 @@ impl Metrics {
         Metrics {
             admin,
             http2,
+            http3: Http3::register(&mut registry),
             proxy_headers: proxy_protocol::ProxyHeaders::register(&mut registry),
             grpc: grpc::GrpcCalls::register(&mut registry),
             refused,
@@ -269,6 +274,17 @@ impl Metrics {
     /// An HTTP/2 connection was closed for a flood of `frame` frames.
     pub fn h2_flood(&self, frame: &'static str) {
         self.http2.flood(frame);
+    }
+
+    /// An HTTP/3 connection was closed for a flood of `kind`.
+    pub fn h3_flood(&self, kind: &'static str) {
+        self.http3.flood(kind);
+    }
+
+    /// An HTTP/3 connection was closed for the client's protocol error
+    /// `code` (its name: `H3_FRAME_UNEXPECTED`, …).
+    pub fn h3_protocol_error(&self, code: &'static str) {
+        self.http3.protocol_error(code);
     }
 
     /// HTTP/2 connections parked now: `+1` when one is, `-1` when it wakes

@@ -6,6 +6,8 @@
 //! chooses the certificate; `quic_retry`, `http3 = false`, reload and graceful stop.
 
 mod early;
+mod floods;
+mod tuning;
 
 use crate::support::{KeyKind, Leaf, Sluice, TestCa, Upstream, client};
 use serde_json::Value;
@@ -529,6 +531,12 @@ async fn chromium_loads_a_page_and_the_dashboard_over_quic() {
     );
     assert!(log.contains("\"GET /proto HTTP/3.0\" 200"), "{log}");
     assert!(log.contains("HeadlessChrome"), "{log}");
+    // Its SETTINGS, PRIORITY_UPDATEs and reserved frames stay within every budget.
+    let errors = s.log();
+    assert!(
+        !errors.contains("flood detected") && !errors.contains("invalid HTTP/3"),
+        "{errors}"
+    );
 }
 
 /// The cases of nginx's h3_limit_req.t (nginx's test suite), against sluice: a body that

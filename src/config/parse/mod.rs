@@ -25,6 +25,7 @@ mod compress;
 mod headers;
 pub(super) mod level;
 pub(super) mod limits;
+mod quic;
 pub(super) mod read;
 pub(super) mod redis;
 pub(super) mod servers;

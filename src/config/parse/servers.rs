@@ -8,6 +8,7 @@
 use super::super::spec::PathMatch;
 use super::super::values::{self, Listen, PathRule, ProxyPass, ServerName};
 use super::level::{self, LevelDraft, Leveled};
+use super::quic::{self, QuicDraft};
 use super::read::{Cx, Key, Reported, Schema, Val, has};
 use super::redis::{FileRef, file};
 use crate::respond::ReturnSpec;
@@ -42,6 +43,8 @@ pub(in crate::config) struct ServerDraft {
     pub quic_retry: Option<bool>,
     /// `ssl_early_data = true | false`.
     pub ssl_early_data: Option<bool>,
+    /// `quic_gso` and the `http3_*` tuning.
+    pub quic: QuicDraft,
     pub proxy_pass: Option<Result<ProxyPass, Reported>>,
     /// Where `proxy_pass` was written.
     pub proxy_pass_span: Option<Range<usize>>,
@@ -138,6 +141,22 @@ static SERVER: Schema<ServerDraft> = Schema {
         Key {
             name: "ssl_early_data",
             read: |cx, k, v, s| s.ssl_early_data = cx.bool(v, k),
+        },
+        Key {
+            name: "quic_gso",
+            read: |cx, k, v, s| s.quic.gso = cx.bool(v, k),
+        },
+        Key {
+            name: "http3_max_concurrent_streams",
+            read: |cx, k, v, s| s.quic.max_concurrent_streams = quic::max_streams(cx, k, v),
+        },
+        Key {
+            name: "http3_stream_buffer_size",
+            read: |cx, k, v, s| s.quic.stream_buffer_size = quic::stream_buffer(cx, k, v),
+        },
+        Key {
+            name: "http3_hq",
+            read: |cx, k, v, _| quic::hq(cx, k, v),
         },
         Key {
             name: "proxy_pass",

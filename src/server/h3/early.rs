@@ -13,8 +13,9 @@
 //! whatever a connection asks once its handshake completed comes from the
 //! client that holds them; whatever it asks before may be a replay.
 //!
-//! Whether a listener's handshakes accept 0-RTT is chosen per connection,
-//! from the configuration current when its first packet came: on when any
+//! Whether a listener's handshakes accept 0-RTT is chosen per connection
+//! ([`super::transport::Transports`]), from the configuration current when
+//! its first packet came: on when any
 //! server of the address has `ssl_early_data` (the ClientHello's name is
 //! not read yet when TLS decides); a server with it off then answers its
 //! early requests 425, whatever their method.
@@ -23,51 +24,6 @@ use super::Conn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::time::Instant;
-
-/// A listener's two QUIC configurations, which share one ticket store:
-/// 0-RTT accepted, or not.
-pub(super) struct Configs {
-    early: Arc<quinn::ServerConfig>,
-    plain: Arc<quinn::ServerConfig>,
-}
-
-impl Configs {
-    /// Both, from the certificate `resolver` and `transport`.
-    pub(super) fn new(
-        resolver: Arc<dyn rustls::server::ResolvesServerCert>,
-        transport: Arc<quinn::TransportConfig>,
-    ) -> Result<Configs, String> {
-        let sessions = crate::tls::quic_sessions();
-        let make = |early| -> Result<Arc<quinn::ServerConfig>, String> {
-            let tls = crate::tls::quic_server_config(resolver.clone(), early, sessions.clone())?;
-            let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
-                .map_err(|e| e.to_string())?;
-            let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-            server.transport_config(transport.clone());
-            Ok(Arc::new(server))
-        };
-        Ok(Configs {
-            early: make(true)?,
-            plain: make(false)?,
-        })
-    }
-
-    /// The configuration of a connection to `address`, and whether it
-    /// accepts 0-RTT.
-    pub(super) fn of(&self, address: &crate::config::Address) -> (Arc<quinn::ServerConfig>, bool) {
-        if address.servers.iter().any(|s| s.ssl_early_data) {
-            (self.early.clone(), true)
-        } else {
-            (self.plain.clone(), false)
-        }
-    }
-
-    /// The endpoint's own (what a connection accepted without a choice
-    /// gets): no 0-RTT.
-    pub(super) fn plain(&self) -> Arc<quinn::ServerConfig> {
-        self.plain.clone()
-    }
-}
 
 /// Whether a connection's handshake has completed, as its request streams
 /// ask when their heads arrive.

@@ -13,7 +13,9 @@
 //!   address has `ssl_early_data`, its early requests marked ([`early`]);
 //! - 128 concurrent request streams (`http3_max_concurrent_streams`) and
 //!   3 unidirectional ones (control and QPACK's two), as QUIC stream
-//!   credit: a client cannot open more, there is nothing to refuse;
+//!   credit: a client cannot open more at once; how many come and go,
+//!   and every frame that serves no request, is counted by a guard that
+//!   reads each stream on its way to h3 ([`guarded`], [`floods`]);
 //! - idle: `keepalive_timeout` of the default server, as QUIC's idle
 //!   timeout (nginx's `quic` uses `keepalive_timeout` the same way);
 //! - `quic_retry`: a client whose address is not yet validated gets a
@@ -27,7 +29,11 @@
 
 mod body;
 mod early;
+mod floods;
+mod framing;
+mod guarded;
 mod stream;
+mod transport;
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use self::stream::{Head, fields_of, head};
@@ -41,12 +47,9 @@ use rustls::sign::CertifiedKey;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
-
-/// `http3_max_concurrent_streams`' default.
-const MAX_STREAMS: u32 = 128;
+use transport::{Transport, Transports};
 
 /// A `quic` listener's socket, bound (`SO_REUSEADDR` is TCP's; a UDP
 /// socket on a port another process holds fails here, before a reload
@@ -72,7 +75,7 @@ pub(super) fn start(
     let shared = shared.clone();
     let task = rt.spawn(async move {
         match endpoint(&shared, configured, socket) {
-            Ok((e, configs)) => serve(shared, (configured, Arc::new(configs)), e, stopped).await,
+            Ok((e, transports)) => serve(shared, configured, (e, transports), stopped).await,
             Err(e) => errlog::emit(
                 Severity::Alert,
                 format_args!("quic listener on {configured} failed ({e})"),
@@ -111,39 +114,29 @@ fn endpoint(
     shared: &Arc<Shared>,
     configured: SocketAddr,
     socket: std::net::UdpSocket,
-) -> std::io::Result<(quinn::Endpoint, early::Configs)> {
+) -> std::io::Result<(quinn::Endpoint, Transports)> {
     let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
     let certs = Arc::new(Certificates {
         env: shared.env.clone(),
         listen: configured,
     });
-    let idle = shared
-        .config()
-        .address(configured)
-        .map_or(crate::config::DEFAULT_KEEPALIVE_TIMEOUT, |a| {
-            a.default_server().keepalive_timeout
-        });
-    let mut transport = quinn::TransportConfig::default();
-    transport
-        .max_concurrent_bidi_streams(MAX_STREAMS.into())
-        .max_concurrent_uni_streams(3u32.into())
-        .max_idle_timeout(quinn::IdleTimeout::try_from(idle.max(Duration::from_secs(1))).ok());
-    let configs = early::Configs::new(certs, Arc::new(transport)).map_err(invalid)?;
+    let mut transports = Transports::new(certs).map_err(invalid)?;
+    let (server, _, _) = transports.for_now(shared, configured);
     let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
-        Some((*configs.plain()).clone()),
+        Some(server.as_ref().clone()),
         socket,
         Arc::new(quinn::TokioRuntime),
     )?;
-    Ok((endpoint, configs))
+    Ok((endpoint, transports))
 }
 
 /// Accepts connections until told to stop; then GOAWAY to each, and the
 /// endpoint closed once they are done or `shutdown_timeout` passed.
 async fn serve(
     shared: Arc<Shared>,
-    (configured, configs): (SocketAddr, Arc<early::Configs>),
-    endpoint: quinn::Endpoint,
+    configured: SocketAddr,
+    (endpoint, mut transports): (quinn::Endpoint, Transports),
     mut stop: oneshot::Receiver<StopAccepting>,
 ) {
     let (stop_clients, stopping) = watch::channel(false);
@@ -170,10 +163,10 @@ async fn serve(
             incoming.refuse();
             continue;
         };
+        let transport = transports.for_now(&shared, configured);
         let (shared, stopping) = (shared.clone(), stopping.clone());
-        let configs = configs.clone();
         tokio::spawn(crate::clock::Fresh::new(async move {
-            connection(&shared, (configured, &configs), incoming, stopping).await;
+            connection(&shared, (configured, transport), incoming, stopping).await;
             drop(slot);
         }));
     };
@@ -196,16 +189,20 @@ async fn serve(
 /// its own task, until the client closes it, it idles out, or a stop.
 async fn connection(
     shared: &Arc<Shared>,
-    (configured, configs): (SocketAddr, &early::Configs),
+    (configured, (server, transport, early)): (
+        SocketAddr,
+        (Arc<quinn::ServerConfig>, Transport, bool),
+    ),
     incoming: quinn::Incoming,
     mut stopping: watch::Receiver<bool>,
 ) {
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     shared.env.metrics.connection_opened();
     let remote = incoming.remote_address();
-    let at = (configured, configs);
-    if let Some(conn) = handshake(shared, at, incoming, (id, remote)).await {
-        requests(shared, conn, &mut stopping).await;
+    let accepted = (incoming, server, early);
+    if let Some(conn) = handshake(shared, configured, accepted, (id, remote)).await {
+        let max_streams = transport.tuning.max_concurrent_streams;
+        requests(shared, conn, max_streams, &mut stopping).await;
     }
     shared.env.metrics.connection_closed();
 }
@@ -220,8 +217,8 @@ type Served = (Arc<Conn>, quinn::Connection, early::Completed);
 /// was read ([`from_first_flight`]).
 async fn handshake(
     shared: &Arc<Shared>,
-    (configured, configs): (SocketAddr, &early::Configs),
-    incoming: quinn::Incoming,
+    configured: SocketAddr,
+    (incoming, server, early): (quinn::Incoming, Arc<quinn::ServerConfig>, bool),
     (id, remote): (u64, SocketAddr),
 ) -> Option<Served> {
     let config = shared.config();
@@ -234,8 +231,7 @@ async fn handshake(
         remote,
         configured,
     };
-    let (quinn_config, early) = configs.of(address);
-    let connecting = match incoming.accept_with(quinn_config) {
+    let connecting = match incoming.accept_with(server) {
         Ok(c) => c,
         Err(e) => {
             report.failed(&e);
@@ -400,6 +396,7 @@ fn from_where(conn: &Arc<Conn>, quic: &quinn::Connection) -> Arc<Conn> {
 async fn requests(
     shared: &Arc<Shared>,
     (conn, quic, completed): Served,
+    max_streams: u32,
     stopping: &mut watch::Receiver<bool>,
 ) {
     let config = shared.config();
@@ -414,9 +411,15 @@ async fn requests(
         .map_or_else(crate::http1::HeadRules::default, |s| s.head_rules);
     drop(config);
     let limits = crate::http2::request::Limits::of(&rules);
+    let guard = floods::Guard::new(
+        (conn.id, conn.remote.ip()),
+        quic.clone(),
+        shared.env.clone(),
+        max_streams,
+    );
     let built = h3::server::builder()
         .max_field_section_size(limits.list as u64)
-        .build::<_, bytes::Bytes>(h3_quinn::Connection::new(quic.clone()))
+        .build::<_, bytes::Bytes>(guarded::Guarded::new(quic.clone(), guard.clone()))
         .await;
     let Ok(mut h3c) = built else {
         return;
@@ -437,7 +440,7 @@ async fn requests(
                 let (shared, conn) = (shared.clone(), from_where(&conn, &quic));
                 tokio::spawn(crate::clock::Fresh::new(stream::serve(
                     shared,
-                    (conn, completed.clone()),
+                    (conn, completed.clone(), guard.clone()),
                     resolver,
                     rules,
                 )));
@@ -445,17 +448,16 @@ async fn requests(
             Ok(None) => break,
             Err(e) => {
                 // The client's close or an idle timeout end it quietly;
-                // sluice's own closes over a protocol error are logged.
-                let local = matches!(e, h3::error::ConnectionError::Local { .. });
-                if local && !e.is_h3_no_error() {
-                    errlog::emit(
-                        Severity::Info,
-                        format_args!(
-                            "*{} {e} while reading client request, client: {}",
-                            conn.id,
-                            conn.remote.ip()
-                        ),
-                    );
+                // h3's closes over a protocol error are logged and
+                // counted (the guard's own were, when it closed).
+                if let h3::error::ConnectionError::Local {
+                    error: h3::error::LocalError::Application { code, reason, .. },
+                    ..
+                } = &e
+                {
+                    if !e.is_h3_no_error() {
+                        guard.h3_closed(*code, reason);
+                    }
                 }
                 break;
             }

@@ -6,6 +6,8 @@
 
 use super::body::QuicBody;
 use super::early::Completed;
+use super::floods::{Guard, Outcome};
+use super::guarded::Guarded;
 use super::{Conn, Shared};
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -23,32 +25,46 @@ use std::time::Duration;
 
 type Send = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 
-/// Serves one request stream to its end.
+/// Serves one request stream to its end, and tells the connection's guard
+/// how it ended (streams the client resets before their answer are
+/// bounded: rapid reset).
 pub(super) async fn serve(
     shared: Arc<Shared>,
-    (conn, handshake): (Arc<Conn>, Completed),
-    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
+    (conn, handshake, guard): (Arc<Conn>, Completed, Arc<Guard>),
+    resolver: RequestResolver<Guarded, Bytes>,
     rules: HeadRules,
 ) {
+    let outcome = answer(shared, (conn, handshake), resolver, rules).await;
+    guard.ended(outcome);
+}
+
+async fn answer(
+    shared: Arc<Shared>,
+    (conn, handshake): (Arc<Conn>, Completed),
+    resolver: RequestResolver<Guarded, Bytes>,
+    rules: HeadRules,
+) -> Outcome {
     let start = crate::clock::now();
     let resolved = resolver.resolve_request().await;
     // A head that came before the handshake completed is early data.
     let conn = handshake.conn_now(conn);
     let (req, stream) = match resolved {
         Ok(r) => r,
+        Err(h3::error::StreamError::RemoteTerminate { .. }) => return Outcome::Cancelled,
         Err(e) => {
             // h3 has reset it (or answered 431): no request to log but
             // nginx's line for a reset head.
-            if !e.is_h3_no_error() && !matches!(e, h3::error::StreamError::RemoteTerminate { .. }) {
+            if !e.is_h3_no_error() {
                 refuse::reset_logged(&shared, &conn);
             }
-            return;
+            return Outcome::Other;
         }
     };
     let (mut send, recv) = stream.split();
     let send_timeout = conn.state.timeouts.send;
-    let Some(head) = admitted(&shared, &conn, &req, rules, &mut send, start).await else {
-        return;
+    let head = match admitted(&shared, &conn, &req, rules, &mut send, start).await {
+        Ok(head) => head,
+        Err(outcome) => return outcome,
     };
     let declared = head
         .headers
@@ -69,7 +85,7 @@ pub(super) async fn serve(
         // the request is dropped (logged 499 by its guard), not forwarded.
         Some(w) => tokio::select! {
             r = handled => r,
-            () = w.reset() => return,
+            () = w.reset() => return Outcome::Cancelled,
         },
         None => handled.await,
     };
@@ -82,15 +98,22 @@ pub(super) async fn serve(
         Ok(reply) => {
             let mut resp = reply.into_response();
             crate::upstream::into_header_map(&mut resp);
-            let _ = respond(&mut send, resp, send_timeout).await;
+            Outcome::of(respond(&mut send, resp, send_timeout).await)
         }
         // A body other than its Content-Length (RFC 9114 §4.1.2: malformed;
         // the upstream never got it whole); nginx's 444, or a client gone:
         // the stream ends without a word.
         Err(_) if malformed.load(std::sync::atomic::Ordering::Relaxed) => {
-            send.stop_stream(Code::H3_MESSAGE_ERROR)
+            send.stop_stream(Code::H3_MESSAGE_ERROR);
+            Outcome::Other
         }
-        Err(_) => send.stop_stream(Code::H3_REQUEST_CANCELLED),
+        Err(c) => {
+            send.stop_stream(Code::H3_REQUEST_CANCELLED);
+            match c.status {
+                499 => Outcome::Cancelled,
+                _ => Outcome::Other,
+            }
+        }
     }
 }
 
@@ -122,8 +145,8 @@ pub(crate) fn head(req: &Request<()>, rules: &HeadRules) -> Head {
     }
 }
 
-/// The head the gate lets through, or `None` once the stream got its
-/// refusal (nginx's status) or its reset.
+/// The head the gate lets through, or how the stream ended once it got
+/// its refusal (nginx's status) or its reset.
 async fn admitted(
     shared: &Shared,
     conn: &Conn,
@@ -131,14 +154,14 @@ async fn admitted(
     rules: HeadRules,
     send: &mut Send,
     start: tokio::time::Instant,
-) -> Option<http::request::Parts> {
+) -> Result<http::request::Parts, Outcome> {
     match head(req, &rules) {
         Head::Accept(parts, dropped) => {
             for name in dropped {
                 let line = gate::dropped_notice(name);
                 refuse::log_refusal(&line, conn.id, conn.remote.ip(), "");
             }
-            Some(parts)
+            Ok(parts)
         }
         Head::Refuse(r) => {
             let resp = refuse::refused_stream(shared, conn, Some(r), start);
@@ -147,8 +170,9 @@ async fn admitted(
                 .env
                 .metrics
                 .response(status, crate::clock::since(start));
-            let _ = respond(send, resp, conn.state.timeouts.send).await;
-            None
+            Err(Outcome::of(
+                respond(send, resp, conn.state.timeouts.send).await,
+            ))
         }
         Head::Reset(why) => {
             if let Some(r) = why {
@@ -156,7 +180,7 @@ async fn admitted(
             }
             refuse::reset_logged(shared, conn);
             send.stop_stream(Code::H3_MESSAGE_ERROR);
-            None
+            Err(Outcome::Other)
         }
     }
 }
@@ -235,6 +259,18 @@ fn with_h3_line(mut r: crate::http1::Refusal) -> crate::http1::Refusal {
         }
     }
     r
+}
+
+impl Outcome {
+    /// A response written whole was answered; one the client stopped
+    /// taking (or reset the stream under) was cancelled.
+    fn of(written: Result<(), Stopped>) -> Outcome {
+        match written {
+            Ok(()) => Outcome::Answered,
+            Err(Stopped::Stream) => Outcome::Cancelled,
+            Err(_) => Outcome::Other,
+        }
+    }
 }
 
 /// Why a response stopped before its end.
