@@ -23,6 +23,7 @@ mod pass;
 mod quic;
 mod report;
 mod server;
+mod server_keys;
 mod shape;
 mod top;
 mod tree;
