@@ -5,6 +5,8 @@
 //! delays each stream by itself; malformed heads are reset or refused and never forwarded; SNI
 //! chooses the certificate; `quic_retry`, `http3 = false`, reload and graceful stop.
 
+mod counting;
+
 use crate::support::{KeyKind, Leaf, Sluice, TestCa, Upstream, client};
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr};

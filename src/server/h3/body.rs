@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 /// holds the rest back.
 const EARLY_MAX: usize = 64 * 1024;
 
-type Recv = RequestStream<h3_quinn::RecvStream, Bytes>;
+type Recv = RequestStream<super::quic::RecvHalf, Bytes>;
 
 /// The stream and what was read of it before the body was.
 struct Inner {

@@ -20,11 +20,16 @@
 //! - a stop (SIGTERM, or a reload that drops the listen) sends GOAWAY and
 //!   lets the open streams finish within `shutdown_timeout`.
 //!
+//! h3 runs over [`quic`], sluice's own mapping of h3's transport traits
+//! onto quinn, so that a client's STOP_SENDING drops its request at once
+//! (its `limit_conn` count with it), as an HTTP/2 RST_STREAM does.
+//!
 //! One worker serves a listener's QUIC endpoint (QUIC's connection ids
 //! route datagrams to connections; spreading them over workers needs a
 //! socket per worker and id-aware steering, not done yet).
 
 mod body;
+mod quic;
 mod stream;
 
 #[cfg(any(test, feature = "fuzzing"))]
@@ -320,9 +325,10 @@ async fn requests(
         .map_or_else(crate::http1::HeadRules::default, |s| s.head_rules);
     drop(config);
     let limits = crate::http2::request::Limits::of(&rules);
+    let stops = Arc::new(quic::Stops::default());
     let built = h3::server::builder()
         .max_field_section_size(limits.list as u64)
-        .build::<_, bytes::Bytes>(h3_quinn::Connection::new(quic.clone()))
+        .build::<_, bytes::Bytes>(quic::Transport::new(quic.clone(), stops.clone()))
         .await;
     let Ok(mut h3c) = built else {
         return;
@@ -340,9 +346,18 @@ async fn requests(
         };
         match accepted {
             Ok(Some(resolver)) => {
+                if !stopped && stops.too_many_aborted() {
+                    // The streams it has go on; the client takes a new
+                    // connection for more ([`quic::ABORTED_MAX`]).
+                    stopped = true;
+                    let _ = h3c.shutdown(0).await;
+                }
                 let (shared, conn) = (shared.clone(), from_where(&conn, &quic));
                 tokio::spawn(crate::clock::Fresh::new(stream::serve(
-                    shared, conn, resolver, rules,
+                    shared,
+                    conn,
+                    resolver,
+                    (rules, stops.clone()),
                 )));
             }
             Ok(None) => break,

@@ -5,7 +5,7 @@
 //! written on the stream, each write within `send_timeout`.
 
 use super::body::QuicBody;
-use super::{Conn, Shared};
+use super::{Conn, Shared, quic};
 use crate::body::Body;
 use crate::client_body::ClientBody;
 use crate::http1::HeadRules;
@@ -20,14 +20,16 @@ use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-type Send = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type Send = RequestStream<quic::SendHalf<Bytes>, Bytes>;
 
-/// Serves one request stream to its end.
+/// Serves one request stream to its end; a client that cancels it
+/// (STOP_SENDING, [`quic::Stops`]) drops it wherever it is: delayed,
+/// at the upstream, or while its response is written.
 pub(super) async fn serve(
     shared: Arc<Shared>,
     conn: Arc<Conn>,
-    resolver: RequestResolver<h3_quinn::Connection, Bytes>,
-    rules: HeadRules,
+    resolver: RequestResolver<quic::Transport, Bytes>,
+    (rules, stops): (HeadRules, Arc<quic::Stops>),
 ) {
     let start = crate::clock::now();
     let (req, stream) = match resolver.resolve_request().await {
@@ -41,52 +43,92 @@ pub(super) async fn serve(
             return;
         }
     };
+    let mut stopped = stops
+        .take(stream.id())
+        .unwrap_or_else(|| Box::pin(std::future::pending()));
     let (mut send, recv) = stream.split();
-    let send_timeout = conn.state.timeouts.send;
     let Some(head) = admitted(&shared, &conn, &req, rules, &mut send, start).await else {
         return;
     };
-    let declared = head
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
     let malformed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let body = QuicBody::of(recv, declared, malformed.clone());
-    let watch = body.as_ref().map(QuicBody::watch);
-    let body = match body {
-        Some(b) => ClientBody::Stream(Box::pin(b)),
-        None => ClientBody::Empty,
-    };
-    let req = (head.into(), body);
+    let (body, watch) = client_body(recv, &head, &malformed);
+    let send_timeout = conn.state.timeouts.send;
     let env = shared.env.clone();
-    let handled = crate::request::handle(env, conn, req, start);
-    let resp = match watch {
-        // A client that resets its stream while the request is delayed:
-        // the request is dropped (logged 499 by its guard), not forwarded.
-        Some(w) => tokio::select! {
-            r = handled => r,
-            () = w.reset() => return,
-        },
-        None => handled.await,
+    let handled = crate::request::handle(env, conn, (head.into(), body), start);
+    // A client that resets its stream while the request is delayed, or
+    // stops it: the request is dropped (logged 499 by its guard), never
+    // forwarded or no longer waited for.
+    let resp = tokio::select! {
+        r = handled => r,
+        () = cancelled(watch.as_ref(), &mut stopped) => {
+            stops.aborted();
+            return send.stop_stream(Code::H3_REQUEST_CANCELLED);
+        }
     };
     let status = resp.as_ref().map_or_else(|c| c.status, |r| r.status());
     shared
         .env
         .metrics
         .response(status, crate::clock::since(start));
-    match resp {
+    let answered = match resp {
         Ok(reply) => {
             let mut resp = reply.into_response();
             crate::upstream::into_header_map(&mut resp);
-            let _ = respond(&mut send, resp, send_timeout).await;
+            tokio::select! {
+                r = respond(&mut send, resp, send_timeout) => r.is_ok(),
+                () = &mut stopped => {
+                    send.stop_stream(Code::H3_REQUEST_CANCELLED);
+                    false
+                }
+            }
         }
         // A body other than its Content-Length (RFC 9114 §4.1.2: malformed;
         // the upstream never got it whole); nginx's 444, or a client gone:
         // the stream ends without a word.
         Err(_) if malformed.load(std::sync::atomic::Ordering::Relaxed) => {
-            send.stop_stream(Code::H3_MESSAGE_ERROR)
+            send.stop_stream(Code::H3_MESSAGE_ERROR);
+            false
         }
-        Err(_) => send.stop_stream(Code::H3_REQUEST_CANCELLED),
+        Err(_) => {
+            send.stop_stream(Code::H3_REQUEST_CANCELLED);
+            false
+        }
+    };
+    if !answered {
+        stops.aborted();
+    }
+}
+
+/// The request's body (none when the stream ended with its head), held to
+/// its `Content-Length` (`malformed` is set when it is not), and the watch
+/// on its stream until it is read.
+fn client_body(
+    recv: RequestStream<quic::RecvHalf, Bytes>,
+    head: &http::request::Parts,
+    malformed: &Arc<std::sync::atomic::AtomicBool>,
+) -> (ClientBody, Option<super::body::Watch>) {
+    let declared = head
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let body = QuicBody::of(recv, declared, malformed.clone());
+    let watch = body.as_ref().map(QuicBody::watch);
+    let body = match body {
+        Some(b) => ClientBody::Stream(Box::pin(b)),
+        None => ClientBody::Empty,
+    };
+    (body, watch)
+}
+
+/// Completes when the client gave up on the request: its STOP_SENDING,
+/// or a RESET_STREAM before its body was read.
+async fn cancelled(watch: Option<&super::body::Watch>, stopped: &mut quic::Stopped) {
+    match watch {
+        Some(w) => tokio::select! {
+            () = w.reset() => {}
+            () = stopped => {}
+        },
+        None => stopped.await,
     }
 }
 

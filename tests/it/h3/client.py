@@ -9,6 +9,10 @@ The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC 
    "later": {"at": seconds, "data": "text"} (optional: the stream stays open after the head
    and "body", and this DATA ends it that long after), "reset_at": seconds (optional: the
    stream is reset with H3_REQUEST_CANCELLED that long after; its "reset" is then "sent"),
+   "cancel_at": seconds (optional: the request is cancelled as RFC 9114 §4.1.1 has a client
+   cancel one, STOP_SENDING and RESET_STREAM with H3_REQUEST_CANCELLED, that long after; its
+   "reset" is then "sent"), "after": i (optional: sent once request i of the spec has ended,
+   and "at" seconds after that),
    "rebind": "IP" (optional: before this request the connection moves to a new socket on IP)}
 Prints one JSON line per request, in the spec's order:
   {"status": 200, "headers": [[n, v], ...], "body": "...", "ms": elapsed since sent,
@@ -41,7 +45,8 @@ class Client(QuicConnectionProtocol):
         self.streams = {}
         self.closed = None
 
-    def request(self, method, authority, path, headers, body, raw, later=None, reset_at=None):
+    def request(self, method, authority, path, headers, body, raw, later=None, reset_at=None,
+                cancel_at=None):
         sid = self._quic.get_next_available_stream_id()
         if raw:
             fields = [(n.encode(), v.encode()) for n, v in headers]
@@ -57,6 +62,8 @@ class Client(QuicConnectionProtocol):
             self._loop.call_later(later["at"], self.send_later, sid, later["data"].encode())
         if reset_at is not None:
             self._loop.call_later(reset_at, self.reset, sid)
+        if cancel_at is not None:
+            self._loop.call_later(cancel_at, self.cancel, sid)
         done = self._loop.create_future()
         self.streams[sid] = {"status": None, "headers": [], "body": b"", "reset": None,
                              "sent": time.monotonic(), "done": done}
@@ -74,10 +81,22 @@ class Client(QuicConnectionProtocol):
         self.finish(self.streams[sid])
         self.transmit()
 
+    def cancel(self, sid):
+        # The client no longer wants the response (STOP_SENDING), and sends no more of the
+        # request (RESET_STREAM: a no-op once all it sent was acknowledged, as a GET's is).
+        self._quic.stop_stream(sid, 0x010C)
+        self._quic.reset_stream(sid, 0x010C)
+        self.streams[sid]["reset"] = "sent"
+        self.finish(self.streams[sid])
+        self.transmit()
+
     def quic_event_received(self, event):
         if isinstance(event, StreamReset) and event.stream_id in self.streams:
             s = self.streams[event.stream_id]
-            s["reset"] = event.error_code
+            # (The server's reset of a stream this client reset or cancelled first is its
+            # answer to that: the stream stays "sent".)
+            if s["reset"] != "sent":
+                s["reset"] = event.error_code
             self.finish(s)
         if isinstance(event, ConnectionTerminated):
             self.closed = event.error_code
@@ -138,9 +157,13 @@ async def main():
         start = time.monotonic()
         waits = []
         for r in spec:
-            delay = r.get("at", 0) - (time.monotonic() - start)
-            if delay > 0:
-                await asyncio.sleep(delay)
+            if "after" in r:
+                await waits[r["after"]]
+                await asyncio.sleep(r.get("at", 0))
+            else:
+                delay = r.get("at", 0) - (time.monotonic() - start)
+                if delay > 0:
+                    await asyncio.sleep(delay)
             if "rebind" in r:
                 # The client moves to another address: a new socket, the same connection
                 # (QUIC migration; the server validates the new path).
@@ -153,7 +176,8 @@ async def main():
             waits.append(client.request(r.get("method", "GET"), f"{a.sni}:{port}",
                                         r.get("path", "/"), r.get("headers", []),
                                         r.get("body", ""), r.get("raw", False),
-                                        r.get("later"), r.get("reset_at")))
+                                        r.get("later"), r.get("reset_at"),
+                                        r.get("cancel_at")))
         try:
             await asyncio.wait_for(asyncio.gather(*waits), a.timeout)
         except asyncio.TimeoutError:
