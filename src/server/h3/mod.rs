@@ -38,6 +38,7 @@ pub(crate) use self::stream::{Head, fields_of, head};
 use super::Shared;
 use super::listener::{ListenerState, StopAccepting, worker_slot};
 use crate::conn_state::{Conn, ConnState};
+use crate::connlimit::WorkerSlot;
 use crate::errlog::{self, Severity};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -169,6 +170,7 @@ async fn serve(
             .address(configured)
             .is_some_and(|a| a.default_server().quic_retry);
         if retry && !incoming.remote_address_validated() {
+            shared.env.metrics.quic_handshake("retry");
             let _ = incoming.retry();
             continue;
         }
@@ -178,8 +180,7 @@ async fn serve(
         };
         let (shared, stopping) = (shared.clone(), stopping.clone());
         tokio::spawn(crate::clock::Fresh::new(async move {
-            connection(&shared, configured, incoming, stopping).await;
-            drop(slot);
+            connection(&shared, configured, incoming, stopping, slot).await;
         }));
     };
     // New handshakes are refused from here on.
@@ -204,14 +205,20 @@ async fn connection(
     configured: SocketAddr,
     incoming: quinn::Incoming,
     mut stopping: watch::Receiver<bool>,
+    mut slot: WorkerSlot,
 ) {
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     shared.env.metrics.connection_opened();
     let remote = incoming.remote_address();
     if let Some(conn) = handshake(shared, configured, incoming, (id, remote)).await {
+        shared
+            .env
+            .metrics
+            .speaks(&mut slot, crate::metrics::Protocol::Http3);
         requests(shared, conn, &mut stopping).await;
     }
     shared.env.metrics.connection_closed();
+    drop(slot);
 }
 
 /// The handshake, within the default server's `client_header_timeout`;
@@ -228,6 +235,7 @@ async fn handshake(
     let deadline = crate::clock::now() + default.client_header_timeout;
     let failed = |what: &dyn std::fmt::Display, result: &'static str| {
         shared.env.metrics.tls_handshake(result);
+        shared.env.metrics.quic_handshake(result);
         errlog::emit(
             Severity::Info,
             format_args!(
@@ -255,6 +263,7 @@ async fn handshake(
         }
     };
     shared.env.metrics.tls_handshake("ok");
+    shared.env.metrics.quic_handshake("ok");
     let sni = quic
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())

@@ -170,7 +170,12 @@ async fn admitted(
     send: &mut Send,
     start: tokio::time::Instant,
 ) -> Option<http::request::Parts> {
-    match head(req, &rules) {
+    let judged = head(req, &rules);
+    if !matches!(judged, Head::Reset(_)) {
+        // (As over HTTP/2, where a head reset never reaches a stream.)
+        shared.env.metrics.request(crate::metrics::Protocol::Http3);
+    }
+    match judged {
         Head::Accept(parts, dropped) => {
             for name in dropped {
                 let line = gate::dropped_notice(name);

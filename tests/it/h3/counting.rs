@@ -3,8 +3,10 @@
 //! client cancels it; and the requests, connections and QUIC handshakes `/metrics` and the
 //! status API report by protocol, moved by real aioquic requests.
 
-use super::{h3, server, start, status};
-use crate::support::{KeyKind, TestCa, Upstream, client};
+use super::{ADDR, h3, server, start, status};
+use crate::support::{KeyKind, Sluice, TestCa, Upstream, client, eventually, get};
+use serde_json::Value;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A `limit_conn` zone by client address and a server over TCP and QUIC that allows one
@@ -70,4 +72,117 @@ async fn limit_conn_counts_each_stream_and_frees_it_at_once() {
     );
     let log = s.wait_lines("access.log", 7).await;
     assert!(log.contains("\"GET /cancelled HTTP/3.0\" 499"), "{log}");
+}
+
+/// `curl` over TLS with `version` (`--http1.1`, `--http2`): the status.
+async fn curl_as(addr: SocketAddr, ca: &TestCa, version: &str, path: &str) -> u16 {
+    let out = tokio::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "--max-time",
+            "5",
+            "-w",
+            "%{http_code}",
+        ])
+        .args([version, "--cacert"])
+        .arg(ca.cert())
+        .arg("--resolve")
+        .arg(format!("h3.test:{}:127.0.0.1", addr.port()))
+        .arg(format!("https://h3.test:{}{path}", addr.port()))
+        .output()
+        .await
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// `/api/sluice/protocols` of the admin listener at `admin`.
+async fn protocols(admin: SocketAddr) -> Value {
+    let r = get(admin, "/api/sluice/protocols").await;
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    serde_json::from_str(&r.body_text()).expect("JSON")
+}
+
+/// One aioquic connection's three requests (one of them a head nginx refuses, still a
+/// request), curl's one over HTTP/1.1 and one over HTTP/2, and an aioquic client that gives
+/// up on the certificate: `/metrics` and `/api/sluice/protocols` count each by its protocol —
+/// requests, connections accepted, connections open while the QUIC one is (and none after),
+/// QUIC handshakes by result.
+#[tokio::test]
+async fn metrics_and_the_status_api_count_http3_beside_http1_and_http2() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let up = Upstream::start_slow(Duration::from_millis(1500));
+    let toml = format!(
+        r#"[admin]
+[[servers]]
+listen = ["{ADDR} ssl http2", "{ADDR} quic"]
+server_name = "h3.test"
+ssl_certificate = "{cert}"
+ssl_certificate_key = "{key}"
+[[servers.locations]]
+path = "/"
+return = {{ status = 200 }}
+[[servers.locations]]
+path = "/slow"
+proxy_pass = "http://{up}"
+"#,
+        cert = leaf.chain.display(),
+        key = leaf.key.display(),
+        up = up.addr,
+    );
+    let s = Sluice::builder(&toml).relocate(ADDR).start();
+    let (addr, admin) = (s.addr(), s.admin_addr());
+    let spec = serde_json::json!([{"path": "/slow"}, {"path": "/ok"}, {"path": "/../x"}]);
+    let quic = h3(addr, "h3.test", &ca, client(32), spec);
+    let open_meanwhile = async {
+        eventually(
+            "an open HTTP/3 connection",
+            Duration::from_secs(3),
+            async || {
+                let p = protocols(admin).await;
+                (p["h3"]["connections"]["active"] == 1).then_some(p)
+            },
+        )
+        .await
+    };
+    let (got, meanwhile) = tokio::join!(quic, open_meanwhile);
+    let statuses: Vec<_> = got[..3].iter().map(status).collect();
+    assert_eq!(statuses, [Some(200), Some(200), Some(400)], "{got:?}");
+    assert_eq!(meanwhile["h3"]["connections"]["accepted"], 1, "{meanwhile}");
+    assert_eq!(curl_as(addr, &ca, "--http1.1", "/one").await, 200);
+    assert_eq!(curl_as(addr, &ca, "--http2", "/two").await, 200);
+    let other = TestCa::new();
+    let refused = h3(addr, "h3.test", &other, client(33), serde_json::json!([])).await;
+    assert_eq!(refused[0]["connection"], "failed", "{refused:?}");
+    let want = serde_json::json!({
+        "http/1.1": {"requests": 1, "connections": {"accepted": 1, "active": 0}},
+        "h2": {"requests": 1, "connections": {"accepted": 1, "active": 0}},
+        "h3": {"requests": 3, "connections": {"accepted": 1, "active": 0},
+               "handshakes": {"ok": 1, "failed": 1, "timeout": 0, "retry": 0}},
+    });
+    let mut last = Value::Null;
+    let settled = crate::support::within(Duration::from_secs(5), async || {
+        last = protocols(admin).await;
+        (last == want).then_some(())
+    })
+    .await;
+    assert!(settled.is_some(), "want {want}, got {last}");
+    let metrics = get(admin, "/metrics").await.body_text();
+    for line in [
+        "sluice_http_requests_total{protocol=\"h3\"} 3",
+        "sluice_http_requests_total{protocol=\"h2\"} 1",
+        "sluice_http_requests_total{protocol=\"http/1.1\"} 1",
+        "sluice_http_connections_total{protocol=\"h3\"} 1",
+        "sluice_http_connections_active{protocol=\"h3\"} 0",
+        "sluice_quic_handshakes_total{result=\"ok\"} 1",
+        "sluice_quic_handshakes_total{result=\"failed\"} 1",
+        "sluice_connections_active 0",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
 }
