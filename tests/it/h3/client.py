@@ -84,6 +84,9 @@ class Client(QuicConnectionProtocol):
     def cancel(self, sid):
         # The client no longer wants the response (STOP_SENDING), and sends no more of the
         # request (RESET_STREAM: a no-op once all it sent was acknowledged, as a GET's is).
+        # (An answer that came first is kept.)
+        if self.streams[sid]["done"].done():
+            return
         self._quic.stop_stream(sid, 0x010C)
         self._quic.reset_stream(sid, 0x010C)
         self.streams[sid]["reset"] = "sent"

@@ -186,3 +186,37 @@ proxy_pass = "http://{up}"
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
 }
+
+/// A connection whose request streams end cancelled 1000 times (quinn keeps a little for each
+/// until the connection ends) is asked to go: the next stream is still answered, GOAWAY names it
+/// the last, and once it is answered the connection closes with H3_NO_ERROR (a stream sent after
+/// the GOAWAY gets no answer).
+#[tokio::test]
+async fn a_connection_whose_streams_end_cancelled_1000_times_gets_goaway() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let zone = "[zones.slow]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"1r/m\"\n";
+    let body = "[[servers.locations]]\npath = \"/slow\"\n\
+                limit_req = { zone = \"slow\", burst = 5000 }\nreturn = { status = 200 }\n\
+                [[servers.locations]]\npath = \"/ok\"\nreturn = { status = 200 }\n";
+    let s = start(&format!("{zone}{}", server("h3.test", &leaf, "", body)));
+    // 1005 delayed requests, each cancelled 50 ms after it was sent, 100 at a time.
+    let mut spec: Vec<Value> = (0..1005)
+        .map(|i| serde_json::json!({"path": "/slow", "at": f64::from(i / 100) * 0.3, "cancel_at": 0.05}))
+        .collect();
+    let last = spec.len();
+    spec.push(serde_json::json!({"path": "/ok", "at": 3.8}));
+    spec.push(serde_json::json!({"path": "/ok", "after": last, "at": 0.1}));
+    let got = h3(s.addr(), "h3.test", &ca, client(34), Value::Array(spec)).await;
+    let cancelled = got[..last].iter().filter(|g| g["reset"] == "sent").count();
+    assert!(cancelled >= 1000, "{cancelled} cancelled");
+    assert_eq!(status(&got[last]), Some(200), "{:?}", &got[last..]);
+    assert_eq!(got[last + 1]["status"], Value::Null, "{:?}", &got[last..]);
+    let connection = &got[last + 2];
+    assert_eq!(
+        (&connection["connection"], &connection["error"]),
+        (&Value::from("closed"), &Value::from(0x100)),
+        "closed with H3_NO_ERROR once its last stream was answered: {:?}",
+        &got[last..]
+    );
+}
