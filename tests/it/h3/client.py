@@ -87,6 +87,12 @@ class Client(QuicConnectionProtocol):
         # (An answer that came first is kept.)
         if self.streams[sid]["done"].done():
             return
+        quic = self._quic._streams.get(sid)
+        if quic is not None and quic.is_blocked:
+            # Not yet open (beyond the server's stream credit): a frame on it now would be a
+            # STREAM_LIMIT_ERROR; cancelled once it opens.
+            self._loop.call_later(0.02, self.cancel, sid)
+            return
         self._quic.stop_stream(sid, 0x010C)
         self._quic.reset_stream(sid, 0x010C)
         self.streams[sid]["reset"] = "sent"
