@@ -116,9 +116,10 @@
 # ≥ nginx's; grpc: cpu per unary call ≤ nginx's (issue #45); topkeys: cpu ≤ 1.03× of sluice without the
 # sketch), and the ratios against HAProxy and the others without a target.
 # Only `logged` has an access log (emptied before each run); rejections are logged to a file.
-# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 19 minutes in all on
-# 2 cores (pass and tail 3 × 6 runs each; reject, many, logged, tls, h2 and grpc 2 × 6 runs each; idle about
-# 30 s; grpc's streams about 30 s; instructions about 45 s), plus the release build. Machines here are shared and noisy: read the
+# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 26 minutes in all on
+# 2 cores (pass, tail and h3 3 × 6 runs each; reject, many, logged, tls, h2 and grpc 2 × 6 runs each; idle about
+# 30 s; grpc's streams about 30 s; h3's handshakes and idle connections about 2 minutes; instructions about
+# 45 s), plus the release build. Machines here are shared and noisy: read the
 # medians and ratios, not single runs (or the instruction counts).
 # --only SCENARIO runs one of them. Installs what is missing with apt-get (nginx, wrk, curl, haproxy,
 # nghttp2-client for h2load, openssl, python3, valgrind, python3-grpcio); the idle scenario needs
