@@ -190,11 +190,15 @@ simulate_reproduces_the_article() {
 # sluice's instructions per request, at most this many times nginx's (pass, reject). Set by issue
 # #44's session, which measured 1.07x and 1.07x (scripts/benchmarks.md, "The rejection rendered,
 # the clock read once"); the margin is for toolchain and package updates (nginx's own count moves
-# by about 2 % between runs on HTTP/2). Lower them as the count comes down.
-INSTRUCTION_BUDGET_PASS=1.10
-INSTRUCTION_BUDGET_REJECT=1.10
-# HTTP/2 over TLS (h2load -c1 -m10): 1.31x when set.
-INSTRUCTION_BUDGET_H2=1.35
+# by about 2 % between runs on HTTP/2). Lower them as the count comes down. 1.11x since 2026-12-07:
+# error_log's per-request log choice, compression's check and HTTP/3's left 1.103x and 1.098x
+# (25 773 / 23 367 and 13 197 / 12 015) after the errlog merge's 1.12x and 1.13x were cut back.
+INSTRUCTION_BUDGET_PASS=1.11
+INSTRUCTION_BUDGET_REJECT=1.11
+# HTTP/2 over TLS (h2load -c1 -m10): 1.31x when set; 1.34x–1.38x after error_log, compression and
+# HTTP/3 (2026-12-07), where nginx's own count moved from 42 517 to 44 151 between runs of one build
+# (h2load's batching under callgrind) and sluice's from 58 954 to 60 703: 1.35x sat inside that noise.
+INSTRUCTION_BUDGET_H2=1.40
 
 instruction_budget() {
   local out="$scratch/instructions.out"

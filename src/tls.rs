@@ -73,7 +73,8 @@ pub fn parse_protocols(s: &str) -> Result<Vec<Protocol>, String> {
 }
 
 /// What a client connection's handshake settled: `$ssl_protocol`,
-/// `$ssl_server_name`, `$ssl_cipher`, and `$scheme` = `https`.
+/// `$ssl_server_name`, `$ssl_cipher`, `$ssl_early_data`, and `$scheme` =
+/// `https`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
     pub protocol: Protocol,
@@ -83,6 +84,10 @@ pub struct Session {
     pub cipher: &'static str,
     /// ALPN chose `h2`.
     pub h2: bool,
+    /// `$ssl_early_data`: the request came before the handshake completed
+    /// (QUIC's 0-RTT), so it may be a replay (RFC 8446 §8). A connection's
+    /// own session says false; an early request's copy says true.
+    pub early_data: bool,
 }
 
 /// The default `ssl_protocols`.
@@ -228,11 +233,23 @@ pub fn server_config(
 pub const QUIC_CIPHER: &str = "TLS13_AES_128_GCM_SHA256";
 
 /// The rustls configuration of a `quic` listener: TLS 1.3 with
-/// [`QUIC_CIPHER`] only, ALPN `h3`, no 0-RTT, and the certificate that
-/// `resolver` chooses by the ClientHello's name (the servers of the
-/// address, as on TCP).
+/// [`QUIC_CIPHER`] only, ALPN `h3`, and the certificate that `resolver`
+/// chooses by the ClientHello's name (the servers of the address, as on
+/// TCP). With `early_data`, a client resuming a session may send 0-RTT
+/// data (QUIC allows no other limit than all, RFC 9001 §4.6.1), and the
+/// tickets it issues say so; without, its tickets offer no 0-RTT and a
+/// client's attempt with an older one is refused (the client sends again
+/// after the handshake).
+///
+/// `sessions` keeps the tickets issued (a ticket is its key there), so
+/// that both configurations of one listener resume each other's; rustls
+/// takes a ticket out of it when it is used, so each resumes once: a
+/// replayed 0-RTT flight finds its ticket gone and is handshaken in full,
+/// its early data refused.
 pub fn quic_server_config(
     resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+    early_data: bool,
+    sessions: Arc<dyn rustls::server::StoresServerSessions>,
 ) -> Result<ServerConfig, String> {
     let mut provider = (*provider()).clone();
     provider
@@ -244,9 +261,16 @@ pub fn quic_server_config(
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h3".to_vec()];
-    config.max_early_data_size = 0;
-    config.session_storage = rustls::server::ServerSessionMemoryCache::new(10_000);
+    // (rustls accepts 0-RTT only with such stateful tickets: its
+    // `ticketer` stays off.)
+    config.max_early_data_size = if early_data { u32::MAX } else { 0 };
+    config.session_storage = sessions;
     Ok(config)
+}
+
+/// The ticket store of a `quic` listener ([`quic_server_config`]).
+pub fn quic_sessions() -> Arc<dyn rustls::server::StoresServerSessions> {
+    rustls::server::ServerSessionMemoryCache::new(10_000)
 }
 
 /// The leaf certificate's notAfter (Unix seconds), read from its DER.

@@ -190,6 +190,9 @@ fn server(s: &mut String, spec: &Spec, srv: &ServerSpec) {
     if srv.options.quic {
         quic(s, srv, &level);
     }
+    if srv.ssl_early_data {
+        early_data(s, srv);
+    }
     if let Some(r) = &level.real_ip {
         real_ip(s, r, proxy_protocol);
     }
@@ -228,15 +231,35 @@ fn tls(s: &mut String, srv: &ServerSpec, t: &crate::config::TlsSpec, now: u64) {
     );
 }
 
-/// A `quic` listen: HTTP/3 and Retry on or off, and a warning when no
+/// `ssl_early_data`: what it does not do. sluice takes 0-RTT on a `quic`
+/// listen only; TLS over TCP refuses early data (its clients send again
+/// after the handshake), where nginx takes it on both.
+fn early_data(s: &mut String, srv: &ServerSpec) {
+    let _ = if srv.options.quic {
+        writeln!(
+            s,
+            "warning: ssl_early_data on {} applies to its quic listen only: TLS over TCP takes no early data (its clients send after the handshake)",
+            srv.listen
+        )
+    } else {
+        writeln!(
+            s,
+            "warning: ssl_early_data on {} does nothing: it applies to a quic listen, and TLS over TCP takes no early data",
+            srv.listen
+        )
+    };
+}
+
+/// A `quic` listen: HTTP/3, Retry and 0-RTT on or off, and a warning when no
 /// `add_header Alt-Svc` tells browsers of it (they find HTTP/3 only so).
 fn quic(s: &mut String, srv: &ServerSpec, level: &Level) {
     let _ = writeln!(
         s,
-        "  quic {} (udp) http3 {} quic_retry {}",
+        "  quic {} (udp) http3 {} quic_retry {} ssl_early_data {}",
         srv.listen,
         if srv.http3 { "on" } else { "off" },
-        if srv.quic_retry { "on" } else { "off" }
+        if srv.quic_retry { "on" } else { "off" },
+        if srv.ssl_early_data { "on" } else { "off" }
     );
     let advertised = |l: &Level| {
         l.headers

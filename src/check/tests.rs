@@ -294,6 +294,33 @@ fn a_quic_listen_is_shown_and_warned_about_without_alt_svc() {
 }
 
 #[test]
+fn ssl_early_data_is_shown_and_warned_about_where_it_does_not_apply() {
+    let text = |listen: &str| {
+        format!(
+            "[[servers]]\nlisten = {listen}\nssl_certificate = \"a.crt\"\nssl_certificate_key = \"a.key\"\nssl_early_data = true\nadd_header = [{{ name = \"Alt-Svc\", value = 'h3=\":8443\"', always = true }}]\n[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200 }}\n"
+        )
+    };
+    let out = |listen: &str| {
+        let spec = crate::config::parse_str("t.toml", &text(listen)).unwrap();
+        summary("t.toml", &spec)
+    };
+    let quic = out("[\"127.0.0.1:8443 ssl\", \"127.0.0.1:8443 quic\"]");
+    assert!(
+        quic.contains("  quic 127.0.0.1:8443 (udp) http3 on quic_retry off ssl_early_data on"),
+        "{quic}"
+    );
+    assert!(
+        quic.contains("warning: ssl_early_data on 127.0.0.1:8443 applies to its quic listen only: TLS over TCP takes no early data"),
+        "{quic}"
+    );
+    let tcp = out("\"127.0.0.1:8443 ssl\"");
+    assert!(
+        tcp.contains("warning: ssl_early_data on 127.0.0.1:8443 does nothing"),
+        "{tcp}"
+    );
+}
+
+#[test]
 fn compression_is_shown_where_it_is_on() {
     let text = "gzip = true\ngzip_types = [\"application/json\"]\ngzip_vary = true\n\
                 [[servers]]\nlisten = \"127.0.0.1:8080\"\n\

@@ -136,6 +136,10 @@ pub(crate) struct ServerBlock {
     pub http3: bool,
     /// `quic_retry`: a QUIC client proves its address with a Retry first.
     pub quic_retry: bool,
+    /// `ssl_early_data`: requests a QUIC client sends in 0-RTT, before its
+    /// handshake completed, are served when their method is safe (else
+    /// 425); off, every such request gets 425.
+    pub ssl_early_data: bool,
     /// Its certificate and TLS settings, on an `ssl` address.
     pub tls: Option<ServerTls>,
     pub locations: Locations,

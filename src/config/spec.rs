@@ -331,6 +331,8 @@ pub(crate) struct ServerSpec {
     pub http3: bool,
     /// `quic_retry = true | false` (unset: off, as nginx's).
     pub quic_retry: bool,
+    /// `ssl_early_data = true | false` (unset: off, as nginx's).
+    pub ssl_early_data: bool,
     /// The server's `proxy_pass`: where its locations without one of their
     /// own forward, and its implicit `location /`.
     pub proxy_pass: Option<ProxyPass>,

@@ -126,6 +126,8 @@ fn a_quic_listen_goes_beside_its_tcp_one() {
     assert!(q.options.quic && q.options.ssl && q.options.http2 && q.options.default_server);
     assert!(q.quic_retry && q.http3);
     assert!(!plain.options.quic && !plain.quic_retry && !plain.http3);
+    // ssl_early_data: off unless turned on, as nginx's.
+    assert!(!q.ssl_early_data && !plain.ssl_early_data);
     let text = [
         // quic alone, without its TCP listen.
         listed("[\"127.0.0.1:1 quic\"]", CERT),
@@ -150,4 +152,22 @@ fn a_quic_listen_goes_beside_its_tcp_one() {
     for w in want {
         assert!(e.iter().any(|l| l.starts_with(w)), "{w:?} in {e:#?}");
     }
+}
+
+#[test]
+fn ssl_early_data_is_a_server_flag() {
+    let spec = ok(&listed(
+        "[\"127.0.0.1:1 ssl\", \"127.0.0.1:1 quic\"]",
+        &format!("{CERT}\nssl_early_data = true"),
+    ));
+    assert!(spec.servers[0].ssl_early_data);
+    let e = errors(&listed(
+        "[\"127.0.0.1:1 ssl\", \"127.0.0.1:1 quic\"]",
+        &format!("{CERT}\nssl_early_data = \"on\""),
+    ));
+    assert!(
+        e.iter()
+            .any(|l| l.starts_with("t.toml:5:18: \"ssl_early_data\" must be")),
+        "{e:#?}"
+    );
 }

@@ -373,6 +373,7 @@ fn server(mut s: ServerDraft, zones: &Zones, d: &mut Diagnostics) -> Option<(Ser
             http2: s.http2,
             http3: s.http3.unwrap_or(true),
             quic_retry: s.quic_retry.unwrap_or(false),
+            ssl_early_data: s.ssl_early_data.unwrap_or(false),
             proxy_pass,
             level,
             locations,

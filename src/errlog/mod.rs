@@ -22,7 +22,7 @@
 /// writing a line piece by piece (`emit_with`) find it beside `emit_with`.
 pub use crate::fmt::{Excess, Timestamp, push_excess, push_fmt, push_ip, push_u64};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use tracing::level_filters::LevelFilter;
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
@@ -177,10 +177,59 @@ pub fn enabled(sev: Severity) -> bool {
 /// Runs `f` on the log of the request being served on this task, or else
 /// the process's.
 fn with_log<R>(f: impl FnOnce(&ErrorLog) -> R) -> R {
+    if !SCOPES.load(Ordering::Relaxed) {
+        return with_main(f);
+    }
     match REQUEST_LOG.try_with(|slot| slot.borrow().clone()) {
         Ok(Some(log)) => f(&log),
-        _ => f(&MAIN.load()),
+        _ => with_main(f),
     }
+}
+
+/// Set once a request ran in a [`scope`]: until then no task has a
+/// request's log, and a line goes to the process's without asking.
+static SCOPES: AtomicBool = AtomicBool::new(false);
+
+/// A request is about to run in a [`scope`].
+fn note_scopes() {
+    if !SCOPES.load(Ordering::Relaxed) {
+        SCOPES.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether a debug line could be written anywhere: callers that would
+/// format one ask this first (one load, inlined).
+#[inline]
+pub fn debug_possible() -> bool {
+    !DIRECT.load(Ordering::Relaxed) || DEBUG_SOMEWHERE.load(Ordering::Relaxed)
+}
+
+/// Bumped after each [`set_main`], so that a thread knows its copy of the
+/// process's log is stale.
+static MAIN_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Runs `f` on the process's log, from this thread's copy: a rejection's
+/// line costs an atomic load rather than an `ArcSwap` load.
+fn with_main<R>(f: impl FnOnce(&ErrorLog) -> R) -> R {
+    thread_local! {
+        static HERE: std::cell::RefCell<(u64, Option<std::sync::Arc<ErrorLog>>)> =
+            const { std::cell::RefCell::new((0, None)) };
+    }
+    let generation = MAIN_GENERATION.load(Ordering::Acquire);
+    HERE.with(|here| {
+        // (Borrowed already only if a line were written while writing
+        // one: that one reads the shared log.)
+        let Ok(mut h) = here.try_borrow_mut() else {
+            return f(&MAIN.load());
+        };
+        if h.0 != generation || h.1.is_none() {
+            *h = (generation, Some(MAIN.load_full()));
+        }
+        match &h.1 {
+            Some(log) => f(log),
+            None => f(&MAIN.load()),
+        }
+    })
 }
 
 /// The process's error log: the top level's `error_log` (stderr at `info`
@@ -193,6 +242,7 @@ static MAIN: std::sync::LazyLock<arc_swap::ArcSwap<ErrorLog>> =
 pub fn set_main(log: std::sync::Arc<ErrorLog>) {
     set_level(log.min());
     MAIN.store(log);
+    MAIN_GENERATION.fetch_add(1, Ordering::Release);
 }
 
 tokio::task_local! {
@@ -205,7 +255,13 @@ tokio::task_local! {
 /// [`set_request_log`] names (the process's until then), also while it is
 /// dropped (a client gone while delayed: the 499 line).
 pub async fn scope<F: std::future::Future>(fut: F) -> F::Output {
+    note_scopes();
     REQUEST_LOG.scope(std::cell::RefCell::new(None), fut).await
+}
+
+/// Whether this task runs in a [`scope`].
+pub fn in_scope() -> bool {
+    REQUEST_LOG.try_with(|_| ()).is_ok()
 }
 
 /// The lines of the request this task serves go to `log` from now on (its

@@ -192,6 +192,9 @@ impl std::fmt::Display for TargetSpec {
 pub struct ErrorLog {
     /// The least severe level any target writes.
     min: Severity,
+    /// The sink of the only target, when there is one and it is no
+    /// syslog server: a line is formatted straight into its batch.
+    single: Option<Arc<Sink>>,
     targets: Vec<Target>,
 }
 
@@ -241,8 +244,13 @@ impl ErrorLog {
         if min == Some(Severity::Debug) {
             super::DEBUG_SOMEWHERE.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+        let single = match targets.as_slice() {
+            [t] if t.syslog.is_none() => Some(t.sink.clone()),
+            _ => None,
+        };
         ErrorLog {
             min: min.unwrap_or(Severity::Emerg),
+            single,
             targets,
         }
     }
@@ -269,6 +277,13 @@ impl ErrorLog {
     ) {
         if sev < self.min {
             return;
+        }
+        if let Some(sink) = &self.single {
+            return crate::batch::write_with(sink, |line| {
+                prefix(line);
+                write(line);
+                line.push(b'\n');
+            });
         }
         let mut hit = self.targets.iter().filter(|t| sev >= t.level);
         let (Some(first), second) = (hit.next(), hit.next()) else {

@@ -203,7 +203,6 @@ pub fn why_not(name: &str) -> &'static str {
         | "ssl_verify_client"
         | "ssl_verify_depth"
         | "ssl_buffer_size"
-        | "ssl_early_data"
         | "ssl_conf_command"
         | "ssl_password_file"
         | "ssl_crl" => "not among sluice's TLS settings (rustls' safe defaults)",

@@ -119,8 +119,9 @@ pub fn addresses(servers: &[&Directive]) -> [Vec<String>; 3] {
     [tls, pp, all]
 }
 
-/// `ssl_certificate`, `ssl_certificate_key`, `ssl_protocols`, `http2`: a
-/// server's keys, which http may set for every server.
+/// `ssl_certificate`, `ssl_certificate_key`, `ssl_protocols`, `http2`,
+/// `http3`, `quic_retry`, `ssl_early_data`: a server's keys, which http may
+/// set for every server.
 pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
     let key: &'static str = match d.name.as_str() {
         "ssl_certificate" => "ssl_certificate",
@@ -128,6 +129,7 @@ pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         "ssl_protocols" => "ssl_protocols",
         "http3" => "http3",
         "quic_retry" => "quic_retry",
+        "ssl_early_data" => "ssl_early_data",
         _ => "http2",
     };
     if lv.has(key) {
@@ -140,7 +142,7 @@ pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
             Some(p) => Value::Str(p),
             None => return,
         },
-        "http2" | "http3" | "quic_retry" => match values::flag(d.arg(0)) {
+        "http2" | "http3" | "quic_retry" | "ssl_early_data" => match values::flag(d.arg(0)) {
             Ok(b) => Value::Bool(b),
             Err(e) => return cx.report(Kind::NotTranslated, d, e),
         },
@@ -153,7 +155,12 @@ pub fn server_key(cx: &mut Cx, lv: &mut Level, d: &Directive) {
         }
         _ => Value::Str(cx.conf_path(d.arg(0))),
     };
+    let early = value == Value::Bool(true) && key == "ssl_early_data";
     lv.push(key, value, d);
+    if early {
+        let why = "sluice takes 0-RTT on a quic listen only; TLS over TCP refuses early data";
+        cx.report(Kind::Partial, d, why);
+    }
 }
 
 /// One `server` block: a `[[servers]]` table per `listen`.
@@ -172,7 +179,8 @@ pub fn server(cx: &mut Cx, out: &Out, d: &Directive) -> Vec<Table> {
             | "ssl_protocols"
             | "http2"
             | "http3"
-            | "quic_retry" => server_key(cx, &mut s.tls, c),
+            | "quic_retry"
+            | "ssl_early_data" => server_key(cx, &mut s.tls, c),
             "location" => location(cx, &mut s, c, None),
             "return" => {
                 if let Some(r) = ret(cx, c) {

@@ -41,3 +41,36 @@ fn a_quic_listen_joins_its_tcp_listen_and_http3_keys_follow() {
     // What import-nginx writes, sluice reads.
     crate::config::parse_str("t.toml", &o.text).unwrap_or_else(|e| panic!("{e}\n{}", o.text));
 }
+
+#[test]
+fn ssl_early_data_becomes_the_server_key_said_to_apply_to_quic_only() {
+    let o = run(&http(
+        "ssl_early_data on;
+         server { listen 443 ssl; listen 443 quic;
+                  ssl_certificate /etc/ssl/site.pem; ssl_certificate_key /etc/ssl/site.key;
+                  location / { proxy_set_header Early-Data $ssl_early_data;
+                               proxy_pass http://127.0.0.1:8080; } }
+         server { listen 8443 ssl; ssl_early_data off;
+                  ssl_certificate /etc/ssl/site.pem; ssl_certificate_key /etc/ssl/site.key;
+                  location / { return 204; } }",
+    ));
+    assert_eq!(o.server(0)["ssl_early_data"].as_bool(), Some(true));
+    assert_eq!(o.server(1)["ssl_early_data"].as_bool(), Some(false));
+    let r = o.report("ssl_early_data on");
+    assert_eq!(r.kind, Kind::Partial);
+    assert!(r.why.contains("quic listen only"), "{}", r.why);
+    assert!(
+        !o.reports
+            .iter()
+            .any(|r| r.directive.contains("ssl_early_data off")),
+        "{:#?}",
+        o.reports
+    );
+    // The variable is sluice's too.
+    assert!(
+        o.text.contains("Early-Data = \"$ssl_early_data\""),
+        "{}",
+        o.text
+    );
+    crate::config::parse_str("t.toml", &o.text).unwrap_or_else(|e| panic!("{e}\n{}", o.text));
+}

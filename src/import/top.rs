@@ -164,7 +164,8 @@ fn http<'d>(cx: &mut Cx, out: &mut Out, ds: &'d [Directive]) -> Vec<&'d Directiv
             | "ssl_protocols"
             | "http2"
             | "http3"
-            | "quic_retry" => server::server_key(cx, &mut out.server_defaults, d),
+            | "quic_retry"
+            | "ssl_early_data" => server::server_key(cx, &mut out.server_defaults, d),
             _ => {
                 if !level::directive(cx, &mut out.http, d, Ctx::Http) {
                     other(cx, d);

@@ -50,6 +50,11 @@ pub(crate) enum ProxyError<'a> {
     PlainHttpOnHttps,
     /// No location matches the path: 404.
     NoLocation(&'a str),
+    /// Sent in TLS early data (0-RTT), where it may be a replay, and not a
+    /// safe method on a server with `ssl_early_data` (or any method on one
+    /// without): 425 Too Early (RFC 8470), never forwarded; the client
+    /// sends it again after its handshake.
+    TooEarly,
     /// The path is a proxied location's name without its final slash:
     /// nginx's 301 to the name (`location /app/` answers `/app` so), with
     /// the query.
@@ -127,6 +132,7 @@ impl ProxyError<'_> {
                 400
             }
             ProxyError::NoLocation(_) => 404,
+            ProxyError::TooEarly => 425,
             ProxyError::Forbidden => 403,
             ProxyError::AddSlash { .. } => 301,
             ProxyError::Close => 444,
@@ -285,6 +291,10 @@ impl ProxyError<'_> {
             ProxyError::InvalidPath => "The request path is invalid.".into(),
             ProxyError::PlainHttpOnHttps => "The plain HTTP request was sent to HTTPS port.".into(),
             ProxyError::NoLocation(path) => format!("No location matches \"{path}\"."),
+            ProxyError::TooEarly => {
+                "The request was sent in early data (0-RTT): send it again after the handshake."
+                    .into()
+            }
             ProxyError::AddSlash { to, .. } => format!("Moved to \"{to}\"."),
             ProxyError::Forbidden => "Access is forbidden to this client.".into(),
             ProxyError::BodyTooLarge { .. } | ProxyError::ChunkedBodyTooLarge { .. } => format!(

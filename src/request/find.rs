@@ -1,6 +1,7 @@
 //! Finding what serves a request: the server, the client's address
-//! (realip), nginx's normalised `$uri`, the location, and the check nginx
-//! makes once it has found it (`client_max_body_size`).
+//! (realip), nginx's normalised `$uri`, the location, and the checks made
+//! once it is found: a request sent in early data (`ssl_early_data`), and
+//! nginx's `client_max_body_size`.
 
 use super::RequestHead;
 use super::error::ProxyError;
@@ -73,6 +74,7 @@ pub(crate) fn location<'a>(
 
 /// nginx's `$uri`: percent-decoded, `//` merged, `.` and `..` resolved.
 /// `None` when `..` climbs above the root or the path is not absolute.
+#[inline]
 pub fn normalize_path(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
     if !raw.starts_with('/') {
         return None;
@@ -141,6 +143,21 @@ fn already_normal(path: &[u8]) -> bool {
         }
     }
     true
+}
+
+/// Whether a request sent in TLS early data (0-RTT, `$ssl_early_data`)
+/// gets 425 Too Early: anyone who saw the client's first flight can send
+/// it again (RFC 8446 §8), so only a safe method is served from it, and
+/// only on a server that turned `ssl_early_data` on. Checked before the
+/// limits (as nginx's `if ($ssl_early_data) { return 425; }` in the
+/// rewrite phase): a 425 is not counted, the request sent again is.
+pub(crate) fn too_early(conn: &Conn, server: &ServerBlock, method: &http::Method) -> bool {
+    let early = conn.tls.as_ref().is_some_and(|t| t.early_data);
+    let safe = matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    );
+    early && !(server.ssl_early_data && safe)
 }
 
 /// nginx's find-config check: a request whose Content-Length exceeds

@@ -51,13 +51,27 @@ pub(crate) fn with_added(
 
 /// The response compressed as `c` says (nginx's gzip filter, after
 /// `add_header`, before the log): its `$gzip_ratio` goes to the record.
+#[inline]
 pub(crate) fn compressed(
     resp: Result<Response<Body>, CloseConnection>,
     c: Option<&crate::compress::Compression>,
     cx: &super::Ctx,
     record: &mut Option<Record>,
 ) -> Result<Response<Body>, CloseConnection> {
-    let (Ok(r), Some(c)) = (&resp, c) else {
+    match c {
+        Some(c) => compressed_by(resp, c, cx, record),
+        None => resp,
+    }
+}
+
+/// [`compressed`] where the scope compresses.
+fn compressed_by(
+    resp: Result<Response<Body>, CloseConnection>,
+    c: &crate::compress::Compression,
+    cx: &super::Ctx,
+    record: &mut Option<Record>,
+) -> Result<Response<Body>, CloseConnection> {
+    let Ok(r) = &resp else {
         return resp;
     };
     // A tunnel's bytes are no body to compress.

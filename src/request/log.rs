@@ -103,14 +103,19 @@ fn debug(conn: &Conn, msg: impl FnOnce(&mut Vec<u8>)) {
 /// from now on, starting with the debug lines about the request (in the
 /// location's log, unlike nginx's, so that a location's `debug` shows the
 /// requests it chases).
+#[inline(always)]
 pub(crate) fn at_location(cx: &super::Ctx, loc: &crate::config::Location) {
-    errlog::set_request_log(&loc.error_log);
-    debug_request(cx, loc);
+    cx.log_to(&loc.error_log);
+    if errlog::debug_possible() {
+        debug_request(cx, loc);
+    }
 }
 
 /// With `error_log … debug`: the request as it arrived, in nginx's words
 /// (`http request line`, `http uri`, `http args`, `http header`), and the
 /// location chosen (`using configuration`).
+#[cold]
+#[inline(never)]
 fn debug_request(cx: &super::Ctx, loc: &crate::config::Location) {
     if !errlog::enabled(Severity::Debug) {
         return;
@@ -151,6 +156,16 @@ fn debug_request(cx: &super::Ctx, loc: &crate::config::Location) {
 }
 
 /// With `error_log … debug`: any step of a request, `*CONN what`.
+#[inline(always)]
 pub(crate) fn debug_step(conn: &Conn, what: std::fmt::Arguments<'_>) {
+    if errlog::debug_possible() {
+        debug_line(conn, what);
+    }
+}
+
+/// [`debug_step`]'s line, out of the way of the requests that log none.
+#[cold]
+#[inline(never)]
+fn debug_line(conn: &Conn, what: std::fmt::Arguments<'_>) {
     debug(conn, |out| errlog::push_fmt(out, what));
 }

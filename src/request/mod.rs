@@ -100,6 +100,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) start: Instant,
     /// `$limit_conn_status`, once `limit_conn` decided.
     limit_conn_status: std::sync::OnceLock<&'static str>,
+    /// Whether the request runs in an [`crate::errlog::scope`] (some
+    /// server or location logs elsewhere than the top level).
+    scoped_log: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -108,16 +111,27 @@ impl<'a> Ctx<'a> {
     fn new(
         env: &'a Env,
         conn: &'a Conn,
-        (vars, server): (RequestVars<'a>, &crate::config::ServerBlock),
+        (vars, server, scoped_log): (RequestVars<'a>, &crate::config::ServerBlock, bool),
         start: Instant,
     ) -> Ctx<'a> {
-        crate::errlog::set_request_log(&server.error_log);
+        if scoped_log {
+            crate::errlog::set_request_log(&server.error_log);
+        }
         Ctx {
             env,
             conn,
             vars,
             start,
             limit_conn_status: std::sync::OnceLock::new(),
+            scoped_log,
+        }
+    }
+
+    /// The request's error-log lines go to `log` from now on.
+    #[inline]
+    fn log_to(&self, log: &Arc<crate::errlog::ErrorLog>) {
+        if self.scoped_log {
+            crate::errlog::set_request_log(log);
         }
     }
 
@@ -144,25 +158,21 @@ impl<'a> Ctx<'a> {
 pub(crate) async fn handle(
     env: Arc<Env>,
     conn: Arc<Conn>,
-    req: (RequestHead, ClientBody),
-    start: Instant,
-) -> Result<Reply, CloseConnection> {
-    // (A scope costs every poll of the request a task-local swap: only
-    // where some server or location logs elsewhere than the top level.)
-    if env.config().one_error_log {
-        handle_logged(env, conn, req, start).await
-    } else {
-        crate::errlog::scope(handle_logged(env, conn, req, start)).await
-    }
-}
-
-async fn handle_logged(
-    env: Arc<Env>,
-    conn: Arc<Conn>,
     (head, body): (RequestHead, ClientBody),
     start: Instant,
 ) -> Result<Reply, CloseConnection> {
     let config = env.config();
+    // A scope costs every poll of the request a task-local swap: only
+    // where some server or location logs elsewhere than the top level,
+    // the request served again inside one, boxed (so that this future,
+    // which HTTP/1.1 writes into a box in place and HTTP/2 and HTTP/3 move
+    // into one per stream, is one request's, with no copy of its
+    // arguments in a wrapper).
+    if !config.one_error_log && !crate::errlog::in_scope() {
+        drop(config);
+        let again = handle(env, conn, (head, body), start);
+        return Box::pin(crate::errlog::scope(again)).await;
+    }
     // None after a reload removed the connection's `listen`: its last
     // requests get 503.
     let Some(address) = config.address(conn.listen) else {
@@ -180,7 +190,7 @@ async fn handle_logged(
         .then(|| Arc::new(crate::vars::UserVars::new(config.vars.clone(), remote)));
     let at = (path.as_deref().unwrap_or(""), remote);
     let vars = find::request_vars(&conn, server, &head, at, user.as_ref());
-    let cx = Ctx::new(&env, &conn, (vars, server), start);
+    let cx = Ctx::new(&env, &conn, (vars, server, !config.one_error_log), start);
     let at_server = Scope::server(server);
     if conn.plain_on_https {
         let record = cx.record(&server.access_log);
@@ -202,6 +212,9 @@ async fn handle_logged(
     let at = Scope::location(loc, &head);
     let path = path.as_deref().unwrap_or("");
     let mut record = cx.record(&loc.access_log);
+    if find::too_early(&conn, server, &head.method) {
+        return refuse(&cx, at, ProxyError::TooEarly, record, None);
+    }
     if let Err(e) = find::check_body_size(loc, &head.fields) {
         return refuse(&cx, at, e, record, None);
     }
@@ -236,6 +249,7 @@ async fn handle_logged(
 /// A content phase's response as the client gets it: the quota fields,
 /// `add_header`, compression, the access record handed to its body, and
 /// the gRPC call counted.
+#[inline(always)]
 fn answered(
     cx: &Ctx<'_>,
     (at, loc): (Scope<'_>, &crate::config::Location),

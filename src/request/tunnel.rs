@@ -139,6 +139,7 @@ pub(crate) fn log_at_close(resp: &Response<Body>, record: Record) -> Option<Reco
 /// `held`, the request's limit_conn counts) with the connection, which runs
 /// it once the 101 is written; any other response keeps `held` until its
 /// body has been sent (on HTTP/2, until its stream's end was written).
+#[inline]
 pub(crate) fn hand_over(
     mut resp: Response<Body>,
     held: Held,

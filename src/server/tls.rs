@@ -133,6 +133,8 @@ async fn handshake(
             server_name: sni,
             cipher,
             h2,
+            // (TLS over TCP takes no early data: rustls' default.)
+            early_data: false,
         }),
         stream,
     })

@@ -76,6 +76,8 @@ pub enum Var {
     SslProtocol,
     SslServerName,
     SslCipher,
+    /// `1` for a request sent in TLS early data (0-RTT), else empty.
+    SslEarlyData,
     /// `proxy_pass`'s host (and port), or its upstream group's name.
     ProxyHost,
     /// The client's `X-Forwarded-For` with `$remote_addr` appended.
@@ -115,6 +117,7 @@ impl Var {
             "ssl_protocol" => Var::SslProtocol,
             "ssl_server_name" => Var::SslServerName,
             "ssl_cipher" => Var::SslCipher,
+            "ssl_early_data" => Var::SslEarlyData,
             "status" => Var::Status,
             "retry_after" => Var::RetryAfter,
             "limit_req_status" => Var::LimitReqStatus,
@@ -508,6 +511,8 @@ fn push_ssl(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
     let Some(t) = req.tls else { return };
     match v {
         Var::SslProtocol => out.extend_from_slice(t.protocol.name().as_bytes()),
+        Var::SslEarlyData if t.early_data => out.push(b'1'),
+        Var::SslEarlyData => {}
         Var::SslServerName => {
             if let Some(name) = t.server_name.as_deref() {
                 out.extend_from_slice(name.as_bytes());
@@ -559,7 +564,9 @@ fn eval_request_var(v: &Var, req: &RequestVars, out: &mut Vec<u8>) {
         Var::ServerProtocol => out.extend_from_slice(version_str(req.version).as_bytes()),
         Var::Scheme => out.extend_from_slice(if req.tls.is_some() { b"https" } else { b"http" }),
         Var::Https => out.extend_from_slice(if req.tls.is_some() { b"on" } else { b"" }),
-        Var::SslProtocol | Var::SslServerName | Var::SslCipher => push_ssl(v, req, out),
+        Var::SslProtocol | Var::SslServerName | Var::SslCipher | Var::SslEarlyData => {
+            push_ssl(v, req, out)
+        }
         Var::Http(name) => {
             if let Some(v) = req.headers.get(name) {
                 out.extend_from_slice(v);

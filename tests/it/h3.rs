@@ -6,6 +6,7 @@
 //! chooses the certificate; `quic_retry`, `http3 = false`, reload and graceful stop.
 
 mod counting;
+mod early;
 
 use crate::support::{KeyKind, Leaf, Sluice, TestCa, Upstream, client};
 use serde_json::Value;
@@ -35,6 +36,17 @@ fn python() -> PathBuf {
 /// One QUIC connection from `source` sending `spec` (see client.py): one JSON value per
 /// request, then the connection's.
 async fn h3(addr: SocketAddr, sni: &str, ca: &TestCa, source: IpAddr, spec: Value) -> Vec<Value> {
+    h3_with(addr, (sni, ca), source, spec, &[]).await
+}
+
+/// [`h3`], with more of client.py's arguments (`--ticket FILE`, `--hold SECONDS`).
+async fn h3_with(
+    addr: SocketAddr,
+    (sni, ca): (&str, &TestCa),
+    source: IpAddr,
+    spec: Value,
+    args: &[&std::ffi::OsStr],
+) -> Vec<Value> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/h3/client.py");
     let mut child = tokio::process::Command::new(python())
         .arg(script)
@@ -49,6 +61,7 @@ async fn h3(addr: SocketAddr, sni: &str, ca: &TestCa, source: IpAddr, spec: Valu
         ])
         .arg("--ca")
         .arg(ca.cert())
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -41,6 +41,7 @@ pub(super) fn server(
         http2,
         http3: s.http3,
         quic_retry: s.quic_retry,
+        ssl_early_data: s.ssl_early_data,
         tls,
         locations,
         client_header_timeout: level.client_header_timeout.unwrap_or(DEFAULT_TIMEOUT),

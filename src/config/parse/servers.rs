@@ -40,6 +40,8 @@ pub(in crate::config) struct ServerDraft {
     /// `http3 = true | false` and `quic_retry = true | false`.
     pub http3: Option<bool>,
     pub quic_retry: Option<bool>,
+    /// `ssl_early_data = true | false`.
+    pub ssl_early_data: Option<bool>,
     pub proxy_pass: Option<Result<ProxyPass, Reported>>,
     /// Where `proxy_pass` was written.
     pub proxy_pass_span: Option<Range<usize>>,
@@ -132,6 +134,10 @@ static SERVER: Schema<ServerDraft> = Schema {
         Key {
             name: "quic_retry",
             read: |cx, k, v, s| s.quic_retry = cx.bool(v, k),
+        },
+        Key {
+            name: "ssl_early_data",
+            read: |cx, k, v, s| s.ssl_early_data = cx.bool(v, k),
         },
         Key {
             name: "proxy_pass",

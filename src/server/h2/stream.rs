@@ -449,8 +449,14 @@ impl hyper::service::Service<Request<Incoming>> for H2Service {
             owed: false,
         };
         let (shared, conn) = (self.shared.clone(), self.conn.clone());
+        // Written into its box, not moved there: a move copies the whole
+        // future (about 6 KB) per stream.
+        let fut = Box::write(
+            Box::new_uninit(),
+            serve_stream(shared, conn, (req, id), stream),
+        );
         Serving {
-            fut: Box::pin(serve_stream(shared, conn, (req, id), stream)),
+            fut: Box::into_pin(fut),
             _live: id.map(|id| Live::new(&self.streams, id)),
         }
     }

@@ -9,7 +9,8 @@
 //! - the handshake: TLS 1.3 only, ALPN `h3`, the certificate of the server
 //!   the SNI name chooses among the address's servers (the configuration
 //!   generation current at the handshake, as on TCP), within the default
-//!   server's `client_header_timeout`; no 0-RTT;
+//!   server's `client_header_timeout`; 0-RTT only where a server of the
+//!   address has `ssl_early_data`, its early requests marked ([`early`]);
 //! - 128 concurrent request streams (`http3_max_concurrent_streams`) and
 //!   3 unidirectional ones (control and QPACK's two), as QUIC stream
 //!   credit: a client cannot open more, there is nothing to refuse;
@@ -29,6 +30,7 @@
 //! socket per worker and id-aware steering, not done yet).
 
 mod body;
+mod early;
 mod quic;
 mod stream;
 
@@ -76,7 +78,7 @@ pub(super) fn start(
     let shared = shared.clone();
     let task = rt.spawn(async move {
         match endpoint(&shared, configured, socket) {
-            Ok(e) => serve(shared, configured, e, stopped).await,
+            Ok((e, configs)) => serve(shared, (configured, Arc::new(configs)), e, stopped).await,
             Err(e) => errlog::emit(
                 Severity::Alert,
                 format_args!("quic listener on {configured} failed ({e})"),
@@ -115,16 +117,12 @@ fn endpoint(
     shared: &Arc<Shared>,
     configured: SocketAddr,
     socket: std::net::UdpSocket,
-) -> std::io::Result<quinn::Endpoint> {
+) -> std::io::Result<(quinn::Endpoint, early::Configs)> {
     let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
     let certs = Arc::new(Certificates {
         env: shared.env.clone(),
         listen: configured,
     });
-    let tls = crate::tls::quic_server_config(certs).map_err(invalid)?;
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
-        .map_err(|e| invalid(e.to_string()))?;
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let idle = shared
         .config()
         .address(configured)
@@ -136,20 +134,21 @@ fn endpoint(
         .max_concurrent_bidi_streams(MAX_STREAMS.into())
         .max_concurrent_uni_streams(3u32.into())
         .max_idle_timeout(quinn::IdleTimeout::try_from(idle.max(Duration::from_secs(1))).ok());
-    server.transport_config(Arc::new(transport));
-    quinn::Endpoint::new(
+    let configs = early::Configs::new(certs, Arc::new(transport)).map_err(invalid)?;
+    let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
-        Some(server),
+        Some((*configs.plain()).clone()),
         socket,
         Arc::new(quinn::TokioRuntime),
-    )
+    )?;
+    Ok((endpoint, configs))
 }
 
 /// Accepts connections until told to stop; then GOAWAY to each, and the
 /// endpoint closed once they are done or `shutdown_timeout` passed.
 async fn serve(
     shared: Arc<Shared>,
-    configured: SocketAddr,
+    (configured, configs): (SocketAddr, Arc<early::Configs>),
     endpoint: quinn::Endpoint,
     mut stop: oneshot::Receiver<StopAccepting>,
 ) {
@@ -179,8 +178,9 @@ async fn serve(
             continue;
         };
         let (shared, stopping) = (shared.clone(), stopping.clone());
+        let configs = configs.clone();
         tokio::spawn(crate::clock::Fresh::new(async move {
-            connection(&shared, configured, incoming, stopping, slot).await;
+            connection(&shared, (configured, &configs), incoming, stopping, slot).await;
         }));
     };
     // New handshakes are refused from here on.
@@ -202,7 +202,7 @@ async fn serve(
 /// its own task, until the client closes it, it idles out, or a stop.
 async fn connection(
     shared: &Arc<Shared>,
-    configured: SocketAddr,
+    (configured, configs): (SocketAddr, &early::Configs),
     incoming: quinn::Incoming,
     mut stopping: watch::Receiver<bool>,
     mut slot: WorkerSlot,
@@ -210,7 +210,8 @@ async fn connection(
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     shared.env.metrics.connection_opened();
     let remote = incoming.remote_address();
-    if let Some(conn) = handshake(shared, configured, incoming, (id, remote)).await {
+    let at = (configured, configs);
+    if let Some(conn) = handshake(shared, at, incoming, (id, remote)).await {
         shared
             .env
             .metrics
@@ -221,49 +222,43 @@ async fn connection(
     drop(slot);
 }
 
+/// A connection far enough into its handshake to be served: its state,
+/// the QUIC connection, and whether the handshake has completed.
+type Served = (Arc<Conn>, quinn::Connection, early::Completed);
+
 /// The handshake, within the default server's `client_header_timeout`;
-/// failures are one info line and a counter, as on TCP.
+/// failures are one info line and a counter, as on TCP. With 0-RTT on, the
+/// connection is served from its first flight, as soon as its ClientHello
+/// was read ([`from_first_flight`]).
 async fn handshake(
-    shared: &Shared,
-    configured: SocketAddr,
+    shared: &Arc<Shared>,
+    (configured, configs): (SocketAddr, &early::Configs),
     incoming: quinn::Incoming,
     (id, remote): (u64, SocketAddr),
-) -> Option<(Arc<Conn>, quinn::Connection)> {
+) -> Option<Served> {
     let config = shared.config();
     let address = config.address(configured)?;
     let default = address.default_server();
     let deadline = crate::clock::now() + default.client_header_timeout;
-    let failed = |what: &dyn std::fmt::Display, result: &'static str| {
-        shared.env.metrics.tls_handshake(result);
-        shared.env.metrics.quic_handshake(result);
-        errlog::emit(
-            Severity::Info,
-            format_args!(
-                "*{id} {what} while SSL handshaking, client: {}, server: {configured}",
-                remote.ip()
-            ),
-        );
+    let report = Report {
+        shared: shared.clone(),
+        id,
+        remote,
+        configured,
     };
-    let connecting = match incoming.accept() {
+    let (quinn_config, early) = configs.of(address);
+    let connecting = match incoming.accept_with(quinn_config) {
         Ok(c) => c,
         Err(e) => {
-            failed(&e, "failed");
+            report.failed(&e);
             return None;
         }
     };
-    let quic = match tokio::time::timeout_at(deadline, connecting).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            failed(&e, "failed");
-            return None;
-        }
-        Err(_) => {
-            failed(&"client timed out (110: Connection timed out)", "timeout");
-            return None;
-        }
+    let (quic, completed) = if early {
+        from_first_flight(connecting, deadline, report).await?
+    } else {
+        completed(connecting, deadline, &report).await?
     };
-    shared.env.metrics.tls_handshake("ok");
-    shared.env.metrics.quic_handshake("ok");
     let sni = quic
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
@@ -288,10 +283,109 @@ async fn handshake(
             server_name: sni,
             cipher: crate::tls::QUIC_CIPHER,
             h2: false,
+            early_data: false,
         })),
         plain_on_https: false,
     };
-    Some((Arc::new(conn), quic))
+    Some((Arc::new(conn), quic, completed))
+}
+
+/// What a handshake's end is told by: a counter, and for a failure one
+/// `[info]` line, as nginx logs it.
+struct Report {
+    shared: Arc<Shared>,
+    id: u64,
+    remote: SocketAddr,
+    configured: SocketAddr,
+}
+
+impl Report {
+    fn failed(&self, what: &dyn std::fmt::Display) {
+        self.line(what, "failed");
+    }
+
+    fn timed_out(&self) {
+        self.line(&"client timed out (110: Connection timed out)", "timeout");
+    }
+
+    fn line(&self, what: &dyn std::fmt::Display, result: &'static str) {
+        self.shared.env.metrics.tls_handshake(result);
+        self.shared.env.metrics.quic_handshake(result);
+        errlog::emit(
+            Severity::Info,
+            format_args!(
+                "*{} {what} while SSL handshaking, client: {}, server: {}",
+                self.id,
+                self.remote.ip(),
+                self.configured
+            ),
+        );
+    }
+
+    fn completed(&self) {
+        self.shared.env.metrics.tls_handshake("ok");
+        self.shared.env.metrics.quic_handshake("ok");
+    }
+}
+
+/// The whole handshake, before any request is taken.
+async fn completed(
+    connecting: quinn::Connecting,
+    deadline: Instant,
+    report: &Report,
+) -> Option<(quinn::Connection, early::Completed)> {
+    match tokio::time::timeout_at(deadline, connecting).await {
+        Ok(Ok(quic)) => {
+            report.completed();
+            Some((quic, early::Completed::already()))
+        }
+        Ok(Err(e)) => {
+            report.failed(&e);
+            None
+        }
+        Err(_) => {
+            report.timed_out();
+            None
+        }
+    }
+}
+
+/// A connection that may send 0-RTT: served once its ClientHello was read
+/// (its name chooses the server), so that the requests of its first
+/// flight are taken while the handshake goes on, marked early until it
+/// completes; the rest of the handshake is awaited beside them.
+async fn from_first_flight(
+    mut connecting: quinn::Connecting,
+    deadline: Instant,
+    report: Report,
+) -> Option<(quinn::Connection, early::Completed)> {
+    match tokio::time::timeout_at(deadline, connecting.handshake_data()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            report.failed(&e);
+            return None;
+        }
+        Err(_) => {
+            report.timed_out();
+            return None;
+        }
+    }
+    let (quic, accepted) = match connecting.into_0rtt() {
+        Ok(started) => started,
+        // (Never for a server: quinn's own word.)
+        Err(connecting) => return completed(connecting, deadline, &report).await,
+    };
+    let (completed, flag) = early::Completed::pending();
+    let watched = quic.clone();
+    tokio::spawn(crate::clock::Fresh::new(async move {
+        match early::complete(watched, accepted, deadline, flag).await {
+            early::Ended::Completed => report.completed(),
+            early::Ended::Closed => {}
+            early::Ended::Failed(e) => report.failed(&e),
+            early::Ended::TimedOut => report.timed_out(),
+        }
+    }));
+    Some((quic, completed))
 }
 
 /// The connection as a new stream sees it: a client that migrated (QUIC
@@ -319,7 +413,7 @@ fn from_where(conn: &Arc<Conn>, quic: &quinn::Connection) -> Arc<Conn> {
 /// sends GOAWAY and lets those open finish.
 async fn requests(
     shared: &Arc<Shared>,
-    (conn, quic): (Arc<Conn>, quinn::Connection),
+    (conn, quic, completed): Served,
     stopping: &mut watch::Receiver<bool>,
 ) {
     let config = shared.config();
@@ -364,7 +458,7 @@ async fn requests(
                 let (shared, conn) = (shared.clone(), from_where(&conn, &quic));
                 tokio::spawn(crate::clock::Fresh::new(stream::serve(
                     shared,
-                    conn,
+                    (conn, completed.clone()),
                     resolver,
                     (rules, stops.clone()),
                 )));

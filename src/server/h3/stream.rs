@@ -5,6 +5,7 @@
 //! written on the stream, each write within `send_timeout`.
 
 use super::body::QuicBody;
+use super::early::Completed;
 use super::{Conn, Shared, quic};
 use crate::body::Body;
 use crate::client_body::ClientBody;
@@ -27,12 +28,15 @@ type Send = RequestStream<quic::SendHalf<Bytes>, Bytes>;
 /// at the upstream, or while its response is written.
 pub(super) async fn serve(
     shared: Arc<Shared>,
-    conn: Arc<Conn>,
+    (conn, handshake): (Arc<Conn>, Completed),
     resolver: RequestResolver<quic::Transport, Bytes>,
     (rules, stops): (HeadRules, Arc<quic::Stops>),
 ) {
     let start = crate::clock::now();
-    let (req, stream) = match resolver.resolve_request().await {
+    let resolved = resolver.resolve_request().await;
+    // A head that came before the handshake completed is early data.
+    let conn = handshake.conn_now(conn);
+    let (req, stream) = match resolved {
         Ok(r) => r,
         Err(e) => {
             // h3 has reset it (or answered 431): no request to log but

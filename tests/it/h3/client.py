@@ -1,6 +1,13 @@
 """HTTP/3 client for sluice's tests, on aioquic (a maintained QUIC and HTTP/3 stack).
 
 Usage: client.py HOST:PORT [--sni NAME] [--ca FILE] [--bind IP] [--spec FILE|-]
+                 [--ticket FILE] [--hold SECONDS]
+
+--ticket FILE resumes the TLS session of the ticket in FILE (if there is one: then the requests
+marked "early" go in 0-RTT when the ticket allows it), and writes the last ticket the server sends
+to FILE (waiting up to 2 s for one). --hold SECONDS holds every datagram the client would send
+after its first flight for that long: the server gets the client's first flight (its 0-RTT
+requests) but not the end of its handshake until then.
 
 The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC connection:
   {"method": "GET", "path": "/x", "headers": [["name", "value"], ...], "body": "text",
@@ -13,18 +20,24 @@ The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC 
    cancel one, STOP_SENDING and RESET_STREAM with H3_REQUEST_CANCELLED, that long after; its
    "reset" is then "sent"), "after": i (optional: sent once request i of the spec has ended,
    and "at" seconds after that),
-   "rebind": "IP" (optional: before this request the connection moves to a new socket on IP)}
+   "rebind": "IP" (optional: before this request the connection moves to a new socket on IP),
+   "early": true (optional: sent right after the ClientHello, before the handshake; list these
+   first)}
 Prints one JSON line per request, in the spec's order:
   {"status": 200, "headers": [[n, v], ...], "body": "...", "ms": elapsed since sent,
    "reset": null | error code of a stream reset}
 and a last line {"connection": "closed" | "open", "error": code or null, "retried": whether
-the server sent a Retry first}; or only {"connection": "failed", "error": why} when the
+the server sent a Retry first, "resumed": whether the session was resumed, "early_data": whether
+the server accepted 0-RTT, "ticket_early": the max_early_data_size of the last ticket received};
+or only {"connection": "failed", "error": why} when the
 handshake did not complete.
 """
 
 import argparse
 import asyncio
 import json
+import os
+import pickle
 import socket
 import ssl
 import sys
@@ -35,7 +48,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
-from aioquic.quic.events import ConnectionTerminated, StreamReset
+from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamReset
 
 
 class Client(QuicConnectionProtocol):
@@ -44,6 +57,21 @@ class Client(QuicConnectionProtocol):
         self.http = H3Connection(self._quic)
         self.streams = {}
         self.closed = None
+        self.handshake = None
+        self.hold_until = None
+        self.held = False
+
+    def transmit(self):
+        # --hold: nothing leaves until hold_until; then all that piled up.
+        if self.hold_until is not None:
+            wait = self.hold_until - self._loop.time()
+            if wait > 0:
+                if not self.held:
+                    self.held = True
+                    self._loop.call_later(wait, self.transmit)
+                return
+            self.hold_until = None
+        super().transmit()
 
     def request(self, method, authority, path, headers, body, raw, later=None, reset_at=None,
                 cancel_at=None):
@@ -67,6 +95,9 @@ class Client(QuicConnectionProtocol):
         done = self._loop.create_future()
         self.streams[sid] = {"status": None, "headers": [], "body": b"", "reset": None,
                              "sent": time.monotonic(), "done": done}
+        if self.closed is not None:
+            # The connection is gone: nothing will come of it.
+            self.finish(self.streams[sid])
         self.transmit()
         return done
 
@@ -107,6 +138,8 @@ class Client(QuicConnectionProtocol):
             if s["reset"] != "sent":
                 s["reset"] = event.error_code
             self.finish(s)
+        if isinstance(event, HandshakeCompleted):
+            self.handshake = event
         if isinstance(event, ConnectionTerminated):
             self.closed = event.error_code
             for s in self.streams.values():
@@ -141,10 +174,16 @@ async def main():
     p.add_argument("--bind")
     p.add_argument("--spec", default="-")
     p.add_argument("--timeout", type=float, default=10)
+    p.add_argument("--ticket")
+    p.add_argument("--hold", type=float, default=0)
     a = p.parse_args()
     spec = json.load(sys.stdin if a.spec == "-" else open(a.spec))
     host, port = a.addr.rsplit(":", 1)
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=a.sni)
+    tickets = []
+    if a.ticket and os.path.exists(a.ticket) and os.path.getsize(a.ticket) > 0:
+        with open(a.ticket, "rb") as f:
+            config.session_ticket = pickle.load(f)
     if a.ca:
         config.load_verify_locations(a.ca)
     else:
@@ -154,9 +193,23 @@ async def main():
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((a.bind or "127.0.0.1", 0))
-    quic = QuicConnection(configuration=config)
+    got_ticket = loop.create_future()
+
+    def keep_ticket(ticket):
+        tickets.append(ticket)
+        if not got_ticket.done():
+            got_ticket.set_result(None)
+
+    quic = QuicConnection(configuration=config, session_ticket_handler=keep_ticket)
     _, client = await loop.create_datagram_endpoint(lambda: Client(quic), sock=sock)
     client.connect((host, int(port)))
+    authority = f"{a.sni}:{port}"
+    waits = []
+    for r in [r for r in spec if r.get("early")]:
+        waits.append(client.request(r.get("method", "GET"), authority, r.get("path", "/"),
+                                    r.get("headers", []), r.get("body", ""), False))
+    if a.hold > 0:
+        client.hold_until = loop.time() + a.hold
     try:
         await asyncio.wait_for(client.wait_connected(), a.timeout)
     except (asyncio.TimeoutError, ConnectionError) as e:
@@ -164,8 +217,7 @@ async def main():
         return
     if True:
         start = time.monotonic()
-        waits = []
-        for r in spec:
+        for r in [r for r in spec if not r.get("early")]:
             if "after" in r:
                 await waits[r["after"]]
                 await asyncio.sleep(r.get("at", 0))
@@ -182,7 +234,7 @@ async def main():
                 client._quic.change_connection_id()
                 client.transmit()
                 await asyncio.sleep(0.3)
-            waits.append(client.request(r.get("method", "GET"), f"{a.sni}:{port}",
+            waits.append(client.request(r.get("method", "GET"), authority,
                                         r.get("path", "/"), r.get("headers", []),
                                         r.get("body", ""), r.get("raw", False),
                                         r.get("later"), r.get("reset_at"),
@@ -191,6 +243,14 @@ async def main():
             await asyncio.wait_for(asyncio.gather(*waits), a.timeout)
         except asyncio.TimeoutError:
             pass
+        if a.ticket and client.closed is None:
+            try:
+                await asyncio.wait_for(asyncio.shield(got_ticket), 2)
+            except asyncio.TimeoutError:
+                pass
+            if tickets:
+                with open(a.ticket, "wb") as f:
+                    pickle.dump(tickets[-1], f)
         for sid in sorted(client.streams):
             s = client.streams[sid]
             print(json.dumps({"status": s["status"], "headers": s["headers"],
@@ -198,7 +258,11 @@ async def main():
                               "ms": s.get("ms"), "reset": s["reset"]}))
         print(json.dumps({"connection": "closed" if client.closed is not None else "open",
                           "error": client.closed,
-                          "retried": quic._retry_source_connection_id is not None}))
+                          "retried": quic._retry_source_connection_id is not None,
+                          "resumed": bool(client.handshake and client.handshake.session_resumed),
+                          "early_data": bool(client.handshake
+                                             and client.handshake.early_data_accepted),
+                          "ticket_early": tickets[-1].max_early_data_size if tickets else None}))
         client.close()
         await client.wait_closed()
 
