@@ -161,9 +161,14 @@ async def h3_idle_batch(host, port, authority, path, n, held):
             sys.exit(f"h3 idle: {path!r} answered {status}")
         held.append(cm)
 
-    # In groups, so that the handshakes do not all time out behind each other.
+    # In groups, so that the handshakes do not all time out behind each other; a group that
+    # does not end within 60 s stops the measurement rather than hang it.
     for i in range(0, n, 100):
-        await asyncio.gather(*(one() for _ in range(min(100, n - i))))
+        group = asyncio.gather(*(one() for _ in range(min(100, n - i))))
+        try:
+            await asyncio.wait_for(group, 60)
+        except asyncio.TimeoutError:
+            sys.exit(f"h3 idle: {min(100, n - i)} connections not all answered within 60 s")
 
 
 def h2_request(authority, path):
