@@ -57,6 +57,18 @@
 #           its end as failed); cpu_us includes the CONNECTIONS handshakes at the start. p50 and p99
 #           come from h2load's per-request log (--log-file: the time from a request's start to the
 #           end of its response); h2load itself prints only their mean, sd and max.
+#   h3      HTTP/3 against sluice alone (Debian has no HTTP/3 nginx, and its h2load 1.52 is built without
+#           ngtcp2: `--npn-list=h3` still dials TCP): /pass on the TLS server, which also listens `quic`.
+#           The load is scripts/h3-load.py on aioquic (8 connections × 10 streams), which these cores
+#           hold to about 1 000-1 500 requests/s, so each round runs the same number of requests over
+#           HTTP/3, then over HTTP/2 and HTTP/1.1 over TLS from h2load (-c8 -m10, --rps pacing them to
+#           the rate HTTP/3 reached in its warm-up): sluice's CPU per request at the same load, same
+#           process, same path. Then QUIC handshakes per second and CPU per handshake (8 aioquic
+#           clients, a new connection per request to /idle; sluice's sluice_quic_handshakes_total must
+#           count each one), and memory per idle connection: 1000 HTTP/3 connections and 1000 HTTP/2
+#           ones (over TLS), one request each, idle 3 s, sluice's resident memory growth per
+#           connection; then 1000 more while those stay open. aioquic comes from the Python registry
+#           into target/py-aioquic, as scripts/test.sh makes it.
 #   grpc    gRPC unary calls through grpc_pass, nginx (`listen … http2`, grpc_pass to an upstream block
 #           with `keepalive 128`) and sluice (`http2 = true`, grpc_pass), both with the pass limit, each
 #           its own process started for this scenario, in front of a python3-grpcio asyncio server
@@ -104,9 +116,10 @@
 # ≥ nginx's; grpc: cpu per unary call ≤ nginx's (issue #45); topkeys: cpu ≤ 1.03× of sluice without the
 # sketch), and the ratios against HAProxy and the others without a target.
 # Only `logged` has an access log (emptied before each run); rejections are logged to a file.
-# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 19 minutes in all on
-# 2 cores (pass and tail 3 × 6 runs each; reject, many, logged, tls, h2 and grpc 2 × 6 runs each; idle about
-# 30 s; grpc's streams about 30 s; instructions about 45 s), plus the release build. Machines here are shared and noisy: read the
+# Defaults: 10 s per run, 5 rounds, 64 connections, 2 wrk/h2load threads: about 26 minutes in all on
+# 2 cores (pass, tail and h3 3 × 6 runs each; reject, many, logged, tls, h2 and grpc 2 × 6 runs each; idle about
+# 30 s; grpc's streams about 30 s; h3's handshakes and idle connections about 2 minutes; instructions about
+# 45 s), plus the release build. Machines here are shared and noisy: read the
 # medians and ratios, not single runs (or the instruction counts).
 # --only SCENARIO runs one of them. Installs what is missing with apt-get (nginx, wrk, curl, haproxy,
 # nghttp2-client for h2load, openssl, python3, valgrind, python3-grpcio); the idle scenario needs
@@ -117,7 +130,7 @@ export PATH="/usr/sbin:/sbin:$PATH"
 # Thousands of connections in the idle measurement: as many descriptors as allowed.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-scenarios=(pass reject many logged gzip tail idle tls h2 grpc topkeys instructions)
+scenarios=(pass reject many logged gzip tail idle tls h2 h3 grpc topkeys instructions)
 duration=10 pairs=5 connections=64 threads=2 only="" requests=2000
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -163,6 +176,14 @@ if [[ ${#need[@]} -gt 0 ]]; then
   echo "installing ${need[*]}" >&2
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# h3: aioquic (not packaged by Debian) in the virtual environment scripts/test.sh makes too.
+if wants h3 && ! "$repo/target/py-aioquic/bin/python" -c 'import aioquic' 2>/dev/null; then
+  /usr/bin/python3 -c 'import ensurepip' 2>/dev/null ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+  /usr/bin/python3 -m venv "$repo/target/py-aioquic"
+  "$repo/target/py-aioquic/bin/pip" install --quiet 'aioquic>=1.2,<2' || die "pip install aioquic failed"
 fi
 
 if [[ -n ${SLUICE_BENCH_BIN:-} ]]; then
@@ -375,7 +396,7 @@ limit_req = { zone = "pass", burst = 1000000, nodelay = true }
 access_log = "$work/access.log"
 
 [[servers]]
-listen = "127.0.0.1:$2 ssl"
+listen = ["127.0.0.1:$2 ssl", "127.0.0.1:$2 quic"]
 ssl_certificate = "$work/tls/cert.pem"
 ssl_certificate_key = "$work/tls/key.pem"
 ssl_protocols = "TLSv1.2 TLSv1.3"
@@ -508,6 +529,8 @@ target() {
 }
 # info NAME WHAT RATIO → a summary line without a target
 info() { printf '%-7s %-30s %7sx   (no target)\n' "$1" "$2" "$3" >>"$work/summary"; }
+# figure NAME WHAT VALUE → a measured value itself (no ratio, no target)
+figure() { printf '%-7s %-30s %8s   (measured)\n' "$1" "$2" "$3" >>"$work/summary"; }
 
 sluice_ver="$("$sluice_bin" --version 2>/dev/null | awk '{ print $2 }') ($(git -C "$repo" describe --always --dirty 2>/dev/null || echo '?'))"
 rustls_ver="$(awk '/^name = "rustls"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' "$repo/Cargo.lock" 2>/dev/null || true)"
@@ -893,6 +916,135 @@ if wants h2; then
   target h2 "cpu/request vs nginx" "${med[10]}" "<=" 1.00
   info h2 "req/s vs nginx" "${med[8]}"
   info h2 "p99 vs nginx" "${med[9]}"
+fi
+
+# --- h3: HTTP/3 beside HTTP/2 and HTTP/1.1 over TLS, sluice alone ----------------------------------------
+# No HTTP/3 nginx here (Debian's is built without it) and no HTTP/3 h2load (Debian's 1.52 lacks ngtcp2):
+# the load is scripts/h3-load.py on aioquic, which on these cores tops out near 1 000-1 500 requests/s,
+# far below sluice. So each round runs the same number of requests over HTTP/3 (aioquic), then over
+# HTTP/2 and HTTP/1.1 over TLS (h2load, -c/-m as aioquic's, --rps pacing them to the rate the HTTP/3 run
+# reached): CPU per request compared at the same load, on the same sluice process and path (/pass on its
+# TLS server, which also listens `quic`).
+h3_py="$repo/target/py-aioquic/bin/python"
+h3_conns=8 h3_streams=10 h3_idle_n=1000
+# slu_quic_ok → sluice's successful QUIC handshakes so far (its metrics).
+slu_quic_ok() {
+  curl -s "http://127.0.0.1:$slu_admin_port/metrics" |
+    awk '/^sluice_quic_handshakes_total\{result="ok"\}/ { print $2 }'
+}
+# json FIELDS… → those fields of the JSON line on stdin, space-separated
+json() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(*(d[k] for k in sys.argv[1:]))' "$@"; }
+# run_h3 N → "rps p50 p99 cpu_us": N requests over HTTP/3
+run_h3() {
+  local n=$1 t0 t1 out ok failed rps p50 p99
+  read -r t0 _ <<<"$(cpu_ticks "$slu_pid")"
+  out="$("$h3_py" "$repo/scripts/h3-load.py" load "127.0.0.1:$slu_tls_port" /pass \
+    --connections "$h3_conns" --streams "$h3_streams" --requests "$n")" || die "h3: h3-load.py failed: $out"
+  read -r t1 _ <<<"$(cpu_ticks "$slu_pid")"
+  read -r ok failed rps p50 p99 <<<"$(json ok failed rps p50_ms p99_ms <<<"$out")"
+  [[ $ok -eq $n && $failed -eq 0 ]] || die "h3: $ok of $n requests answered 2xx ($failed failed)"
+  echo "$rps $p50 $p99 $(cpu_us $((t1 - t0)) "$n")"
+}
+# run_paced PROTOCOL N RATE → "rps p50 p99 cpu_us": N requests over TLS with h2load at RATE requests/s
+# in all; PROTOCOL h2 or h1 (HTTP/1.1: --h1, one request at a time per connection).
+run_paced() {
+  local n=$2 t0 t1 out per=$((($3 + h3_conns - 1) / h3_conns))
+  local args=(-c"$h3_conns" -m"$h3_streams" -t1 -n"$n" --rps="$per" --log-file="$work/h3.log")
+  [[ $1 == h1 ]] && args+=(--h1)
+  read -r t0 _ <<<"$(cpu_ticks "$slu_pid")"
+  out="$(h2load "${args[@]}" "https://127.0.0.1:$slu_tls_port/pass" 2>&1)" || die "h3: h2load failed: $out"
+  read -r t1 _ <<<"$(cpu_ticks "$slu_pid")"
+  awk -v n="$n" '/^status codes:/ { st = ($3 == n) } END { exit !st }' <<<"$out" ||
+    die "h3: h2load $1: not all $n answered 2xx: $(grep -E '^(requests|status codes):' <<<"$out")"
+  local rps lat
+  rps="$(awk '/^finished in/ { print $4 }' <<<"$out")"
+  lat="$(awk '{ print $3 }' "$work/h3.log" | sort -n |
+    awk '{ a[NR] = $1 } END { printf "%.3f %.3f", a[int(NR * 0.50 + 0.5)] / 1000, a[int(NR * 0.99 + 0.5)] / 1000 }')"
+  echo "$rps $lat $(cpu_us $((t1 - t0)) "$n")"
+}
+# run_handshakes SECONDS → "handshakes_per_s cpu_us_per_handshake": a new QUIC connection per request
+run_handshakes() {
+  local t0 t1 q0 q1 out done failed rate
+  q0="$(slu_quic_ok)"
+  read -r t0 _ <<<"$(cpu_ticks "$slu_pid")"
+  out="$("$h3_py" "$repo/scripts/h3-load.py" handshakes "127.0.0.1:$slu_tls_port" /idle \
+    --concurrency "$h3_conns" --seconds "$1")" || die "h3: h3-load.py handshakes failed: $out"
+  read -r t1 _ <<<"$(cpu_ticks "$slu_pid")"
+  q1="$(slu_quic_ok)"
+  read -r done failed rate <<<"$(json handshakes failed rate <<<"$out")"
+  [[ $done -gt 0 && $failed -eq 0 && $((q1 - q0)) -eq $done ]] ||
+    die "h3: $done handshakes answered, $failed failed, sluice counted $((q1 - q0))"
+  echo "$rate $(cpu_us $((t1 - t0)) "$done")"
+}
+if wants h3; then
+  # The same number of requests for all three: what HTTP/3 made in SECONDS in a warm-up of 2000.
+  read -r h3_warm _ <<<"$(run_h3 2000)"
+  h3_n="$(awk -v r="$h3_warm" -v d="$duration" -v q=$((h3_conns * h3_streams)) \
+    'BEGIN { n = int(r * d / q) * q; print (n < q ? q : n) }')"
+  h3_rate="$(printf '%.0f' "$h3_warm")"
+  run_paced h2 "$h3_conns" "$h3_rate" >/dev/null
+  run_paced h1 "$h3_conns" "$h3_rate" >/dev/null
+  echo
+  echo "== h3 (sluice alone, /pass over TLS: HTTP/3 by aioquic (scripts/h3-load.py, $h3_conns connections ×" \
+    "$h3_streams streams), then HTTP/2 and HTTP/1.1 by h2load paced to its rate ($h3_rate r/s); $h3_n requests a run)"
+  fmt='%-6s %8s %7s %7s %6s   %8s %7s %7s %6s   %8s %7s %7s %6s   %9s %9s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" round "h3 r/s" p50ms p99ms cpu_us "h2 r/s" p50ms p99ms cpu_us "h1 r/s" p50ms p99ms cpu_us \
+    "cpu x h2" "cpu x h1"
+  : >"$work/h3.ratios"
+  for ((i = 1; i <= pairs; i++)); do
+    read -r a_rps a_p50 a_p99 a_cpu <<<"$(run_h3 "$h3_n")"
+    read -r b_rps b_p50 b_p99 b_cpu <<<"$(run_paced h2 "$h3_n" "$h3_rate")"
+    read -r c_rps c_p50 c_p99 c_cpu <<<"$(run_paced h1 "$h3_n" "$h3_rate")"
+    row=("$a_rps" "$a_p50" "$a_p99" "$a_cpu" "$b_rps" "$b_p50" "$b_p99" "$b_cpu" "$c_rps" "$c_p50" "$c_p99" "$c_cpu"
+      "$(ratio "$a_cpu" "$b_cpu")" "$(ratio "$a_cpu" "$c_cpu")")
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "${row[@]}"
+    echo "${row[*]}" >>"$work/h3.ratios"
+  done
+  r="$work/h3.ratios"
+  med=()
+  for c in $(seq 1 14); do med+=("$(col "$r" "$c")"); done
+  # shellcheck disable=SC2059
+  printf "$fmt" median "${med[@]}"
+  run_handshakes 2 >/dev/null
+  echo
+  echo "== h3 handshakes (a new QUIC connection per request: full handshake, GET /idle, close; $h3_conns aioquic clients)"
+  fmt='%-6s %10s %10s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" run "hs/s" cpu_us
+  : >"$work/h3hs.ratios"
+  for ((i = 1; i <= 3; i++)); do
+    read -r hs cpu <<<"$(run_handshakes "$(((duration + 1) / 2))")"
+    # shellcheck disable=SC2059
+    printf "$fmt" "$i" "$hs" "$cpu"
+    echo "$hs $cpu" >>"$work/h3hs.ratios"
+  done
+  # shellcheck disable=SC2059
+  printf "$fmt" median "$(col "$work/h3hs.ratios" 1)" "$(col "$work/h3hs.ratios" 2)"
+  read -r q_a q_b <<<"$("$h3_py" "$repo/scripts/h3-load.py" idle h3 "127.0.0.1:$slu_tls_port" /idle "$h3_idle_n" "$slu_pid")"
+  read -r t_a t_b <<<"$("$h3_py" "$repo/scripts/h3-load.py" idle h2 "127.0.0.1:$slu_tls_port" /idle "$h3_idle_n" "$slu_pid")"
+  echo
+  echo "== h3 idle (connections with one request each, then idle 3 s; sluice's resident memory per connection)"
+  fmt='%-42s %8s %8s %8s\n'
+  # shellcheck disable=SC2059
+  printf "$fmt" "" h3 h2 "h3 x h2"
+  # shellcheck disable=SC2059
+  printf "$fmt" "bytes, first $h3_idle_n (the peak)" "$q_a" "$t_a" "$(ratio "$q_a" "$t_a" 1)"
+  # shellcheck disable=SC2059
+  printf "$fmt" "bytes, $h3_idle_n more while those idle" "$q_b" "$t_b" "$(ratio "$q_b" "$t_b" 1)"
+  figure h3 "cpu_us/req h3" "${med[3]}"
+  figure h3 "cpu_us/req h2, same rate" "${med[7]}"
+  figure h3 "cpu_us/req h1 TLS, same rate" "${med[11]}"
+  info h3 "cpu/request h3 vs h2" "${med[12]}"
+  info h3 "cpu/request h3 vs h1 (TLS)" "${med[13]}"
+  figure h3 "req/s h3 (aioquic-bound)" "${med[0]}"
+  figure h3 "handshakes/s h3 (client-bound)" "$(col "$work/h3hs.ratios" 1)"
+  figure h3 "cpu_us/handshake h3" "$(col "$work/h3hs.ratios" 2)"
+  figure h3 "bytes/idle conn h3, peak" "$q_a"
+  figure h3 "bytes/idle conn h2, peak" "$t_a"
+  info h3 "bytes/idle h3 vs h2, peak" "$(ratio "$q_a" "$t_a")"
+  info h3 "bytes/idle h3 vs h2, further" "$(ratio "$q_b" "$t_b")"
 fi
 
 # --- grpc: unary calls through grpc_pass (sluice) and nginx's grpc_pass; memory per open stream -----------

@@ -48,7 +48,7 @@ use crate::vars::Template;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 /// nginx's default `limit_conn_status`.
 pub const DEFAULT_STATUS: u16 = 503;
@@ -402,9 +402,15 @@ pub fn check<K: AsRef<[u8]>>(
 }
 
 /// One open client connection of this worker thread, counted against
-/// `worker_connections` until dropped.
+/// `worker_connections` until dropped; and, once it is known, in the
+/// count of connections of the protocol it speaks ([`WorkerSlot::counted_in`]).
+/// The slot goes wherever the connection goes (parked, resumed, handed
+/// from TLS to HTTP/2), so both counts end exactly when it closes.
 #[derive(Debug)]
-pub struct WorkerSlot(Arc<WorkerCount>);
+pub struct WorkerSlot {
+    worker: Arc<WorkerCount>,
+    protocol: Option<Arc<AtomicI64>>,
+}
 
 #[derive(Debug, Default)]
 struct WorkerCount {
@@ -446,8 +452,26 @@ impl WorkerSlot {
                 });
             }
             w.open.fetch_add(1, Ordering::Relaxed);
-            Ok(WorkerSlot(w.clone()))
+            Ok(WorkerSlot {
+                worker: w.clone(),
+                protocol: None,
+            })
         })
+    }
+
+    /// The connection speaks the protocol whose open connections `open`
+    /// counts: counted there (and no longer in another) until it closes.
+    /// Whether it was not counted there already.
+    pub fn counted_in(&mut self, open: &Arc<AtomicI64>) -> bool {
+        if self.protocol.as_ref().is_some_and(|p| Arc::ptr_eq(p, open)) {
+            return false;
+        }
+        if let Some(before) = self.protocol.take() {
+            before.fetch_sub(1, Ordering::Relaxed);
+        }
+        open.fetch_add(1, Ordering::Relaxed);
+        self.protocol = Some(open.clone());
+        true
     }
 
     /// Whether to log that this worker thread reuses connections now: the
@@ -481,7 +505,10 @@ impl WorkerLoad {
 
 impl Drop for WorkerSlot {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        self.worker.open.fetch_sub(1, Ordering::Relaxed);
+        if let Some(open) = &self.protocol {
+            open.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 

@@ -307,3 +307,36 @@ fn the_reuse_warning_is_due_once_a_second_apart_from_the_alert() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn a_slot_counts_its_protocol_once_until_it_closes() {
+    std::thread::spawn(|| {
+        let (h1, h2) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
+        let mut a = WorkerSlot::take(4, 100).unwrap();
+        let b = WorkerSlot::take(4, 100).unwrap();
+        assert!(a.counted_in(&h1), "new to HTTP/1.1");
+        assert!(
+            !a.counted_in(&h1),
+            "a resumed connection is not counted twice"
+        );
+        assert_eq!(h1.load(Ordering::Relaxed), 1);
+        assert!(a.counted_in(&h2), "it moved");
+        assert_eq!(
+            (h1.load(Ordering::Relaxed), h2.load(Ordering::Relaxed)),
+            (0, 1)
+        );
+        drop(b);
+        assert_eq!(
+            h2.load(Ordering::Relaxed),
+            1,
+            "a slot of no protocol counts in none"
+        );
+        drop(a);
+        assert_eq!(
+            (h1.load(Ordering::Relaxed), h2.load(Ordering::Relaxed)),
+            (0, 0)
+        );
+    })
+    .join()
+    .unwrap();
+}

@@ -11,6 +11,7 @@ mod admin;
 pub mod grpc;
 mod http2;
 mod http3;
+mod protocols;
 mod proxy_protocol;
 mod responses;
 mod syslog;
@@ -20,6 +21,7 @@ pub use admin::AdminResult;
 use admin::register_admin;
 use http2::Http2;
 use http3::Http3;
+pub use protocols::{Protocol, ProtocolCounts, QUIC_RESULTS};
 use responses::{AtomicHistogram, StatusCounts};
 
 use crate::config::Config;
@@ -134,6 +136,8 @@ pub struct Metrics {
     grpc: grpc::GrpcCalls,
     /// Admin listener requests by result.
     admin: Family<Outcome, Counter>,
+    /// Requests and connections by protocol; QUIC handshakes.
+    protocols: protocols::Protocols,
 }
 
 /// Series that exist from the start, so that rate() sees their first
@@ -212,8 +216,11 @@ impl Metrics {
         let tunnels = Tunnels::register(&mut registry);
         let http2 = Http2::register(&mut registry);
         let admin = register_admin(&mut registry);
+        let protocols = protocols::Protocols::default();
+        registry.register_collector(Box::new(protocols.clone()));
         Metrics {
             admin,
+            protocols,
             http2,
             http3: Http3::register(&mut registry),
             proxy_headers: proxy_protocol::ProxyHeaders::register(&mut registry),
@@ -264,6 +271,34 @@ impl Metrics {
 
     pub fn connection_closed(&self) {
         self.connections.dec();
+    }
+
+    /// A request's head arrived over `protocol` (refused ones too).
+    pub fn request(&self, protocol: Protocol) {
+        self.protocols.request(protocol);
+    }
+
+    /// The connection holding `slot` speaks `protocol`: counted among
+    /// that protocol's open connections until it closes (and once among
+    /// those accepted, however often it is resumed).
+    pub fn speaks(&self, slot: &mut crate::connlimit::WorkerSlot, protocol: Protocol) {
+        self.protocols.speaks(slot, protocol);
+    }
+
+    /// A QUIC handshake ended (`ok`, `failed`, `timeout`), or a Retry was
+    /// sent before one (`retry`): [`QUIC_RESULTS`].
+    pub fn quic_handshake(&self, result: &'static str) {
+        self.protocols.quic_handshake(result);
+    }
+
+    /// Requests and connections of each protocol now.
+    pub fn by_protocol(&self) -> [ProtocolCounts; 3] {
+        self.protocols.counts()
+    }
+
+    /// QUIC handshakes by result, and Retry packets sent.
+    pub fn quic_handshakes(&self) -> [(&'static str, u64); QUIC_RESULTS.len()] {
+        self.protocols.quic_handshakes()
     }
 
     /// A client connection's TLS handshake ended: `ok`, `failed` or `timeout`.

@@ -16,6 +16,7 @@ use crate::body::Watched;
 use crate::conn_state::{ClientTimeouts, Conn, ConnState, Expired, Idle};
 use crate::connlimit::WorkerSlot;
 use crate::errlog::{self, Severity};
+use crate::metrics::Protocol;
 use crate::request::{self};
 use crate::upstream;
 use http::Request;
@@ -317,6 +318,8 @@ async fn serve_stream<S: ClientStream>(
         }
         None => (false, Vec::new()),
     };
+    let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
+    shared.env.metrics.speaks(&mut start.slot, protocol);
     if h2 {
         let server = (side.head_rules, side.name);
         let parking = h2::Parking::new(start.idle, start.slot);
@@ -400,6 +403,7 @@ fn service(
         // an idle keep-alive connection holds a pointer instead.
         Box::pin(async move {
             let start = crate::clock::now();
+            shared.env.metrics.request(Protocol::Http1);
             let (head, body) = req.into_parts();
             let body = crate::client_body::ClientBody::Hyper(body);
             let resp = request::handle(shared.env.clone(), conn, (head.into(), body), start).await;
@@ -534,6 +538,7 @@ async fn closed<S: ClientStream>(
             let config = shared.config();
             (config.server_at(conn.listen).cloned(), config.vars.clone())
         };
+        shared.env.metrics.request(Protocol::Http1);
         shared.env.metrics.response(refusal.status, Duration::ZERO);
         // Boxed: every waiting connection's task would keep room for it.
         Box::pin(refuse(

@@ -5,6 +5,7 @@
 //! delays each stream by itself; malformed heads are reset or refused and never forwarded; SNI
 //! chooses the certificate; `quic_retry`, `http3 = false`, reload and graceful stop.
 
+mod counting;
 mod early;
 mod floods;
 mod tuning;

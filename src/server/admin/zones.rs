@@ -8,7 +8,11 @@
 //!   zone is used with (`GET`), and `DELETE` to forget it (its next
 //!   request starts afresh; in Redis, for every instance);
 //! - `limit_reqs/ZONE/top[?k=N]`: the keys rejected or delayed most over
-//!   the last one to two minutes, with each count's error bound.
+//!   the last one to two minutes, with each count's error bound;
+//! - `grpc`: gRPC calls by the status they ended with;
+//! - `protocols`: requests and connections by the protocol clients speak
+//!   (`http/1.1`, `h2`, `h3`) and QUIC's handshakes, so that the share of
+//!   each, and what HTTP/3 costs in handshakes, reads without Prometheus.
 //!
 //! A key is written as a client would see it: for a zone keyed by
 //! `$binary_remote_addr`, the address (`192.0.2.7`, `2001:db8::1`; with
@@ -35,7 +39,8 @@ pub(super) async fn route(
     let zone = |name: &str| config.zones.iter().find(|z| z.name() == name);
     let now = shared.env.clock.now_ms();
     let v = match (read, parts.as_slice()) {
-        (true, [""]) => json!(["limit_reqs", "grpc"]),
+        (true, [""]) => json!(["limit_reqs", "grpc", "protocols"]),
+        (true, ["protocols"]) => protocols(&shared.env.metrics),
         // gRPC calls on grpc_pass locations by the status they ended with.
         (true, ["grpc"]) => {
             let calls = shared.env.metrics.grpc_calls().by_code();
@@ -74,6 +79,26 @@ pub(super) async fn route(
         _ => return Answer::error(StatusCode::NOT_FOUND, "path not found", "PathNotFound"),
     };
     Answer::json(StatusCode::OK, &v)
+}
+
+/// Requests and connections by the protocol clients speak (HTTP/1.1,
+/// HTTP/2, HTTP/3), and QUIC's handshakes: the same counts as `/metrics`.
+fn protocols(metrics: &crate::metrics::Metrics) -> Value {
+    let mut out = serde_json::Map::new();
+    for c in metrics.by_protocol() {
+        let mut v = json!({
+            "requests": c.requests,
+            "connections": { "accepted": c.accepted, "active": c.open },
+        });
+        if c.protocol == crate::metrics::Protocol::Http3 {
+            let handshakes = metrics
+                .quic_handshakes()
+                .map(|(r, n)| (r.to_string(), json!(n)));
+            v["handshakes"] = Value::Object(handshakes.into_iter().collect());
+        }
+        out.insert(c.protocol.label().to_string(), v);
+    }
+    Value::Object(out)
 }
 
 fn not_allowed() -> Answer {

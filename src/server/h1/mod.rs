@@ -149,6 +149,7 @@ async fn serve_one<S: ClientStream>(
     let state = conn.state.clone();
     state.busy_with(pipe.is_some());
     let start = clock::now();
+    shared.env.metrics.request(crate::metrics::Protocol::Http1);
     let mut feed = Feed {
         eager: pipe.is_some() && !expect_continue,
         pipe,

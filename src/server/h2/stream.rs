@@ -437,6 +437,11 @@ impl hyper::service::Service<Request<Incoming>> for H2Service {
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         self.streams.opened();
+        // (A head the gate refused comes as its stand-in: counted too.)
+        self.shared
+            .env
+            .metrics
+            .request(crate::metrics::Protocol::Http2);
         let id = stream_id(&mut req);
         let stream = Stream {
             streams: self.streams.clone(),

@@ -1,4 +1,4 @@
-//! The QUIC connection as h3 sees it: quinn's (through h3-quinn), with
+//! The QUIC connection as h3 sees it: quinn's (through [`super::quic`]), with
 //! every stream the client opens read by [`super::floods::Guard`] first.
 //! A request stream's frames and the control stream's pass through
 //! [`Frames`] (counted; those that mean nothing dropped); a unidirectional
@@ -17,7 +17,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-type SendHalf = h3_quinn::SendStream<Bytes>;
+use super::quic::{self as glue, RecvHalf};
+
+type SendHalf = glue::SendHalf<Bytes>;
 
 /// Stream types of unidirectional streams (RFC 9114 §6.2, RFC 9204 §4.2).
 const CONTROL: u64 = 0x0;
@@ -36,8 +38,11 @@ fn closing_error() -> StreamErrorIncoming {
 
 /// The connection h3 is built on.
 pub(super) struct Guarded {
-    inner: h3_quinn::Connection,
+    inner: glue::Transport,
     guard: Arc<Guard>,
+    /// Opens sluice's own streams, for h3 (which asks the connection as
+    /// well as its opener).
+    opener: Opener,
     /// Unidirectional streams whose type has not come yet.
     typing: Vec<Typing>,
     encoder: Option<Qpack>,
@@ -45,10 +50,15 @@ pub(super) struct Guarded {
 }
 
 impl Guarded {
-    pub(super) fn new(quic: quinn::Connection, guard: Arc<Guard>) -> Guarded {
+    pub(super) fn new(inner: glue::Transport, guard: Arc<Guard>) -> Guarded {
+        let opener = Opener {
+            inner: quic::Connection::<Bytes>::opener(&inner),
+            guard: guard.clone(),
+        };
         Guarded {
-            inner: h3_quinn::Connection::new(quic),
+            inner,
             guard,
+            opener,
             typing: Vec::new(),
             encoder: None,
             decoder: None,
@@ -57,7 +67,7 @@ impl Guarded {
 
     /// A unidirectional stream whose type came: the control stream for h3,
     /// `None` for the others (kept, stopped, or the connection closed).
-    fn typed(&mut self, ty: u64, stream: h3_quinn::RecvStream, seen: Bytes) -> Option<Recv> {
+    fn typed(&mut self, ty: u64, stream: RecvHalf, seen: Bytes) -> Option<Recv> {
         let slot = match ty {
             CONTROL => return Some(Recv::control(stream, seen, self.guard.clone())),
             ENCODER => &mut self.encoder,
@@ -161,10 +171,7 @@ impl quic::Connection<Bytes> for Guarded {
     }
 
     fn opener(&self) -> Opener {
-        Opener {
-            inner: quic::Connection::<Bytes>::opener(&self.inner),
-            guard: self.guard.clone(),
-        }
+        self.opener.clone()
     }
 }
 
@@ -173,28 +180,25 @@ impl quic::OpenStreams<Bytes> for Guarded {
     type SendStream = SendHalf;
 
     fn poll_open_bidi(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bidi, StreamErrorIncoming>> {
-        let bidi = ready!(quic::OpenStreams::<Bytes>::poll_open_bidi(
-            &mut self.inner,
-            cx
-        ))?;
-        Poll::Ready(Ok(Bidi::of(bidi, &self.guard)))
+        self.opener.poll_open_bidi(cx)
     }
 
     fn poll_open_send(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<SendHalf, StreamErrorIncoming>> {
-        quic::OpenStreams::<Bytes>::poll_open_send(&mut self.inner, cx)
+        self.opener.poll_open_send(cx)
     }
 
     fn close(&mut self, code: Code, reason: &[u8]) {
-        quic::OpenStreams::<Bytes>::close(&mut self.inner, code, reason)
+        quic::OpenStreams::<Bytes>::close(&mut self.opener, code, reason)
     }
 }
 
 /// Opens the server's streams (h3 opens its unidirectional ones).
+#[derive(Clone)]
 pub(super) struct Opener {
-    inner: h3_quinn::OpenStreams,
+    inner: glue::Opener,
     guard: Arc<Guard>,
 }
 
@@ -229,7 +233,7 @@ pub(super) struct Bidi {
 }
 
 impl Bidi {
-    fn of(bidi: h3_quinn::BidiStream<Bytes>, guard: &Arc<Guard>) -> Bidi {
+    fn of(bidi: glue::Bidi<Bytes>, guard: &Arc<Guard>) -> Bidi {
         let (send, recv) = quic::BidiStream::split(bidi);
         Bidi {
             send,
@@ -290,7 +294,7 @@ impl quic::SendStream<Bytes> for Bidi {
 
 /// A client stream h3 reads, its frames counted on the way.
 pub(super) struct Recv {
-    inner: h3_quinn::RecvStream,
+    inner: RecvHalf,
     role: Role,
     frames: Frames,
     out: VecDeque<Bytes>,
@@ -299,7 +303,7 @@ pub(super) struct Recv {
 }
 
 impl Recv {
-    fn request(inner: h3_quinn::RecvStream, guard: Arc<Guard>) -> Recv {
+    fn request(inner: RecvHalf, guard: Arc<Guard>) -> Recv {
         Recv {
             inner,
             role: Role::Request,
@@ -312,7 +316,7 @@ impl Recv {
 
     /// The control stream, of which `seen` was read: its type (given to h3
     /// as it came), then frames.
-    fn control(inner: h3_quinn::RecvStream, seen: Bytes, guard: Arc<Guard>) -> Recv {
+    fn control(inner: RecvHalf, seen: Bytes, guard: Arc<Guard>) -> Recv {
         let mut recv = Recv {
             role: Role::Control,
             ..Recv::request(inner, guard)
@@ -377,12 +381,12 @@ impl quic::RecvStream for Recv {
 
 /// A unidirectional stream whose type is still coming.
 struct Typing {
-    stream: h3_quinn::RecvStream,
+    stream: RecvHalf,
     seen: Vec<u8>,
 }
 
 impl Typing {
-    fn new(stream: h3_quinn::RecvStream) -> Typing {
+    fn new(stream: RecvHalf) -> Typing {
         Typing {
             stream,
             seen: Vec::new(),
@@ -406,7 +410,7 @@ impl Typing {
 
 /// A QPACK stream of the client's, read here to its end.
 struct Qpack {
-    stream: h3_quinn::RecvStream,
+    stream: RecvHalf,
     encoder: bool,
     decoder: DecoderStream,
 }

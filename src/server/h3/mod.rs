@@ -23,6 +23,10 @@
 //! - a stop (SIGTERM, or a reload that drops the listen) sends GOAWAY and
 //!   lets the open streams finish within `shutdown_timeout`.
 //!
+//! h3 runs over [`quic`], sluice's own mapping of h3's transport traits
+//! onto quinn, so that a client's STOP_SENDING drops its request at once
+//! (its `limit_conn` count with it), as an HTTP/2 RST_STREAM does.
+//!
 //! One worker serves a listener's QUIC endpoint (QUIC's connection ids
 //! route datagrams to connections; spreading them over workers needs a
 //! socket per worker and id-aware steering, not done yet).
@@ -32,6 +36,7 @@ mod early;
 mod floods;
 mod framing;
 mod guarded;
+mod quic;
 mod stream;
 mod transport;
 
@@ -41,6 +46,7 @@ pub(crate) use self::stream::{Head, fields_of, head};
 use super::Shared;
 use super::listener::{ListenerState, StopAccepting, worker_slot};
 use crate::conn_state::{Conn, ConnState};
+use crate::connlimit::WorkerSlot;
 use crate::errlog::{self, Severity};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -156,6 +162,7 @@ async fn serve(
             .address(configured)
             .is_some_and(|a| a.default_server().quic_retry);
         if retry && !incoming.remote_address_validated() {
+            shared.env.metrics.quic_handshake("retry");
             let _ = incoming.retry();
             continue;
         }
@@ -166,8 +173,7 @@ async fn serve(
         let transport = transports.for_now(&shared, configured);
         let (shared, stopping) = (shared.clone(), stopping.clone());
         tokio::spawn(crate::clock::Fresh::new(async move {
-            connection(&shared, (configured, transport), incoming, stopping).await;
-            drop(slot);
+            connection(&shared, (configured, transport), incoming, stopping, slot).await;
         }));
     };
     // New handshakes are refused from here on.
@@ -195,16 +201,22 @@ async fn connection(
     ),
     incoming: quinn::Incoming,
     mut stopping: watch::Receiver<bool>,
+    mut slot: WorkerSlot,
 ) {
     let id = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     shared.env.metrics.connection_opened();
     let remote = incoming.remote_address();
     let accepted = (incoming, server, early);
     if let Some(conn) = handshake(shared, configured, accepted, (id, remote)).await {
+        shared
+            .env
+            .metrics
+            .speaks(&mut slot, crate::metrics::Protocol::Http3);
         let max_streams = transport.tuning.max_concurrent_streams;
         requests(shared, conn, max_streams, &mut stopping).await;
     }
     shared.env.metrics.connection_closed();
+    drop(slot);
 }
 
 /// A connection far enough into its handshake to be served: its state,
@@ -294,6 +306,7 @@ impl Report {
 
     fn line(&self, what: &dyn std::fmt::Display, result: &'static str) {
         self.shared.env.metrics.tls_handshake(result);
+        self.shared.env.metrics.quic_handshake(result);
         errlog::emit(
             Severity::Info,
             format_args!(
@@ -307,6 +320,7 @@ impl Report {
 
     fn completed(&self) {
         self.shared.env.metrics.tls_handshake("ok");
+        self.shared.env.metrics.quic_handshake("ok");
     }
 }
 
@@ -417,9 +431,11 @@ async fn requests(
         shared.env.clone(),
         max_streams,
     );
+    let stops = Arc::new(quic::Stops::default());
+    let transport = quic::Transport::new(quic.clone(), stops.clone());
     let built = h3::server::builder()
         .max_field_section_size(limits.list as u64)
-        .build::<_, bytes::Bytes>(guarded::Guarded::new(quic.clone(), guard.clone()))
+        .build::<_, bytes::Bytes>(guarded::Guarded::new(transport, guard.clone()))
         .await;
     let Ok(mut h3c) = built else {
         return;
@@ -437,12 +453,18 @@ async fn requests(
         };
         match accepted {
             Ok(Some(resolver)) => {
+                if !stopped && stops.too_many_aborted() {
+                    // The streams it has go on; the client takes a new
+                    // connection for more ([`quic::ABORTED_MAX`]).
+                    stopped = true;
+                    let _ = h3c.shutdown(0).await;
+                }
                 let (shared, conn) = (shared.clone(), from_where(&conn, &quic));
                 tokio::spawn(crate::clock::Fresh::new(stream::serve(
                     shared,
                     (conn, completed.clone(), guard.clone()),
                     resolver,
-                    rules,
+                    (rules, stops.clone()),
                 )));
             }
             Ok(None) => break,

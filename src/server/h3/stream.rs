@@ -7,8 +7,8 @@
 use super::body::QuicBody;
 use super::early::Completed;
 use super::floods::{Guard, Outcome};
-use super::guarded::Guarded;
-use super::{Conn, Shared};
+use super::guarded::{Guarded, Recv};
+use super::{Conn, Shared, quic};
 use crate::body::Body;
 use crate::client_body::ClientBody;
 use crate::http1::HeadRules;
@@ -23,26 +23,33 @@ use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-type Send = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type Send = RequestStream<quic::SendHalf<Bytes>, Bytes>;
 
 /// Serves one request stream to its end, and tells the connection's guard
 /// how it ended (streams the client resets before their answer are
-/// bounded: rapid reset).
+/// bounded: rapid reset; and any stream not answered whole counts toward
+/// the GOAWAY of [`quic::ABORTED_MAX`]).
 pub(super) async fn serve(
     shared: Arc<Shared>,
     (conn, handshake, guard): (Arc<Conn>, Completed, Arc<Guard>),
     resolver: RequestResolver<Guarded, Bytes>,
-    rules: HeadRules,
+    (rules, stops): (HeadRules, Arc<quic::Stops>),
 ) {
-    let outcome = answer(shared, (conn, handshake), resolver, rules).await;
+    let outcome = answer(shared, (conn, handshake), resolver, (rules, &stops)).await;
+    if !matches!(outcome, Outcome::Answered) {
+        stops.aborted();
+    }
     guard.ended(outcome);
 }
 
+/// One request stream answered; a client that cancels it (STOP_SENDING,
+/// [`quic::Stops`]) drops it wherever it is: delayed, at the upstream, or
+/// while its response is written.
 async fn answer(
     shared: Arc<Shared>,
     (conn, handshake): (Arc<Conn>, Completed),
     resolver: RequestResolver<Guarded, Bytes>,
-    rules: HeadRules,
+    (rules, stops): (HeadRules, &quic::Stops),
 ) -> Outcome {
     let start = crate::clock::now();
     let resolved = resolver.resolve_request().await;
@@ -60,34 +67,28 @@ async fn answer(
             return Outcome::Other;
         }
     };
+    let mut stopped = stops
+        .take(stream.id())
+        .unwrap_or_else(|| Box::pin(std::future::pending()));
     let (mut send, recv) = stream.split();
-    let send_timeout = conn.state.timeouts.send;
     let head = match admitted(&shared, &conn, &req, rules, &mut send, start).await {
         Ok(head) => head,
         Err(outcome) => return outcome,
     };
-    let declared = head
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
     let malformed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let body = QuicBody::of(recv, declared, malformed.clone());
-    let watch = body.as_ref().map(QuicBody::watch);
-    let body = match body {
-        Some(b) => ClientBody::Stream(Box::pin(b)),
-        None => ClientBody::Empty,
-    };
-    let req = (head.into(), body);
+    let (body, watch) = client_body(recv, &head, &malformed);
+    let send_timeout = conn.state.timeouts.send;
     let env = shared.env.clone();
-    let handled = crate::request::handle(env, conn, req, start);
-    let resp = match watch {
-        // A client that resets its stream while the request is delayed:
-        // the request is dropped (logged 499 by its guard), not forwarded.
-        Some(w) => tokio::select! {
-            r = handled => r,
-            () = w.reset() => return Outcome::Cancelled,
-        },
-        None => handled.await,
+    let handled = crate::request::handle(env, conn, (head.into(), body), start);
+    // A client that resets its stream while the request is delayed, or
+    // stops it: the request is dropped (logged 499 by its guard), never
+    // forwarded or no longer waited for.
+    let resp = tokio::select! {
+        r = handled => r,
+        () = cancelled(watch.as_ref(), &mut stopped) => {
+            send.stop_stream(Code::H3_REQUEST_CANCELLED);
+            return Outcome::Cancelled;
+        }
     };
     let status = resp.as_ref().map_or_else(|c| c.status, |r| r.status());
     shared
@@ -98,7 +99,13 @@ async fn answer(
         Ok(reply) => {
             let mut resp = reply.into_response();
             crate::upstream::into_header_map(&mut resp);
-            Outcome::of(respond(&mut send, resp, send_timeout).await)
+            tokio::select! {
+                r = respond(&mut send, resp, send_timeout) => Outcome::of(r),
+                () = &mut stopped => {
+                    send.stop_stream(Code::H3_REQUEST_CANCELLED);
+                    Outcome::Cancelled
+                }
+            }
         }
         // A body other than its Content-Length (RFC 9114 §4.1.2: malformed;
         // the upstream never got it whole); nginx's 444, or a client gone:
@@ -114,6 +121,39 @@ async fn answer(
                 _ => Outcome::Other,
             }
         }
+    }
+}
+
+/// The request's body (none when the stream ended with its head), held to
+/// its `Content-Length` (`malformed` is set when it is not), and the watch
+/// on its stream until it is read.
+fn client_body(
+    recv: RequestStream<Recv, Bytes>,
+    head: &http::request::Parts,
+    malformed: &Arc<std::sync::atomic::AtomicBool>,
+) -> (ClientBody, Option<super::body::Watch>) {
+    let declared = head
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let body = QuicBody::of(recv, declared, malformed.clone());
+    let watch = body.as_ref().map(QuicBody::watch);
+    let body = match body {
+        Some(b) => ClientBody::Stream(Box::pin(b)),
+        None => ClientBody::Empty,
+    };
+    (body, watch)
+}
+
+/// Completes when the client gave up on the request: its STOP_SENDING,
+/// or a RESET_STREAM before its body was read.
+async fn cancelled(watch: Option<&super::body::Watch>, stopped: &mut quic::Stopped) {
+    match watch {
+        Some(w) => tokio::select! {
+            () = w.reset() => {}
+            () = stopped => {}
+        },
+        None => stopped.await,
     }
 }
 
@@ -155,7 +195,12 @@ async fn admitted(
     send: &mut Send,
     start: tokio::time::Instant,
 ) -> Result<http::request::Parts, Outcome> {
-    match head(req, &rules) {
+    let judged = head(req, &rules);
+    if !matches!(judged, Head::Reset(_)) {
+        // (As over HTTP/2, where a head reset never reaches a stream.)
+        shared.env.metrics.request(crate::metrics::Protocol::Http3);
+    }
+    match judged {
         Head::Accept(parts, dropped) => {
             for name in dropped {
                 let line = gate::dropped_notice(name);

@@ -16,6 +16,10 @@ The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC 
    "later": {"at": seconds, "data": "text"} (optional: the stream stays open after the head
    and "body", and this DATA ends it that long after), "reset_at": seconds (optional: the
    stream is reset with H3_REQUEST_CANCELLED that long after; its "reset" is then "sent"),
+   "cancel_at": seconds (optional: the request is cancelled as RFC 9114 §4.1.1 has a client
+   cancel one, STOP_SENDING and RESET_STREAM with H3_REQUEST_CANCELLED, that long after; its
+   "reset" is then "sent"), "after": i (optional: sent once request i of the spec has ended,
+   and "at" seconds after that),
    "rebind": "IP" (optional: before this request the connection moves to a new socket on IP),
    "early": true (optional: sent right after the ClientHello, before the handshake; list these
    first)}
@@ -69,7 +73,8 @@ class Client(QuicConnectionProtocol):
             self.hold_until = None
         super().transmit()
 
-    def request(self, method, authority, path, headers, body, raw, later=None, reset_at=None):
+    def request(self, method, authority, path, headers, body, raw, later=None, reset_at=None,
+                cancel_at=None):
         sid = self._quic.get_next_available_stream_id()
         if raw:
             fields = [(n.encode(), v.encode()) for n, v in headers]
@@ -85,6 +90,8 @@ class Client(QuicConnectionProtocol):
             self._loop.call_later(later["at"], self.send_later, sid, later["data"].encode())
         if reset_at is not None:
             self._loop.call_later(reset_at, self.reset, sid)
+        if cancel_at is not None:
+            self._loop.call_later(cancel_at, self.cancel, sid)
         done = self._loop.create_future()
         self.streams[sid] = {"status": None, "headers": [], "body": b"", "reset": None,
                              "sent": time.monotonic(), "done": done}
@@ -105,10 +112,31 @@ class Client(QuicConnectionProtocol):
         self.finish(self.streams[sid])
         self.transmit()
 
+    def cancel(self, sid):
+        # The client no longer wants the response (STOP_SENDING), and sends no more of the
+        # request (RESET_STREAM: a no-op once all it sent was acknowledged, as a GET's is).
+        # (An answer that came first is kept.)
+        if self.streams[sid]["done"].done():
+            return
+        quic = self._quic._streams.get(sid)
+        if quic is not None and quic.is_blocked:
+            # Not yet open (beyond the server's stream credit): a frame on it now would be a
+            # STREAM_LIMIT_ERROR; cancelled once it opens.
+            self._loop.call_later(0.02, self.cancel, sid)
+            return
+        self._quic.stop_stream(sid, 0x010C)
+        self._quic.reset_stream(sid, 0x010C)
+        self.streams[sid]["reset"] = "sent"
+        self.finish(self.streams[sid])
+        self.transmit()
+
     def quic_event_received(self, event):
         if isinstance(event, StreamReset) and event.stream_id in self.streams:
             s = self.streams[event.stream_id]
-            s["reset"] = event.error_code
+            # (The server's reset of a stream this client reset or cancelled first is its
+            # answer to that: the stream stays "sent".)
+            if s["reset"] != "sent":
+                s["reset"] = event.error_code
             self.finish(s)
         if isinstance(event, HandshakeCompleted):
             self.handshake = event
@@ -190,9 +218,13 @@ async def main():
     if True:
         start = time.monotonic()
         for r in [r for r in spec if not r.get("early")]:
-            delay = r.get("at", 0) - (time.monotonic() - start)
-            if delay > 0:
-                await asyncio.sleep(delay)
+            if "after" in r:
+                await waits[r["after"]]
+                await asyncio.sleep(r.get("at", 0))
+            else:
+                delay = r.get("at", 0) - (time.monotonic() - start)
+                if delay > 0:
+                    await asyncio.sleep(delay)
             if "rebind" in r:
                 # The client moves to another address: a new socket, the same connection
                 # (QUIC migration; the server validates the new path).
@@ -205,7 +237,8 @@ async def main():
             waits.append(client.request(r.get("method", "GET"), authority,
                                         r.get("path", "/"), r.get("headers", []),
                                         r.get("body", ""), r.get("raw", False),
-                                        r.get("later"), r.get("reset_at")))
+                                        r.get("later"), r.get("reset_at"),
+                                        r.get("cancel_at")))
         try:
             await asyncio.wait_for(asyncio.gather(*waits), a.timeout)
         except asyncio.TimeoutError:
