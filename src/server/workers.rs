@@ -18,6 +18,8 @@ pub(crate) struct Workers {
     pub(crate) handles: Vec<tokio::runtime::Handle>,
     /// Each worker's open connections.
     loads: Vec<WorkerLoad>,
+    /// Where [`Workers::least_busy`] starts looking next.
+    turn: std::sync::atomic::AtomicUsize,
     /// Each worker's stop signal and thread, taken by [`Workers::join`].
     threads: Mutex<Vec<(oneshot::Sender<()>, std::thread::JoinHandle<()>)>>,
 }
@@ -38,6 +40,7 @@ impl Workers {
         let mut workers = Workers {
             handles: Vec::with_capacity(n),
             loads: Vec::with_capacity(n),
+            turn: std::sync::atomic::AtomicUsize::new(0),
             threads: Mutex::new(Vec::with_capacity(n)),
         };
         for i in 0..n {
@@ -101,6 +104,18 @@ impl Workers {
             return false;
         };
         WorkerSlot::open_here() > least + 1 + least / 8
+    }
+
+    /// The worker with the fewest connections open, ties taken in turn:
+    /// where a connection goes that arrived on a socket only one worker
+    /// reads (a `quic` listener's).
+    pub(crate) fn least_busy(&self) -> Option<&tokio::runtime::Handle> {
+        let n = self.handles.len();
+        let start = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let best = (0..n)
+            .map(|i| (start + i) % n)
+            .min_by_key(|&i| self.loads.get(i).map_or(0, WorkerLoad::open))?;
+        self.handles.get(best)
     }
 
     /// Write every worker's batched log lines (see [`crate::batch`]) now.

@@ -9,6 +9,7 @@ mod counting;
 mod early;
 mod floods;
 mod tuning;
+mod workers;
 
 use crate::support::{KeyKind, Leaf, Sluice, TestCa, Upstream, client};
 use serde_json::Value;

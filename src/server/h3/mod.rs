@@ -27,9 +27,14 @@
 //! onto quinn, so that a client's STOP_SENDING drops its request at once
 //! (its `limit_conn` count with it), as an HTTP/2 RST_STREAM does.
 //!
-//! One worker serves a listener's QUIC endpoint (QUIC's connection ids
-//! route datagrams to connections; spreading them over workers needs a
-//! socket per worker and id-aware steering, not done yet).
+//! Workers: one reads a listener's UDP socket (quinn's endpoint driver:
+//! datagrams in, each handed to its connection by connection id), and each
+//! new connection is served by the least busy worker — its handshake, its
+//! packets' decryption, its streams, its upstream requests — so HTTP/3
+//! uses every core as TCP does. nginx instead gives every worker its own
+//! socket (`reuseport`) and steers datagrams by connection id with eBPF;
+//! one reading socket keeps a migrated connection (a new address, the same
+//! ids) found without that.
 
 mod body;
 mod early;
@@ -68,7 +73,7 @@ pub(super) fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(socket)
 }
 
-/// Serve `socket` on the first worker; the state to stop it by.
+/// Read `socket` on the first worker; the state to stop it by.
 pub(super) fn start(
     shared: &Arc<Shared>,
     configured: SocketAddr,
@@ -166,13 +171,18 @@ async fn serve(
             let _ = incoming.retry();
             continue;
         }
-        let Some(slot) = worker_slot(&shared) else {
+        let transport = transports.for_now(&shared, configured);
+        let Some(worker) = shared.workers.least_busy() else {
             incoming.refuse();
             continue;
         };
-        let transport = transports.for_now(&shared, configured);
         let (shared, stopping) = (shared.clone(), stopping.clone());
-        tokio::spawn(crate::clock::Fresh::new(async move {
+        worker.spawn(crate::clock::Fresh::new(async move {
+            // Counted against the worker that serves it.
+            let Some(slot) = worker_slot(&shared) else {
+                incoming.refuse();
+                return;
+            };
             connection(&shared, (configured, transport), incoming, stopping, slot).await;
         }));
     };
