@@ -8,6 +8,7 @@
 mod counting;
 mod early;
 mod floods;
+mod head;
 mod tuning;
 mod workers;
 

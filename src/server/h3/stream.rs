@@ -75,6 +75,7 @@ async fn answer(
         Ok(head) => head,
         Err(outcome) => return outcome,
     };
+    let head_only = head.method == Method::HEAD;
     let malformed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (body, watch) = client_body(recv, &head, &malformed);
     let send_timeout = conn.state.timeouts.send;
@@ -100,7 +101,7 @@ async fn answer(
             let mut resp = reply.into_response();
             crate::upstream::into_header_map(&mut resp);
             tokio::select! {
-                r = respond(&mut send, resp, send_timeout) => Outcome::of(r),
+                r = respond(&mut send, resp, (head_only, send_timeout)) => Outcome::of(r),
                 () = &mut stopped => {
                     send.stop_stream(Code::H3_REQUEST_CANCELLED);
                     Outcome::Cancelled
@@ -216,7 +217,12 @@ async fn admitted(
                 .metrics
                 .response(status, crate::clock::since(start));
             Err(Outcome::of(
-                respond(send, resp, conn.state.timeouts.send).await,
+                respond(
+                    send,
+                    resp,
+                    (req.method() == Method::HEAD, conn.state.timeouts.send),
+                )
+                .await,
             ))
         }
         Head::Reset(why) => {
@@ -331,10 +337,16 @@ enum Stopped {
 
 /// Writes `resp` on the stream: the head without HTTP/1.1's
 /// connection-specific fields (RFC 9114 §4.2), a `Date` and the length
-/// when known (as hyper adds them for HTTP/2), then its data and trailers.
-/// The counts the response holds are let go once it was all written.
-async fn respond(send: &mut Send, resp: Response<Body>, timeout: Duration) -> Result<(), Stopped> {
-    let (mut parts, mut body) = resp.into_parts();
+/// when known (as hyper adds them for HTTP/2), then its data and trailers
+/// — none of them for a HEAD request (`head_only`: the head says what a
+/// GET would get, as nginx's does). The counts the response holds are let
+/// go once it was all written.
+async fn respond(
+    send: &mut Send,
+    resp: Response<Body>,
+    (head_only, timeout): (bool, Duration),
+) -> Result<(), Stopped> {
+    let (mut parts, body) = resp.into_parts();
     let held = parts
         .extensions
         .remove::<crate::connlimit::HeldUntilWritten>();
@@ -362,6 +374,16 @@ async fn respond(send: &mut Send, resp: Response<Body>, timeout: Duration) -> Re
         }
     }
     within(timeout, send.send_response(Response::from_parts(parts, ()))).await?;
+    if !head_only {
+        send_body(send, body, timeout).await?;
+    }
+    within(timeout, send.finish()).await?;
+    drop(held);
+    Ok(())
+}
+
+/// A response's data and trailers, each write within `send_timeout`.
+async fn send_body(send: &mut Send, mut body: Body, timeout: Duration) -> Result<(), Stopped> {
     while let Some(frame) = body.frame().await {
         let frame = match frame {
             Ok(f) => f,
@@ -380,8 +402,6 @@ async fn respond(send: &mut Send, resp: Response<Body>, timeout: Duration) -> Re
             }
         }
     }
-    within(timeout, send.finish()).await?;
-    drop(held);
     Ok(())
 }
 

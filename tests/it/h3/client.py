@@ -51,6 +51,20 @@ from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamReset
 
 
+# Stream ids of HEAD requests: their response's Content-Length says what a GET would get, with no
+# body (RFC 9110 §9.3.2), which aioquic would hold against the empty body.
+HEAD_STREAMS = set()
+_check_content_length = H3Connection._check_content_length
+
+
+def check_content_length(self, stream):
+    if stream.stream_id not in HEAD_STREAMS:
+        _check_content_length(self, stream)
+
+
+H3Connection._check_content_length = check_content_length
+
+
 class Client(QuicConnectionProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -76,6 +90,8 @@ class Client(QuicConnectionProtocol):
     def request(self, method, authority, path, headers, body, raw, later=None, reset_at=None,
                 cancel_at=None):
         sid = self._quic.get_next_available_stream_id()
+        if method == "HEAD":
+            HEAD_STREAMS.add(sid)
         if raw:
             fields = [(n.encode(), v.encode()) for n, v in headers]
         else:
