@@ -222,13 +222,10 @@ fn with_main<R>(f: impl FnOnce(&ErrorLog) -> R) -> R {
         let Ok(mut h) = here.try_borrow_mut() else {
             return f(&MAIN.load());
         };
-        if h.0 != generation || h.1.is_none() {
-            *h = (generation, Some(MAIN.load_full()));
+        if h.0 != generation {
+            *h = (generation, None);
         }
-        match &h.1 {
-            Some(log) => f(log),
-            None => f(&MAIN.load()),
-        }
+        f(h.1.get_or_insert_with(|| MAIN.load_full()))
     })
 }
 
