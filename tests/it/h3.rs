@@ -133,6 +133,11 @@ ssl_certificate_key = "{key}"
     )
 }
 
+/// The certificate most tests serve: `h3.test`, ECDSA P-256, from `ca`.
+fn leaf_for(ca: &TestCa) -> Leaf {
+    ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256)
+}
+
 fn start(toml: &str) -> Sluice {
     Sluice::builder(toml).relocate(ADDR).start()
 }
@@ -140,7 +145,7 @@ fn start(toml: &str) -> Sluice {
 #[tokio::test]
 async fn requests_over_quic_reach_the_upstream_as_over_tcp() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start();
     let locations = format!(
         "access_log = \"access.log\"\n\
@@ -195,7 +200,7 @@ async fn requests_over_quic_reach_the_upstream_as_over_tcp() {
 #[tokio::test]
 async fn limit_req_counts_a_clients_quic_and_tcp_requests_in_one_bucket() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let zone = "[zones.per_ip]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"6r/m\"\n";
     let body = "[[servers.locations]]\npath = \"/\"\n\
                 limit_req = { zone = \"per_ip\", burst = 2, nodelay = true }\nlimit_req_status = 429\n\
@@ -236,7 +241,7 @@ async fn limit_req_counts_a_clients_quic_and_tcp_requests_in_one_bucket() {
 #[tokio::test]
 async fn delays_hold_each_stream_by_itself() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let zone = "[zones.slow]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"10r/s\"\n";
     let body = "[[servers.locations]]\npath = \"/\"\n\
                 limit_req = { zone = \"slow\", burst = 5 }\nreturn = { status = 200 }\n";
@@ -259,7 +264,7 @@ async fn delays_hold_each_stream_by_itself() {
 #[tokio::test]
 async fn malformed_heads_are_reset_or_refused_never_forwarded() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start();
     let body = format!(
         "[[servers.locations]]\npath = \"/\"\nproxy_pass = \"http://{}\"\n",
@@ -365,7 +370,7 @@ async fn sni_chooses_the_certificate_and_http3_false_closes() {
 #[tokio::test]
 async fn quic_retry_validates_the_address_first() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let body = "[[servers.locations]]\npath = \"/\"\nreturn = { status = 204 }\n";
     let s = start(&server("h3.test", &leaf, "quic_retry = true", body));
     let got = h3(
@@ -393,7 +398,7 @@ async fn quic_retry_validates_the_address_first() {
 #[tokio::test]
 async fn reload_keeps_the_socket_and_a_stop_lets_streams_finish() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start_slow(Duration::from_millis(600));
     let body = |b: &str| {
         format!(
@@ -492,7 +497,7 @@ async fn chromium_over_quic(origin: &str, cert: &std::path::Path, url: &str) -> 
 #[tokio::test]
 async fn chromium_loads_a_page_and_the_dashboard_over_quic() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     // The admin listener's dashboard, proxied through the quic listen: the browser's page and
     // its API calls all go over HTTP/3.
     const ADMIN: &str = "127.0.0.1:7454";
@@ -549,7 +554,7 @@ async fn chromium_loads_a_page_and_the_dashboard_over_quic() {
 #[tokio::test]
 async fn nginx_h3_limit_req_cases() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::answering(crate::support::Answer::Body, 200);
     let zone = "log_format = \"$status $request\"\n\
                 [zones.req]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"1r/s\"\n";
@@ -612,7 +617,7 @@ async fn nginx_h3_limit_req_cases() {
 #[tokio::test]
 async fn a_migrated_connection_is_counted_by_its_new_address() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let body =
         "[[servers.locations]]\npath = \"/\"\nreturn = { status = 200, body = \"$remote_addr\" }\n";
     let s = start(&server("h3.test", &leaf, "", body));

@@ -3,8 +3,8 @@
 //! client cancels it; and the requests, connections and QUIC handshakes `/metrics` and the
 //! status API report by protocol, moved by real aioquic requests.
 
-use super::{ADDR, h3, server, start, status};
-use crate::support::{KeyKind, Sluice, TestCa, Upstream, client, eventually, get};
+use super::{ADDR, h3, leaf_for, server, start, status};
+use crate::support::{Sluice, TestCa, Upstream, client, eventually, get};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,7 +35,7 @@ fn ms(v: &serde_json::Value) -> f64 {
 #[tokio::test]
 async fn limit_conn_counts_each_stream_and_frees_it_at_once() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start_slow(Duration::from_millis(1000));
     let s = start(&limit_conn_1(&leaf, &up));
     let spec = serde_json::json!([
@@ -115,7 +115,7 @@ async fn protocols(admin: SocketAddr) -> Value {
 #[tokio::test]
 async fn metrics_and_the_status_api_count_http3_beside_http1_and_http2() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start_slow(Duration::from_millis(1500));
     let toml = format!(
         r#"[admin]
@@ -194,7 +194,7 @@ proxy_pass = "http://{up}"
 #[tokio::test]
 async fn a_connection_whose_streams_end_cancelled_1000_times_gets_goaway() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let zone = "[zones.slow]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"1r/m\"\n";
     let body = "[[servers.locations]]\npath = \"/slow\"\n\
                 limit_req = { zone = \"slow\", burst = 5000 }\nreturn = { status = 200 }\n\

@@ -4,7 +4,7 @@
 //! handshake is still going on, as a replayed first flight would have them. What the upstream
 //! read (`proxy_set_header Early-Data $ssl_early_data`) and the access log say what sluice did.
 
-use super::{h3_with, server, start, status};
+use super::{h3_with, leaf_for, server, start, status};
 use crate::support::{KeyKind, TestCa, Upstream, client};
 use serde_json::{Value, json};
 use std::ffi::OsString;
@@ -66,7 +66,7 @@ fn proxied(up: &Upstream, leaf: &crate::support::Leaf, keys: &str, burst: u32) -
 #[tokio::test]
 async fn early_safe_requests_are_served_marked_and_counted_others_get_425() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start();
     let s = start(&proxied(&up, &leaf, "ssl_early_data = true", 3));
     let dir = tempfile::tempdir().unwrap();
@@ -151,7 +151,7 @@ async fn early_safe_requests_are_served_marked_and_counted_others_get_425() {
 #[tokio::test]
 async fn without_ssl_early_data_a_0rtt_attempt_is_refused_and_served_after_the_handshake() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start();
     let s = start(&proxied(&up, &leaf, "", 20));
     let dir = tempfile::tempdir().unwrap();
@@ -285,7 +285,7 @@ async fn a_ticket_resumes_once_and_a_server_without_ssl_early_data_answers_early
 #[tokio::test]
 async fn an_early_connection_whose_handshake_never_completes_is_closed_in_time() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let body = "[[servers.locations]]\npath = \"/\"\n\
                 return = { status = 200, body = \"early=$ssl_early_data\" }\n";
     let keys = "ssl_early_data = true\nclient_header_timeout = \"1s\"";

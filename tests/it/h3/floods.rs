@@ -9,8 +9,8 @@
 //! a thousand requests on one connection with a few of them cancelled, and a browser (the
 //! Chromium test in [`super`] loads a page and the dashboard, PRIORITY_UPDATEs and all).
 
-use super::{ADDR, h3, header, python, server, status};
-use crate::support::{KeyKind, Sluice, TestCa, Upstream, client, get};
+use super::{ADDR, h3, header, leaf_for, python, server, status};
+use crate::support::{Sluice, TestCa, Upstream, client, get};
 use serde_json::Value;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -25,7 +25,7 @@ const RESET_ALLOWANCE: u64 = 256;
 /// sluice on [`ADDR`] (TCP and QUIC) with `[admin]` (the metrics): `/` answered by sluice,
 /// `/up` proxied to `upstream`.
 fn sluice_for(ca: &TestCa, upstream: SocketAddr, keys: &str) -> Sluice {
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(ca);
     let body = format!(
         "[[servers.locations]]\npath = \"/\"\nreturn = {{ status = 200, body = \"ok\" }}\n\
          [[servers.locations]]\npath = \"/up\"\nproxy_pass = \"http://{upstream}\"\n"

@@ -1,13 +1,13 @@
 //! HEAD over HTTP/3: the head a GET would get, Content-Length included, and no body (RFC 9110
 //! §9.3.2), whoever made the answer: a `return`, a refusal, or the upstream.
 
-use super::{h3, header, server, start, status};
-use crate::support::{KeyKind, TestCa, Upstream, client};
+use super::{h3, header, leaf_for, server, start, status};
+use crate::support::{TestCa, Upstream, client};
 
 #[tokio::test]
 async fn a_head_request_gets_the_head_without_the_body() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let up = Upstream::start();
     let zone = "[zones.one]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"1r/m\"\n";
     let body = format!(

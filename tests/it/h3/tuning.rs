@@ -3,8 +3,8 @@
 //! next connection), `http3_stream_buffer_size` a window that still carries bodies of any size,
 //! `quic_gso` a transport that serves the same responses.
 
-use super::{ADDR, h3, header, server, status};
-use crate::support::{Answer, KeyKind, Sluice, TestCa, Upstream, client};
+use super::{ADDR, h3, header, leaf_for, server, status};
+use crate::support::{Answer, Sluice, TestCa, Upstream, client};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ const HOLD: Duration = Duration::from_millis(500);
 
 /// sluice on [`ADDR`] with `keys`, proxying `/` to `upstream`.
 fn sluice_with(ca: &TestCa, upstream: std::net::SocketAddr, keys: &str) -> Sluice {
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(ca);
     let body = format!("[[servers.locations]]\npath = \"/\"\nproxy_pass = \"http://{upstream}\"\n");
     Sluice::builder(&server("h3.test", &leaf, keys, &body))
         .relocate(ADDR)

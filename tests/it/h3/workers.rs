@@ -1,8 +1,8 @@
 //! HTTP/3 on every worker: one worker reads a `quic` listener's socket, and each connection is
 //! served by the least busy worker (ties in turn), as TCP connections spread over workers.
 
-use super::{ADDR, h3, server, status};
-use crate::support::{KeyKind, Sluice, TestCa, client};
+use super::{ADDR, h3, leaf_for, server, status};
+use crate::support::{Sluice, TestCa, client};
 use std::collections::BTreeSet;
 
 /// The `PID#TID` of an error-log line (nginx's: the worker that wrote it).
@@ -15,7 +15,7 @@ fn writer(line: &str) -> Option<&str> {
 #[tokio::test]
 async fn connections_are_served_by_every_worker() {
     let ca = TestCa::new();
-    let leaf = ca.leaf("h3", &["h3.test"], KeyKind::EcdsaP256);
+    let leaf = leaf_for(&ca);
     let zone = "[zones.one]\nsize = \"1m\"\nkey = \"$binary_remote_addr\"\nrate = \"1r/m\"\n";
     let body = "[[servers.locations]]\npath = \"/\"\n\
                 limit_req = { zone = \"one\" }\nlimit_req_status = 429\n\
