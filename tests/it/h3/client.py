@@ -1,13 +1,14 @@
 """HTTP/3 client for sluice's tests, on aioquic (a maintained QUIC and HTTP/3 stack).
 
 Usage: client.py HOST:PORT [--sni NAME] [--ca FILE] [--bind IP] [--spec FILE|-]
-                 [--ticket FILE] [--hold SECONDS]
+                 [--ticket FILE] [--hold SECONDS] [--linger SECONDS]
 
 --ticket FILE resumes the TLS session of the ticket in FILE (if there is one: then the requests
 marked "early" go in 0-RTT when the ticket allows it), and writes the last ticket the server sends
 to FILE (waiting up to 2 s for one). --hold SECONDS holds every datagram the client would send
 after its first flight for that long: the server gets the client's first flight (its 0-RTT
-requests) but not the end of its handshake until then.
+requests) but not the end of its handshake until then. --linger SECONDS waits that long at most,
+once every request has ended, for the server to close the connection.
 
 The spec (JSON, from --spec or stdin) is a list of requests, sent over one QUIC connection:
   {"method": "GET", "path": "/x", "headers": [["name", "value"], ...], "body": "text",
@@ -192,6 +193,7 @@ async def main():
     p.add_argument("--timeout", type=float, default=10)
     p.add_argument("--ticket")
     p.add_argument("--hold", type=float, default=0)
+    p.add_argument("--linger", type=float, default=0)
     a = p.parse_args()
     spec = json.load(sys.stdin if a.spec == "-" else open(a.spec))
     host, port = a.addr.rsplit(":", 1)
@@ -259,6 +261,10 @@ async def main():
             await asyncio.wait_for(asyncio.gather(*waits), a.timeout)
         except asyncio.TimeoutError:
             pass
+        # Up to --linger seconds more for the server to close the connection.
+        lingered = time.monotonic() + a.linger
+        while client.closed is None and time.monotonic() < lingered:
+            await asyncio.sleep(0.02)
         if a.ticket and client.closed is None:
             try:
                 await asyncio.wait_for(asyncio.shield(got_ticket), 2)

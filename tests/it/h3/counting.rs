@@ -3,7 +3,7 @@
 //! client cancels it; and the requests, connections and QUIC handshakes `/metrics` and the
 //! status API report by protocol, moved by real aioquic requests.
 
-use super::{ADDR, h3, leaf_for, server, start, status};
+use super::{ADDR, h3, h3_with, leaf_for, server, start, status};
 use crate::support::{Sluice, TestCa, Upstream, client, eventually, get};
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -214,7 +214,15 @@ async fn a_connection_whose_streams_end_cancelled_1000_times_gets_goaway() {
     let last = spec.len();
     spec.push(serde_json::json!({"path": "/ok", "at": 3.8}));
     spec.push(serde_json::json!({"path": "/ok", "after": last, "at": 0.1}));
-    let got = h3(s.addr(), "h3.test", &ca, client(34), Value::Array(spec)).await;
+    let linger = [std::ffi::OsStr::new("--linger"), std::ffi::OsStr::new("3")];
+    let got = h3_with(
+        s.addr(),
+        ("h3.test", &ca),
+        client(34),
+        Value::Array(spec),
+        &linger,
+    )
+    .await;
     let cancelled = got[..last].iter().filter(|g| g["reset"] == "sent").count();
     assert!(cancelled >= 1000, "{cancelled} cancelled");
     assert_eq!(status(&got[last]), Some(200), "{:?}", &got[last..]);
