@@ -95,20 +95,18 @@ impl HeadParser {
     /// header line. The caller has refused what HTTP/2 alone forbids
     /// (uppercase, `:` or whitespace in a name, CR, LF or NUL in a value).
     pub fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), Refusal> {
-        // The field as an HTTP/1.1 line would carry it, for log lines only.
-        let mut line = Vec::with_capacity(64);
-        line.extend_from_slice(name);
-        line.extend_from_slice(b": ");
-        line.extend_from_slice(value);
-        line.truncate(64);
+        // The field as an HTTP/1.1 line would carry it, for log lines only:
+        // its first 64 bytes, on the stack (no allocation per field).
+        let mut buf = [0u8; 64];
+        let line = first_64(&mut buf, name, value);
         let scan = match self.scan_name(name) {
             Some(s) if s.end == name.len() && !name.is_empty() => s,
-            _ => return Err(self.invalid_line(&line)),
+            _ => return Err(self.invalid_line(line)),
         };
         let Some(control) = control_bytes(value) else {
-            return Err(self.invalid_line(&line));
+            return Err(self.invalid_line(line));
         };
-        self.judge_field(&scan, name, value, control, (&line, &line))
+        self.judge_field(&scan, name, value, control, (line, line))
     }
 
     /// The head is whole (HTTP/2's END_HEADERS): nginx's checks of the
@@ -263,4 +261,15 @@ const fn is_token(b: u8) -> bool {
         b,
         b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'.' | b'^' | b'`' | b'|' | b'~'
     )
+}
+
+/// The first 64 bytes of `name: value`, written into `buf`.
+fn first_64<'a>(buf: &'a mut [u8; 64], name: &[u8], value: &[u8]) -> &'a [u8] {
+    let mut n = 0;
+    for part in [name, b": ", value] {
+        let take = part.len().min(buf.len() - n);
+        buf[n..n + take].copy_from_slice(&part[..take]);
+        n += take;
+    }
+    &buf[..n]
 }
