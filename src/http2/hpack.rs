@@ -272,16 +272,24 @@ fn string(src: &mut &[u8]) -> Result<Vec<u8>, CompressionError> {
     Ok(out)
 }
 
-/// Appends a field as a literal without indexing: a pseudo-header by its
-/// static table name index, any other name as a new name; no Huffman.
+/// Appends a field: one of the static table's whole (`:method GET`,
+/// `:scheme https`, …) as its index; any other as a literal without
+/// indexing, its name by its static table index when it has one (the peer
+/// then takes a name it knows rather than parsing one), no Huffman.
 pub fn encode(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    let index = match name {
-        b":authority" => 1,
-        b":method" => 2,
-        b":path" => 4,
-        b":scheme" => 6,
-        _ => 0,
-    };
+    let index = name_index(name);
+    if index != 0 && !STATIC[index - 1].1.is_empty() {
+        // Names whose first entry has a value: `:method`, `:path`,
+        // `:scheme`, `accept-encoding`; their value may be one of the next.
+        let same = STATIC[index - 1..]
+            .iter()
+            .take_while(|(n, _)| *n == name)
+            .position(|(_, v)| *v == value);
+        if let Some(i) = same {
+            push_integer(out, 0x80, 7, index + i);
+            return;
+        }
+    }
     push_integer(out, 0x00, 4, index);
     if index == 0 {
         push_integer(out, 0x00, 7, name.len());
@@ -289,6 +297,65 @@ pub fn encode(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     }
     push_integer(out, 0x00, 7, value.len());
     out.extend_from_slice(value);
+}
+
+/// The static table's first index for `name` (RFC 7541 Appendix A), 0 if
+/// it has none. (`:status` is a response's: never encoded here.)
+fn name_index(name: &[u8]) -> usize {
+    match name {
+        b":authority" => 1,
+        b":method" => 2,
+        b":path" => 4,
+        b":scheme" => 6,
+        b"accept-charset" => 15,
+        b"accept-encoding" => 16,
+        b"accept-language" => 17,
+        b"accept-ranges" => 18,
+        b"accept" => 19,
+        b"access-control-allow-origin" => 20,
+        b"age" => 21,
+        b"allow" => 22,
+        b"authorization" => 23,
+        b"cache-control" => 24,
+        b"content-disposition" => 25,
+        b"content-encoding" => 26,
+        b"content-language" => 27,
+        b"content-length" => 28,
+        b"content-location" => 29,
+        b"content-range" => 30,
+        b"content-type" => 31,
+        b"cookie" => 32,
+        b"date" => 33,
+        b"etag" => 34,
+        b"expect" => 35,
+        b"expires" => 36,
+        b"from" => 37,
+        b"host" => 38,
+        b"if-match" => 39,
+        b"if-modified-since" => 40,
+        b"if-none-match" => 41,
+        b"if-range" => 42,
+        b"if-unmodified-since" => 43,
+        b"last-modified" => 44,
+        b"link" => 45,
+        b"location" => 46,
+        b"max-forwards" => 47,
+        b"proxy-authenticate" => 48,
+        b"proxy-authorization" => 49,
+        b"range" => 50,
+        b"referer" => 51,
+        b"refresh" => 52,
+        b"retry-after" => 53,
+        b"server" => 54,
+        b"set-cookie" => 55,
+        b"strict-transport-security" => 56,
+        b"transfer-encoding" => 57,
+        b"user-agent" => 58,
+        b"vary" => 59,
+        b"via" => 60,
+        b"www-authenticate" => 61,
+        _ => 0,
+    }
 }
 
 fn push_integer(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
@@ -365,6 +432,38 @@ mod tests {
         let got = Decoder::new().decode(&block, 1 << 16).unwrap();
         assert_eq!(got.fields[0].name, b"Content_Length");
         assert_eq!(got.fields[0].value, b"a\0b\r\n");
+    }
+
+    #[test]
+    fn encodes_static_fields_by_index_and_reads_them_back() {
+        let fields_in: [(&[u8], &[u8]); 7] = [
+            (b":method", b"POST"),
+            (b":scheme", b"https"),
+            (b":path", b"/x"),
+            (b"accept-encoding", b"gzip, deflate"),
+            (b"accept-encoding", b"br"),
+            (b"content-type", b"application/grpc"),
+            (b"te", b"trailers"),
+        ];
+        let mut block = Vec::new();
+        for (n, v) in fields_in {
+            encode(&mut block, n, v);
+        }
+        // Whole fields by index: `:method POST` 3, `:scheme https` 7.
+        assert_eq!(&block[..2], &[0x83, 0x87]);
+        // `:path` by its name's index (4), then the value.
+        assert_eq!(&block[2..5], &[0x04, 0x02, b'/']);
+        let got = Decoder::new().decode(&block, 1 << 16).unwrap();
+        let want: Vec<(String, String)> = fields_in
+            .iter()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(fields(&got), want);
     }
 
     #[test]
