@@ -470,19 +470,12 @@ async fn requests(
                     let _ = h3c.shutdown(0).await;
                 }
                 let (shared, conn) = (shared.clone(), from_where(&conn, &quic));
-                // Written into its box, not moved there: the task holds the
-                // box, so its ~9 KB future is never copied (into the task's
-                // cell, then over by each change of its stage).
-                let fut = Box::write(
-                    Box::new_uninit(),
-                    stream::serve(
-                        shared,
-                        (conn, completed.clone(), guard.clone()),
-                        resolver,
-                        (rules, stops.clone()),
-                    ),
+                stream::spawn(
+                    shared,
+                    (conn, completed.clone(), guard.clone()),
+                    resolver,
+                    (rules, stops.clone()),
                 );
-                tokio::spawn(crate::clock::Fresh::new(Box::into_pin(fut)));
             }
             Ok(None) => break,
             Err(e) => {
