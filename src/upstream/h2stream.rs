@@ -160,6 +160,8 @@ pub(crate) struct Streamed {
     done: bool,
     /// The upstream's trailers went by.
     trailers: bool,
+    /// The stream ended (its trailers, or its end without them).
+    ended: bool,
     _streams: Streams,
 }
 
@@ -210,6 +212,7 @@ impl Streamed {
         headers: &HeaderMap,
         timeouts: UpstreamTimeouts,
         progress: Arc<Progress>,
+        waits: Waits,
         streams: Streams,
     ) -> Streamed {
         // (A trailers-only answer has its status in the head: nothing to end.)
@@ -228,11 +231,12 @@ impl Streamed {
             length,
             timeouts,
             progress,
-            waits: Waits::default(),
+            waits,
             read_due: None,
             grpc,
             done: false,
             trailers: false,
+            ended: false,
             _streams: streams,
         }
     }
@@ -289,8 +293,10 @@ impl Streamed {
             Poll::Ready(None) if self.grpc && !self.trailers => StreamFailure::NoStatus,
             Poll::Ready(r) => {
                 self.read_due = None;
-                if let Some(Ok(f)) = &r {
-                    self.trailers |= f.is_trailers();
+                match &r {
+                    Some(Ok(f)) if f.is_trailers() => (self.trailers, self.ended) = (true, true),
+                    Some(_) => {}
+                    None => self.ended = true,
                 }
                 return Poll::Ready(r.map(|f| f.map_err(BodyError::from)));
             }
@@ -317,8 +323,10 @@ impl Streamed {
 
     /// (A gRPC call's body without its trailers yet is not over: polled
     /// once more, it ends with UNAVAILABLE's.)
+    /// (Asked after every frame: h2 is asked, under its lock, only when
+    /// the answer may be yes.)
     pub(crate) fn is_end_stream(&self) -> bool {
-        self.done || (self.recv.is_end_stream() && (self.trailers || !self.grpc))
+        self.done || self.ended || (!self.grpc && self.recv.is_end_stream())
     }
 
     pub(crate) fn size_hint(&self) -> SizeHint {

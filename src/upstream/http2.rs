@@ -33,7 +33,7 @@
 
 use super::h2stream::{Streamed, Upload};
 use super::pool::{Key, connect};
-use super::sending::{Progress, Watched};
+use super::sending::{Progress, Waits, Watched, response_head};
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
 use bytes::Bytes;
@@ -221,11 +221,20 @@ pub async fn send(
         length,
     };
     let exchange = exchange(kept, fresh, &call, body);
-    let (resp, upload, streams) =
-        super::sending::response_head(exchange, &progress, &timeouts, deadline).await?;
+    let mut waits = Waits::default();
+    let head_wait = response_head(exchange, &progress, &timeouts, deadline, &mut waits);
+    let (resp, upload, streams) = head_wait.await?;
     let (mut parts, recv) = resp.into_parts();
     strip_hidden(&mut parts.headers, head.hidden);
-    let body = Streamed::new(recv, upload, &parts.headers, timeouts, progress, streams);
+    let body = Streamed::new(
+        recv,
+        upload,
+        &parts.headers,
+        timeouts,
+        progress,
+        waits,
+        streams,
+    );
     Ok(Response::from_parts(
         parts,
         super::UpstreamBody::http2(key, body),

@@ -203,15 +203,16 @@ impl Waits {
 /// The request's head and body on their way, and the response head awaited
 /// as nginx awaits it: the send timeout while the upstream takes nothing of
 /// the body, the read timeout from when the request was all sent, and a
-/// gRPC call's `deadline` over both.
+/// gRPC call's `deadline` over both. (`waits`' timer goes on to the
+/// response body's waits: one timer a call.)
 pub(super) async fn response_head<T>(
     exchange: impl Future<Output = Result<T, super::Error>>,
     progress: &Progress,
     timeouts: &super::UpstreamTimeouts,
     deadline: Option<Instant>,
+    waits: &mut Waits,
 ) -> Result<T, super::Error> {
     let mut exchange = std::pin::pin!(exchange);
-    let mut waits = Waits::default();
     std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = exchange.as_mut().poll(cx) {
             return Poll::Ready(r);
@@ -261,11 +262,13 @@ mod tests {
         let progress = Progress::new(false);
         let deadline = deadline_ms.map(|ms| start + Duration::from_millis(ms));
         let timeouts = timeouts();
+        let mut waits = Waits::default();
         let waiting = response_head(
             std::future::pending::<Result<(), Error>>(),
             &progress,
             &timeouts,
             deadline,
+            &mut waits,
         );
         let mover = async {
             for &(at, tag) in moves {
