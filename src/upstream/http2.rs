@@ -36,6 +36,7 @@ use super::pool::{Key, connect};
 use super::sending::{Progress, Waits, Watched, response_head};
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
+use crate::http1::Fields;
 use bytes::Bytes;
 use h2::RecvStream;
 use h2::client::{Builder, ResponseFuture, SendRequest};
@@ -310,22 +311,23 @@ fn failed(e: &h2::Error) -> Error {
 /// less the connection's own, the body's length when known.
 fn request(call: &Call<'_, '_>) -> Result<Request<()>, Error> {
     let head = call.head;
+    let scheme: &[u8] = if call.key.is_tls() {
+        b"https://"
+    } else {
+        b"http://"
+    };
+    let mut uri = Vec::with_capacity(scheme.len() + 64 + head.target.len());
     let mut headers = HeaderMap::with_capacity(16);
-    let mut authority: Option<Vec<u8>> = None;
     head.proxy.each(head.vars, head.proxy_host, |name, value| {
         if name == header::HOST {
-            authority = Some(value.to_vec());
+            uri.clear();
+            uri.extend_from_slice(scheme);
+            uri.extend_from_slice(value);
         } else if let Ok(v) = HeaderValue::from_bytes(value) {
             headers.append(name.clone(), v);
         }
     });
-    for (name, value) in head.headers.iter() {
-        if passed(name) && !head.proxy.replaces(name) {
-            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-                headers.append(n, v);
-            }
-        }
-    }
+    client_fields(head, &mut headers);
     // nginx's `$grpc_internal_trailers`: asked for when the client did.
     let trailers = head
         .headers
@@ -343,12 +345,10 @@ fn request(call: &Call<'_, '_>) -> Result<Request<()>, Error> {
     if let Some(n) = call.length.filter(|&n| n != 0 || !bodiless) {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
     }
-    let scheme = if call.key.is_tls() { "https" } else { "http" };
-    let authority = authority.as_deref().unwrap_or(head.proxy_host.as_bytes());
-    let mut uri = Vec::with_capacity(scheme.len() + 3 + authority.len() + head.target.len());
-    uri.extend_from_slice(scheme.as_bytes());
-    uri.extend_from_slice(b"://");
-    uri.extend_from_slice(authority);
+    if uri.is_empty() {
+        uri.extend_from_slice(scheme);
+        uri.extend_from_slice(head.proxy_host.as_bytes());
+    }
     uri.extend_from_slice(head.target.as_bytes());
     let uri = http::Uri::try_from(uri).map_err(|_| Error::Invalid("request target"))?;
     let mut req = Request::new(());
@@ -356,6 +356,28 @@ fn request(call: &Call<'_, '_>) -> Result<Request<()>, Error> {
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
     Ok(req)
+}
+
+/// The client's fields that go upstream, appended to `headers`: from
+/// hyper's map as they are (an HTTP/2 client's: names and values shared,
+/// not parsed and copied again), else from the HTTP/1.1 head.
+fn client_fields(head: &Head<'_>, headers: &mut HeaderMap) {
+    let goes = |name: &[u8]| passed(name) && !head.proxy.replaces(name);
+    if let Fields::Map(map) = head.headers {
+        for (name, value) in map {
+            if goes(name.as_str().as_bytes()) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        return;
+    }
+    for (name, value) in head.headers.iter() {
+        if goes(name) {
+            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+                headers.append(n, v);
+            }
+        }
+    }
 }
 
 /// A client field that goes upstream over HTTP/2: not the connection's own
