@@ -157,7 +157,8 @@ fn builder() -> Builder {
 
 /// A new connection to `key`: TCP (and TLS with ALPN `h2`) within
 /// `grpc_connect_timeout`, then HTTP/2's preface; its driver runs as a task
-/// of this worker.
+/// of this worker. (Boxed where awaited: a TLS handshake's state is large,
+/// and inline it would grow every call's future, moved whole.)
 async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Bytes>, Streams), Error> {
     let conn = connect(key, timeout).await?;
     let handshake = builder().handshake::<_, Bytes>(conn.stream);
@@ -207,7 +208,7 @@ pub async fn send(
 ) -> Result<Response<super::UpstreamBody>, Error> {
     let (kept, fresh) = match checkout(&key) {
         Some(kept) => (kept, false),
-        None => (open(&key, timeouts.proxy_connect).await?, true),
+        None => (Box::pin(open(&key, timeouts.proxy_connect)).await?, true),
     };
     let body = body();
     let length = body.as_ref().map_or(Some(0), |b| b.size_hint().exact());
@@ -259,7 +260,7 @@ async fn exchange(
         Err(e) if !fresh && (e.is_go_away() || e.is_io()) => {
             streams.close();
             drop(streams);
-            let (mut send, streams) = open(call.key, call.connect_timeout).await?;
+            let (mut send, streams) = Box::pin(open(call.key, call.connect_timeout)).await?;
             let started = start(&mut send, request(call)?, end).await;
             (started.map_err(|e| failed(&e))?, streams)
         }
