@@ -233,7 +233,7 @@ fn unread<'l>(
     })
 }
 
-/// A gRPC call's body until hyper's client takes it ([`How::take`]).
+/// A gRPC call's body until the HTTP/2 client takes it ([`How::take`]).
 struct Slot(Option<LimitedBody>);
 
 impl hyper::body::Body for Slot {

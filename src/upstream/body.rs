@@ -62,7 +62,7 @@ pub struct UpstreamBody {
     pub(super) read_timeout: Duration,
     /// An HTTP/2 upstream's body instead (`grpc_pass`): its stream, not a
     /// connection of this pool's.
-    pub(super) http2: Option<Box<super::http2::Streamed>>,
+    pub(super) http2: Option<Box<super::h2stream::Streamed>>,
 }
 
 /// Why a response body broke off (the client connection is then closed:
@@ -81,7 +81,7 @@ pub enum BodyFailure {
 
 impl UpstreamBody {
     /// The body of an HTTP/2 upstream's response.
-    pub(super) fn http2(key: Key, body: super::http2::Streamed) -> UpstreamBody {
+    pub(super) fn http2(key: Key, body: super::h2stream::Streamed) -> UpstreamBody {
         UpstreamBody {
             conn: None,
             key,

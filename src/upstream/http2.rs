@@ -1,54 +1,61 @@
 //! Upstream HTTP/2: the client for `grpc_pass`.
 //!
-//! Why hyper's HTTP/2 client here, when HTTP/1.1 has sluice's own: HTTP/2 is
-//! a multiplexed protocol with flow control in both directions, and a gRPC
-//! call is a stream that may run for minutes with messages both ways. hyper
-//! (over the h2 crate) keeps the windows, queues streams beyond the peer's
-//! SETTINGS_MAX_CONCURRENT_STREAMS, passes trailers as the body's last frame,
-//! and resets a stream whose response is dropped (RST_STREAM CANCEL): what a
-//! client's cancellation must become upstream.
+//! Why the h2 crate directly, when HTTP/1.1 has sluice's own client: HTTP/2
+//! is a multiplexed protocol with flow control in both directions, and a
+//! gRPC call is a stream that may run for minutes with messages both ways.
+//! h2 keeps the windows and the HPACK tables, queues streams beyond the
+//! peer's SETTINGS_MAX_CONCURRENT_STREAMS (`SendRequest::poll_ready` waits),
+//! and resets a stream all of whose handles are dropped (RST_STREAM CANCEL):
+//! what a client's cancellation must become upstream. Why not hyper's client
+//! over it (as before): per call it ran a dispatch task and channel for the
+//! request and spawned a task to pipe the request body — three times the
+//! instructions of nginx's whole call (issue #45). Here the call's own
+//! future pumps the request body into its stream while it waits for the
+//! head, and the response body does while it is read
+//! ([`super::h2stream`]): no task per call, one per connection (h2's
+//! `Connection`, which does the socket's reads and writes).
 //!
 //! The connections: each worker thread keeps its own to each upstream (as
 //! the HTTP/1.1 pool does), and many calls share one: a connection takes new
 //! streams while it carries fewer than [`STREAMS_PER_CONNECTION`], then a
 //! second one is opened. A connection nobody used for a minute is let go
-//! (its last handle dropped: hyper closes it with GOAWAY); one the upstream
-//! closed is forgotten when next looked at.
+//! (its last handle dropped: h2 closes it with GOAWAY); one the upstream
+//! closed (its task ended, or it refused a new stream: GOAWAY) is forgotten
+//! when next looked at.
 //!
 //! What goes upstream is nginx's grpc module's request: the method and path
 //! as the client sent them, `:authority` from the `Host` that the set
 //! headers make (the grpc_pass host by default), `te: trailers` when the
-//! client asked for trailers, the client's other fields less the
-//! connection's own, the body streamed as it arrives (gRPC needs both
-//! directions open at once: nothing is buffered whole).
+//! client asked for trailers, `content-length` when the body's length is
+//! known, the client's other fields less the connection's own, the body
+//! streamed as it arrives (gRPC needs both directions open at once: nothing
+//! is buffered whole).
 
+use super::h2stream::{Streamed, Upload};
 use super::pool::{Key, connect};
-use super::sending::{Expired, Progress, Waits, Watched};
+use super::sending::{Progress, Waits, Watched, response_head};
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
-use crate::respond::grpc::{Code, GRPC_MESSAGE, GRPC_STATUS, percent_encode};
+use crate::http1::Fields;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, header};
-use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
+use h2::RecvStream;
+use h2::client::{Builder, ResponseFuture, SendRequest};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, header};
+use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper::body::Incoming;
-use hyper::client::conn::http2::{Builder, SendRequest};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::cell::RefCell;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, ready};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A request body as hyper's client takes it.
+/// A request body as the client side hands it over.
 pub type Outgoing = UnsyncBoxBody<Bytes, BodyError>;
 
 /// Streams one connection takes before another is opened: RFC 9113 §6.5.2
 /// asks peers to allow at least 100. An upstream that allows fewer is
-/// honoured by hyper, which holds a new stream until one ends.
+/// honoured by h2, which holds a new stream until one ends.
 const STREAMS_PER_CONNECTION: usize = 100;
 
 /// An upstream connection with no stream for this long is closed.
@@ -59,11 +66,28 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// would refuse it past `grpc_buffer_size`, 4k or 8k).
 const MAX_HEADER_LIST: u32 = 64 * 1024;
 
-/// One kept connection: its handle, and the streams it carries now.
+/// The windows offered to the upstream, per stream and for the connection,
+/// the send buffer per stream and the largest frame taken: hyper's client's
+/// (kept as they were): a stream buffers at most this much of a response
+/// that the client does not read.
+const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
+const SEND_BUFFER: usize = 1024 * 1024;
+const MAX_FRAME: u32 = 16 * 1024;
+
+/// What a connection's handles and its task share: the streams it carries
+/// now, and whether it is over (its task ended, or it refused a stream).
+#[derive(Default)]
+struct Shared {
+    streams: AtomicUsize,
+    closed: AtomicBool,
+}
+
+/// One kept connection: its handle, and what it shares with its task.
 struct Kept {
     key: Key,
-    send: SendRequest<Watched>,
-    streams: Arc<AtomicUsize>,
+    send: SendRequest<Bytes>,
+    shared: Arc<Shared>,
     /// When its last stream ended (or it was made).
     idle_since: Instant,
 }
@@ -76,69 +100,99 @@ thread_local! {
 /// A kept connection to `key` with room for one more stream, its count
 /// already taken for that stream; closed and long-idle ones are dropped on
 /// the way.
-fn checkout(key: &Key) -> Option<(SendRequest<Watched>, Streams)> {
+fn checkout(key: &Key) -> Option<(SendRequest<Bytes>, Streams)> {
     let now = crate::clock::now();
     KEPT.with_borrow_mut(|kept| {
         kept.retain_mut(|k| {
-            let busy = k.streams.load(Ordering::Relaxed) > 0;
+            let busy = k.shared.streams.load(Ordering::Relaxed) > 0;
             if busy {
                 k.idle_since = now;
             }
-            !k.send.is_closed() && (busy || now.duration_since(k.idle_since) < IDLE_TIMEOUT)
+            !k.shared.closed.load(Ordering::Relaxed)
+                && (busy || now.duration_since(k.idle_since) < IDLE_TIMEOUT)
         });
         let k = kept.iter_mut().find(|k| {
-            k.key.matches(key) && k.streams.load(Ordering::Relaxed) < STREAMS_PER_CONNECTION
+            k.key.matches(key) && k.shared.streams.load(Ordering::Relaxed) < STREAMS_PER_CONNECTION
         })?;
         k.idle_since = now;
-        Some((k.send.clone(), Streams::take(&k.streams)))
+        Some((k.send.clone(), Streams::take(&k.shared)))
     })
 }
 
 /// A stream counted on its connection until dropped.
-struct Streams(Arc<AtomicUsize>);
+pub(super) struct Streams(Arc<Shared>);
 
 impl Streams {
-    fn take(count: &Arc<AtomicUsize>) -> Streams {
-        count.fetch_add(1, Ordering::Relaxed);
-        Streams(count.clone())
+    fn take(shared: &Arc<Shared>) -> Streams {
+        shared.streams.fetch_add(1, Ordering::Relaxed);
+        Streams(shared.clone())
+    }
+
+    /// The connection takes no new stream (it refused one): forgotten at
+    /// the next checkout.
+    fn close(&self) {
+        self.0.closed.store(true, Ordering::Relaxed);
     }
 }
 
 impl Drop for Streams {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.streams.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// h2's settings for an upstream connection (see the constants).
+fn builder() -> Builder {
+    let mut b = Builder::new();
+    b.initial_max_send_streams(STREAMS_PER_CONNECTION)
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(MAX_FRAME)
+        .max_header_list_size(MAX_HEADER_LIST)
+        .max_send_buffer_size(SEND_BUFFER)
+        .max_local_error_reset_streams(Some(1024))
+        .enable_push(false);
+    b
 }
 
 /// A new connection to `key`: TCP (and TLS with ALPN `h2`) within
 /// `grpc_connect_timeout`, then HTTP/2's preface; its driver runs as a task
-/// of this worker.
-async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Watched>, Streams), Error> {
+/// of this worker. (Boxed where awaited: a TLS handshake's state is large,
+/// and inline it would grow every call's future, moved whole.)
+async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Bytes>, Streams), Error> {
     let conn = connect(key, timeout).await?;
-    let io = TokioIo::new(conn.stream);
-    let handshake = Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .max_header_list_size(MAX_HEADER_LIST)
-        .handshake::<_, Watched>(io);
+    let handshake = builder().handshake::<_, Bytes>(conn.stream);
     let (send, driver) = match tokio::time::timeout(timeout, handshake).await {
         Ok(Ok(made)) => made,
         Ok(Err(e)) => return Err(Error::Handshake(e.to_string())),
         Err(_) => return Err(Error::ConnectTimeout),
     };
+    let shared = Arc::new(Shared::default());
+    let ended = shared.clone();
     tokio::spawn(async move {
         let _ = driver.await;
+        ended.closed.store(true, Ordering::Relaxed);
     });
-    let streams = Arc::new(AtomicUsize::new(0));
-    let taken = Streams::take(&streams);
+    let taken = Streams::take(&shared);
     KEPT.with_borrow_mut(|kept| {
         kept.push(Kept {
             key: key.clone(),
             send: send.clone(),
-            streams,
+            shared,
             idle_since: crate::clock::now(),
         })
     });
     Ok((send, taken))
+}
+
+/// What one call sends: its head, and what a retry on a new connection
+/// needs.
+struct Call<'a, 'h> {
+    head: &'a Head<'h>,
+    key: &'a Key,
+    connect_timeout: Duration,
+    /// The request body's length, when known.
+    length: Option<u64>,
 }
 
 /// Sends one request to `upstream` over HTTP/2 and returns its response
@@ -154,121 +208,127 @@ pub async fn send(
 ) -> Result<Response<super::UpstreamBody>, Error> {
     let (kept, fresh) = match checkout(&key) {
         Some(kept) => (kept, false),
-        None => (open(&key, timeouts.proxy_connect).await?, true),
+        None => (Box::pin(open(&key, timeouts.proxy_connect)).await?, true),
     };
-    let scheme = if key.is_tls() { "https" } else { "http" };
-    let body = body().unwrap_or_else(empty);
-    let progress = Progress::new(body.is_end_stream());
-    let req = request(head, scheme, Watched::new(body, progress.clone()))?;
-    let exchange = exchange(kept, fresh, req, &key, timeouts.proxy_connect);
-    let (resp, streams) =
-        super::sending::response_head(exchange, &progress, &timeouts, deadline).await?;
-    let (mut parts, body) = resp.into_parts();
+    let body = body();
+    let length = body.as_ref().map_or(Some(0), |b| b.size_hint().exact());
+    // A body already at its end goes as END_STREAM on the head.
+    let body = body.filter(|b| !b.is_end_stream());
+    let progress = Progress::new(body.is_none());
+    let body = body.map(|b| Watched::new(b, progress.clone()));
+    let call = Call {
+        head,
+        key: &key,
+        connect_timeout: timeouts.proxy_connect,
+        length,
+    };
+    let exchange = exchange(kept, fresh, &call, body);
+    let mut waits = Waits::default();
+    let head_wait = response_head(exchange, &progress, &timeouts, deadline, &mut waits);
+    let (resp, upload, streams) = head_wait.await?;
+    let (mut parts, recv) = resp.into_parts();
     strip_hidden(&mut parts.headers, head.hidden);
-    // (A trailers-only answer has its status in the head: nothing to end.)
-    let grpc = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
-        && !parts.headers.contains_key(GRPC_STATUS);
-    let body = Streamed {
-        inner: body,
+    let body = Streamed::new(
+        recv,
+        upload,
+        &parts.headers,
         timeouts,
         progress,
-        waits: Waits::default(),
-        read_due: None,
-        grpc,
-        done: false,
-        trailers: false,
-        _streams: streams,
-    };
+        waits,
+        streams,
+    );
     Ok(Response::from_parts(
         parts,
         super::UpstreamBody::http2(key, body),
     ))
 }
 
-/// The request on `kept`, and its response head. A kept connection the
-/// upstream had closed (GOAWAY, EOF) hands the request back unsent: it goes
-/// once more on a new connection, as nginx retries a cached one.
+/// The request on `kept`, and its response head, the request body going up
+/// meanwhile (what is left of it goes on with the response body). A kept
+/// connection the upstream had closed (GOAWAY, EOF) takes no stream: it is
+/// forgotten and the request goes once more on a new connection, as nginx
+/// retries a cached one.
 async fn exchange(
-    (mut send, streams): (SendRequest<Watched>, Streams),
+    (mut send, streams): (SendRequest<Bytes>, Streams),
     fresh: bool,
-    req: Request<Watched>,
-    key: &Key,
-    connect_timeout: Duration,
-) -> Result<(Response<Incoming>, Streams), Error> {
-    let unsent = match send.ready().await {
-        Ok(()) => match send.try_send_request(req).await {
-            Ok(resp) => return Ok((resp, streams)),
-            Err(mut e) => match e.take_message() {
-                Some(req) if !fresh => req,
-                _ => return Err(failed(e.error())),
-            },
-        },
-        Err(_) if !fresh => req,
+    call: &Call<'_, '_>,
+    body: Option<Watched>,
+) -> Result<(Response<RecvStream>, Option<Upload>, Streams), Error> {
+    let end = body.is_none();
+    let ((mut response, tx), streams) = match start(&mut send, request(call)?, end).await {
+        Ok(started) => (started, streams),
+        Err(e) if !fresh && (e.is_go_away() || e.is_io()) => {
+            streams.close();
+            drop(streams);
+            let (mut send, streams) = Box::pin(open(call.key, call.connect_timeout)).await?;
+            let started = start(&mut send, request(call)?, end).await;
+            (started.map_err(|e| failed(&e))?, streams)
+        }
         Err(e) => return Err(failed(&e)),
     };
-    drop(streams);
-    let (mut send, streams) = open(key, connect_timeout).await?;
-    match send.ready().await {
-        Ok(()) => match send.try_send_request(unsent).await {
-            Ok(resp) => Ok((resp, streams)),
-            Err(e) => Err(failed(e.error())),
-        },
+    let mut upload = body.map(|body| Upload::new(tx, body));
+    let head = std::future::poll_fn(|cx| {
+        if let Some(up) = upload.as_mut()
+            && up.poll(cx).is_ready()
+        {
+            upload = None;
+        }
+        Pin::new(&mut response).poll(cx)
+    })
+    .await;
+    match head {
+        Ok(resp) => Ok((resp, upload, streams)),
         Err(e) => Err(failed(&e)),
     }
 }
 
-fn empty() -> Outgoing {
-    http_body_util::Empty::new()
-        .map_err(|never| match never {})
-        .boxed_unsync()
+/// A new stream on `send` with the request's head, once the connection
+/// takes one (SETTINGS_MAX_CONCURRENT_STREAMS).
+async fn start(
+    send: &mut SendRequest<Bytes>,
+    req: Request<()>,
+    end: bool,
+) -> Result<(ResponseFuture, h2::SendStream<Bytes>), h2::Error> {
+    std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
+    send.send_request(req, end)
 }
 
 /// What a failed exchange was, in nginx's words: the upstream's reset of
-/// the stream (`upstream rejected request with error N`), or the
-/// connection gone before a response.
-fn failed(e: &hyper::Error) -> Error {
-    match reason(e) {
-        Some(r) => Error::Rejected(u32::from(r)),
-        None if e.is_closed() || e.is_canceled() => Error::Closed,
-        None => Error::Recv(std::io::Error::other(e.to_string())),
+/// the stream or GOAWAY (`upstream rejected request with error N`), the
+/// connection broken before a response, or gone.
+fn failed(e: &h2::Error) -> Error {
+    match (e.reason(), e.get_io()) {
+        (Some(r), _) => Error::Rejected(u32::from(r)),
+        (None, Some(io)) => Error::Recv(match io.raw_os_error() {
+            Some(code) => std::io::Error::from_raw_os_error(code),
+            None => std::io::Error::new(io.kind(), io.to_string()),
+        }),
+        (None, None) => Error::Closed,
     }
 }
 
-/// The RST_STREAM (or GOAWAY) reason under a hyper error, if any.
-pub(crate) fn reason(e: &(dyn std::error::Error + 'static)) -> Option<h2::Reason> {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if let Some(h2) = c.downcast_ref::<h2::Error>() {
-            return h2.reason();
-        }
-        cause = c.source();
-    }
-    None
-}
-
-/// The upstream request: `scheme://authority/path` (hyper writes the
+/// The upstream request: `scheme://authority/path` (h2 writes the
 /// pseudo-header fields from it), the set headers, the client's fields
-/// less the connection's own.
-fn request(head: &Head<'_>, scheme: &str, body: Watched) -> Result<Request<Watched>, Error> {
+/// less the connection's own, the body's length when known.
+fn request(call: &Call<'_, '_>) -> Result<Request<()>, Error> {
+    let head = call.head;
+    let scheme: &[u8] = if call.key.is_tls() {
+        b"https://"
+    } else {
+        b"http://"
+    };
+    let mut uri = Vec::with_capacity(scheme.len() + 64 + head.target.len());
     let mut headers = HeaderMap::with_capacity(16);
-    let mut authority: Option<Vec<u8>> = None;
     head.proxy.each(head.vars, head.proxy_host, |name, value| {
         if name == header::HOST {
-            authority = Some(value.to_vec());
+            uri.clear();
+            uri.extend_from_slice(scheme);
+            uri.extend_from_slice(value);
         } else if let Ok(v) = HeaderValue::from_bytes(value) {
             headers.append(name.clone(), v);
         }
     });
-    for (name, value) in head.headers.iter() {
-        if passed(name) && !head.proxy.replaces(name) {
-            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-                headers.append(n, v);
-            }
-        }
-    }
+    client_fields(head, &mut headers);
     // nginx's `$grpc_internal_trailers`: asked for when the client did.
     let trailers = head
         .headers
@@ -278,18 +338,47 @@ fn request(head: &Head<'_>, scheme: &str, body: Watched) -> Result<Request<Watch
     if trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
-    let authority = authority.as_deref().unwrap_or(head.proxy_host.as_bytes());
-    let mut uri = Vec::with_capacity(scheme.len() + 3 + authority.len() + head.target.len());
-    uri.extend_from_slice(scheme.as_bytes());
-    uri.extend_from_slice(b"://");
-    uri.extend_from_slice(authority);
+    // (As hyper's client did: not for an empty GET, HEAD, DELETE.)
+    let bodiless = matches!(
+        *head.method,
+        Method::GET | Method::HEAD | Method::DELETE | Method::CONNECT
+    );
+    if let Some(n) = call.length.filter(|&n| n != 0 || !bodiless) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+    }
+    if uri.is_empty() {
+        uri.extend_from_slice(scheme);
+        uri.extend_from_slice(head.proxy_host.as_bytes());
+    }
     uri.extend_from_slice(head.target.as_bytes());
     let uri = http::Uri::try_from(uri).map_err(|_| Error::Invalid("request target"))?;
-    let mut req = Request::new(body);
+    let mut req = Request::new(());
     *req.method_mut() = head.method.clone();
     *req.uri_mut() = uri;
     *req.headers_mut() = headers;
     Ok(req)
+}
+
+/// The client's fields that go upstream, appended to `headers`: from
+/// hyper's map as they are (an HTTP/2 client's: names and values shared,
+/// not parsed and copied again), else from the HTTP/1.1 head.
+fn client_fields(head: &Head<'_>, headers: &mut HeaderMap) {
+    let goes = |name: &[u8]| passed(name) && !head.proxy.replaces(name);
+    if let Fields::Map(map) = head.headers {
+        for (name, value) in map {
+            if goes(name.as_str().as_bytes()) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        return;
+    }
+    for (name, value) in head.headers.iter() {
+        if goes(name) {
+            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+                headers.append(n, v);
+            }
+        }
+    }
 }
 
 /// A client field that goes upstream over HTTP/2: not the connection's own
@@ -312,122 +401,5 @@ fn strip_hidden(headers: &mut HeaderMap, hidden: &crate::headers::HiddenHeaders)
         .collect();
     for n in names {
         headers.remove(n);
-    }
-}
-
-/// A response body from an HTTP/2 upstream: frames (and trailers) as they
-/// come, `grpc_read_timeout` between two of them, and `grpc_send_timeout`
-/// while the upstream takes nothing of a request body still going (a
-/// bidirectional call). Dropped before its end, the stream is reset
-/// upstream (hyper sends RST_STREAM CANCEL).
-pub(crate) struct Streamed {
-    inner: Incoming,
-    timeouts: UpstreamTimeouts,
-    progress: Arc<Progress>,
-    waits: Waits,
-    /// When the current wait for a frame runs out.
-    read_due: Option<Instant>,
-    /// The response is a gRPC call's (`application/grpc`): a connection
-    /// that broke or timed out ends it with UNAVAILABLE or
-    /// DEADLINE_EXCEEDED trailers, as a gRPC client understands it,
-    /// rather than a reset (which it would read as INTERNAL).
-    grpc: bool,
-    /// It ended with such trailers.
-    done: bool,
-    /// The upstream's trailers went by.
-    trailers: bool,
-    _streams: Streams,
-}
-
-/// How an HTTP/2 upstream's body broke off.
-#[derive(Debug, thiserror::Error)]
-pub enum StreamFailure {
-    /// The upstream reset the stream (the reason goes on to the client's
-    /// stream: hyper finds it under this error).
-    #[error("upstream reset the stream ({0}) while reading upstream")]
-    Reset(#[source] hyper::Error),
-    /// The connection broke (GOAWAY, closed).
-    #[error("upstream prematurely closed connection ({0}) while reading upstream")]
-    Closed(hyper::Error),
-    #[error("upstream timed out (110: Connection timed out) while reading upstream")]
-    TimedOut,
-    #[error("upstream timed out (110: Connection timed out) while sending request to upstream")]
-    SendTimedOut,
-    /// A gRPC call's body ended without trailers (no grpc-status).
-    #[error("upstream ended the call without a grpc-status while reading upstream")]
-    NoStatus,
-}
-
-/// The trailers that end a gRPC call whose upstream broke off:
-/// DEADLINE_EXCEEDED for `grpc_read_timeout`, else UNAVAILABLE (gRPC's
-/// code for a transient failure a client may retry), nginx's words as the
-/// message.
-fn unavailable(failure: &StreamFailure) -> HeaderMap {
-    let code = match failure {
-        StreamFailure::TimedOut | StreamFailure::SendTimedOut => Code::DeadlineExceeded,
-        _ => Code::Unavailable,
-    };
-    let mut trailers = HeaderMap::with_capacity(2);
-    trailers.insert(GRPC_STATUS, HeaderValue::from(u16::from(code.as_u8())));
-    if let Ok(v) = HeaderValue::from_str(&percent_encode(&failure.to_string())) {
-        trailers.insert(GRPC_MESSAGE, v);
-    }
-    trailers
-}
-
-impl Streamed {
-    pub(crate) fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        let failure = match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(Some(Err(e))) => match reason(&e) {
-                // The upstream's own reset goes on as it is.
-                Some(r) if r != h2::Reason::NO_ERROR => StreamFailure::Reset(e),
-                _ => StreamFailure::Closed(e),
-            },
-            // A gRPC call's body that ended with no status (an upstream's
-            // RST_STREAM NO_ERROR reads as an end, as does END_STREAM on
-            // DATA) is a broken call.
-            Poll::Ready(None) if self.grpc && !self.trailers => StreamFailure::NoStatus,
-            Poll::Ready(r) => {
-                self.read_due = None;
-                if let Some(Ok(f)) = &r {
-                    self.trailers |= f.is_trailers();
-                }
-                return Poll::Ready(r.map(|f| f.map_err(BodyError::from)));
-            }
-            Poll::Pending => {
-                let read = self.timeouts.proxy_read;
-                let due = *self
-                    .read_due
-                    .get_or_insert_with(|| crate::clock::now() + read);
-                let send = self.timeouts.proxy_send;
-                let again = send.min(read);
-                match ready!(self.waits.poll(cx, &self.progress, send, again, Some(due))) {
-                    Expired::Read => StreamFailure::TimedOut,
-                    Expired::Send => StreamFailure::SendTimedOut,
-                }
-            }
-        };
-        self.read_due = None;
-        if !self.grpc || matches!(failure, StreamFailure::Reset(_)) {
-            return Poll::Ready(Some(Err(failure.into())));
-        }
-        self.done = true;
-        Poll::Ready(Some(Ok(Frame::trailers(unavailable(&failure)))))
-    }
-
-    /// (A gRPC call's body without its trailers yet is not over: polled
-    /// once more, it ends with UNAVAILABLE's.)
-    pub(crate) fn is_end_stream(&self) -> bool {
-        self.done || (self.inner.is_end_stream() && (self.trailers || !self.grpc))
-    }
-
-    pub(crate) fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

@@ -9,18 +9,17 @@
 //! stops taking the body (a window of 0, a socket it no longer reads) is
 //! cut after the send timeout, not the read timeout.
 //!
-//! Why a watch on the body rather than a timer on a write: hyper's HTTP/2
-//! client writes the request body from a task of its own, and asks the body
-//! for its next frame only when the upstream's flow-control window and the
-//! connection's send buffer have room for it. So a body that yielded a
-//! frame and has not been asked for the next one is waiting on the
-//! upstream — that wait is the send timeout's — while a body that answered
-//! Pending waits on the client (`client_body_timeout`'s business, not the
-//! upstream's). [`Watched`] records which, and since when, in a
-//! [`Progress`] the waits for the response read: one atomic word, no wake-up
-//! across tasks per frame. So a wait looks again (within the shorter
-//! timeout) while the body may still move: a timeout that a move starts is
-//! still seen at its exact end.
+//! Why a watch on the body rather than a timer on a write: the HTTP/2
+//! client ([`super::h2stream::Upload`]) asks the body for its next frame
+//! only when the upstream's flow-control window and the stream's send
+//! buffer have room for it. So a body that yielded a frame and has not been
+//! asked for the next one is waiting on the upstream — that wait is the send
+//! timeout's — while a body that answered Pending waits on the client
+//! (`client_body_timeout`'s business, not the upstream's). [`Watched`]
+//! records which, and since when, in a [`Progress`] the waits for the
+//! response read: one atomic word, no wake-up per frame. So a wait looks
+//! again (within the shorter timeout) while the body may still move: a
+//! timeout that a move starts is still seen at its exact end.
 
 use super::http2::Outgoing;
 use crate::body::BodyError;
@@ -34,8 +33,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Where the request body is, and since when: shared by the task that
-/// writes it (hyper's) and the one that waits for the response.
+/// Where the request body is, and since when: shared by the body that
+/// writes it and the waits for the response.
 pub(super) struct Progress {
     base: Instant,
     /// A tag in the top two bits, nanoseconds since `base` below.
@@ -87,8 +86,8 @@ impl Progress {
     }
 }
 
-/// The request body as hyper's client takes it, telling [`Progress`] where
-/// it is.
+/// The request body as the HTTP/2 client takes it, telling [`Progress`]
+/// where it is.
 pub(crate) struct Watched {
     inner: Outgoing,
     progress: Arc<Progress>,
@@ -110,8 +109,8 @@ impl Body for Watched {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         let tag = match &polled {
-            // hyper sends a data frame that ends the body with END_STREAM
-            // and asks for nothing more.
+            // A data frame that ends the body goes with END_STREAM, and
+            // nothing more is asked for.
             Poll::Ready(Some(Ok(f))) if f.is_data() && !self.inner.is_end_stream() => UPSTREAM,
             Poll::Ready(Some(Ok(_)) | None) => SENT,
             Poll::Ready(Some(Err(_))) | Poll::Pending => CLIENT,
@@ -204,15 +203,16 @@ impl Waits {
 /// The request's head and body on their way, and the response head awaited
 /// as nginx awaits it: the send timeout while the upstream takes nothing of
 /// the body, the read timeout from when the request was all sent, and a
-/// gRPC call's `deadline` over both.
+/// gRPC call's `deadline` over both. (`waits`' timer goes on to the
+/// response body's waits: one timer a call.)
 pub(super) async fn response_head<T>(
     exchange: impl Future<Output = Result<T, super::Error>>,
     progress: &Progress,
     timeouts: &super::UpstreamTimeouts,
     deadline: Option<Instant>,
+    waits: &mut Waits,
 ) -> Result<T, super::Error> {
     let mut exchange = std::pin::pin!(exchange);
-    let mut waits = Waits::default();
     std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = exchange.as_mut().poll(cx) {
             return Poll::Ready(r);
@@ -262,11 +262,13 @@ mod tests {
         let progress = Progress::new(false);
         let deadline = deadline_ms.map(|ms| start + Duration::from_millis(ms));
         let timeouts = timeouts();
+        let mut waits = Waits::default();
         let waiting = response_head(
             std::future::pending::<Result<(), Error>>(),
             &progress,
             &timeouts,
             deadline,
+            &mut waits,
         );
         let mover = async {
             for &(at, tag) in moves {

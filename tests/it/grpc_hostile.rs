@@ -248,7 +248,7 @@ async fn resets_goaway_and_closes_end_calls_with_a_status() {
             ("rst_before_cancel", unavailable),
             ("rst_mid_internal", &["INTERNAL"]),
             ("rst_mid_cancel", &["CANCELLED"]),
-            // hyper reads RST_STREAM NO_ERROR as the body's end: a gRPC body with no trailers
+            // RST_STREAM NO_ERROR reads as the body's end: a gRPC body with no trailers
             // is a broken call, ended UNAVAILABLE (see the test below).
             ("rst_mid_no_error", unavailable),
             ("rst_after_trailers", &["OK"]),
@@ -293,7 +293,7 @@ async fn floods_and_stalls_from_the_upstream_end_calls() {
     .await;
 }
 
-/// SETTINGS_MAX_CONCURRENT_STREAMS = 1 upstream: 20 calls at once all complete (hyper holds
+/// SETTINGS_MAX_CONCURRENT_STREAMS = 1 upstream: 20 calls at once all complete (h2 holds
 /// the others until a stream ends), one after the other.
 #[tokio::test]
 async fn one_stream_at_a_time_upstream_serves_twenty_calls() {
@@ -496,9 +496,9 @@ const DIFFERENCES: &[(&str, &str, &str)] = &[
 ];
 
 /// An upstream that resets a gRPC call with NO_ERROR mid-body (before its trailers) broke it
-/// off: the client gets UNAVAILABLE, as for a connection broken there. (hyper's `Incoming`
-/// reads RST_STREAM NO_ERROR as the body's clean end; `Streamed` ends a gRPC body without
-/// trailers with UNAVAILABLE's.)
+/// off: the client gets UNAVAILABLE, as for a connection broken there. (`Streamed` reads
+/// RST_STREAM NO_ERROR as the body's clean end, as hyper's `Incoming` did, and ends a gRPC
+/// body without trailers with UNAVAILABLE's.)
 #[tokio::test]
 async fn an_upstream_reset_with_no_error_mid_body_ends_unavailable() {
     let up = Hostile::start();
