@@ -101,7 +101,10 @@ pub(super) fn fields(r: &mut Reader<'_>) -> Vec<Field> {
             }
             _ => bytes(r, 64),
         };
-        out.push(Field { name, value });
+        out.push(Field {
+            name: name.into(),
+            value: value.into(),
+        });
     }
     out
 }
@@ -213,13 +216,18 @@ fn lines(canonical: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// An accepted block's fields in the same shape as [`lines`]: `:scheme`
 /// and the stream-id field left out.
 fn block_lines(fields: &[Field]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let get = |n: &[u8]| fields.iter().find(|f| f.name == n).map(|f| f.value.clone());
+    let get = |n: &[u8]| {
+        fields
+            .iter()
+            .find(|f| f.name == n)
+            .map(|f| f.value.to_vec())
+    };
     let mut out = vec![(
         get(b":method").expect(":method"),
         get(b":path").expect(":path"),
     )];
     for f in fields.iter().filter(|f| !f.name.starts_with(b":")) {
-        out.push((f.name.clone(), f.value.clone()));
+        out.push((f.name.to_vec(), f.value.to_vec()));
     }
     out
 }
@@ -289,7 +297,7 @@ fn check_through_reader(rules: &HeadRules, fields: &[Field], verdict: &Verdict, 
         Verdict::Reset(_) => assert!(
             decode_alone(written)
                 .iter()
-                .any(|f| f.name == b"connection"),
+                .any(|f| f.name.as_ref() == b"connection"),
             "a reset must reach hyper as a malformed block"
         ),
     }
@@ -408,10 +416,12 @@ fn check_frames(rules: &HeadRules, frames: &[u8], seed: u8) {
     assert_eq!(whole, split, "pieces {cuts:?} changed the reader's output");
     for (stream, block) in &whole.blocks {
         let fields = decode_alone(block);
-        let is_request = fields.first().is_some_and(|f| f.name == b":method");
+        let is_request = fields
+            .first()
+            .is_some_and(|f| f.name.as_ref() == b":method");
         let accepted = is_request
             && fields[0].value != request::STAND_IN_METHOD.as_bytes()
-            && !fields.iter().any(|f| f.name == b"connection");
+            && !fields.iter().any(|f| f.name.as_ref() == b"connection");
         if accepted {
             let last = fields.last().expect("the stream field");
             assert_eq!(last.name, request::STREAM_FIELD.as_bytes());

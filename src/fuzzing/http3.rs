@@ -94,7 +94,7 @@ fn as_h3(fields: &[crate::http2::hpack::Field]) -> Option<Request<()>> {
     let mut req = Request::new(());
     for f in fields {
         let text = std::str::from_utf8(&f.value).ok();
-        match f.name.as_slice() {
+        match f.name.as_ref() {
             b":method" => *req.method_mut() = Method::from_bytes(&f.value).ok()?,
             b":scheme" => b = b.scheme(text?),
             b":authority" => b = b.authority(text?),

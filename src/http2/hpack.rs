@@ -11,6 +11,7 @@
 //! what sluice wrote.
 
 use super::huffman;
+use bytes::Bytes;
 use std::collections::VecDeque;
 
 /// The dynamic table size sluice's decoder allows: the protocol's initial
@@ -90,8 +91,8 @@ pub struct CompressionError(pub &'static str);
 /// One decoded field, as the client sent its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
-    pub name: Vec<u8>,
-    pub value: Vec<u8>,
+    pub name: Bytes,
+    pub value: Bytes,
 }
 
 impl Field {
@@ -175,8 +176,8 @@ impl Decoder {
             1..=61 => {
                 let (n, v) = STATIC[i - 1];
                 Ok(Field {
-                    name: n.to_vec(),
-                    value: v.to_vec(),
+                    name: Bytes::from_static(n),
+                    value: Bytes::from_static(v),
                 })
             }
             _ => self
@@ -252,7 +253,7 @@ fn integer(src: &mut &[u8], n: u32) -> Result<usize, CompressionError> {
 }
 
 /// A string literal: its length, then its bytes, Huffman-coded or not.
-fn string(src: &mut &[u8]) -> Result<Vec<u8>, CompressionError> {
+fn string(src: &mut &[u8]) -> Result<Bytes, CompressionError> {
     let huffman = src.first().is_some_and(|b| b & 0x80 != 0);
     let len = integer(src, 7)?;
     if len > src.len() {
@@ -264,12 +265,12 @@ fn string(src: &mut &[u8]) -> Result<Vec<u8>, CompressionError> {
         if len > STRING_MAX {
             return Err(CompressionError("string too long"));
         }
-        return Ok(bytes.to_vec());
+        return Ok(Bytes::copy_from_slice(bytes));
     }
     let mut out = Vec::with_capacity(len + len / 2);
     huffman::decode(bytes, &mut out, STRING_MAX)
         .map_err(|_| CompressionError("invalid Huffman string"))?;
-    Ok(out)
+    Ok(Bytes::from(out))
 }
 
 /// Appends a field: one of the static table's whole (`:method GET`,
@@ -430,8 +431,8 @@ mod tests {
         let mut block = Vec::new();
         encode(&mut block, b"Content_Length", b"a\0b\r\n");
         let got = Decoder::new().decode(&block, 1 << 16).unwrap();
-        assert_eq!(got.fields[0].name, b"Content_Length");
-        assert_eq!(got.fields[0].value, b"a\0b\r\n");
+        assert_eq!(got.fields[0].name.as_ref(), b"Content_Length");
+        assert_eq!(got.fields[0].value.as_ref(), b"a\0b\r\n");
     }
 
     #[test]

@@ -47,8 +47,8 @@ fn written(out: &mut BytesMut) -> Vec<(String, String)> {
         .into_iter()
         .map(|f| {
             (
-                String::from_utf8(f.name).unwrap(),
-                String::from_utf8(f.value).unwrap(),
+                String::from_utf8(f.name.to_vec()).unwrap(),
+                String::from_utf8(f.value.to_vec()).unwrap(),
             )
         })
         .collect()

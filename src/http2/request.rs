@@ -175,7 +175,7 @@ fn pseudo_fields(fields: &[Field]) -> Result<(Pseudo<'_>, &[Field]), Refusal> {
         .position(|f| !f.name.starts_with(b":"))
         .unwrap_or(fields.len());
     for f in &fields[..start] {
-        let slot = match f.name.as_slice() {
+        let slot = match f.name.as_ref() {
             b":method" => &mut p.method,
             b":scheme" => &mut p.scheme,
             b":authority" => &mut p.authority,
@@ -269,11 +269,11 @@ fn bad_name_byte(b: u8) -> bool {
 
 /// RFC 9113 §8.2.2: fields of one HTTP/1.1 hop, meaningless in HTTP/2.
 fn connection_specific(f: &Field) -> bool {
-    match f.name.as_slice() {
+    match f.name.as_ref() {
         b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" => {
             true
         }
-        b"te" => f.value != b"trailers",
+        b"te" => f.value.as_ref() != b"trailers",
         _ => false,
     }
 }

@@ -256,8 +256,8 @@ pub(crate) fn fields_of(req: &Request<()>) -> Vec<Field> {
     let mut out = Vec::with_capacity(req.headers().len() + 4);
     let mut push = |name: &[u8], value: &[u8]| {
         out.push(Field {
-            name: name.to_vec(),
-            value: value.to_vec(),
+            name: Bytes::copy_from_slice(name),
+            value: Bytes::copy_from_slice(value),
         })
     };
     push(b":method", req.method().as_str().as_bytes());
@@ -287,7 +287,7 @@ fn canonical(block: &[u8]) -> Option<http::request::Parts> {
     let mut headers = HeaderMap::with_capacity(decoded.fields.len());
     let mut cookie: Vec<u8> = Vec::new();
     for f in decoded.fields {
-        match f.name.as_slice() {
+        match f.name.as_ref() {
             b":method" => method = Some(Method::from_bytes(&f.value).ok()?),
             b":path" => path = Some(f.value),
             b":scheme" => {}
@@ -306,7 +306,7 @@ fn canonical(block: &[u8]) -> Option<http::request::Parts> {
     if !cookie.is_empty() {
         headers.insert(header::COOKIE, HeaderValue::from_bytes(&cookie).ok()?);
     }
-    let uri = http::Uri::from_maybe_shared(Bytes::from(path?)).ok()?;
+    let uri = http::Uri::from_maybe_shared(path?).ok()?;
     let mut req = Request::new(());
     *req.method_mut() = method?;
     *req.uri_mut() = uri;
