@@ -140,6 +140,8 @@ pub(super) struct Guard {
     opened: AtomicU64,
     payload: AtomicU64,
     answered: AtomicU64,
+    /// Request streams that ended without their whole answer.
+    aborted: AtomicU64,
     closing: AtomicBool,
 }
 
@@ -160,6 +162,7 @@ impl Guard {
             opened: AtomicU64::new(0),
             payload: AtomicU64::new(0),
             answered: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
             closing: AtomicBool::new(false),
         })
     }
@@ -228,8 +231,12 @@ impl Guard {
     }
 
     /// A request stream ended so: past the bound of streams reset before
-    /// their answer, the connection is cut.
+    /// their answer, the connection is cut; any not answered whole counts
+    /// toward [`Guard::too_many_aborted`].
     pub(super) fn ended(&self, outcome: Outcome) {
+        if outcome != Outcome::Answered {
+            self.aborted.fetch_add(1, Ordering::Relaxed);
+        }
         match outcome {
             Outcome::Answered => {
                 self.answered.fetch_add(1, Ordering::Relaxed);
@@ -239,6 +246,12 @@ impl Guard {
             }
             Outcome::Other => {}
         }
+    }
+
+    /// The connection has had [`super::quic::ABORTED_MAX`] request streams
+    /// end without their whole answer: it is asked to go.
+    pub(super) fn too_many_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Relaxed) >= u64::from(super::quic::ABORTED_MAX)
     }
 
     fn flood(&self, kind: Flood, count: u64) {

@@ -463,7 +463,7 @@ async fn requests(
         };
         match accepted {
             Ok(Some(resolver)) => {
-                if !stopped && stops.too_many_aborted() {
+                if !stopped && guard.too_many_aborted() {
                     // The streams it has go on; the client takes a new
                     // connection for more ([`quic::ABORTED_MAX`]).
                     stopped = true;

@@ -42,26 +42,15 @@ pub(super) const ABORTED_MAX: u32 = 1000;
 
 /// The request streams' [`Stopped`] not yet taken, by stream id: an entry
 /// leaves when its request's task takes it, or when h3 drops the stream
-/// (a head that never came), so it holds the streams open, no more. And
-/// the count of request streams that ended without their whole answer.
+/// (a head that never came), so it holds the streams open, no more. (The
+/// streams that end without their whole answer are counted by the
+/// connection's guard, `floods::Guard`, which hears how each ended.)
 #[derive(Default)]
 pub(super) struct Stops {
     waiting: Mutex<HashMap<u64, Stopped>>,
-    aborted: std::sync::atomic::AtomicU32,
 }
 
 impl Stops {
-    /// A request stream ended reset, not finished.
-    pub(super) fn aborted(&self) {
-        self.aborted
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The connection has had [`ABORTED_MAX`] streams reset.
-    pub(super) fn too_many_aborted(&self) -> bool {
-        self.aborted.load(std::sync::atomic::Ordering::Relaxed) >= ABORTED_MAX
-    }
-
     /// The [`Stopped`] of request stream `id`, once.
     pub(super) fn take(&self, id: StreamId) -> Option<Stopped> {
         self.waiting.lock().remove(&id.into_inner())

@@ -50,9 +50,6 @@ async fn serve(
     (rules, stops): (HeadRules, Arc<quic::Stops>),
 ) {
     let outcome = answer(shared, (conn, handshake), resolver, (rules, &stops)).await;
-    if !matches!(outcome, Outcome::Answered) {
-        stops.aborted();
-    }
     guard.ended(outcome);
 }
 
