@@ -205,7 +205,9 @@ limit_req = {{ zone = "slow", burst = 5 }}
 /// A real gRPC client (Debian's python3-grpcio): the second call within a second is
 /// `RESOURCE_EXHAUSTED` with the limit in its details; with a retry policy for that code, the
 /// next call waits out the pushback (≈ 1 s, gRFC A6) before its retry, which the limit lets
-/// through (and which fails upstream: nothing listens there).
+/// through (and which fails upstream: nothing listens there). A client whose timer fires a few
+/// ms early is told the rest and retries once more; one that ignored the pushback would spend
+/// its retries within milliseconds and end `RESOURCE_EXHAUSTED`.
 #[tokio::test]
 async fn grpcio_reads_resource_exhausted_and_waits_the_pushback() {
     let closed = Port::reserve();

@@ -5,7 +5,9 @@ time it took. No protobuf: the method takes and returns raw bytes.
 usage: grpc_client.py HOST:PORT METHOD [plain|retry] ...
 
 `plain` is one call; `retry` is one call on a channel whose service config retries
-RESOURCE_EXHAUSTED twice (gRFC A6: the client waits `grpc-retry-pushback-ms` before it).
+RESOURCE_EXHAUSTED up to twice (gRFC A6: the client waits `grpc-retry-pushback-ms` before
+each). grpcio's timer may fire a few milliseconds early; its second retry then waits out the
+rest of the pushback.
 """
 
 import json
@@ -18,7 +20,7 @@ RETRY = json.dumps({
     "methodConfig": [{
         "name": [{}],
         "retryPolicy": {
-            "maxAttempts": 2,
+            "maxAttempts": 3,
             "initialBackoff": "0.01s",
             "maxBackoff": "0.01s",
             "backoffMultiplier": 1,
