@@ -42,6 +42,16 @@ impl Span {
             value_len: value_len as u32,
         }
     }
+
+    /// The name and the value in `head`, the canonical head this span is
+    /// in (empty where it is not: never a panic).
+    pub(crate) fn field_in<'a>(&self, head: &'a [u8]) -> (&'a [u8], &'a [u8]) {
+        let at = |from: u32, len: u32| {
+            let from = from as usize;
+            head.get(from..from + len as usize).unwrap_or_default()
+        };
+        (at(self.name, self.name_len), at(self.value, self.value_len))
+    }
 }
 
 /// Fields in place in a canonical head: the head, and where each field is.
@@ -61,13 +71,11 @@ impl Wire {
     // (A span is the gate's, inside its head; were one not, it would read
     // as empty rather than panic.)
     fn name(&self, s: &Span) -> &[u8] {
-        let (from, len) = (s.name as usize, s.name_len as usize);
-        self.head.get(from..from + len).unwrap_or_default()
+        s.field_in(&self.head).0
     }
 
     fn value(&self, s: &Span) -> &[u8] {
-        let (from, len) = (s.value as usize, s.value_len as usize);
-        self.head.get(from..from + len).unwrap_or_default()
+        s.field_in(&self.head).1
     }
 }
 

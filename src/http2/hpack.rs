@@ -131,7 +131,11 @@ impl Decoder {
     /// Decodes one whole header block, keeping fields while the list's size
     /// stays within `list_max`.
     pub fn decode(&mut self, mut src: &[u8], list_max: usize) -> Result<Decoded, CompressionError> {
-        let mut out = Decoded::default();
+        // Room for a browser's or a gRPC client's head without growing.
+        let mut out = Decoded {
+            fields: Vec::with_capacity(16),
+            over: false,
+        };
         let mut list = 0usize;
         let mut first = true;
         while let Some(&b) = src.first() {

@@ -75,42 +75,164 @@ static CODE: Canonical = canonical();
 #[derive(Debug, PartialEq, Eq)]
 pub struct BadHuffman;
 
+/// Codes of at most 8 bits by the byte they begin: their symbol and
+/// length (length 0: the code at that byte is longer). Nearly every byte
+/// of a URL, a token or a number has such a code.
+static SHORT: [(u8, u8); 256] = short();
+
+const fn short() -> [(u8, u8); 256] {
+    let mut t = [(0u8, 0u8); 256];
+    let mut len = 5;
+    while len <= 8 {
+        let mut i = 0;
+        while i < CODE.count[len] as usize {
+            let sym = CODE.symbols[CODE.start[len] as usize + i] as u8;
+            let first = ((CODE.first[len] + i as u32) << (8 - len)) as usize;
+            let mut b = 0;
+            while b < 1 << (8 - len) {
+                t[first + b] = (sym, len as u8);
+                b += 1;
+            }
+            i += 1;
+        }
+        len += 1;
+    }
+    t
+}
+
 /// Decodes `src` onto `out`, which may be given at most `limit` bytes
 /// (the caller's bound on a field; `Err` past it too).
+///
+/// A symbol at a time, not a bit: the next 30 bits (the longest code;
+/// past the end, padded with ones as the string's own padding is) name
+/// their code by their first byte ([`SHORT`]), or by the canonical
+/// ranges of the longer lengths. A code longer than the bits left is the
+/// padding: at most 7 bits, all ones (RFC 7541 §5.2).
 pub fn decode(src: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), BadHuffman> {
-    let mut code: u32 = 0;
-    let mut len = 0usize;
-    // Bits since the last symbol, all ones so far (for the padding check).
-    let mut ones = true;
-    for &byte in src {
-        for bit in (0..8).rev() {
-            let b = u32::from((byte >> bit) & 1);
-            code = (code << 1) | b;
-            len += 1;
-            ones &= b == 1;
-            if len > MAX_LEN {
-                return Err(BadHuffman);
-            }
-            let offset = code.wrapping_sub(CODE.first[len]);
-            if code >= CODE.first[len] && offset < u32::from(CODE.count[len]) {
-                let sym = CODE.symbols[usize::from(CODE.start[len]) + offset as usize];
-                if sym == EOS || out.len() >= limit {
-                    return Err(BadHuffman);
-                }
-                out.push(sym as u8);
-                (code, len, ones) = (0, 0, true);
-            }
+    const MASK: u64 = (1 << MAX_LEN) - 1;
+    let (mut acc, mut bits, mut next) = (0u64, 0usize, 0usize);
+    loop {
+        while bits <= 56 && next < src.len() {
+            acc = (acc << 8) | u64::from(src[next]);
+            bits += 8;
+            next += 1;
+        }
+        if bits == 0 {
+            return Ok(());
+        }
+        let peek = if bits >= MAX_LEN {
+            (acc >> (bits - MAX_LEN)) & MASK
+        } else {
+            ((acc << (MAX_LEN - bits)) | ((1 << (MAX_LEN - bits)) - 1)) & MASK
+        };
+        let (sym, len) = match SHORT[(peek >> (MAX_LEN - 8)) as usize] {
+            (sym, len) if len != 0 => (u16::from(sym), usize::from(len)),
+            _ => long(peek),
+        };
+        if len > bits {
+            // The padding: fewer than 8 bits, all ones.
+            let ones = (1u64 << bits) - 1;
+            return if bits <= 7 && acc & ones == ones {
+                Ok(())
+            } else {
+                Err(BadHuffman)
+            };
+        }
+        if sym == EOS || out.len() >= limit {
+            return Err(BadHuffman);
+        }
+        out.push(sym as u8);
+        bits -= len;
+        acc &= (1u64 << bits) - 1;
+    }
+}
+
+/// The symbol and length of a code longer than 8 bits at the front of
+/// `peek` (30 bits): the canonical range of one length holds it.
+fn long(peek: u64) -> (u16, usize) {
+    for len in 9..=MAX_LEN {
+        let code = (peek >> (MAX_LEN - len)) as u32;
+        let offset = code.wrapping_sub(CODE.first[len]);
+        if code >= CODE.first[len] && offset < u32::from(CODE.count[len]) {
+            return (
+                CODE.symbols[usize::from(CODE.start[len]) + offset as usize],
+                len,
+            );
         }
     }
-    if len > 7 || !ones {
-        return Err(BadHuffman);
-    }
-    Ok(())
+    // Every 30 bits begin some code (EOS is all ones): not reached.
+    (EOS, MAX_LEN)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The code read a bit at a time: the reference [`decode`] must match.
+    fn bitwise(src: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), BadHuffman> {
+        let (mut code, mut len, mut ones) = (0u32, 0usize, true);
+        for &byte in src {
+            for bit in (0..8).rev() {
+                let b = u32::from((byte >> bit) & 1);
+                code = (code << 1) | b;
+                len += 1;
+                ones &= b == 1;
+                if len > MAX_LEN {
+                    return Err(BadHuffman);
+                }
+                let offset = code.wrapping_sub(CODE.first[len]);
+                if code >= CODE.first[len] && offset < u32::from(CODE.count[len]) {
+                    let sym = CODE.symbols[usize::from(CODE.start[len]) + offset as usize];
+                    if sym == EOS || out.len() >= limit {
+                        return Err(BadHuffman);
+                    }
+                    out.push(sym as u8);
+                    (code, len, ones) = (0, 0, true);
+                }
+            }
+        }
+        if len > 7 || !ones {
+            return Err(BadHuffman);
+        }
+        Ok(())
+    }
+
+    /// `text` Huffman-encoded, padded with ones.
+    fn encode(text: &[u8]) -> Vec<u8> {
+        let (mut acc, mut bits, mut out) = (0u64, 0usize, Vec::new());
+        for &c in text {
+            let (code, len) = code_of(u16::from(c));
+            acc = (acc << len) | u64::from(code);
+            bits += len;
+            while bits >= 8 {
+                out.push((acc >> (bits - 8)) as u8);
+                bits -= 8;
+            }
+        }
+        if bits > 0 {
+            out.push(((acc << (8 - bits)) as u8) | ((1u8 << (8 - bits)) - 1));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decodes_as_the_bitwise_reference(src in proptest::collection::vec(proptest::num::u8::ANY, 0..40), limit in 0usize..50) {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (ra, rb) = (decode(&src, &mut a, limit), bitwise(&src, &mut b, limit));
+            proptest::prop_assert_eq!(&ra, &rb);
+            if ra.is_ok() {
+                proptest::prop_assert_eq!(a, b);
+            }
+        }
+
+        #[test]
+        fn decodes_what_was_encoded(text in proptest::collection::vec(proptest::num::u8::ANY, 0..60)) {
+            let mut out = Vec::new();
+            proptest::prop_assert_eq!(decode(&encode(&text), &mut out, 100), Ok(()));
+            proptest::prop_assert_eq!(out, text);
+        }
+    }
 
     /// The code of `sym` as the canonical tables give it.
     fn code_of(sym: u16) -> (u32, usize) {

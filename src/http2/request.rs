@@ -10,7 +10,7 @@
 //! upstream) only as the HTTP/1.1 gate would have let it through.
 
 use super::hpack::{self, Field};
-use crate::http1::{HeadParser, HeadRules, Parsed, Refusal};
+use crate::http1::{Head, HeadParser, HeadRules, Parsed, Refusal};
 
 /// What becomes of a request head.
 #[derive(Debug)]
@@ -157,7 +157,7 @@ fn judged(
                 l[..end].to_vec()
             });
             Ok(Verdict::Accept {
-                block: block(&head.canonical, scheme),
+                block: block(&head, scheme),
                 dropped: names.collect(),
             })
         }
@@ -240,8 +240,8 @@ fn forbidden(f: &Field) -> Option<Refusal> {
     let bad_name = f
         .name
         .first()
-        .is_some_and(|&b| b != b':' && bad_name_byte(b))
-        || name.iter().any(|&b| bad_name_byte(b) || b == b':');
+        .is_some_and(|&b| b != b':' && BAD_NAME[usize::from(b)])
+        || name.iter().any(|&b| BAD_NAME[usize::from(b)] || b == b':');
     if bad_name {
         return Some(refusal(
             400,
@@ -263,9 +263,17 @@ fn forbidden(f: &Field) -> Option<Refusal> {
     None
 }
 
-fn bad_name_byte(b: u8) -> bool {
-    b.is_ascii_uppercase() || b <= 0x20 || b == 0x7f
-}
+/// The bytes no HTTP/2 field name may hold (uppercase, whitespace and
+/// control bytes, 0x7f), by value: one lookup a byte.
+static BAD_NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = (b as u8).is_ascii_uppercase() || b <= 0x20 || b == 0x7f;
+        b += 1;
+    }
+    t
+};
 
 /// RFC 9113 §8.2.2: fields of one HTTP/1.1 hop, meaningless in HTTP/2.
 fn connection_specific(f: &Field) -> bool {
@@ -298,33 +306,26 @@ fn request_line(fields: &[Field]) -> Option<Vec<u8>> {
     Some(l)
 }
 
-/// The canonical head (`METHOD TARGET HTTP/1.1`, then `name: value`
-/// lines, as [`HeadParser`] wrote it) as an HPACK block: the request line's
-/// parts as pseudo-header fields, then the fields, `Host` among them. `Host`
-/// goes as a field, not as `:authority`: hyper would parse `:authority` as a
-/// URI's authority, refusing hosts that nginx (and the gate) take, such as
-/// `a\b`; the service reads `Host` either way.
-fn block(canonical: &[u8], scheme: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(canonical.len() + 16);
-    let mut lines = canonical
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .filter(|l| !l.is_empty());
-    let line = lines.next().unwrap_or_default();
-    let mut parts = line.splitn(3, |&b| b == b' ');
-    let method = parts.next().unwrap_or_default();
-    let target = parts.next().unwrap_or_default();
+/// The canonical head (`METHOD TARGET HTTP/1.1`, then the fields, as
+/// [`HeadParser`] wrote it and noted where each part is) as an HPACK
+/// block: the request line's parts as pseudo-header fields, then the
+/// fields, `Host` among them. `Host` goes as a field, not as
+/// `:authority`: hyper would parse `:authority` as a URI's authority,
+/// refusing hosts that nginx (and the gate) take, such as `a\b`; the
+/// service reads `Host` either way.
+fn block(head: &Head, scheme: &[u8]) -> Vec<u8> {
+    let c = &head.canonical[..];
+    let mut out = Vec::with_capacity(c.len() + 16);
+    let line = c.get(..head.line.0).unwrap_or_default();
+    let method = line.get(..head.line.1).unwrap_or_default();
+    // The target has no space (the canonical head escapes them).
+    let rest = line.get(head.line.1 + 1..).unwrap_or_default();
+    let target = rest.split(|&b| b == b' ').next().unwrap_or_default();
     hpack::encode(&mut out, b":method", method);
     hpack::encode(&mut out, b":scheme", scheme);
     hpack::encode(&mut out, b":path", target);
-    for l in lines {
-        let Some(colon) = l.iter().position(|&b| b == b':') else {
-            continue;
-        };
-        let (name, value) = (&l[..colon], l[colon + 1..].trim_ascii_start());
-        // HTTP/2 names are lowercase; only `Host` may come otherwise (from
-        // an absolute-form target).
-        let name = if name == b"Host" { &b"host"[..] } else { name };
+    for span in &head.spans {
+        let (name, value) = span.field_in(c);
         hpack::encode(&mut out, name, value);
     }
     out
