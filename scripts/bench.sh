@@ -67,15 +67,18 @@
 #           clients, a new connection per request to /idle; sluice's sluice_quic_handshakes_total must
 #           count each one), and memory per idle connection: 1000 HTTP/3 connections and 1000 HTTP/2
 #           ones (over TLS), one request each, idle 3 s, sluice's resident memory growth per
-#           connection; then 1000 more while those stay open. aioquic comes from the Python registry
-#           into target/py-aioquic, as scripts/test.sh makes it.
+#           connection; then 1000 more while those stay open (each protocol in a sluice of its own,
+#           started for it: the scenario's sluice holds memory its earlier runs left resident).
+#           aioquic comes from the Python registry into target/py-aioquic, as scripts/test.sh makes it.
 #   grpc    gRPC unary calls through grpc_pass, nginx (`listen … http2`, grpc_pass to an upstream block
 #           with `keepalive 128`) and sluice (`http2 = true`, grpc_pass), both with the pass limit, each
 #           its own process started for this scenario, in front of a python3-grpcio asyncio server
 #           (Debian's; generic raw-bytes handlers: a 100-byte answer to any call). h2load -c8 -m10
 #           over h2c POSTs one gRPC message (5-byte prefix, 100 bytes) with `content-type:
-#           application/grpc` and `te: trailers`; each run is a fixed number of calls (the slower
-#           warm-up's rate × SECONDS). Before any load one call through each proxy from a python
+#           application/grpc` and `te: trailers`, paced (h2load --rps) to the same rate through
+#           both proxies, 90 % of the slower warm-up's: CPU per call falls as the rate rises (more
+#           calls share each wake-up), so the two are compared at one load; each run is that rate
+#           × SECONDS calls. Before any load one call through each proxy from a python
 #           gRPC client must end OK with the upstream's answer; in every run each call must be
 #           answered 2xx (h2load sees no trailers), counted by the upstream (it counts the calls it
 #           answered, all OK) and, through sluice, ended with grpc-status 0 in its metrics
@@ -976,6 +979,22 @@ run_handshakes() {
     die "h3: $done handshakes answered, $failed failed, sluice counted $((q1 - q0))"
   echo "$rate $(cpu_us $((t1 - t0)) "$done")"
 }
+# h3_idle PROTOCOL → "peak further": bytes per idle connection over h3 or h2, in a sluice of its own
+# started for it (the same configuration on ports of its own): memory an earlier run left resident
+# would otherwise be reused by these connections and not counted.
+h3_idle() {
+  local plain tls admin pid out
+  plain=$(free_port) tls=$(free_port) admin=$(free_port)
+  sluice_conf "$plain" "$tls" "$admin" >"$work/idle-$1.toml"
+  "$sluice_bin" --config "$work/idle-$1.toml" 2>"$work/idle-$1.err" &
+  pid=$!
+  wait_up "https://127.0.0.1:$tls" >&2
+  out="$("$h3_py" "$repo/scripts/h3-load.py" idle "$1" "127.0.0.1:$tls" /idle "$h3_idle_n" "$pid")" ||
+    die "h3: h3-load.py idle $1 failed: $out"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  echo "$out"
+}
 if wants h3; then
   # The same number of requests for all three: what HTTP/3 made in SECONDS in a warm-up of 2000.
   read -r h3_warm _ <<<"$(run_h3 2000)"
@@ -1022,8 +1041,8 @@ if wants h3; then
   done
   # shellcheck disable=SC2059
   printf "$fmt" median "$(col "$work/h3hs.ratios" 1)" "$(col "$work/h3hs.ratios" 2)"
-  read -r q_a q_b <<<"$("$h3_py" "$repo/scripts/h3-load.py" idle h3 "127.0.0.1:$slu_tls_port" /idle "$h3_idle_n" "$slu_pid")"
-  read -r t_a t_b <<<"$("$h3_py" "$repo/scripts/h3-load.py" idle h2 "127.0.0.1:$slu_tls_port" /idle "$h3_idle_n" "$slu_pid")"
+  read -r q_a q_b <<<"$(h3_idle h3)"
+  read -r t_a t_b <<<"$(h3_idle h2)"
   echo
   echo "== h3 idle (connections with one request each, then idle 3 s; sluice's resident memory per connection)"
   fmt='%-42s %8s %8s %8s\n'
@@ -1067,7 +1086,11 @@ run_grpc() {
   shift 2
   local args=(-c"$grpc_connections" -m"$grpc_streams" -t"$threads" --log-file="$work/grpc.log"
     -d "$work/grpc_req.bin" -H 'content-type: application/grpc' -H 'te: trailers')
-  if [[ $n -eq 0 ]]; then args+=(-D"$duration"); else args+=(-n"$n"); fi
+  if [[ $n -eq 0 ]]; then
+    args+=(-D"$duration")
+  else
+    args+=(-n"$n" --rps="$(((grpc_rate + grpc_connections - 1) / grpc_connections))")
+  fi
   u0="$("$grpc_py" "$repo/scripts/grpc-bench.py" count "$grpc_up_port")" m0="$(grpc_slu_calls)"
   read -r t0 _ <<<"$(cpu_ticks "$@")"
   out="$(h2load "${args[@]}" "http://127.0.0.1:$port/b.B/U" 2>&1)" || die "grpc: h2load failed: $out"
@@ -1142,12 +1165,13 @@ EOF
   mapfile -t grpc_ngx_pids < <(echo "$grpc_ngx_master"; pgrep -P "$grpc_ngx_master")
   n_warm="$(run_grpc "$grpc_ngx_port" 0 "${grpc_ngx_pids[@]}")"
   s_warm="$(run_grpc "$grpc_slu_port" 0 "$grpc_slu_pid")"
-  # The same number of calls for both: what the slower one made in SECONDS in its warm-up.
-  grpc_n="$(awk -v a="$n_warm" -v b="$s_warm" -v d="$duration" -v q=$((grpc_connections * grpc_streams)) \
-    'BEGIN { r = (a < b ? a : b) * d; r = int(r / q) * q; print (r < q ? q : r) }')"
+  # The same rate and number of calls for both: 90 % of the slower warm-up's rate, for SECONDS.
+  grpc_rate="$(awk -v a="$n_warm" -v b="$s_warm" 'BEGIN { printf "%d", (a < b ? a : b) * 0.9 }')"
+  grpc_n="$(awk -v r="$grpc_rate" -v d="$duration" -v q=$((grpc_connections * grpc_streams)) \
+    'BEGIN { r = r * d; r = int(r / q) * q; print (r < q ? q : r) }')"
   echo
   echo "== grpc (unary calls, one 100-byte message each way: h2load -c$grpc_connections -m$grpc_streams" \
-    "-t$threads over h2c, $grpc_n calls a run; upstream python3-grpcio $("$grpc_py" -c 'import grpc; print(grpc.__version__)') asyncio)"
+    "-t$threads over h2c, paced to $grpc_rate calls/s, $grpc_n calls a run; upstream python3-grpcio $("$grpc_py" -c 'import grpc; print(grpc.__version__)') asyncio)"
   fmt='%-6s %10s %7s %7s %6s   %10s %7s %7s %6s   %6s %6s %6s\n'
   # shellcheck disable=SC2059
   printf "$fmt" pair "nginx c/s" p50ms p99ms cpu_us "sluice c/s" p50ms p99ms cpu_us "c/s x" "p99 x" "cpu x"
