@@ -58,6 +58,13 @@ fn check_accepted(req: &Request<()>, parts: http::request::Parts, rules: &HeadRu
     *again.uri_mut() = with_authority(&parts);
     *again.headers_mut() = parts.headers.clone();
     again.headers_mut().remove(header::HOST);
+    // The cookies as the client sent them, one crumb a field: joined, an
+    // empty crumb leaves a "; " at the end (as nginx joins them), which no
+    // single field may carry.
+    again.headers_mut().remove(header::COOKIE);
+    for crumb in req.headers().get_all(header::COOKIE) {
+        again.headers_mut().append(header::COOKIE, crumb.clone());
+    }
     match h3_head(&again, rules) {
         H3Head::Accept(p2, _) => {
             assert_eq!(p2.method, parts.method);
