@@ -988,9 +988,13 @@ h3_idle() {
   sluice_conf "$plain" "$tls" "$admin" >"$work/idle-$1.toml"
   "$sluice_bin" --config "$work/idle-$1.toml" 2>"$work/idle-$1.err" &
   pid=$!
-  wait_up "https://127.0.0.1:$tls" >&2
+  # (Each failure stops this sluice first: it is not among the processes the exit trap stops.)
+  if ! (wait_up "https://127.0.0.1:$tls") >&2; then
+    kill "$pid"
+    die "h3: the sluice for the $1 idle run did not start"
+  fi
   out="$("$h3_py" "$repo/scripts/h3-load.py" idle "$1" "127.0.0.1:$tls" /idle "$h3_idle_n" "$pid")" ||
-    die "h3: h3-load.py idle $1 failed: $out"
+    { kill "$pid"; die "h3: h3-load.py idle $1 failed: $out"; }
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   echo "$out"

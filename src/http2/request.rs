@@ -114,13 +114,14 @@ fn judged(
     let (pseudo, regular) = pseudo_fields(fields)?;
     // `:authority` goes on as the `Host` field: bound as one (nginx bounds
     // every field, pseudo-header fields too).
+    let too_large = || refusal(400, "client sent too large header field", None);
     if pseudo.authority.is_some_and(|a| a.len() > limits.field) {
-        return Err(refusal(400, "client sent too large header field", None));
+        return Err(too_large());
     }
     for f in regular {
         // nginx's bound is on the name and on the value, each.
         if f.name.len().max(f.value.len()) > limits.field {
-            return Err(refusal(400, "client sent too large header field", None));
+            return Err(too_large());
         }
         if connection_specific(f) {
             return Ok(Verdict::Reset(None));

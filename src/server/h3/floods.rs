@@ -234,17 +234,17 @@ impl Guard {
     /// their answer, the connection is cut; any not answered whole counts
     /// toward [`Guard::too_many_aborted`].
     pub(super) fn ended(&self, outcome: Outcome) {
-        if outcome != Outcome::Answered {
-            self.aborted.fetch_add(1, Ordering::Relaxed);
-        }
         match outcome {
             Outcome::Answered => {
                 self.answered.fetch_add(1, Ordering::Relaxed);
             }
             Outcome::Cancelled => {
+                self.aborted.fetch_add(1, Ordering::Relaxed);
                 let _ = self.spend(Flood::Reset, 1);
             }
-            Outcome::Other => {}
+            Outcome::Other => {
+                self.aborted.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
