@@ -11,8 +11,8 @@
 //! - header list: `SETTINGS_MAX_HEADER_LIST_SIZE` is the whole of
 //!   `large_client_header_buffers` (4 × 8k: nginx's limit for one request's
 //!   fields); a bigger list gets 431 (hyper's answer), one field longer
-//!   than one buffer 400 and a `:path` longer than one buffer 414, as the
-//!   same head over HTTP/1.1;
+//!   than one buffer (`:authority`, the `Host` it becomes, too) 400 and a
+//!   `:path` longer than one buffer 414, as the same head over HTTP/1.1;
 //! - rapid reset (CVE-2023-44487): streams reset before hyper accepted them
 //!   (20, the h2 crate's limit), or reset before sluice answered them (more
 //!   than [`CANCELLED_MAX`] and more than were answered), close the
