@@ -12,9 +12,9 @@
 //! polls it whenever its stream has room, and a client that takes nothing
 //! of the answers for a while has its own window to blame.
 //!
-//! Flow control is h2's, end to end: a piece of the request body goes into
-//! the stream's send buffer (h2 sends it as the upstream's window opens),
-//! and the next is asked for once the window has room again; what the
+//! Flow control is end to end: a piece of the request body goes into the
+//! stream (framed as the upstream's windows open, [`super::h2conn`]), and
+//! the next is asked for once it is all framed; what the
 //! upstream sent is released to its window only as the client side takes
 //! it, so a slow reader slows the upstream. A piece waiting for the window
 //! is the upstream's wait, the one `grpc_send_timeout` bounds (nginx's: a
@@ -22,12 +22,12 @@
 //! waited on the client.
 
 use super::UpstreamTimeouts;
+use super::h2conn::{Failure, Stream};
 use super::http2::Streams;
 use super::sending::{Expired, Progress, Waits, Watched};
 use crate::body::BodyError;
 use crate::respond::grpc::{Code, GRPC_MESSAGE, GRPC_STATUS, percent_encode};
 use bytes::Bytes;
-use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue, header};
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
@@ -38,49 +38,36 @@ use tokio::time::Instant;
 
 /// The request body on its way up the stream.
 pub(super) struct Upload {
-    tx: SendStream<Bytes>,
     body: Watched,
-    /// A piece went into the stream: the next is asked for once the window
-    /// has room again. (The body is asked for its first, and for one after
-    /// a wait on the client, whatever the window: a piece that then finds
-    /// it shut waits on the upstream, in h2's buffer, from when it came.)
+    /// A piece went into the stream: the next is asked for once it is all
+    /// framed (the windows had room for it).
     sent: bool,
 }
 
+/// RST_STREAM's INTERNAL_ERROR: a client body that failed.
+const INTERNAL_ERROR: u32 = 2;
+
 impl Upload {
-    pub(super) fn new(tx: SendStream<Bytes>, body: Watched) -> Upload {
-        Upload {
-            tx,
-            body,
-            sent: false,
-        }
+    pub(super) fn new(body: Watched) -> Upload {
+        Upload { body, sent: false }
     }
 
     /// Sends what the body has while the upstream takes it; ready once it
     /// is over: all sent (END_STREAM or trailers), or given up (the
     /// upstream reset the stream: the response says how).
-    pub(super) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    pub(super) fn poll(&mut self, tx: &Stream, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             if self.sent {
-                // Room for at least a byte, as hyper's client waited (h2
-                // buffers what a piece has beyond the window).
-                self.tx.reserve_capacity(1);
-                if self.tx.capacity() == 0 {
-                    loop {
-                        match ready!(self.tx.poll_capacity(cx)) {
-                            Some(Ok(0)) => {}
-                            Some(Ok(_)) => break,
-                            Some(Err(_)) | None => return Poll::Ready(()),
-                        }
-                    }
+                if ready!(tx.poll_room(cx)).is_err() {
+                    return Poll::Ready(());
                 }
                 self.sent = false;
             }
-            let Some(data) = ready!(self.next(cx)) else {
+            let Some(data) = ready!(self.next(tx, cx)) else {
                 return Poll::Ready(());
             };
             let end = self.body.is_end_stream();
-            if self.tx.send_data(data, end).is_err() || end {
+            if tx.send_data(data, end).is_err() || end {
                 return Poll::Ready(());
             }
             self.sent = true;
@@ -91,17 +78,16 @@ impl Upload {
     /// sent on (`None`: the upload is over). A client's body that failed
     /// resets the stream with the reason under its error, else
     /// INTERNAL_ERROR, as hyper's client did.
-    fn next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    fn next(&mut self, tx: &Stream, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         loop {
             let frame = match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
                 Some(Ok(frame)) => frame,
                 Some(Err(e)) => {
-                    self.tx
-                        .send_reset(reason(&*e).unwrap_or(Reason::INTERNAL_ERROR));
+                    tx.reset(reason(&*e).unwrap_or(INTERNAL_ERROR));
                     return Poll::Ready(None);
                 }
                 None => {
-                    let _ = self.tx.send_data(Bytes::new(), true);
+                    let _ = tx.send_data(Bytes::new(), true);
                     return Poll::Ready(None);
                 }
             };
@@ -109,8 +95,7 @@ impl Upload {
                 Ok(data) => return Poll::Ready(Some(data)),
                 Err(frame) => {
                     if let Ok(trailers) = frame.into_trailers() {
-                        self.tx.reserve_capacity(0);
-                        let _ = self.tx.send_trailers(trailers);
+                        tx.send_trailers(&trailers);
                         return Poll::Ready(None);
                     }
                 }
@@ -119,12 +104,13 @@ impl Upload {
     }
 }
 
-/// The RST_STREAM (or GOAWAY) reason under an error, if any.
-fn reason(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
+/// The RST_STREAM (or GOAWAY) reason under an error, if any: an HTTP/2
+/// client's reset as hyper's server reports it.
+fn reason(e: &(dyn std::error::Error + 'static)) -> Option<u32> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cause {
         if let Some(h2) = c.downcast_ref::<h2::Error>() {
-            return h2.reason();
+            return h2.reason().map(u32::from);
         }
         cause = c.source();
     }
@@ -135,10 +121,9 @@ fn reason(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
 /// come, `grpc_read_timeout` between two of them, and `grpc_send_timeout`
 /// while the upstream takes nothing of a request body still going (a
 /// bidirectional call), which it pumps up meanwhile. Dropped before its
-/// end, the stream is reset upstream (h2 sends RST_STREAM CANCEL once no
-/// handle of it is left).
+/// end, the stream is reset upstream (RST_STREAM CANCEL).
 pub(crate) struct Streamed {
-    recv: RecvStream,
+    recv: Stream,
     /// The request body while it still goes up (it is not `Sync`, this
     /// body must be: only ever reached through `&mut`).
     upload: Option<SyncWrapper<Upload>>,
@@ -174,7 +159,7 @@ pub enum StreamFailure {
     Reset(#[source] h2::Error),
     /// The connection broke (GOAWAY, closed).
     #[error("upstream prematurely closed connection ({0}) while reading upstream")]
-    Closed(h2::Error),
+    Closed(Failure),
     #[error("upstream timed out (110: Connection timed out) while reading upstream")]
     TimedOut,
     #[error("upstream timed out (110: Connection timed out) while sending request to upstream")]
@@ -202,14 +187,16 @@ fn unavailable(failure: &StreamFailure) -> HeaderMap {
 }
 
 /// What the stream gave: a frame, its end, or its error.
-type Polled = Option<Result<Frame<Bytes>, h2::Error>>;
+type Polled = Option<Result<Frame<Bytes>, Failure>>;
 
 impl Streamed {
     /// The body of a response whose head is `headers`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
-        recv: RecvStream,
+        recv: Stream,
         upload: Option<Upload>,
         headers: &HeaderMap,
+        length: Option<u64>,
         timeouts: UpstreamTimeouts,
         progress: Arc<Progress>,
         waits: Waits,
@@ -220,10 +207,7 @@ impl Streamed {
             .get(header::CONTENT_TYPE)
             .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
             && !headers.contains_key(GRPC_STATUS);
-        let length = headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| super::body::parse_number(v.as_bytes(), 10))
-            .or_else(|| recv.is_end_stream().then_some(0));
+        let length = length.or_else(|| recv.is_end_stream().then_some(0));
         Streamed {
             recv,
             upload: upload.map(SyncWrapper::new),
@@ -249,22 +233,19 @@ impl Streamed {
         if !self.data_done {
             match ready!(self.recv.poll_data(cx)) {
                 Some(Ok(data)) => {
-                    let _ = self.recv.flow_control().release_capacity(data.len());
                     if let Some(left) = self.length.as_mut() {
                         *left = left.saturating_sub(data.len() as u64);
                     }
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
-                Some(Err(e)) if e.reason() == Some(Reason::NO_ERROR) => {
-                    return Poll::Ready(None);
-                }
+                Some(Err(Failure::Reset(0))) => return Poll::Ready(None),
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => self.data_done = true,
             }
         }
         Poll::Ready(match ready!(self.recv.poll_trailers(cx)) {
             Ok(t) => t.map(|t| Ok(Frame::trailers(t))),
-            Err(e) if e.reason() == Some(Reason::NO_ERROR) => None,
+            Err(Failure::Reset(0)) => None,
             Err(e) => Some(Err(e)),
         })
     }
@@ -277,14 +258,14 @@ impl Streamed {
             return Poll::Ready(None);
         }
         if let Some(up) = self.upload.as_mut()
-            && up.get_mut().poll(cx).is_ready()
+            && up.get_mut().poll(&self.recv, cx).is_ready()
         {
             self.upload = None;
         }
         let failure = match self.poll_stream(cx) {
             Poll::Ready(Some(Err(e))) => match e.reason() {
                 // The upstream's own reset goes on as it is.
-                Some(r) if r != Reason::NO_ERROR => StreamFailure::Reset(e),
+                Some(r) if r != 0 => StreamFailure::Reset(h2::Reason::from(r).into()),
                 _ => StreamFailure::Closed(e),
             },
             // A gRPC call's body that ended with no status (an upstream's
@@ -323,8 +304,8 @@ impl Streamed {
 
     /// (A gRPC call's body without its trailers yet is not over: polled
     /// once more, it ends with UNAVAILABLE's.)
-    /// (Asked after every frame: h2 is asked, under its lock, only when
-    /// the answer may be yes.)
+    /// (Asked after every frame: the connection is asked, under its lock,
+    /// only when the answer may be yes.)
     pub(crate) fn is_end_stream(&self) -> bool {
         self.done || self.ended || (!self.grpc && self.recv.is_end_stream())
     }

@@ -1,27 +1,17 @@
-//! Upstream HTTP/2: the client for `grpc_pass`.
-//!
-//! Why the h2 crate directly, when HTTP/1.1 has sluice's own client: HTTP/2
-//! is a multiplexed protocol with flow control in both directions, and a
-//! gRPC call is a stream that may run for minutes with messages both ways.
-//! h2 keeps the windows and the HPACK tables, queues streams beyond the
-//! peer's SETTINGS_MAX_CONCURRENT_STREAMS (`SendRequest::poll_ready` waits),
-//! and resets a stream all of whose handles are dropped (RST_STREAM CANCEL):
-//! what a client's cancellation must become upstream. Why not hyper's client
-//! over it (as before): per call it ran a dispatch task and channel for the
-//! request and spawned a task to pipe the request body — three times the
-//! instructions of nginx's whole call (issue #45). Here the call's own
-//! future pumps the request body into its stream while it waits for the
-//! head, and the response body does while it is read
-//! ([`super::h2stream`]): no task per call, one per connection (h2's
-//! `Connection`, which does the socket's reads and writes).
+//! Upstream HTTP/2: the client for `grpc_pass`, on sluice's own HTTP/2
+//! connections ([`super::h2conn`]: why not the h2 crate is said there).
+//! A call's own future pumps the request body into its stream while it
+//! waits for the head, and the response body does while it is read
+//! ([`super::h2stream`]): no task per call, one per connection (the
+//! driver, which does the socket's reads and writes).
 //!
 //! The connections: each worker thread keeps its own to each upstream (as
 //! the HTTP/1.1 pool does), and many calls share one: a connection takes new
 //! streams while it carries fewer than [`STREAMS_PER_CONNECTION`], then a
 //! second one is opened. A connection nobody used for a minute is let go
-//! (its last handle dropped: h2 closes it with GOAWAY); one the upstream
-//! closed (its task ended, or it refused a new stream: GOAWAY) is forgotten
-//! when next looked at.
+//! (its last handle dropped: it is closed with GOAWAY); one the upstream
+//! closed (its task ended, or it sent GOAWAY) is forgotten when next
+//! looked at.
 //!
 //! What goes upstream is nginx's grpc module's request: the method and path
 //! as the client sent them, `:authority` from the `Host` that the set
@@ -31,63 +21,35 @@
 //! streamed as it arrives (gRPC needs both directions open at once: nothing
 //! is buffered whole).
 
+use super::h2conn::{Connection, Failure, STREAMS_PER_CONNECTION, Stream};
 use super::h2stream::{Streamed, Upload};
 use super::pool::{Key, connect};
 use super::sending::{Progress, Waits, Watched, response_head};
 use super::{Error, Head, UpstreamTimeouts};
 use crate::body::BodyError;
 use crate::http1::Fields;
+use crate::http2::hpack;
 use bytes::Bytes;
-use h2::RecvStream;
-use h2::client::{Builder, ResponseFuture, SendRequest};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, header};
+use http::{HeaderMap, HeaderName, Method, Response, header};
 use http_body::Body;
 use http_body_util::combinators::UnsyncBoxBody;
 use std::cell::RefCell;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// A request body as the client side hands it over.
 pub type Outgoing = UnsyncBoxBody<Bytes, BodyError>;
 
-/// Streams one connection takes before another is opened: RFC 9113 §6.5.2
-/// asks peers to allow at least 100. An upstream that allows fewer is
-/// honoured by h2, which holds a new stream until one ends.
-const STREAMS_PER_CONNECTION: usize = 100;
-
 /// An upstream connection with no stream for this long is closed.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The largest response head (or trailers) taken from an upstream: a gRPC
-/// head is a few hundred bytes; a larger one is an upstream's error (nginx
-/// would refuse it past `grpc_buffer_size`, 4k or 8k).
-const MAX_HEADER_LIST: u32 = 64 * 1024;
-
-/// The windows offered to the upstream, per stream and for the connection,
-/// the send buffer per stream and the largest frame taken: hyper's client's
-/// (kept as they were): a stream buffers at most this much of a response
-/// that the client does not read.
-const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
-const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
-const SEND_BUFFER: usize = 1024 * 1024;
-const MAX_FRAME: u32 = 16 * 1024;
-
-/// What a connection's handles and its task share: the streams it carries
-/// now, and whether it is over (its task ended, or it refused a stream).
-#[derive(Default)]
-struct Shared {
-    streams: AtomicUsize,
-    closed: AtomicBool,
-}
-
-/// One kept connection: its handle, and what it shares with its task.
+/// One kept connection: its handle, and the streams it carries now.
 struct Kept {
     key: Key,
-    send: SendRequest<Bytes>,
-    shared: Arc<Shared>,
+    conn: Connection,
+    streams: Arc<AtomicUsize>,
     /// When its last stream ended (or it was made).
     idle_since: Instant,
 }
@@ -100,89 +62,59 @@ thread_local! {
 /// A kept connection to `key` with room for one more stream, its count
 /// already taken for that stream; closed and long-idle ones are dropped on
 /// the way.
-fn checkout(key: &Key) -> Option<(SendRequest<Bytes>, Streams)> {
+fn checkout(key: &Key) -> Option<(Connection, Streams)> {
     let now = crate::clock::now();
     KEPT.with_borrow_mut(|kept| {
         kept.retain_mut(|k| {
-            let busy = k.shared.streams.load(Ordering::Relaxed) > 0;
+            let busy = k.streams.load(Ordering::Relaxed) > 0;
             if busy {
                 k.idle_since = now;
             }
-            !k.shared.closed.load(Ordering::Relaxed)
-                && (busy || now.duration_since(k.idle_since) < IDLE_TIMEOUT)
+            !k.conn.is_closed() && (busy || now.duration_since(k.idle_since) < IDLE_TIMEOUT)
         });
         let k = kept.iter_mut().find(|k| {
-            k.key.matches(key) && k.shared.streams.load(Ordering::Relaxed) < STREAMS_PER_CONNECTION
+            k.key.matches(key) && k.streams.load(Ordering::Relaxed) < STREAMS_PER_CONNECTION
         })?;
         k.idle_since = now;
-        Some((k.send.clone(), Streams::take(&k.shared)))
+        Some((k.conn.clone(), Streams::take(&k.streams)))
     })
 }
 
 /// A stream counted on its connection until dropped.
-pub(super) struct Streams(Arc<Shared>);
+pub(super) struct Streams(Arc<AtomicUsize>);
 
 impl Streams {
-    fn take(shared: &Arc<Shared>) -> Streams {
-        shared.streams.fetch_add(1, Ordering::Relaxed);
-        Streams(shared.clone())
-    }
-
-    /// The connection takes no new stream (it refused one): forgotten at
-    /// the next checkout.
-    fn close(&self) {
-        self.0.closed.store(true, Ordering::Relaxed);
+    fn take(streams: &Arc<AtomicUsize>) -> Streams {
+        streams.fetch_add(1, Ordering::Relaxed);
+        Streams(streams.clone())
     }
 }
 
 impl Drop for Streams {
     fn drop(&mut self) {
-        self.0.streams.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// h2's settings for an upstream connection (see the constants).
-fn builder() -> Builder {
-    let mut b = Builder::new();
-    b.initial_max_send_streams(STREAMS_PER_CONNECTION)
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .max_frame_size(MAX_FRAME)
-        .max_header_list_size(MAX_HEADER_LIST)
-        .max_send_buffer_size(SEND_BUFFER)
-        .max_local_error_reset_streams(Some(1024))
-        .enable_push(false);
-    b
-}
-
 /// A new connection to `key`: TCP (and TLS with ALPN `h2`) within
-/// `grpc_connect_timeout`, then HTTP/2's preface; its driver runs as a task
-/// of this worker. (Boxed where awaited: a TLS handshake's state is large,
-/// and inline it would grow every call's future, moved whole.)
-async fn open(key: &Key, timeout: Duration) -> Result<(SendRequest<Bytes>, Streams), Error> {
+/// `grpc_connect_timeout`; HTTP/2's preface and settings go first on it,
+/// its driver runs as a task of this worker. (Boxed where awaited: a TLS
+/// handshake's state is large, and inline it would grow every call's
+/// future, moved whole.)
+async fn open(key: &Key, timeout: Duration) -> Result<(Connection, Streams), Error> {
     let conn = connect(key, timeout).await?;
-    let handshake = builder().handshake::<_, Bytes>(conn.stream);
-    let (send, driver) = match tokio::time::timeout(timeout, handshake).await {
-        Ok(Ok(made)) => made,
-        Ok(Err(e)) => return Err(Error::Handshake(e.to_string())),
-        Err(_) => return Err(Error::ConnectTimeout),
-    };
-    let shared = Arc::new(Shared::default());
-    let ended = shared.clone();
-    tokio::spawn(async move {
-        let _ = driver.await;
-        ended.closed.store(true, Ordering::Relaxed);
-    });
-    let taken = Streams::take(&shared);
+    let conn = Connection::start(conn.stream);
+    let streams = Arc::new(AtomicUsize::new(0));
+    let taken = Streams::take(&streams);
     KEPT.with_borrow_mut(|kept| {
         kept.push(Kept {
             key: key.clone(),
-            send: send.clone(),
-            shared,
+            conn: conn.clone(),
+            streams,
             idle_since: crate::clock::now(),
         })
     });
-    Ok((send, taken))
+    Ok((conn, taken))
 }
 
 /// What one call sends: its head, and what a retry on a new connection
@@ -225,23 +157,28 @@ pub async fn send(
     let exchange = exchange(kept, fresh, &call, body);
     let mut waits = Waits::default();
     let head_wait = response_head(exchange, &progress, &timeouts, deadline, &mut waits);
-    let (resp, upload, streams) = head_wait.await?;
-    let (mut parts, recv) = resp.into_parts();
-    strip_hidden(&mut parts.headers, head.hidden);
+    let (resp, stream, upload, streams) = head_wait.await?;
+    let mut headers = resp.headers;
+    strip_hidden(&mut headers, head.hidden);
     let body = Streamed::new(
-        recv,
+        stream,
         upload,
-        &parts.headers,
+        &headers,
+        resp.length,
         timeouts,
         progress,
         waits,
         streams,
     );
-    Ok(Response::from_parts(
-        parts,
-        super::UpstreamBody::http2(key, body),
-    ))
+    let mut response = Response::new(super::UpstreamBody::http2(key, body));
+    *response.status_mut() = resp.status;
+    *response.version_mut() = http::Version::HTTP_2;
+    *response.headers_mut() = headers;
+    Ok(response)
 }
+
+/// A call's response head, its stream, what is left of its upload.
+type Exchanged = (super::h2conn::Head, Stream, Option<Upload>, Streams);
 
 /// The request on `kept`, and its response head, the request body going up
 /// meanwhile (what is left of it goes on with the response body). A kept
@@ -249,86 +186,87 @@ pub async fn send(
 /// forgotten and the request goes once more on a new connection, as nginx
 /// retries a cached one.
 async fn exchange(
-    (mut send, streams): (SendRequest<Bytes>, Streams),
+    (conn, streams): (Connection, Streams),
     fresh: bool,
     call: &Call<'_, '_>,
     body: Option<Watched>,
-) -> Result<(Response<RecvStream>, Option<Upload>, Streams), Error> {
+) -> Result<Exchanged, Error> {
     let end = body.is_none();
-    let ((mut response, tx), streams) = match start(&mut send, request(call)?, end).await {
-        Ok(started) => (started, streams),
-        Err(e) if !fresh && (e.is_go_away() || e.is_io()) => {
-            streams.close();
+    let block = request(call)?;
+    let (stream, streams) = match conn.open(&block, end).await {
+        Ok(stream) => (stream, streams),
+        Err(Failure::GoAway(_) | Failure::Io(_) | Failure::Closed) if !fresh => {
             drop(streams);
-            let (mut send, streams) = Box::pin(open(call.key, call.connect_timeout)).await?;
-            let started = start(&mut send, request(call)?, end).await;
-            (started.map_err(|e| failed(&e))?, streams)
+            let (conn, streams) = Box::pin(open(call.key, call.connect_timeout)).await?;
+            (conn.open(&block, end).await.map_err(failed)?, streams)
         }
-        Err(e) => return Err(failed(&e)),
+        Err(e) => return Err(failed(e)),
     };
-    let mut upload = body.map(|body| Upload::new(tx, body));
+    let mut upload = body.map(Upload::new);
     let head = std::future::poll_fn(|cx| {
         if let Some(up) = upload.as_mut()
-            && up.poll(cx).is_ready()
+            && up.poll(&stream, cx).is_ready()
         {
             upload = None;
         }
-        Pin::new(&mut response).poll(cx)
+        stream.poll_head(cx)
     })
     .await;
     match head {
-        Ok(resp) => Ok((resp, upload, streams)),
-        Err(e) => Err(failed(&e)),
+        Ok(head) => Ok((head, stream, upload, streams)),
+        Err(e) => Err(failed(e)),
     }
-}
-
-/// A new stream on `send` with the request's head, once the connection
-/// takes one (SETTINGS_MAX_CONCURRENT_STREAMS).
-async fn start(
-    send: &mut SendRequest<Bytes>,
-    req: Request<()>,
-    end: bool,
-) -> Result<(ResponseFuture, h2::SendStream<Bytes>), h2::Error> {
-    std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
-    send.send_request(req, end)
 }
 
 /// What a failed exchange was, in nginx's words: the upstream's reset of
 /// the stream or GOAWAY (`upstream rejected request with error N`), the
 /// connection broken before a response, or gone.
-fn failed(e: &h2::Error) -> Error {
-    match (e.reason(), e.get_io()) {
-        (Some(r), _) => Error::Rejected(u32::from(r)),
-        (None, Some(io)) => Error::Recv(match io.raw_os_error() {
+fn failed(e: Failure) -> Error {
+    match e {
+        Failure::Reset(r) | Failure::GoAway(r) => Error::Rejected(r),
+        Failure::Io(io) => Error::Recv(match io.raw_os_error() {
             Some(code) => std::io::Error::from_raw_os_error(code),
             None => std::io::Error::new(io.kind(), io.to_string()),
         }),
-        (None, None) => Error::Closed,
+        Failure::Closed => Error::Closed,
     }
 }
 
-/// The upstream request: `scheme://authority/path` (h2 writes the
-/// pseudo-header fields from it), the set headers, the client's fields
-/// less the connection's own, the body's length when known.
-fn request(call: &Call<'_, '_>) -> Result<Request<()>, Error> {
+/// The upstream request's header block: `:method`, `:scheme`,
+/// `:authority` (from the `Host` the set headers make, else the proxied
+/// host), `:path`, the set headers, the client's fields less the
+/// connection's own, the body's length when known; plain literals
+/// ([`hpack::encode`]).
+fn request(call: &Call<'_, '_>) -> Result<Vec<u8>, Error> {
     let head = call.head;
-    let scheme: &[u8] = if call.key.is_tls() {
-        b"https://"
-    } else {
-        b"http://"
-    };
-    let mut uri = Vec::with_capacity(scheme.len() + 64 + head.target.len());
-    let mut headers = HeaderMap::with_capacity(16);
+    if !head.target.starts_with('/') || !visible(head.target.as_bytes()) {
+        return Err(Error::Invalid("request target"));
+    }
+    let mut block = Vec::with_capacity(256 + head.target.len());
+    let scheme: &[u8] = if call.key.is_tls() { b"https" } else { b"http" };
+    hpack::encode(&mut block, b":method", head.method.as_str().as_bytes());
+    hpack::encode(&mut block, b":scheme", scheme);
+    // `:authority` goes before the other fields: written once known.
+    let authority_at = block.len();
+    hpack::encode(&mut block, b":path", head.target.as_bytes());
+    let mut authority = None;
+    let mut fields = Vec::with_capacity(128);
     head.proxy.each(head.vars, head.proxy_host, |name, value| {
         if name == header::HOST {
-            uri.clear();
-            uri.extend_from_slice(scheme);
-            uri.extend_from_slice(value);
-        } else if let Ok(v) = HeaderValue::from_bytes(value) {
-            headers.append(name.clone(), v);
+            authority = Some(value.to_vec());
+        } else if field_value(value) {
+            hpack::encode(&mut fields, name.as_str().as_bytes(), value);
         }
     });
-    client_fields(head, &mut headers);
+    let authority = authority.unwrap_or_else(|| head.proxy_host.as_bytes().to_vec());
+    if authority.is_empty() || !visible(&authority) {
+        return Err(Error::Invalid("request target"));
+    }
+    let mut a = Vec::with_capacity(authority.len() + 4);
+    hpack::encode(&mut a, b":authority", &authority);
+    block.splice(authority_at..authority_at, a);
+    block.extend_from_slice(&fields);
+    client_fields(head, &mut block);
     // nginx's `$grpc_internal_trailers`: asked for when the client did.
     let trailers = head
         .headers
@@ -336,7 +274,7 @@ fn request(call: &Call<'_, '_>) -> Result<Request<()>, Error> {
         .flat_map(|v| v.split(|&b| b == b','))
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
     if trailers {
-        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        hpack::encode(&mut block, b"te", b"trailers");
     }
     // (As hyper's client did: not for an empty GET, HEAD, DELETE.)
     let bodiless = matches!(
@@ -344,39 +282,45 @@ fn request(call: &Call<'_, '_>) -> Result<Request<()>, Error> {
         Method::GET | Method::HEAD | Method::DELETE | Method::CONNECT
     );
     if let Some(n) = call.length.filter(|&n| n != 0 || !bodiless) {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        hpack::encode(
+            &mut block,
+            b"content-length",
+            itoa::Buffer::new().format(n).as_bytes(),
+        );
     }
-    if uri.is_empty() {
-        uri.extend_from_slice(scheme);
-        uri.extend_from_slice(head.proxy_host.as_bytes());
-    }
-    uri.extend_from_slice(head.target.as_bytes());
-    let uri = http::Uri::try_from(uri).map_err(|_| Error::Invalid("request target"))?;
-    let mut req = Request::new(());
-    *req.method_mut() = head.method.clone();
-    *req.uri_mut() = uri;
-    *req.headers_mut() = headers;
-    Ok(req)
+    Ok(block)
 }
 
-/// The client's fields that go upstream, appended to `headers`: from
-/// hyper's map as they are (an HTTP/2 client's: names and values shared,
-/// not parsed and copied again), else from the HTTP/1.1 head.
-fn client_fields(head: &Head<'_>, headers: &mut HeaderMap) {
+/// Bytes that may stand in a pseudo-field: visible ASCII.
+fn visible(v: &[u8]) -> bool {
+    v.iter().all(|&b| b > 0x20 && b < 0x7f)
+}
+
+/// A value HTTP/2 can carry (RFC 9113 §8.2.1: no NUL, CR or LF).
+fn field_value(v: &[u8]) -> bool {
+    !v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+}
+
+/// The client's fields that go upstream, appended to `block`: from hyper's
+/// map as they are (an HTTP/2 client's), else from the HTTP/1.1 head, the
+/// names lowercased (HTTP/2 has no other).
+fn client_fields(head: &Head<'_>, block: &mut Vec<u8>) {
     let goes = |name: &[u8]| passed(name) && !head.proxy.replaces(name);
     if let Fields::Map(map) = head.headers {
         for (name, value) in map {
-            if goes(name.as_str().as_bytes()) {
-                headers.append(name.clone(), value.clone());
+            let name = name.as_str().as_bytes();
+            if goes(name) && field_value(value.as_bytes()) {
+                hpack::encode(block, name, value.as_bytes());
             }
         }
         return;
     }
     for (name, value) in head.headers.iter() {
-        if goes(name) {
-            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-                headers.append(n, v);
-            }
+        let Ok(n) = HeaderName::from_bytes(name) else {
+            continue;
+        };
+        if goes(n.as_str().as_bytes()) && field_value(value) {
+            hpack::encode(block, n.as_str().as_bytes(), value);
         }
     }
 }

@@ -29,6 +29,7 @@
 mod body;
 mod fields;
 pub mod group;
+mod h2conn;
 mod h2stream;
 mod http2;
 mod pool;

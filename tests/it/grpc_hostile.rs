@@ -184,9 +184,9 @@ async fn malformed_or_oversized_heads_are_refused_others_pass() {
             ("big_head", refused),
             ("huge_value", refused),
             ("continuation_flood", refused),
-            // A valid head in 1-byte CONTINUATIONs: the h2 crate allows 5 frames per block
-            // under a 64 KiB list (nginx serves it).
-            ("continuations", refused),
+            // A valid head in 1-byte CONTINUATIONs: served, as nginx serves it (sluice's
+            // client takes up to 128 frames a block; continuation_flood is past that).
+            ("continuations", &["OK"]),
             ("bad_pseudo", refused),
             ("request_pseudo", refused),
             ("no_status", refused),
@@ -217,8 +217,8 @@ async fn bad_trailers_end_the_call() {
         &s,
         &up,
         &[
-            // The h2 crate drops the pseudo-field; the client gets well-formed trailers.
-            ("trailer_pseudo", &["OK"]),
+            // A pseudo-field in trailers is malformed (RFC 9113 §8.1), as nginx finds it.
+            ("trailer_pseudo", broken),
             ("trailer_upper", broken),
             ("trailers_no_end", broken),
             ("trailer_no_status", &["UNKNOWN"]),
@@ -281,9 +281,10 @@ async fn floods_and_stalls_from_the_upstream_end_calls() {
             // A connection error (FLOW_CONTROL_ERROR) after the head: passed on as the reset.
             ("window_overflow", &["INTERNAL", "UNAVAILABLE"]),
             ("stream_window_overflow", &["OK", "INTERNAL"]),
-            // The h2 crate's DATA frame budget: ENHANCE_YOUR_CALM, passed on as the reset.
+            // More than 100 empty DATA frames in a row: ENHANCE_YOUR_CALM, passed on as the
+            // reset; one-byte frames are a slow but valid body (nginx serves it too).
             ("empty_data", &["RESOURCE_EXHAUSTED"]),
-            ("tiny_data", &["OK", "RESOURCE_EXHAUSTED"]),
+            ("tiny_data", &["OK"]),
             ("oversized_frame", &["INTERNAL", "UNAVAILABLE"]),
             ("never_ends", &["DEADLINE_EXCEEDED"]),
             ("silent", &["UNAVAILABLE", "DEADLINE_EXCEEDED"]),
@@ -293,7 +294,7 @@ async fn floods_and_stalls_from_the_upstream_end_calls() {
     .await;
 }
 
-/// SETTINGS_MAX_CONCURRENT_STREAMS = 1 upstream: 20 calls at once all complete (h2 holds
+/// SETTINGS_MAX_CONCURRENT_STREAMS = 1 upstream: 20 calls at once all complete (sluice holds
 /// the others until a stream ends), one after the other.
 #[tokio::test]
 async fn one_stream_at_a_time_upstream_serves_twenty_calls() {
@@ -482,7 +483,6 @@ const COMPARED: &[&str] = &[
 const DIFFERENCES: &[(&str, &str, &str)] = &[
     ("close_mid_body", "UNAVAILABLE", "INTERNAL"),
     ("connection_field", "UNAVAILABLE", "OK"),
-    ("continuations", "UNAVAILABLE", "OK"),
     ("goaway_mid_body", "UNAVAILABLE", "INTERNAL"),
     ("info_then_ok", "OK", "UNAVAILABLE"),
     ("never_ends", "DEADLINE_EXCEEDED", "INTERNAL"),
@@ -491,8 +491,6 @@ const DIFFERENCES: &[(&str, &str, &str)] = &[
     ("settings_flood", "OK", "UNAVAILABLE"),
     // grpc_read_timeout before the head: sluice's DEADLINE_EXCEEDED, nginx's 504.
     ("silent", "DEADLINE_EXCEEDED", "UNAVAILABLE"),
-    ("tiny_data", "RESOURCE_EXHAUSTED", "OK"),
-    ("trailer_pseudo", "OK", "INTERNAL"),
 ];
 
 /// An upstream that resets a gRPC call with NO_ERROR mid-body (before its trailers) broke it
