@@ -8,7 +8,7 @@
 #   --update-corpus  afterwards, merge what the run found into fuzz/corpus/TARGET,
 #                    minimised (libFuzzer's -set_cover_merge=1, a smaller `cargo fuzz cmin`; edges only,
 #                    -use_counters=0, so that a few hundred files cover it)
-#   TARGET...        some of fuzz/fuzz_targets/*.rs: config upstream limiter http1 h1loop http2 http3 algorithms proxy_protocol (default: all)
+#   TARGET...        some of fuzz/fuzz_targets/*.rs: config upstream limiter http1 h1loop http2 http3 h2upstream algorithms proxy_protocol (default: all)
 #
 # The targets run one after another under `nice -n 19`. Each starts from its committed
 # corpus (fuzz/corpus/TARGET, read only) and writes what it finds to a scratch directory,

@@ -13,7 +13,7 @@
 //! An error is never a finding (most inputs are garbage); a panic is, and
 //! so is a broken invariant, asserted with `assert!` so that libFuzzer
 //! records the input.//!
-//! One file per target: `config`, `upstream`, `http1`, `h1loop`, `http2`, `http3`,
+//! One file per target: `config`, `upstream`, `http1`, `h1loop`, `http2`, `http3`, `h2upstream`,
 //! `limiter`, `algorithms`, `proxy_protocol`, each
 //! opening with what its input is and what it checks; this file holds
 //! what they share (the input [`Reader`], the [`pieces`] a connection
@@ -22,6 +22,7 @@
 mod algorithms;
 mod config;
 mod h1loop;
+mod h2upstream;
 mod http1;
 mod http2;
 mod http3;
@@ -32,6 +33,7 @@ mod upstream;
 pub use algorithms::algorithms;
 pub use config::config;
 pub use h1loop::h1loop;
+pub use h2upstream::h2upstream;
 pub use http1::http1;
 pub use http2::http2;
 pub use http3::http3;
@@ -51,6 +53,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("http1", http1),
     ("http2", http2),
     ("http3", http3),
+    ("h2upstream", h2upstream),
     ("h1loop", h1loop),
     ("algorithms", algorithms),
     ("proxy_protocol", proxy_protocol),

@@ -225,10 +225,10 @@ impl Streamed {
         }
     }
 
-    /// The stream's next frame, as hyper's `Incoming` read it: DATA
-    /// released to the upstream's window as it is handed on, then the
-    /// trailers; an RST_STREAM NO_ERROR is an end (RFC 9113 §8.1: an early
-    /// response), not an error.
+    /// The stream's next frame: DATA (given back to the upstream's windows
+    /// as it is handed on), then the trailers. An RST_STREAM NO_ERROR after
+    /// the response's END_STREAM (RFC 9113 §8.1: the request need not go
+    /// on) never shows here; before it, the response was cut short.
     fn poll_stream(&mut self, cx: &mut Context<'_>) -> Poll<Polled> {
         if !self.data_done {
             match ready!(self.recv.poll_data(cx)) {
@@ -238,14 +238,12 @@ impl Streamed {
                     }
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
-                Some(Err(Failure::Reset(0))) => return Poll::Ready(None),
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => self.data_done = true,
             }
         }
         Poll::Ready(match ready!(self.recv.poll_trailers(cx)) {
             Ok(t) => t.map(|t| Ok(Frame::trailers(t))),
-            Err(Failure::Reset(0)) => None,
             Err(e) => Some(Err(e)),
         })
     }
@@ -264,12 +262,12 @@ impl Streamed {
         }
         let failure = match self.poll_stream(cx) {
             Poll::Ready(Some(Err(e))) => match e.reason() {
-                // The upstream's own reset goes on as it is.
+                // The upstream's own reset goes on as it is (NO_ERROR
+                // before the end: the response broke off, as a close).
                 Some(r) if r != 0 => StreamFailure::Reset(h2::Reason::from(r).into()),
                 _ => StreamFailure::Closed(e),
             },
-            // A gRPC call's body that ended with no status (an upstream's
-            // RST_STREAM NO_ERROR reads as an end, as does END_STREAM on
+            // A gRPC call's body that ended with no status (END_STREAM on
             // DATA) is a broken call.
             Poll::Ready(None) if self.grpc && !self.trailers => StreamFailure::NoStatus,
             Poll::Ready(r) => {

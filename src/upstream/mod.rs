@@ -30,6 +30,8 @@ mod body;
 mod fields;
 pub mod group;
 mod h2conn;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use h2conn::fuzz::frames as h2conn_frames;
 mod h2stream;
 mod http2;
 mod pool;

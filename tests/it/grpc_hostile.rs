@@ -248,8 +248,8 @@ async fn resets_goaway_and_closes_end_calls_with_a_status() {
             ("rst_before_cancel", unavailable),
             ("rst_mid_internal", &["INTERNAL"]),
             ("rst_mid_cancel", &["CANCELLED"]),
-            // RST_STREAM NO_ERROR reads as the body's end: a gRPC body with no trailers
-            // is a broken call, ended UNAVAILABLE (see the test below).
+            // RST_STREAM NO_ERROR before the end broke the answer off: ended UNAVAILABLE, as
+            // a connection broken there (see the test below).
             ("rst_mid_no_error", unavailable),
             ("rst_after_trailers", &["OK"]),
             ("goaway_below", unavailable),
@@ -494,9 +494,8 @@ const DIFFERENCES: &[(&str, &str, &str)] = &[
 ];
 
 /// An upstream that resets a gRPC call with NO_ERROR mid-body (before its trailers) broke it
-/// off: the client gets UNAVAILABLE, as for a connection broken there. (`Streamed` reads
-/// RST_STREAM NO_ERROR as the body's clean end, as hyper's `Incoming` did, and ends a gRPC
-/// body without trailers with UNAVAILABLE's.)
+/// off: the client gets UNAVAILABLE, as for a connection broken there (RFC 9113 §8.1 allows
+/// NO_ERROR only after the response's END_STREAM).
 #[tokio::test]
 async fn an_upstream_reset_with_no_error_mid_body_ends_unavailable() {
     let up = Hostile::start();

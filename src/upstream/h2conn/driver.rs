@@ -10,7 +10,16 @@ use bytes::{Buf, BytesMut};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::{Instant, Sleep};
+
+/// How long an upstream that takes nothing written to it keeps the
+/// connection (its calls have their own `grpc_send_timeout`; this frees
+/// the connection for the calls after them).
+const WRITE_STALL: Duration = Duration::from_secs(60);
+/// How long a connection that ended has to take its GOAWAY and close.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 pub(super) struct Driver<S> {
     io: S,
@@ -19,6 +28,12 @@ pub(super) struct Driver<S> {
     write: BytesMut,
     /// Written but not flushed (TLS holds a record until flushed).
     unflushed: bool,
+    /// Since when the socket took nothing of what waits to be written.
+    stalled: Option<Instant>,
+    /// The connection ended: the GOAWAY is written by then, or not at all.
+    closing: Option<Instant>,
+    /// The timer for either.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 /// How far one round got.
@@ -39,12 +54,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
             read: BytesMut::with_capacity(16 * 1024),
             write: BytesMut::with_capacity(16 * 1024),
             unflushed: false,
+            stalled: None,
+            closing: None,
+            timer: None,
         }
     }
 
     pub(super) async fn run(mut self) {
         std::future::poll_fn(|cx| self.poll(cx)).await;
-        let _ = tokio::io::AsyncWriteExt::shutdown(&mut self.io).await;
+        let shutdown = tokio::io::AsyncWriteExt::shutdown(&mut self.io);
+        let _ = tokio::time::timeout(CLOSE_WAIT, shutdown).await;
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -58,9 +77,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
                 r => r,
             };
             if matches!((wrote, read), (Round::Wait, Round::Wait)) {
+                if self.expired(cx) {
+                    let timed_out = std::io::Error::from(std::io::ErrorKind::TimedOut);
+                    self.shared.lock().end(Failure::Io(Arc::new(timed_out)));
+                    return Poll::Ready(());
+                }
                 return Poll::Pending;
             }
         }
+    }
+
+    /// Whether the write stalled too long, or the close did; the timer
+    /// armed (only then) otherwise.
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let due = match (self.closing, self.stalled) {
+            (Some(at), _) => at + CLOSE_WAIT,
+            (None, Some(since)) => since + WRITE_STALL,
+            (None, None) => {
+                self.timer = None;
+                return false;
+            }
+        };
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        if timer.deadline() != due {
+            timer.as_mut().reset(due);
+        }
+        timer.as_mut().poll(cx).is_ready()
     }
 
     /// Takes what the state queued and writes it; `Done` once the
@@ -81,6 +125,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
             }
             state.ended.is_some()
         };
+        if finished && self.closing.is_none() {
+            self.closing = Some(crate::clock::now());
+        }
         let mut moved = false;
         while !self.write.is_empty() {
             match Pin::new(&mut self.io).poll_write(cx, &self.write) {
@@ -88,13 +135,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
                 Poll::Ready(Ok(n)) => {
                     self.write.advance(n);
                     self.unflushed = true;
+                    self.stalled = None;
                     moved = true;
                 }
                 Poll::Ready(Err(e)) => return self.broken(Failure::Io(Arc::new(e))),
-                Poll::Pending => return if moved { Round::Again } else { Round::Wait },
+                Poll::Pending if moved => return Round::Again,
+                Poll::Pending => {
+                    self.stalled.get_or_insert_with(crate::clock::now);
+                    return Round::Wait;
+                }
             }
         }
         self.write.clear();
+        self.stalled = None;
         if self.unflushed {
             match Pin::new(&mut self.io).poll_flush(cx) {
                 Poll::Ready(Ok(())) => self.unflushed = false,
@@ -116,9 +169,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
     /// Reads what the upstream sent and hands each whole frame to the
     /// state (not while too much waits to be written).
     fn poll_read(&mut self, cx: &mut Context<'_>) -> Round {
-        if self.shared.lock().out.len() + self.write.len() > READ_PAUSE {
-            return Round::Wait;
+        {
+            let state = self.shared.lock();
+            if state.ended.is_some() || state.out.len() + self.write.len() > READ_PAUSE {
+                return Round::Wait;
+            }
         }
+        // Room for a whole frame: nothing read is kept past its frame (the
+        // state copies what it holds), so the buffer is reused in place.
         self.read.reserve(MAX_FRAME + 9);
         match tokio_util::io::poll_read_buf(Pin::new(&mut self.io), cx, &mut self.read) {
             Poll::Pending => Round::Wait,
@@ -126,8 +184,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
             Poll::Ready(Err(e)) => self.broken(Failure::Io(Arc::new(e))),
             Poll::Ready(Ok(_)) => {
                 let mut state = self.shared.lock();
-                while self.read.len() >= 9 {
-                    let h = &self.read[..9];
+                let mut at = 0;
+                while let Some(h) = self.read.get(at..at + 9) {
                     let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
                     let (kind, flags) = (h[3], h[4]);
                     let id = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & !(1 << 31);
@@ -135,15 +193,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
                         state.error(state::FRAME_SIZE_ERROR);
                         break;
                     }
-                    if self.read.len() < 9 + len {
+                    let Some(payload) = self.read.get(at + 9..at + 9 + len) else {
                         break;
-                    }
-                    self.read.advance(9);
-                    let payload = self.read.split_to(len);
+                    };
                     state.frame(kind, flags, id, payload);
+                    at += 9 + len;
                     if state.ended.is_some() {
                         break;
                     }
+                }
+                self.read.advance(at);
+                if state.ended.is_some() {
+                    // Nothing more is read: what is left is the GOAWAY to write.
+                    self.read = BytesMut::new();
+                    return Round::Wait;
                 }
                 if state.out.len() < OUT_HIGH {
                     state.pump_blocked();

@@ -18,9 +18,11 @@
 //! - streams beyond the upstream's SETTINGS_MAX_CONCURRENT_STREAMS wait
 //!   for one to end;
 //! - flow control both ways: request DATA is framed as the upstream's
-//!   windows allow (a call gives its next piece once the last is framed),
-//!   and what the upstream sends is given back to its windows only as the
-//!   client side takes it (2 MB a stream, 5 MB the connection);
+//!   windows allow (a call gives its next piece once the last is framed);
+//!   what the upstream sends is given back to the stream's window only as
+//!   the client side takes it (a stream holds at most 2 MB), to the
+//!   connection's as it arrives (so a client that reads nothing stalls its
+//!   own call, not the others sharing the connection);
 //! - a call that lets go of its stream before the end resets it (CANCEL);
 //! - the upstream's RST_STREAM fails that stream, its GOAWAY the streams
 //!   above its last (and no new one goes on that connection);
@@ -31,11 +33,18 @@
 //! - floods: a header block of more than 128 frames or 128 KB, or more
 //!   than 100 empty DATA frames in a row, end the connection
 //!   (ENHANCE_YOUR_CALM); PINGs and SETTINGS are answered, but nothing is
-//!   read while 512 KB of answers wait to be written.
+//!   read while 512 KB of answers wait to be written;
+//! - an upstream that takes nothing written to it for a minute loses the
+//!   connection (new calls go to another); an ended one has five seconds
+//!   to take its GOAWAY.
 
 mod driver;
 pub(crate) mod fields;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod fuzz;
 mod state;
+#[cfg(test)]
+mod tests;
 
 use self::state::State;
 use bytes::Bytes;
@@ -52,8 +61,8 @@ pub(crate) use self::fields::Head;
 /// honoured: a stream waits for one to end).
 pub(super) const STREAMS_PER_CONNECTION: usize = 100;
 /// The windows offered to the upstream, per stream and for the connection:
-/// a stream buffers at most this much of a response the client does not
-/// read.
+/// a stream buffers at most this much of a response its client does not
+/// read (the connection's is given back as data arrives).
 const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
 const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
 /// The largest frame taken (the protocol's default, never raised).

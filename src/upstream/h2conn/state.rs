@@ -178,6 +178,35 @@ impl State {
         }
     }
 
+    /// The bookkeeping's invariants (for the fuzz target).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(super) fn check(&self) {
+        let counted = self.streams.values().filter(|s| s.counted).count();
+        assert_eq!(counted, self.open, "streams counted against the limit");
+        assert!((0..=i64::from(CONNECTION_WINDOW)).contains(&self.recv_window));
+        let unread = |s: &Slot| s.data.iter().map(Bytes::len).sum::<usize>() as i64;
+        assert_eq!(
+            self.recv_window + i64::from(self.released),
+            i64::from(CONNECTION_WINDOW),
+            "the connection's window: open or owed"
+        );
+        for s in self.streams.values() {
+            assert!((0..=i64::from(STREAM_WINDOW)).contains(&s.recv_window));
+            if !s.recv_closed() {
+                assert_eq!(
+                    s.recv_window + i64::from(s.released) + unread(s),
+                    i64::from(STREAM_WINDOW),
+                    "a stream's window: open, owed, or held unread"
+                );
+            }
+            assert_eq!(s.queued_len, s.queued.iter().map(Bytes::len).sum::<usize>());
+            assert!(
+                !s.send_done || s.queued.is_empty(),
+                "data queued after the end"
+            );
+        }
+    }
+
     pub(super) fn wake_driver(&mut self) {
         if let Some(w) = &self.driver {
             w.wake_by_ref();
@@ -185,8 +214,13 @@ impl State {
     }
 
     /// Whether the connection takes no new stream.
+    /// (An upstream that allows no stream at all is as good as gone: the
+    /// calls go to a new connection.)
     pub(super) fn refuses(&self) -> bool {
-        self.ended.is_some() || self.goaway || self.next_id > WINDOW_MAX as u32
+        self.ended.is_some()
+            || self.goaway
+            || self.max_open == 0
+            || self.next_id > WINDOW_MAX as u32
     }
 
     /// Whether the driver is done: the connection ended, or nobody holds it
@@ -252,7 +286,9 @@ impl State {
         if self.open < self.max_open {
             return Poll::Ready(Ok(()));
         }
-        self.waiting.push_back(cx.waker().clone());
+        if !self.waiting.iter().any(|w| w.will_wake(cx.waker())) {
+            self.waiting.push_back(cx.waker().clone());
+        }
         Poll::Pending
     }
 
@@ -300,15 +336,7 @@ impl State {
             return Poll::Ready(None);
         };
         if let Some(data) = slot.data.pop_front() {
-            let n = data.len() as u32;
-            slot.released += n;
-            if !slot.recv_end && slot.released >= STREAM_WINDOW / 2 {
-                window_update(&mut self.out, id, slot.released);
-                slot.recv_window += i64::from(slot.released);
-                slot.released = 0;
-                self.wake_driver();
-            }
-            self.release(n);
+            self.give_back(id, data.len() as u32);
             return Poll::Ready(Some(Ok(data)));
         }
         if let Some(why) = &slot.failure {
@@ -321,7 +349,25 @@ impl State {
         Poll::Pending
     }
 
-    /// Gives `n` bytes back to the connection's window.
+    /// Gives `n` bytes back to the window of `id` (once half of it is
+    /// owed: one WINDOW_UPDATE per megabyte), while the upstream may still
+    /// send on it.
+    fn give_back(&mut self, id: u32, n: u32) {
+        let Some(slot) = self.streams.get_mut(&id) else {
+            return;
+        };
+        slot.released += n;
+        if !slot.recv_closed() && slot.released >= STREAM_WINDOW / 2 {
+            window_update(&mut self.out, id, slot.released);
+            slot.recv_window += i64::from(slot.released);
+            slot.released = 0;
+            self.wake_driver();
+        }
+    }
+
+    /// Gives `n` bytes back to the connection's window (as they arrive: the
+    /// streams' windows bound what is held, and one stream's client that
+    /// reads nothing must not stall the others sharing the connection).
     fn release(&mut self, n: u32) {
         self.released += n;
         if self.released >= CONNECTION_WINDOW / 2 && self.ended.is_none() {
@@ -434,12 +480,10 @@ impl State {
         }
     }
 
-    /// Drops what `id` received and nobody will read, given back to the
-    /// connection's window.
+    /// Drops what `id` received and nobody will read.
     fn discard(&mut self, id: u32) {
         if let Some(slot) = self.streams.get_mut(&id) {
-            let unread: usize = slot.data.drain(..).map(|d| d.len()).sum();
-            self.release(unread as u32);
+            slot.data.clear();
         }
     }
 

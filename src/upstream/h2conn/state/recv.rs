@@ -10,18 +10,18 @@ use super::{
     PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE, RST_STREAM, SETTINGS, State, WINDOW_MAX,
     WINDOW_UPDATE, frame,
 };
-use bytes::{Buf, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 impl State {
     /// One frame read from the upstream. A connection error queues GOAWAY
     /// and ends the connection.
-    pub(in super::super) fn frame(&mut self, kind: u8, flags: u8, id: u32, payload: BytesMut) {
+    pub(in super::super) fn frame(&mut self, kind: u8, flags: u8, id: u32, payload: &[u8]) {
         if let Err(code) = self.on_frame(kind, flags, id, payload) {
             self.error(code);
         }
     }
 
-    fn on_frame(&mut self, kind: u8, flags: u8, id: u32, payload: BytesMut) -> Result<(), u32> {
+    fn on_frame(&mut self, kind: u8, flags: u8, id: u32, payload: &[u8]) -> Result<(), u32> {
         if self.ended.is_some() {
             return Ok(());
         }
@@ -30,7 +30,7 @@ impl State {
                 return Err(PROTOCOL_ERROR);
             }
             block.frames += 1;
-            block.bytes.extend_from_slice(&payload);
+            block.bytes.extend_from_slice(payload);
             if block.frames > BLOCK_FRAMES_MAX || block.bytes.len() > BLOCK_BYTES_MAX {
                 return Err(ENHANCE_YOUR_CALM);
             }
@@ -48,12 +48,12 @@ impl State {
             HEADERS => self.on_headers(flags, id, payload),
             PRIORITY if id == 0 => Err(PROTOCOL_ERROR),
             PRIORITY if payload.len() != 5 => Err(FRAME_SIZE_ERROR),
-            RST_STREAM => self.on_reset(id, &payload),
-            SETTINGS => self.on_settings(flags, id, &payload),
+            RST_STREAM => self.on_reset(id, payload),
+            SETTINGS => self.on_settings(flags, id, payload),
             PUSH_PROMISE | CONTINUATION => Err(PROTOCOL_ERROR),
-            PING => self.on_ping(flags, id, &payload),
-            GOAWAY => self.on_goaway(id, &payload),
-            WINDOW_UPDATE => self.on_window_update(id, &payload),
+            PING => self.on_ping(flags, id, payload),
+            GOAWAY => self.on_goaway(id, payload),
+            WINDOW_UPDATE => self.on_window_update(id, payload),
             // PRIORITY is advice; unknown kinds are ignored (RFC 9113 §4.1).
             _ => Ok(()),
         }
@@ -69,20 +69,20 @@ impl State {
         Ok(())
     }
 
-    fn on_data(&mut self, flags: u8, id: u32, mut payload: BytesMut) -> Result<(), u32> {
+    fn on_data(&mut self, flags: u8, id: u32, mut payload: &[u8]) -> Result<(), u32> {
         self.check_stream(id)?;
         let len = payload.len() as u32;
         if i64::from(len) > self.recv_window {
             return Err(FLOW_CONTROL_ERROR);
         }
         self.recv_window -= i64::from(len);
+        self.release(len);
         if flags & PADDED != 0 {
             let pad = usize::from(*payload.first().ok_or(PROTOCOL_ERROR)?);
             if pad >= payload.len() {
                 return Err(PROTOCOL_ERROR);
             }
-            payload.truncate(payload.len() - pad);
-            payload.advance(1);
+            payload = &payload[1..payload.len() - pad];
         }
         let end = flags & END_STREAM != 0;
         if payload.is_empty() && !end {
@@ -94,10 +94,7 @@ impl State {
             self.empty_data = 0;
         }
         let taken = payload.len() as u32;
-        // Padding is given back at once; so is all of a stream's that no
-        // one reads any more.
         let Some(slot) = self.streams.get_mut(&id).filter(|s| !s.recv_closed()) else {
-            self.release(len);
             return Ok(());
         };
         let fault = if !slot.got_head {
@@ -116,26 +113,27 @@ impl State {
                 })
         };
         if let Some(code) = fault {
-            // (What the frame held is given back: nobody will read it.)
-            self.release(len);
             return self.stream_error(id, code);
         }
         slot.recv_window -= i64::from(len);
+        // Copied out of the read buffer: a piece held (by a client that
+        // reads slowly) must not hold the whole buffer it was read into.
         if taken > 0 {
-            slot.data.push_back(payload.freeze());
+            slot.data.push_back(Bytes::copy_from_slice(payload));
         }
         slot.recv_end = end;
         slot.wake();
         if end {
             self.settle(id);
         }
-        self.release(len - taken);
+        // Padding: given back to the stream's window at once.
+        self.give_back(id, len - taken);
         Ok(())
     }
 
-    fn on_headers(&mut self, flags: u8, id: u32, payload: BytesMut) -> Result<(), u32> {
+    fn on_headers(&mut self, flags: u8, id: u32, payload: &[u8]) -> Result<(), u32> {
         self.check_stream(id)?;
-        let mut p = &payload[..];
+        let mut p = payload;
         let mut pad = 0;
         if flags & PADDED != 0 {
             let (&n, rest) = p.split_first().ok_or(PROTOCOL_ERROR)?;
@@ -194,9 +192,8 @@ impl State {
                 }
                 return Ok(());
             }
-            if end_stream && head.length.is_some_and(|l| l != 0) {
-                return self.stream_error(id, PROTOCOL_ERROR);
-            }
+            // (END_STREAM with a non-zero content-length is a HEAD's or a
+            // 304's: not checked here.)
             slot.length = head.length;
             slot.got_head = true;
             slot.head = Some(head);

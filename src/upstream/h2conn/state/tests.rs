@@ -29,16 +29,16 @@ fn written(s: &mut State) -> Vec<(u8, u8, u32, Vec<u8>)> {
     frames
 }
 
-fn block(fields: &[(&str, &str)]) -> BytesMut {
+fn block(fields: &[(&str, &str)]) -> Vec<u8> {
     let mut b = Vec::new();
     for (n, v) in fields {
         hpack::encode(&mut b, n.as_bytes(), v.as_bytes());
     }
-    BytesMut::from(&b[..])
+    b
 }
 
 fn send(s: &mut State, kind: u8, flags: u8, id: u32, payload: &[u8]) {
-    s.frame(kind, flags, id, BytesMut::from(payload));
+    s.frame(kind, flags, id, payload);
 }
 
 const HEAD: &[(&str, &str)] = &[(":status", "200"), ("content-type", "application/grpc")];
@@ -66,13 +66,13 @@ fn a_call_opens_sends_and_reads_its_answer() {
         (f[1].0, f[1].1, &f[1].3[..]),
         (DATA, END_STREAM, &b"hello"[..])
     );
-    s.frame(HEADERS, END_HEADERS, id, block(HEAD));
+    s.frame(HEADERS, END_HEADERS, id, &block(HEAD));
     send(&mut s, DATA, 0, id, b"answer");
     s.frame(
         HEADERS,
         END_HEADERS | END_STREAM,
         id,
-        block(&[("grpc-status", "0")]),
+        &block(&[("grpc-status", "0")]),
     );
     let Poll::Ready(Ok(head)) = s.poll_head(id, &cx()) else {
         panic!("no head")
@@ -117,7 +117,7 @@ fn data_waits_for_the_windows_and_goes_when_they_open() {
 fn what_the_client_takes_goes_back_to_the_windows() {
     let mut s = fresh();
     let id = s.open(&block(&[(":method", "GET")]), true);
-    s.frame(HEADERS, END_HEADERS, id, block(HEAD));
+    s.frame(HEADERS, END_HEADERS, id, &block(HEAD));
     let piece = vec![0u8; 16_384];
     let mut sent = 0;
     while sent < STREAM_WINDOW as usize {
@@ -132,7 +132,7 @@ fn what_the_client_takes_goes_back_to_the_windows() {
     assert!(s.ended.is_none());
 
     let id = s.open(&block(&[(":method", "GET")]), true);
-    s.frame(HEADERS, END_HEADERS, id, block(HEAD));
+    s.frame(HEADERS, END_HEADERS, id, &block(HEAD));
     written(&mut s);
     for _ in 0..64 {
         send(&mut s, DATA, 0, id, &piece);
@@ -145,10 +145,12 @@ fn what_the_client_takes_goes_back_to_the_windows() {
         .filter(|f| f.0 == WINDOW_UPDATE)
         .map(|f| (f.2, u32::from_be_bytes(f.3[..].try_into().unwrap())))
         .collect();
-    // The stream's half, and the connection's: what the reset stream held is given back too.
-    // (Past half of the connection's window after 32 of the 64 pieces.)
-    let given = STREAM_WINDOW + 1 + STREAM_WINDOW / 4;
+    // The connection's as the data came (past half of its window with the 32nd piece of the
+    // second stream, the first's 2 MB and a byte before them), whether read or not; the
+    // stream's as its client took half of its window.
+    let given = STREAM_WINDOW + 1 + 32 * 16_384;
     assert_eq!(updates, [(0, given), (id, STREAM_WINDOW / 2)]);
+    s.check();
 }
 
 #[test]
@@ -165,7 +167,7 @@ fn goaway_fails_the_streams_above_its_last_and_takes_no_new_one() {
         Poll::Ready(Err(Failure::GoAway(0)))
     ));
     assert!(s.poll_head(a, &cx()).is_pending());
-    s.frame(HEADERS, END_HEADERS | END_STREAM, a, block(HEAD));
+    s.frame(HEADERS, END_HEADERS | END_STREAM, a, &block(HEAD));
     assert!(matches!(s.poll_head(a, &cx()), Poll::Ready(Ok(_))));
     s.forget(a);
     s.forget(b);
@@ -195,7 +197,7 @@ fn malformed_heads_and_trailers_reset_their_stream_only() {
         HEADERS,
         END_HEADERS,
         a,
-        block(&[("X-Up", "1"), (":status", "200")]),
+        &block(&[("X-Up", "1"), (":status", "200")]),
     );
     assert!(matches!(
         s.poll_head(a, &cx()),
@@ -207,10 +209,10 @@ fn malformed_heads_and_trailers_reset_their_stream_only() {
         (RST_STREAM, a, &1u32.to_be_bytes()[..])
     );
     let b = s.open(&block(&[(":method", "GET")]), true);
-    s.frame(HEADERS, END_HEADERS, b, block(&[(":status", "100")]));
-    s.frame(HEADERS, END_HEADERS, b, block(HEAD));
+    s.frame(HEADERS, END_HEADERS, b, &block(&[(":status", "100")]));
+    s.frame(HEADERS, END_HEADERS, b, &block(HEAD));
     assert!(matches!(s.poll_head(b, &cx()), Poll::Ready(Ok(h)) if h.status == 200));
-    s.frame(HEADERS, END_HEADERS, b, block(&[("grpc-status", "0")]));
+    s.frame(HEADERS, END_HEADERS, b, &block(&[("grpc-status", "0")]));
     assert!(matches!(
         s.poll_data(b, &cx()),
         Poll::Ready(Some(Err(Failure::Reset(1))))
@@ -259,7 +261,7 @@ fn floods_and_connection_faults_end_the_connection() {
     for (i, (case, code)) in cases.into_iter().enumerate() {
         let mut s = fresh();
         let id = s.open(&block(&[(":method", "GET")]), true);
-        s.frame(HEADERS, END_HEADERS, id, block(HEAD));
+        s.frame(HEADERS, END_HEADERS, id, &block(HEAD));
         written(&mut s);
         case(&mut s, id);
         assert!(
@@ -274,4 +276,19 @@ fn floods_and_connection_faults_end_the_connection() {
         );
         assert!(matches!(s.poll_data(id, &cx()), Poll::Ready(Some(Err(_)))));
     }
+}
+
+#[test]
+fn padding_goes_back_to_both_windows() {
+    let mut s = fresh();
+    let id = s.open(&block(&[(":method", "GET")]), true);
+    s.frame(HEADERS, END_HEADERS, id, &block(HEAD));
+    let mut padded = vec![254u8, b'x'];
+    padded.extend([0u8; 254]);
+    for _ in 0..2 * STREAM_WINDOW / 256 {
+        send(&mut s, DATA, PADDED, id, &padded);
+        while let Poll::Ready(Some(Ok(_))) = s.poll_data(id, &cx()) {}
+        s.check();
+    }
+    assert!(s.ended.is_none() && s.streams[&id].failure.is_none());
 }
