@@ -237,14 +237,9 @@ impl State {
         if self.ended.is_some() {
             return;
         }
-        for slot in self.streams.values_mut() {
-            if !slot.recv_closed() {
-                slot.failure = Some(why.clone());
-            }
-            slot.send_done = true;
-            slot.queued.clear();
-            slot.queued_len = 0;
-            slot.wake();
+        let ids: Vec<u32> = self.streams.keys().copied().collect();
+        for id in ids {
+            self.fail(id, why.clone());
         }
         self.ended = Some(why);
         for w in self.waiting.drain(..) {
@@ -456,17 +451,26 @@ impl State {
         let Some(slot) = self.streams.get_mut(&id) else {
             return;
         };
-        let over = slot.send_done && slot.recv_closed();
+        if !(slot.send_done && slot.recv_closed()) && self.ended.is_none() {
+            rst_stream(&mut self.out, id, code);
+            self.wake_driver();
+        }
+        self.fail(id, Failure::Reset(code));
+    }
+
+    /// The stream is over both ways: `why`, unless its answer was whole
+    /// already; nothing more goes up.
+    fn fail(&mut self, id: u32, why: Failure) {
+        let Some(slot) = self.streams.get_mut(&id) else {
+            return;
+        };
         if !slot.recv_closed() {
-            slot.failure = Some(Failure::Reset(code));
+            slot.failure = Some(why);
         }
         slot.send_done = true;
         slot.queued.clear();
         slot.queued_len = 0;
-        if !over && self.ended.is_none() {
-            rst_stream(&mut self.out, id, code);
-            self.wake_driver();
-        }
+        slot.wake();
         self.settle(id);
     }
 

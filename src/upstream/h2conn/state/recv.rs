@@ -220,16 +220,7 @@ impl State {
     fn on_reset(&mut self, id: u32, payload: &[u8]) -> Result<(), u32> {
         self.check_stream(id)?;
         let code = u32::from_be_bytes(payload.try_into().map_err(|_| FRAME_SIZE_ERROR)?);
-        if let Some(slot) = self.streams.get_mut(&id) {
-            if !slot.recv_closed() {
-                slot.failure = Some(Failure::Reset(code));
-            }
-            slot.send_done = true;
-            slot.queued.clear();
-            slot.queued_len = 0;
-            slot.wake();
-            self.settle(id);
-        }
+        self.fail(id, Failure::Reset(code));
         Ok(())
     }
 
@@ -316,16 +307,7 @@ impl State {
         self.goaway = true;
         let above: Vec<u32> = self.streams.keys().copied().filter(|&s| s > last).collect();
         for s in above {
-            if let Some(slot) = self.streams.get_mut(&s) {
-                if !slot.recv_closed() {
-                    slot.failure = Some(Failure::GoAway(code));
-                }
-                slot.send_done = true;
-                slot.queued.clear();
-                slot.queued_len = 0;
-                slot.wake();
-                self.settle(s);
-            }
+            self.fail(s, Failure::GoAway(code));
         }
         for w in self.waiting.drain(..) {
             w.wake();
