@@ -147,18 +147,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Driver<S> {
             }
         }
         self.write.clear();
-        self.stalled = None;
         if self.unflushed {
             match Pin::new(&mut self.io).poll_flush(cx) {
                 Poll::Ready(Ok(())) => self.unflushed = false,
                 Poll::Ready(Err(e)) => return self.broken(Failure::Io(Arc::new(e))),
-                Poll::Pending => return Round::Wait,
+                // (TLS: a record the socket has no room for yet.)
+                Poll::Pending => {
+                    self.stalled.get_or_insert_with(crate::clock::now);
+                    return Round::Wait;
+                }
             }
         }
-        if finished && self.shared.lock().out.is_empty() {
+        self.stalled = None;
+        let more = !self.shared.lock().out.is_empty();
+        if finished && !more {
             return Round::Done;
         }
-        let more = !self.shared.lock().out.is_empty();
         if moved || more {
             Round::Again
         } else {
