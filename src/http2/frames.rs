@@ -12,7 +12,7 @@ const PRIORITY_FLAG: u8 = 0x20;
 
 /// A HEADERS frame's fragment, without its padding and priority fields,
 /// and the stream it says it depends on (when it has priority fields).
-pub(super) fn headers_fragment(flags: u8, payload: &[u8]) -> Result<(&[u8], Option<u32>), Abort> {
+pub fn headers_fragment(flags: u8, payload: &[u8]) -> Result<(&[u8], Option<u32>), Abort> {
     let mut p = payload;
     let mut pad = 0;
     let mut depends = None;
@@ -42,7 +42,7 @@ fn dependency(fields: &[u8]) -> u32 {
 
 /// A header block as HEADERS (and CONTINUATION) frames of at most
 /// [`FRAME_MAX`] bytes.
-pub(super) fn write_headers(out: &mut BytesMut, stream: u32, end_stream: bool, block: &[u8]) {
+pub fn write_headers(out: &mut BytesMut, stream: u32, end_stream: bool, block: &[u8]) {
     let mut chunks = block.chunks(FRAME_MAX).peekable();
     let mut kind = HEADERS;
     let mut flags = if end_stream { END_STREAM } else { 0 };

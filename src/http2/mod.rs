@@ -24,4 +24,5 @@ pub mod inbound;
 pub mod ledger;
 pub mod request;
 
+pub use frames::{headers_fragment, write_headers};
 pub use inbound::{Abort, Inbound};

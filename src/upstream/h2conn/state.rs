@@ -8,6 +8,8 @@
 use super::Failure;
 use super::fields::{self, Head};
 use crate::http2::hpack::Decoder;
+use crate::http2::inbound::goaway;
+use crate::http2::write_headers;
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use std::collections::{HashMap, VecDeque};
@@ -32,7 +34,6 @@ const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
-const PRIORITY_FLAG: u8 = 0x20;
 
 pub(super) const NO_ERROR: u32 = 0;
 pub(super) const PROTOCOL_ERROR: u32 = 1;
@@ -251,10 +252,7 @@ impl State {
     /// Ends the connection for a fault of the upstream's: GOAWAY `code`.
     pub(super) fn error(&mut self, code: u32) {
         if self.ended.is_none() {
-            let last = 0u32;
-            frame(&mut self.out, 8, GOAWAY, 0, 0);
-            self.out.extend_from_slice(&last.to_be_bytes());
-            self.out.extend_from_slice(&code.to_be_bytes());
+            self.out.extend_from_slice(&goaway(0, code));
         }
         self.end(Failure::GoAway(code));
     }
@@ -262,8 +260,7 @@ impl State {
     /// Closes the connection politely (nobody holds it any more).
     pub(super) fn close(&mut self) {
         if self.ended.is_none() {
-            frame(&mut self.out, 8, GOAWAY, 0, 0);
-            self.out.extend_from_slice(&[0; 8]);
+            self.out.extend_from_slice(&goaway(0, NO_ERROR));
             self.end(Failure::Closed);
         }
     }
@@ -291,7 +288,7 @@ impl State {
     pub(super) fn open(&mut self, block: &[u8], end: bool) -> u32 {
         let id = self.next_id;
         self.next_id += 2;
-        headers_frames(&mut self.out, id, end, block, self.max_frame);
+        write_headers(&mut self.out, id, end, block);
         self.open += 1;
         self.streams.insert(
             id,
@@ -541,7 +538,7 @@ impl State {
         }
         if slot.end_queued && !slot.send_done {
             match slot.trailers_queued.take() {
-                Some(block) => headers_frames(&mut self.out, id, true, &block, self.max_frame),
+                Some(block) => write_headers(&mut self.out, id, true, &block),
                 None => frame(&mut self.out, 0, DATA, END_STREAM, id),
             }
             slot.send_done = true;
@@ -577,29 +574,4 @@ fn window_update(out: &mut BytesMut, stream: u32, increment: u32) {
 fn rst_stream(out: &mut BytesMut, stream: u32, code: u32) {
     frame(out, 4, RST_STREAM, 0, stream);
     out.extend_from_slice(&code.to_be_bytes());
-}
-
-/// A header block as HEADERS and CONTINUATION frames of at most `max`.
-fn headers_frames(out: &mut BytesMut, stream: u32, end: bool, block: &[u8], max: usize) {
-    let mut rest = block;
-    let mut kind = HEADERS;
-    let mut flags = if end { END_STREAM } else { 0 };
-    loop {
-        let n = rest.len().min(max);
-        let last = n == rest.len();
-        frame(
-            out,
-            n,
-            kind,
-            if last { flags | END_HEADERS } else { flags },
-            stream,
-        );
-        out.extend_from_slice(&rest[..n]);
-        rest = &rest[n..];
-        if last {
-            return;
-        }
-        kind = CONTINUATION;
-        flags = 0;
-    }
 }

@@ -7,9 +7,9 @@ use super::{
     ACK, BLOCK_BYTES_MAX, BLOCK_FRAMES_MAX, Block, COMPRESSION_ERROR, CONTINUATION, DATA,
     EMPTY_DATA_MAX, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR,
     FRAME_SIZE_ERROR, Failure, GOAWAY, HEADERS, MAX_HEADER_LIST, PADDED, PING, PRIORITY,
-    PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE, RST_STREAM, SETTINGS, State, WINDOW_MAX,
-    WINDOW_UPDATE, frame,
+    PROTOCOL_ERROR, PUSH_PROMISE, RST_STREAM, SETTINGS, State, WINDOW_MAX, WINDOW_UPDATE, frame,
 };
+use crate::http2::headers_fragment;
 use bytes::{Bytes, BytesMut};
 
 impl State {
@@ -133,18 +133,7 @@ impl State {
 
     fn on_headers(&mut self, flags: u8, id: u32, payload: &[u8]) -> Result<(), u32> {
         self.check_stream(id)?;
-        let mut p = payload;
-        let mut pad = 0;
-        if flags & PADDED != 0 {
-            let (&n, rest) = p.split_first().ok_or(PROTOCOL_ERROR)?;
-            pad = usize::from(n);
-            p = rest;
-        }
-        if flags & PRIORITY_FLAG != 0 {
-            p = p.get(5..).ok_or(PROTOCOL_ERROR)?;
-        }
-        let fragment = p.get(..p.len().checked_sub(pad).ok_or(PROTOCOL_ERROR)?);
-        let fragment = fragment.ok_or(PROTOCOL_ERROR)?;
+        let (fragment, _) = headers_fragment(flags, payload).map_err(|_| PROTOCOL_ERROR)?;
         let end_stream = flags & END_STREAM != 0;
         if flags & END_HEADERS != 0 {
             return self.on_block(id, end_stream, fragment);
